@@ -1,0 +1,364 @@
+// Lua view of a Communicator: the collectives as methods, the timed loops (bench, pingpong,
+// stream), split, and plain-data exchange for orchestration between timed regions.
+#include <string>
+
+#include "bench.hpp"
+#include "bindings.hpp"
+#include "error.hpp"
+#include "lua_support.hpp"
+#include "pattern.hpp"
+
+namespace cs::lua {
+
+namespace {
+
+constexpr const char* kMT = "commscript.communicator";
+
+Communicator& check_comm(lua_State* L, int idx) {
+  return *check_box<Communicator>(L, idx, kMT, "communicator");
+}
+
+int check_rank_arg(lua_State* L, int idx, const Communicator& c, const char* what) {
+  const int64_t r = check_integer(L, idx);
+  if (r < 0 || r >= c.size())
+    luaL_argerror(L, idx, (std::string(what) + " " + std::to_string(r) + " is not a rank of a communicator of " +
+                           std::to_string(c.size())).c_str());
+  return static_cast<int>(r);
+}
+
+ReduceOp opt_redop(lua_State* L, int idx) {
+  return lua_isnoneornil(L, idx) ? ReduceOp::sum : reduce_op_from_string(check_string(L, idx));
+}
+
+int run_op(lua_State* L, Communicator& c, const Op& op) {
+  c.execute(op);
+  (void)L;
+  return 0;
+}
+
+int c_rank(lua_State* L) { lua_pushinteger(L, check_comm(L, 1).rank()); return 1; }
+int c_size(lua_State* L) { lua_pushinteger(L, check_comm(L, 1).size()); return 1; }
+int c_name(lua_State* L) { lua_pushstring(L, check_comm(L, 1).name().c_str()); return 1; }
+int c_backend(lua_State* L) { lua_pushstring(L, check_comm(L, 1).backend().c_str()); return 1; }
+int c_seq(lua_State* L) { lua_pushnumber(L, static_cast<double>(check_comm(L, 1).seq())); return 1; }
+
+int c_barrier(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  return run_op(L, c, make_op(c, Collective::barrier, Tensor(), Tensor()));
+}
+
+// (send, recv [, op])
+template <Collective C>
+int c_reducing(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  return run_op(L, c, make_op(c, C, check_tensor(L, 2), check_tensor(L, 3), opt_redop(L, 4)));
+}
+// (send, recv)
+template <Collective C>
+int c_plain(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  return run_op(L, c, make_op(c, C, check_tensor(L, 2), check_tensor(L, 3)));
+}
+// (send, recv, root)
+template <Collective C>
+int c_rooted(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  Tensor& s = check_tensor(L, 2);
+  Tensor& r = check_tensor(L, 3);
+  return run_op(L, c, make_op(c, C, s, r, ReduceOp::sum, check_rank_arg(L, 4, c, "root")));
+}
+// (send, recv, root [, op])
+int c_reduce(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  Tensor& s = check_tensor(L, 2);
+  Tensor& r = check_tensor(L, 3);
+  const int root = check_rank_arg(L, 4, c, "root");
+  return run_op(L, c, make_op(c, Collective::reduce, s, r, opt_redop(L, 5), root));
+}
+int c_send(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  Tensor& t = check_tensor(L, 2);
+  Op op = make_op(c, Collective::send, t, Tensor(), ReduceOp::sum, 0, check_rank_arg(L, 3, c, "peer"));
+  op.tag = static_cast<int>(luaL_optinteger(L, 4, 0));
+  return run_op(L, c, op);
+}
+int c_recv(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  Tensor& t = check_tensor(L, 2);
+  Op op = make_op(c, Collective::recv, Tensor(), t, ReduceOp::sum, 0, check_rank_arg(L, 3, c, "peer"));
+  op.tag = static_cast<int>(luaL_optinteger(L, 4, 0));
+  return run_op(L, c, op);
+}
+// (send, to, recv, from)
+int c_sendrecv(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  Tensor& s = check_tensor(L, 2);
+  const int to = check_rank_arg(L, 3, c, "peer");
+  Tensor& r = check_tensor(L, 4);
+  const int from = check_rank_arg(L, 5, c, "peer");
+  return run_op(L, c, make_op(c, Collective::sendrecv, s, r, ReduceOp::sum, 0, to, from));
+}
+
+int c_split(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  const int64_t color = check_integer(L, 2);
+  const int64_t key = lua_isnoneornil(L, 3) ? c.rank() : check_integer(L, 3);
+  auto sub = c.split(static_cast<int>(color), static_cast<int>(key));
+  if (!sub) {
+    lua_pushnil(L);
+    return 1;
+  }
+  push_communicator(L, std::shared_ptr<Communicator>(std::move(sub)));
+  return 1;
+}
+
+Collective check_collective(lua_State* L, const std::string& name, const char* fn) {
+  auto coll = parse_collective(name);
+  if (!coll || *coll == Collective::barrier || *coll == Collective::send || *coll == Collective::recv) {
+    std::string all;
+    for (Collective k : kBenchCollectives) all += (all.empty() ? "" : ", ") + std::string(collective_name(k));
+    luaL_error(L, "%s: unknown operation '%s' (expected one of %s)", fn, name.c_str(), all.c_str());
+  }
+  return *coll;
+}
+
+// check(collective, recv, {op=, root=, salt=, count=}) -> wrong elements of this rank's result,
+// every rank having filled its send buffer with t:fill_pattern(rank, op, salt).
+int c_check(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  const Collective coll = check_collective(L, check_string(L, 2), "check");
+  Tensor& recv = check_tensor(L, 3);
+  CheckSpec s{coll, ReduceOp::sum, c.rank(), c.size(), 0, 0, 0};
+  if (lua_istable(L, 4)) {
+    static const char* const f[] = {"op", "root", "salt", "count", nullptr};
+    check_fields(L, 4, "check", f);
+    s.op = reduce_op_from_string(field_string(L, 4, "check", "op", "sum"));
+    s.root = static_cast<int>(field_integer(L, 4, "check", "root", 0));
+    s.salt = static_cast<uint32_t>(field_integer(L, 4, "check", "salt", 0));
+    s.count = static_cast<size_t>(field_integer(L, 4, "check", "count", -1));
+  } else {
+    s.count = static_cast<size_t>(-1);
+  }
+  if (s.count == static_cast<size_t>(-1)) {
+    const Counts one = collective_counts(coll, 1, c.size());
+    s.count = recv.count() / (one.recv ? one.recv : 1);
+  }
+  lua_pushnumber(L, static_cast<double>(count_wrong(s, recv)));
+  return 1;
+}
+
+void set_num(lua_State* L, const char* k, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+// bench{op=, bytes=|count=, dtype=, redop=, root=, inplace=, iters=, warmup=, check=}
+int c_bench(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char* const f[] = {"op", "bytes", "count", "dtype", "redop", "root", "inplace",
+                                  "iters", "warmup", "check", nullptr};
+  check_fields(L, 2, "bench", f);
+  const Collective coll = check_collective(L, field_string(L, 2, "bench", "op", "allreduce"), "bench");
+  const DType dt = dtype_from_string(field_string(L, 2, "bench", "dtype", "float32"));
+  const ReduceOp redop = reduce_op_from_string(field_string(L, 2, "bench", "redop", "sum"));
+  const int64_t root = field_integer(L, 2, "bench", "root", 0);
+  const bool inplace = field_bool(L, 2, "bench", "inplace", false);
+  BenchSpec spec;
+  spec.iters = static_cast<int>(field_integer(L, 2, "bench", "iters", 20));
+  spec.warmup = static_cast<int>(field_integer(L, 2, "bench", "warmup", 5));
+  spec.check = field_bool(L, 2, "bench", "check", true);
+  if (spec.iters < 1) luaL_error(L, "bad argument #2 to 'bench' (field 'iters': at least 1 expected)");
+  if (spec.warmup < 0) luaL_error(L, "bad argument #2 to 'bench' (field 'warmup': non-negative expected)");
+  const bool by_bytes = has_field(L, 2, "bytes");
+  if (by_bytes == has_field(L, 2, "count"))
+    luaL_error(L, "bad argument #2 to 'bench' (exactly one of the fields 'bytes' and 'count' expected)");
+  const int64_t amount = by_bytes ? field_integer(L, 2, "bench", "bytes", 0) : field_integer(L, 2, "bench", "count", 0);
+  if (amount < 0) luaL_error(L, "bad argument #2 to 'bench' (size must not be negative)");
+  const int n = c.size();
+  const size_t count = by_bytes ? count_for_bytes(coll, static_cast<size_t>(amount), dtype_size(dt), n)
+                                : static_cast<size_t>(amount);
+  const Counts need = collective_counts(coll, count, n);
+  const size_t me = static_cast<size_t>(c.rank());
+
+  Tensor send, recv;
+  if (!inplace) {
+    send = Tensor::host(dt, need.send);
+    recv = Tensor::host(dt, need.recv);
+  } else if (coll == Collective::allgather || coll == Collective::gather) {
+    recv = Tensor::host(dt, need.recv);  // NCCL: send = recv + rank*count
+    send = recv.slice(me * count, count);
+  } else if (coll == Collective::reduce_scatter || coll == Collective::scatter) {
+    send = Tensor::host(dt, need.send);  // NCCL: recv = send + rank*count
+    recv = send.slice(me * count, count);
+  } else {
+    send = recv = Tensor::host(dt, std::max(need.send, need.recv));
+  }
+  const int peer = (c.rank() + 1) % n, from = (c.rank() - 1 + n) % n;
+  const Op op = make_op(c, coll, send, recv, redop, static_cast<int>(root), peer, from, count);
+  const BenchResult r = bench(c, op, send, recv, spec);
+
+  lua_createtable(L, 0, 32);
+  lua_pushstring(L, std::string(collective_name(coll)).c_str());
+  lua_setfield(L, -2, "op");
+  set_num(L, "bytes", static_cast<double>(op.bytes()));
+  set_num(L, "count", static_cast<double>(count));
+  lua_pushstring(L, std::string(dtype_name(dt)).c_str());
+  lua_setfield(L, -2, "dtype");
+  lua_pushstring(L, collective_reduces(coll) ? std::string(reduce_op_name(redop)).c_str() : "none");
+  lua_setfield(L, -2, "redop");
+  set_num(L, "root", collective_has_root(coll) ? static_cast<double>(root) : -1.0);
+  lua_pushboolean(L, inplace);
+  lua_setfield(L, -2, "inplace");
+  set_num(L, "ranks", n);
+  set_num(L, "iters", spec.iters);
+  set_num(L, "warmup", spec.warmup);
+  set_num(L, "time_us", r.us.mean);
+  set_num(L, "min_us", r.us.min);
+  set_num(L, "p50_us", r.us.p50);
+  set_num(L, "p95_us", r.us.p95);
+  set_num(L, "p99_us", r.us.p99);
+  set_num(L, "max_us", r.us.max);
+  set_num(L, "stdev_us", r.us.stdev);
+  set_num(L, "cv", r.us.cv());
+  set_num(L, "algbw", r.algbw);
+  set_num(L, "busbw", r.busbw);
+  set_num(L, "busbw_factor", busbw_factor(coll, n));
+  if (r.checked) set_num(L, "wrong", static_cast<double>(r.wrong));
+  lua_pushboolean(L, r.checked);
+  lua_setfield(L, -2, "checked");
+  set_num(L, "slowest_rank", r.slowest_rank);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; ++i) {
+    lua_pushnumber(L, r.rank_mean_us[static_cast<size_t>(i)]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "rank_mean_us");
+  lua_newtable(L);  // ranks (0-based numbers) whose result had wrong elements
+  int k = 1;
+  for (size_t i = 0; i < r.wrong_by_rank.size(); ++i)
+    if (r.wrong_by_rank[i]) {
+      lua_pushinteger(L, static_cast<lua_Integer>(i));
+      lua_rawseti(L, -2, k++);
+    }
+  lua_setfield(L, -2, "wrong_ranks");
+  return 1;
+}
+
+// pingpong{peer=, bytes=, iters=, warmup=} -> {min_us, mean_us, p50_us, p99_us, max_us}
+int c_pingpong(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char* const f[] = {"peer", "bytes", "iters", "warmup", nullptr};
+  check_fields(L, 2, "pingpong", f);
+  const int64_t peer = field_integer(L, 2, "pingpong", "peer", -1);
+  if (peer < 0 || peer >= c.size() || peer == c.rank())
+    luaL_error(L, "bad argument #2 to 'pingpong' (field 'peer': another rank of the communicator expected)");
+  const int64_t bytes = field_integer(L, 2, "pingpong", "bytes", 8);
+  if (bytes < 0) luaL_error(L, "bad argument #2 to 'pingpong' (field 'bytes': non-negative expected)");
+  Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
+  const Summary s = pingpong(c, static_cast<int>(peer), buf, static_cast<int>(field_integer(L, 2, "pingpong", "warmup", 10)),
+                             static_cast<int>(field_integer(L, 2, "pingpong", "iters", 100)));
+  lua_createtable(L, 0, 8);
+  set_num(L, "bytes", static_cast<double>(bytes));
+  set_num(L, "min_us", s.min);
+  set_num(L, "mean_us", s.mean);
+  set_num(L, "p50_us", s.p50);
+  set_num(L, "p99_us", s.p99);
+  set_num(L, "max_us", s.max);
+  set_num(L, "cv", s.cv());
+  return 1;
+}
+
+// stream{peer=, sender=, bytes=, window=, iters=, warmup=} -> GB/s as this rank measured it
+int c_stream(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char* const f[] = {"peer", "sender", "bytes", "window", "iters", "warmup", nullptr};
+  check_fields(L, 2, "stream", f);
+  const int64_t peer = field_integer(L, 2, "stream", "peer", -1);
+  if (peer < 0 || peer >= c.size() || peer == c.rank())
+    luaL_error(L, "bad argument #2 to 'stream' (field 'peer': another rank of the communicator expected)");
+  const int64_t bytes = field_integer(L, 2, "stream", "bytes", 1 << 20);
+  if (bytes < 1) luaL_error(L, "bad argument #2 to 'stream' (field 'bytes': positive expected)");
+  Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
+  Tensor ack = Tensor::host(DType::uint8, 1);
+  const double gbs = stream_bandwidth(c, static_cast<int>(peer), field_bool(L, 2, "stream", "sender", c.rank() < peer),
+                                      buf, ack, static_cast<int>(field_integer(L, 2, "stream", "window", 64)),
+                                      static_cast<int>(field_integer(L, 2, "stream", "warmup", 2)),
+                                      static_cast<int>(field_integer(L, 2, "stream", "iters", 10)));
+  lua_pushnumber(L, gbs);
+  return 1;
+}
+
+// Plain data between ranks (JSON-serialisable values), for orchestration, not timing.
+int c_allgather_value(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  luaL_checkany(L, 2);
+  const auto all = c.allgather(to_json(L, 2).dump());
+  lua_createtable(L, static_cast<int>(all.size()), 0);
+  for (size_t i = 0; i < all.size(); ++i) {
+    push_json(L, nlohmann::json::parse(all[i]));
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+int c_broadcast_value(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  const int root = check_rank_arg(L, 3, c, "root");
+  const std::string mine = c.rank() == root ? to_json(L, 2).dump() : std::string();
+  push_json(L, nlohmann::json::parse(c.broadcast(mine, root)));
+  return 1;
+}
+
+int c_tostring(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  lua_pushfstring(L, "communicator<%s %s, rank %d of %d>", c.backend().c_str(), c.name().c_str(), c.rank(), c.size());
+  return 1;
+}
+
+}  // namespace
+
+void push_communicator(lua_State* L, std::shared_ptr<Communicator> c) { push_box(L, std::move(c), kMT); }
+
+void register_communicator(lua_State* L) {
+  luaL_newmetatable(L, kMT);
+  static const luaL_Reg methods[] = {
+      {"rank", entry<c_rank>},
+      {"size", entry<c_size>},
+      {"name", entry<c_name>},
+      {"backend", entry<c_backend>},
+      {"seq", entry<c_seq>},
+      {"barrier", entry<c_barrier>},
+      {"allreduce", entry<c_reducing<Collective::allreduce>>},
+      {"reduce_scatter", entry<c_reducing<Collective::reduce_scatter>>},
+      {"reduce", entry<c_reduce>},
+      {"allgather", entry<c_plain<Collective::allgather>>},
+      {"alltoall", entry<c_plain<Collective::alltoall>>},
+      {"broadcast", entry<c_rooted<Collective::broadcast>>},
+      {"gather", entry<c_rooted<Collective::gather>>},
+      {"scatter", entry<c_rooted<Collective::scatter>>},
+      {"send", entry<c_send>},
+      {"recv", entry<c_recv>},
+      {"sendrecv", entry<c_sendrecv>},
+      {"split", entry<c_split>},
+      {"check", entry<c_check>},
+      {"bench", entry<c_bench>},
+      {"pingpong", entry<c_pingpong>},
+      {"stream", entry<c_stream>},
+      {"allgather_value", entry<c_allgather_value>},
+      {"broadcast_value", entry<c_broadcast_value>},
+      {nullptr, nullptr}};
+  lua_newtable(L);
+  luaL_register(L, nullptr, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, entry<c_tostring>);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, gc_box<Communicator>);
+  lua_setfield(L, -2, "__gc");
+  lua_pushstring(L, "communicator");
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+}
+
+}  // namespace cs::lua

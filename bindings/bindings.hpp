@@ -1,0 +1,23 @@
+#pragma once
+// Registers the engine's objects with a Lua state as the table `commscript.native`
+// (package.loaded["commscript.native"]); stdlib/commscript.lua builds the public `cs` on it.
+#include <lua.hpp>
+
+#include <memory>
+
+#include "communicator.hpp"
+#include "tensor.hpp"
+
+namespace cs {
+class Session;
+
+namespace lua {
+
+void open_native(lua_State* L, Session* session);
+void register_tensor(lua_State* L);        // adds native.tensor and the tensor metatable
+void register_communicator(lua_State* L);  // the communicator metatable
+void push_communicator(lua_State* L, std::shared_ptr<Communicator> c);
+Tensor& check_tensor(lua_State* L, int idx);
+
+}  // namespace lua
+}  // namespace cs

@@ -1,0 +1,400 @@
+// The `commscript` command: parse the command line, load the config and the recipe, start the
+// backend, run the recipe on every rank, write the report, and turn the outcome into the exit
+// code of the contract. Bad input is refused before anything communicates.
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "bindings.hpp"
+#include "commscript_version.hpp"
+#include "digest.hpp"
+#include "embedded.hpp"
+#include "job.hpp"
+#include "lua_support.hpp"
+#include "lua_vm.hpp"
+#include "mpi_communicator.hpp"
+#include "self_communicator.hpp"
+#include "session.hpp"
+#include "versions.hpp"
+#include "watchdog.hpp"
+
+namespace cs {
+
+namespace {
+
+struct Args {
+  std::string config_file, out, backend = "mpi";
+  std::vector<std::string> sets;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  double timeout = -1;
+  bool version = false, list = false, check = false, trusted = false;
+  std::vector<std::string> rest;  // RECIPE [recipe options]
+};
+
+struct RecipeSource {
+  std::string name;  // as shown in messages: the path, or "recipes/x.lua" when bundled
+  std::string text;
+  bool bundled = false;
+};
+
+// Who prints errors found before MPI starts: the launcher's rank 0 (or a process on its own).
+bool prints_early() { return job::launcher_rank() <= 0; }
+
+int fail_early(ExitCode code, const std::string& msg) {
+  if (prints_early()) std::fprintf(stderr, "commscript: %s\n", msg.c_str());
+  return static_cast<int>(code);
+}
+
+std::optional<RecipeSource> find_recipe(const std::string& arg, std::string* why) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(arg, ec)) {
+    std::ifstream in(arg, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in.good() && !in.eof()) {
+      *why = arg + ": cannot read recipe file";
+      return std::nullopt;
+    }
+    return RecipeSource{arg, ss.str(), false};
+  }
+  // A bundled recipe by name ("bw_sweep") or by its path in the source tree ("recipes/bw_sweep.lua").
+  std::string base = fs::path(arg).filename().string();
+  if (base.size() < 4 || base.substr(base.size() - 4) != ".lua") base += ".lua";
+  const bool plain_name = arg.find('/') == std::string::npos;
+  if (plain_name || arg == "recipes/" + base) {
+    if (const embedded::File* f = embedded::find("recipes/" + base))
+      return RecipeSource{"recipes/" + base, std::string(f->data, f->size), true};
+  }
+  if (fs::exists(arg, ec)) *why = arg + ": not a regular file";
+  else *why = arg + ": recipe file not found (try --list for the bundled recipes)";
+  return std::nullopt;
+}
+
+// Loads the recipe's declarations into `vm` and leaves the recipe table on the stack, below
+// the runner module. Returns false with the failure filled.
+bool declare(LuaVm& vm, const RecipeSource& src, bool trusted, LuaFailure* f) {
+  lua_State* L = vm.state();
+  if (!vm.require("cs.runner", f)) return false;  // [runner]
+  vm.set_recipe_chunk("@" + src.name);
+  lua_getfield(L, -1, "load");
+  if (!vm.load(src.text, src.name, f)) {
+    lua_pop(L, 2);
+    return false;
+  }
+  lua_pushboolean(L, trusted);
+  if (!vm.call(2, 1, f)) {  // [runner, recipe]
+    if (f->code == ExitCode::runtime) f->code = ExitCode::bad_input;  // errors while loading: exit 1
+    lua_pop(L, 1);
+    return false;
+  }
+  lua_getfield(L, -2, "check_requires");
+  lua_pushvalue(L, -2);
+  if (!vm.call(1, 0, f)) {
+    lua_pop(L, 2);
+    return false;
+  }
+  return true;
+}
+
+// With [runner, recipe] on the stack: resolves the options and pushes opt.
+bool resolve_options(LuaVm& vm, const Session& s, const std::vector<std::string>& rargs, LuaFailure* f) {
+  lua_State* L = vm.state();
+  lua_getfield(L, -2, "options");
+  lua_pushvalue(L, -2);
+  lua::push_json(L, s.config.section("options"));
+  lua_createtable(L, static_cast<int>(rargs.size()), 0);
+  for (size_t i = 0; i < rargs.size(); ++i) {
+    lua_pushstring(L, rargs[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  if (!vm.call(3, 1, f)) {
+    if (f->code == ExitCode::runtime) f->code = ExitCode::bad_input;
+    return false;
+  }
+  return true;
+}
+
+std::string string_field(lua_State* L, int idx, const char* k) {
+  lua_getfield(L, idx, k);
+  std::string v = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_pop(L, 1);
+  return v;
+}
+
+int list_recipes() {
+  Session s;
+  std::printf("%-16s %-8s %s\n", "recipe", "version", "summary");
+  for (const embedded::File* f = embedded::kFiles; f->path; ++f) {
+    std::string p = f->path;
+    if (p.rfind("recipes/", 0) != 0) continue;
+    LuaVm vm(&s);
+    LuaFailure fail;
+    RecipeSource src{p, std::string(f->data, f->size), true};
+    if (!declare(vm, src, false, &fail)) {
+      std::printf("%-16s %-8s (does not load: %s)\n", p.c_str(), "?", fail.message.c_str());
+      continue;
+    }
+    lua_State* L = vm.state();
+    std::printf("%-16s %-8s %s\n", string_field(L, -1, "name").c_str(), string_field(L, -1, "version").c_str(),
+                string_field(L, -1, "summary").c_str());
+  }
+  return 0;
+}
+
+std::string iso_time_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return b;
+}
+
+nlohmann::json env_snapshot() {
+  nlohmann::json e = nlohmann::json::object();
+  for (char** p = environ; p && *p; ++p) {
+    std::string kv = *p;
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string k = kv.substr(0, eq);
+    for (const char* prefix : {"NCCL_", "UCX_", "OMPI_", "TORCH_NCCL_", "CUDA_", "COMMSCRIPT_", "MPICH_", "PMIX_MCA_"})
+      if (k.rfind(prefix, 0) == 0) {
+        e[k] = kv.substr(eq + 1);
+        break;
+      }
+  }
+  return e;
+}
+
+Session* g_session = nullptr;  // for the abort hook: rank 0 saves what it has
+
+void save_partial_report(ExitCode code, const std::string& message) {
+  if (!g_session || !g_session->report || !g_session->report->writer()) return;
+  try {
+    auto& d = g_session->report->doc();
+    d["run"]["exit_code"] = static_cast<int>(code);
+    d["incidents"].push_back({{"kind", code == ExitCode::timeout ? "timeout" : "error"}, {"message", message}});
+    g_session->report->write();
+  } catch (...) {  // NOLINT: we are on the way out; never throw from here
+  }
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"commscript: diagnose, benchmark and stress-test distributed training communication",
+               "commscript"};
+  app.footer("usage: commscript [options] RECIPE[.lua] [recipe options]\n"
+             "       commscript RECIPE --help     prints the recipe's own options\n"
+             "exit codes: 0 ok, 1 bad input, 2 recipe error, 3 health verdict failed,\n"
+             "            4 data corruption, 5 timeout/hang, 70 internal error");
+  app.prefix_command();  // everything from RECIPE on belongs to the recipe
+  app.add_flag("--version", a.version, "print versions (commscript, MPI, LuaJIT, CUDA/NCCL) and exit");
+  app.add_option("--config", a.config_file, "TOML file: [options], [env], [run] ...");
+  app.add_option("--set", a.sets, "override a config value: key=value (repeatable; no section means options.KEY)");
+  app.add_option("--out", a.out, "output directory (default: commscript-runs/<recipe>-<time>-<pid>)");
+  app.add_option("--backend", a.backend, "communication backend")->check(CLI::IsMember({"mpi", "self", "nccl"}));
+  app.add_option("--seed", a.seed, "seed for everything random in the run")->each([&](const std::string&) { a.seed_given = true; });
+  app.add_option("--timeout", a.timeout, "deadline of each operation in seconds (0: none; default 300)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--list", a.list, "list the bundled recipes with versions and summaries");
+  app.add_flag("--check", a.check, "load and validate the recipe and its options, run nothing");
+  app.add_flag("--trusted", a.trusted, "lift the recipe sandbox (os, io, ffi, require of any module)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (prints_early()) std::fprintf(stderr, "commscript: %s\n(see commscript --help)\n", e.what());
+    return 1;
+  }
+  a.rest = app.remaining();
+
+  if (a.version) {
+    std::fputs(version_text().c_str(), stdout);
+    return 0;
+  }
+  if (a.list) return list_recipes();
+  if (a.rest.empty()) return fail_early(ExitCode::bad_input, "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
+  if (a.backend == "nccl") {
+#ifdef COMMSCRIPT_HAVE_NCCL
+    return fail_early(ExitCode::bad_input, "--backend nccl: the NCCL backend is not implemented in this version yet");
+#else
+    return fail_early(ExitCode::bad_input, "--backend nccl: this commscript was built without CUDA/NCCL");
+#endif
+  }
+
+  Session s;
+  g_session = &s;
+  s.backend = a.backend;
+  s.trusted = a.trusted;
+  s.argv.assign(argv, argv + argc);
+
+  // Config before anything else: its [env] must be in place before MPI or NCCL read theirs.
+  try {
+    if (!a.config_file.empty()) s.config = Config::load(a.config_file);
+    for (const auto& kv : a.sets) s.config.set(kv);
+    s.config.apply_env();
+  } catch (const Error& e) {
+    return fail_early(e.code(), e.what());
+  }
+  const nlohmann::json run_cfg = s.config.section("run");
+  s.timeout_s = a.timeout >= 0 ? a.timeout : run_cfg.value("timeout", 300.0);
+  s.seed = a.seed_given ? a.seed : run_cfg.value("seed", static_cast<uint64_t>(0));
+
+  std::string why;
+  auto src = find_recipe(a.rest[0], &why);
+  if (!src) return fail_early(ExitCode::bad_input, why);
+  const std::vector<std::string> rargs(a.rest.begin() + 1, a.rest.end());
+  const bool recipe_help =
+      std::find_if(rargs.begin(), rargs.end(), [](const std::string& x) { return x == "--help" || x == "-h"; }) != rargs.end();
+
+  // --help and --check need no ranks: answer them from the declarations alone.
+  if (recipe_help || a.check) {
+    LuaVm vm(&s);
+    LuaFailure f;
+    if (!declare(vm, *src, s.trusted, &f)) return fail_early(f.code, f.message);
+    lua_State* L = vm.state();
+    if (recipe_help) {
+      lua_getfield(L, -2, "help");
+      lua_pushvalue(L, -2);
+      if (!vm.call(1, 1, &f)) return fail_early(f.code, f.message);
+      if (prints_early()) std::printf("%s\n", lua_tostring(L, -1));
+      return 0;
+    }
+    if (!resolve_options(vm, s, rargs, &f)) return fail_early(f.code, f.message);
+    if (prints_early())
+      std::printf("ok: %s %s (%s) loads, and its options are valid\n", string_field(L, -2, "name").c_str(),
+                  string_field(L, -2, "version").c_str(), src->name.c_str());
+    return 0;
+  }
+
+  // ---- the ranks ----
+  if (s.backend == "mpi") {
+    job::init_mpi(&argc, &argv);
+    s.world = MpiCommunicator::world();
+  } else {
+    s.world = std::make_shared<SelfCommunicator>();
+  }
+  s.rank = s.world->rank();
+  s.size = s.world->size();
+
+  auto finish = [&](int code) {
+    s.world.reset();
+    job::finalize();
+    return code;
+  };
+
+  LuaVm vm(&s);
+  lua_State* L = vm.state();
+  LuaFailure f;
+  bool ok = declare(vm, *src, s.trusted, &f) && resolve_options(vm, s, rargs, &f);
+  // Every rank loads and validates the same way; the lowest rank that failed says why.
+  const int low = job::lowest_failing_rank(!ok);
+  if (low >= 0) {
+    if (s.rank == low)
+      std::fprintf(stderr, "commscript: %s%s\n", s.size > 1 ? ("rank " + std::to_string(low) + ": ").c_str() : "",
+                   f.message.c_str());
+    return finish(static_cast<int>(ExitCode::bad_input));
+  }
+  // Stack: [runner, recipe, opt]
+  const std::string recipe_name = string_field(L, -2, "name");
+
+  // The output directory: rank 0 chooses, everyone learns it.
+  s.out_dir = s.world->broadcast(a.out.empty() ? default_out_dir(recipe_name) : a.out, 0);
+  std::string report_error;
+  try {
+    s.report = std::make_unique<Report>(s.out_dir, s.rank == 0);
+  } catch (const Error& e) {
+    report_error = e.what();
+  }
+  if (job::lowest_failing_rank(!report_error.empty()) >= 0) {
+    if (!report_error.empty()) std::fprintf(stderr, "commscript: %s\n", report_error.c_str());
+    return finish(static_cast<int>(ExitCode::bad_input));
+  }
+
+  const auto t_start = std::chrono::steady_clock::now();
+  {
+    auto& d = s.report->doc();
+    d["commscript"] = nlohmann::json::parse(versions_json());
+    d["recipe"] = {{"name", recipe_name},
+                   {"version", string_field(L, -2, "version")},
+                   {"file", src->name},
+                   {"bundled", src->bundled},
+                   {"sha256", sha256_hex(src->text)},
+                   {"options", lua::to_json(L, -1)},
+                   {"args", rargs}};
+    if (d["recipe"]["options"].is_array() && d["recipe"]["options"].empty())
+      d["recipe"]["options"] = nlohmann::json::object();
+    const auto hosts = s.world->allgather(job::hostname());
+    nlohmann::json per_host = nlohmann::json::object();
+    for (size_t r = 0; r < hosts.size(); ++r) per_host[hosts[r]].push_back(r);
+    d["run"] = {{"ranks", s.size},
+                {"hosts", per_host.size()},
+                {"backend", s.backend},
+                {"start", iso_time_now()},
+                {"seed", s.seed},
+                {"timeout_s", s.timeout_s},
+                {"trusted", s.trusted},
+                {"command", s.argv},
+                {"config", s.config.data()},
+                {"duration_s", nullptr},
+                {"exit_code", nullptr}};
+    d["env"] = env_snapshot();
+    d["topology"] = {{"hosts", per_host}};
+  }
+  job::set_before_abort(save_partial_report);
+
+  const std::string host = job::hostname();
+  Watchdog watchdog(s.timeout_s, s.rank, host, [&](const std::string& line) {
+    save_partial_report(ExitCode::timeout, line);
+  });
+
+  // runner.run(recipe, comm, opt, info)
+  lua_getfield(L, -3, "run");
+  lua_pushvalue(L, -3);
+  lua::push_communicator(L, s.world);
+  lua_pushvalue(L, -4);
+  lua_createtable(L, 0, 1);
+  lua_pushnumber(L, static_cast<double>(s.seed));
+  lua_setfield(L, -2, "seed");
+  if (!vm.call(4, 1, &f)) {
+    std::string msg = "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) +
+                      f.message;
+    if (!f.traceback.empty() && f.code == ExitCode::runtime) msg += "\n" + f.traceback;
+    job::abort(f.code, msg);
+  }
+  int code = static_cast<int>(lua_tointeger(L, -1));
+  code = job::agree_max(code);
+
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (s.report->writer()) {
+    auto& d = s.report->doc();
+    d["run"]["duration_s"] = secs;
+    d["run"]["exit_code"] = code;
+    try {
+      s.report->write();
+      std::fprintf(stderr, "commscript: report written to %s/report.json\n", s.out_dir.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "commscript: %s\n", e.what());
+      code = static_cast<int>(ExitCode::internal);
+    }
+  }
+  lua_settop(L, 0);
+  g_session = nullptr;
+  return finish(code);
+}
+
+}  // namespace cs

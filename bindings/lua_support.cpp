@@ -1,0 +1,235 @@
+#include "lua_support.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace cs::lua {
+
+namespace {
+int error_tostring(lua_State* L) {
+  lua_getfield(L, 1, "message");
+  return 1;
+}
+}  // namespace
+
+void raise(lua_State* L, ExitCode code, const std::string& message) {
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, static_cast<int>(code));
+  lua_setfield(L, -2, "code");
+  lua_pushlstring(L, message.data(), message.size());
+  lua_setfield(L, -2, "message");
+  if (luaL_newmetatable(L, "commscript.error")) {
+    lua_pushcfunction(L, error_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_setmetatable(L, -2);
+  lua_error(L);
+  __builtin_unreachable();  // lua_error does not return
+}
+
+ExitCode error_code(lua_State* L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) return ExitCode::runtime;
+  lua_getfield(L, idx, "code");
+  const int c = lua_isnumber(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 2;
+  lua_pop(L, 1);
+  return static_cast<ExitCode>(c);
+}
+
+std::string error_message(lua_State* L, int idx) {
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    lua_getfield(L, idx, "message");
+    std::string m = lua_isstring(L, -1) ? lua_tostring(L, -1) : "(error object without message)";
+    lua_pop(L, 1);
+    return m;
+  }
+  if (lua_isstring(L, idx)) return lua_tostring(L, idx);
+  return std::string("(error object is a ") + luaL_typename(L, idx) + " value)";
+}
+
+std::string check_string(lua_State* L, int idx) {
+  size_t n = 0;
+  const char* s = luaL_checklstring(L, idx, &n);
+  return std::string(s, n);
+}
+
+int64_t check_integer(lua_State* L, int idx) {
+  const double d = luaL_checknumber(L, idx);
+  if (d != std::floor(d) || std::fabs(d) > 9.007199254740992e15)
+    luaL_argerror(L, idx, "integer expected, got non-integer number");
+  return static_cast<int64_t>(d);
+}
+
+static void field_error(lua_State* L, int idx, const char* fn, const char* key, const char* want) {
+  lua_getfield(L, idx, key);
+  const char* got = luaL_typename(L, -1);
+  luaL_error(L, "bad argument #%d to '%s' (field '%s': %s expected, got %s)", idx, fn, key, want, got);
+}
+
+bool has_field(lua_State* L, int idx, const char* key) {
+  lua_getfield(L, idx, key);
+  const bool r = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  return r;
+}
+
+double field_number(lua_State* L, int idx, const char* fn, const char* key, double dflt) {
+  lua_getfield(L, idx, key);
+  double v = dflt;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, idx, fn, key, "number");
+    v = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+int64_t field_integer(lua_State* L, int idx, const char* fn, const char* key, int64_t dflt) {
+  lua_getfield(L, idx, key);
+  int64_t v = dflt;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, idx, fn, key, "integer");
+    const double d = lua_tonumber(L, -1);
+    if (d != std::floor(d) || std::fabs(d) > 9.007199254740992e15) field_error(L, idx, fn, key, "integer");
+    v = static_cast<int64_t>(d);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+std::string field_string(lua_State* L, int idx, const char* fn, const char* key, const std::string& dflt) {
+  lua_getfield(L, idx, key);
+  std::string v = dflt;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING) field_error(L, idx, fn, key, "string");
+    v = lua_tostring(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+bool field_bool(lua_State* L, int idx, const char* fn, const char* key, bool dflt) {
+  lua_getfield(L, idx, key);
+  bool v = dflt;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TBOOLEAN) field_error(L, idx, fn, key, "boolean");
+    v = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+void check_fields(lua_State* L, int idx, const char* fn, const char* const* allowed) {
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    bool ok = false;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char* k = lua_tostring(L, -1);
+      for (const char* const* a = allowed; *a; ++a) ok = ok || std::strcmp(k, *a) == 0;
+      if (!ok) {
+        std::string all;
+        for (const char* const* a = allowed; *a; ++a) all += (all.empty() ? "" : ", ") + std::string(*a);
+        luaL_error(L, "bad argument #%d to '%s' (unknown field '%s'; known: %s)", idx, fn, k, all.c_str());
+      }
+    } else {
+      luaL_error(L, "bad argument #%d to '%s' (table with string keys expected)", idx, fn);
+    }
+  }
+}
+
+void push_json(lua_State* L, const nlohmann::json& j) {
+  luaL_checkstack(L, 4, "json nesting too deep");
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: lua_pushnil(L); break;
+    case nlohmann::json::value_t::boolean: lua_pushboolean(L, j.get<bool>()); break;
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::json::value_t::number_float: lua_pushnumber(L, j.get<double>()); break;
+    case nlohmann::json::value_t::string: {
+      const auto& s = j.get_ref<const std::string&>();
+      lua_pushlstring(L, s.data(), s.size());
+      break;
+    }
+    case nlohmann::json::value_t::array: {
+      lua_createtable(L, static_cast<int>(j.size()), 0);
+      int i = 1;
+      for (const auto& v : j) {
+        push_json(L, v);
+        lua_rawseti(L, -2, i++);
+      }
+      break;
+    }
+    case nlohmann::json::value_t::object: {
+      lua_createtable(L, 0, static_cast<int>(j.size()));
+      for (const auto& [k, v] : j.items()) {
+        push_json(L, v);
+        lua_setfield(L, -2, k.c_str());
+      }
+      break;
+    }
+    default: lua_pushnil(L); break;
+  }
+}
+
+nlohmann::json to_json(lua_State* L, int idx, int depth) {
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  if (depth > 64) luaL_error(L, "cannot convert to JSON: nesting deeper than 64 (a cycle?)");
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return nullptr;
+    case LUA_TBOOLEAN: return static_cast<bool>(lua_toboolean(L, idx));
+    case LUA_TNUMBER: {
+      const double d = lua_tonumber(L, idx);
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.007199254740992e15)
+        return static_cast<int64_t>(d);
+      if (!std::isfinite(d)) return nullptr;  // JSON has no NaN/inf
+      return d;
+    }
+    case LUA_TSTRING: {
+      size_t n = 0;
+      const char* s = lua_tolstring(L, idx, &n);
+      return std::string(s, n);
+    }
+    case LUA_TTABLE: {
+      const size_t n = lua_objlen(L, idx);
+      // An array when keys are exactly 1..n (n > 0).
+      size_t keys = 0;
+      bool all_int = true;
+      lua_pushnil(L);
+      while (lua_next(L, idx)) {
+        ++keys;
+        if (lua_type(L, -2) != LUA_TNUMBER) all_int = false;
+        lua_pop(L, 1);
+      }
+      if (n > 0 && all_int && keys == n) {
+        nlohmann::json a = nlohmann::json::array();
+        for (size_t i = 1; i <= n; ++i) {
+          lua_rawgeti(L, idx, static_cast<int>(i));
+          a.push_back(to_json(L, -1, depth + 1));
+          lua_pop(L, 1);
+        }
+        return a;
+      }
+      nlohmann::json o = nlohmann::json::object();
+      lua_pushnil(L);
+      while (lua_next(L, idx)) {
+        std::string key;
+        if (lua_type(L, -2) == LUA_TSTRING) key = lua_tostring(L, -2);
+        else if (lua_type(L, -2) == LUA_TNUMBER) {
+          lua_pushvalue(L, -2);
+          key = lua_tostring(L, -1);
+          lua_pop(L, 1);
+        } else {
+          luaL_error(L, "cannot convert to JSON: a table key is a %s", luaL_typename(L, -2));
+        }
+        o[key] = to_json(L, -1, depth + 1);
+        lua_pop(L, 1);
+      }
+      return o;
+    }
+    default:
+      luaL_error(L, "cannot convert a %s value to JSON", luaL_typename(L, idx));
+      return nullptr;
+  }
+}
+
+}  // namespace cs::lua

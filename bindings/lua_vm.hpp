@@ -1,0 +1,40 @@
+#pragma once
+// One Lua state per rank, driven only from the rank's main thread. Stdlib modules come from the
+// binary (or from $COMMSCRIPT_STDLIB, a directory, when set: for development).
+#include <lua.hpp>
+
+#include <string>
+
+#include "error.hpp"
+
+namespace cs {
+class Session;
+
+struct LuaFailure {
+  ExitCode code = ExitCode::runtime;
+  std::string message;    // "recipes/x.lua:12: ..."
+  std::string traceback;  // "stack traceback: ..."
+};
+
+class LuaVm {
+ public:
+  explicit LuaVm(Session* session);
+  ~LuaVm();
+  LuaVm(const LuaVm&) = delete;
+  LuaVm& operator=(const LuaVm&) = delete;
+  lua_State* state() const { return L_; }
+
+  // Compiles `source` as chunk `@name` and pushes the function. Syntax errors: bad_input.
+  bool load(const std::string& source, const std::string& name, LuaFailure* f);
+  // Calls the function below its nargs arguments under the traceback handler.
+  bool call(int nargs, int nresults, LuaFailure* f);
+  // require(module) and leave it on the stack.
+  bool require(const char* module, LuaFailure* f);
+  // Frames of this chunk name give the "recipe file:line" prefix of runtime errors.
+  void set_recipe_chunk(const std::string& chunkname);
+
+ private:
+  lua_State* L_;
+};
+
+}  // namespace cs

@@ -1,0 +1,31 @@
+#pragma once
+// Everything one run of a recipe shares: the config, the world communicator, the report, and
+// the settings from the command line. Lives in the CLI's main; the bindings reach it through
+// an upvalue.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "communicator.hpp"
+#include "config.hpp"
+#include "report.hpp"
+
+namespace cs {
+
+class Session {
+ public:
+  Config config;
+  std::shared_ptr<Communicator> world;
+  std::unique_ptr<Report> report;
+  std::string backend = "mpi";
+  bool trusted = false;
+  uint64_t seed = 0;
+  double timeout_s = 0;
+  std::string out_dir;
+  std::vector<std::string> argv;  // the whole command line, for the report
+  int rank = 0;
+  int size = 1;
+};
+
+}  // namespace cs

@@ -1,0 +1,64 @@
+#include "versions.hpp"
+
+#include <luajit.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commscript_version.hpp"
+#include "mpi_communicator.hpp"
+
+#ifdef COMMSCRIPT_HAVE_NCCL
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#endif
+
+namespace cs {
+
+namespace {
+
+nlohmann::json collect() {
+  nlohmann::json j;
+  j["version"] = COMMSCRIPT_VERSION;
+  j["luajit"] = LUAJIT_VERSION;
+  j["backends"]["self"] = {{"library", "built-in"}};
+  j["backends"]["mpi"] = {{"library", mpi_library_version()}};
+#ifdef COMMSCRIPT_HAVE_NCCL
+  int nccl = 0;
+  ncclGetVersion(&nccl);
+  int rt = 0, drv = 0;
+  cudaRuntimeGetVersion(&rt);
+  const cudaError_t derr = cudaDriverGetVersion(&drv);
+  auto fmt = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
+  j["backends"]["nccl"] = {{"header", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
+                                          std::to_string(NCCL_PATCH)},
+                           {"library", std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) +
+                                           "." + std::to_string(nccl % 100)},
+                           {"cuda_runtime", fmt(rt)},
+                           {"cuda_driver", derr == cudaSuccess && drv > 0 ? fmt(drv) : std::string("none (no driver)")},
+                           {"built", true}};
+#else
+  j["backends"]["nccl"] = {{"built", false}, {"why", "built without CUDA/NCCL"}};
+#endif
+  return j;
+}
+
+}  // namespace
+
+std::string versions_json() { return collect().dump(); }
+
+std::string version_text() {
+  const nlohmann::json j = collect();
+  std::string s = "commscript " + j["version"].get<std::string>() + "\n";
+  s += "MPI: " + j["backends"]["mpi"]["library"].get<std::string>() + "\n";
+  s += std::string("LuaJIT: ") + LUAJIT_VERSION + "\n";
+  const auto& n = j["backends"]["nccl"];
+  if (n["built"].get<bool>())
+    s += "NCCL: header " + n["header"].get<std::string>() + ", library " + n["library"].get<std::string>() +
+         "\nCUDA: runtime " + n["cuda_runtime"].get<std::string>() + ", driver " +
+         n["cuda_driver"].get<std::string>() + "\n";
+  else
+    s += "NCCL/CUDA: not built (configure with the CUDA toolkit and NCCL present)\n";
+  return s;
+}
+
+}  // namespace cs

@@ -1,0 +1,18 @@
+# Usage: cmake -DOUT=file.cpp -DROOT=<repo> -DFILES="a.lua|b.lua" -P embed_lua.cmake
+# Writes a C++ table of (relative path, contents) so the binary carries its stdlib and recipes.
+string(REPLACE "|" ";" FILES "${FILES}")
+set(body "#include \"embedded.hpp\"\nnamespace cs::embedded {\nnamespace {\n")
+set(entries "")
+set(i 0)
+foreach(f IN LISTS FILES)
+  file(READ "${ROOT}/${f}" hex HEX)
+  string(LENGTH "${hex}" n)
+  math(EXPR bytes "${n} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "const unsigned char d${i}[] = {${hex}0};\n")
+  string(APPEND entries "  {\"${f}\", reinterpret_cast<const char*>(d${i}), ${bytes}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND body "}  // namespace\nconst File kFiles[] = {\n${entries}  {nullptr, nullptr, 0}};\n}  // namespace cs::embedded\n")
+file(WRITE "${OUT}.tmp" "${body}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT}.tmp" "${OUT}")

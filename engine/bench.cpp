@@ -1,0 +1,114 @@
+#include "bench.hpp"
+
+#include <algorithm>
+
+#include "error.hpp"
+#include "pattern.hpp"
+
+namespace cs {
+
+namespace {
+
+// Poisons the receive buffer (0 is never an expected value: patterns start at 1), then fills the
+// send buffer with the pattern. For in-place ops send and recv are views of one buffer, and the
+// send view is filled last, so the rank's own contribution survives.
+void fill_inputs(int rank, const Op& op, Tensor& send, Tensor& recv, uint32_t salt) {
+  const Counts n = collective_counts(op.coll, op.count, op.nranks);
+  if (recv.valid()) recv.slice(0, std::min(recv.count(), n.recv)).fill(0);
+  Tensor src = send.slice(0, std::min(send.count(), n.send));
+  fill_pattern(src, rank, op.redop, salt);
+}
+
+}  // namespace
+
+BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, const BenchSpec& spec) {
+  if (spec.iters < 1) throw InputError("bench: iters must be at least 1");
+  if (spec.warmup < 0) throw InputError("bench: warmup must not be negative");
+  BenchResult r;
+  const size_t iters = static_cast<size_t>(spec.iters);
+  std::vector<double> samples(iters);
+  if (spec.check) fill_inputs(comm.rank(), op, send, recv, 0);
+
+  for (int i = 0; i < spec.warmup; ++i) comm.execute(op);
+  Op barrier;
+  barrier.coll = Collective::barrier;
+  barrier.nranks = comm.size();
+  comm.execute(barrier);
+  for (size_t i = 0; i < iters; ++i) {
+    const int64_t t0 = comm.execute(op);
+    const int64_t t1 = now_ns();
+    samples[i] = static_cast<double>(t1 - t0) * 1e-3;
+  }
+
+  uint64_t wrong = 0;
+  if (spec.check) {
+    const uint32_t salt = 1;
+    fill_inputs(comm.rank(), op, send, recv, salt);
+    comm.execute(op);
+    const Counts n = collective_counts(op.coll, op.count, op.nranks);
+    const CheckSpec check{op.coll, op.redop, comm.rank(), comm.size(), op.root, op.count, salt};
+    wrong = count_wrong(check, recv.slice(0, std::min(recv.count(), n.recv)));
+    r.checked = true;
+  }
+
+  double mine = 0;
+  for (double s : samples) mine += s;
+  mine /= static_cast<double>(iters);
+  r.rank_mean_us = comm.allgather(mine);
+  comm.allreduce_max(samples);
+  r.iter_us = samples;
+  r.us = summarize(samples);
+  std::vector<uint64_t> w(static_cast<size_t>(comm.size()), 0);
+  w[static_cast<size_t>(comm.rank())] = wrong;
+  comm.allreduce_sum(w);
+  r.wrong_by_rank = w;
+  for (uint64_t x : w) r.wrong += x;
+  r.slowest_rank = static_cast<int>(std::max_element(r.rank_mean_us.begin(), r.rank_mean_us.end()) -
+                                    r.rank_mean_us.begin());
+  const double sec = r.us.mean * 1e-6;
+  if (sec > 0) {
+    r.algbw = algbw_bytes(op.coll, op.count, dtype_size(op.dtype), op.nranks) / 1e9 / sec;
+    r.busbw = r.algbw * busbw_factor(op.coll, op.nranks);
+  }
+  return r;
+}
+
+Summary pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters) {
+  if (iters < 1) throw InputError("pingpong: iters must be at least 1");
+  Op s = make_op(comm, Collective::send, buf, Tensor(), ReduceOp::sum, 0, peer);
+  Op rv = make_op(comm, Collective::recv, Tensor(), buf, ReduceOp::sum, 0, peer);
+  const bool first = comm.rank() < peer;
+  std::vector<double> samples(static_cast<size_t>(iters));
+  for (int i = -warmup; i < iters; ++i) {
+    const int64_t t0 = now_ns();
+    if (first) {
+      comm.execute(s);
+      comm.execute(rv);
+    } else {
+      comm.execute(rv);
+      comm.execute(s);
+    }
+    const int64_t t1 = now_ns();
+    if (i >= 0) samples[static_cast<size_t>(i)] = static_cast<double>(t1 - t0) * 1e-3 / 2.0;
+  }
+  return summarize(samples);
+}
+
+double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack, int window,
+                        int warmup, int iters) {
+  if (iters < 1 || window < 1) throw InputError("stream_bandwidth: iters and window must be at least 1");
+  Op data = sender ? make_op(comm, Collective::send, buf, Tensor(), ReduceOp::sum, 0, peer)
+                   : make_op(comm, Collective::recv, Tensor(), buf, ReduceOp::sum, 0, peer);
+  Op a = sender ? make_op(comm, Collective::recv, Tensor(), ack, ReduceOp::sum, 0, peer)
+                : make_op(comm, Collective::send, ack, Tensor(), ReduceOp::sum, 0, peer);
+  int64_t t0 = 0;
+  for (int i = -warmup; i < iters; ++i) {
+    if (i == 0) t0 = now_ns();
+    for (int w = 0; w < window; ++w) comm.execute(data);
+    comm.execute(a);
+  }
+  const double sec = static_cast<double>(now_ns() - t0) * 1e-9;
+  return static_cast<double>(buf.bytes()) * window * iters / 1e9 / sec;
+}
+
+}  // namespace cs

@@ -1,0 +1,43 @@
+#pragma once
+// Timed loops, in C++ only: warm-up, N iterations with one steady-clock sample per iteration on
+// every rank, then per iteration the slowest rank's time counts (nccl-tests -I style).
+#include <cstdint>
+#include <vector>
+
+#include "communicator.hpp"
+#include "stats.hpp"
+
+namespace cs {
+
+struct BenchSpec {
+  int warmup = 5;
+  int iters = 20;
+  bool check = true;  // fill with the pattern, run once more after timing and count wrong elements
+};
+
+struct BenchResult {
+  std::vector<double> iter_us;       // per iteration, max over ranks
+  Summary us;                        // of iter_us
+  std::vector<double> rank_mean_us;  // per rank: its own mean time
+  uint64_t wrong = 0;                // summed over ranks (0 when not checked)
+  std::vector<uint64_t> wrong_by_rank;
+  bool checked = false;
+  double algbw = 0, busbw = 0;  // GB/s (1e9), from us.mean
+  int slowest_rank = 0;         // highest rank_mean_us
+};
+
+// `op` must have been made by make_op for `comm` over the views `send`/`recv` (for in-place
+// variants, views of one buffer laid out as NCCL defines it). Allocates nothing and
+// calls nothing but the operation and the clock inside the timed loop.
+BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, const BenchSpec& spec);
+
+// Ping-pong between this rank and `peer` (OSU osu_latency): one-way latency = round trip / 2.
+// The rank with the lower number sends first. Each sample is one round trip / 2, in us.
+Summary pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters);
+
+// Streaming bandwidth to `peer` (OSU osu_bw): `window` sends back to back, then a 1-byte ack.
+// Returns GB/s as this rank measured it (the sender's figure is the one OSU reports).
+double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack,
+                        int window, int warmup, int iters);
+
+}  // namespace cs

@@ -1,0 +1,42 @@
+#pragma once
+// The operations every backend implements, and how nccl-tests turns their times into bandwidth
+// (nccl-tests src/*.cu *GetBw; shared/reference/benchmarks.md §1.5).
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace cs {
+
+enum class Collective : uint8_t {
+  allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter, sendrecv,
+  barrier, send, recv,
+};
+
+inline constexpr Collective kBenchCollectives[] = {
+    Collective::allreduce, Collective::allgather, Collective::reduce_scatter,
+    Collective::broadcast, Collective::reduce,    Collective::alltoall,
+    Collective::gather,    Collective::scatter,   Collective::sendrecv};
+
+std::string_view collective_name(Collective c);
+std::optional<Collective> parse_collective(std::string_view name);
+bool collective_has_root(Collective c);
+bool collective_reduces(Collective c);
+
+// Element counts per rank for a collective whose per-call count parameter is `count`
+// (nccl-tests' meaning: per-rank count for allgather/reduce_scatter/alltoall/gather/scatter).
+struct Counts {
+  size_t send;  // elements in the send buffer
+  size_t recv;  // elements in the receive buffer
+};
+Counts collective_counts(Collective c, size_t count, int nranks);
+
+// The per-call count for a message of `bytes` (nccl-tests: size = max(send, recv) bytes).
+size_t count_for_bytes(Collective c, size_t bytes, size_t elem_size, int nranks);
+
+// Bytes that algbw divides by time: algbw = algbw_bytes / 1e9 / seconds.
+double algbw_bytes(Collective c, size_t count, size_t elem_size, int nranks);
+// busbw = algbw * factor.
+double busbw_factor(Collective c, int nranks);
+
+}  // namespace cs

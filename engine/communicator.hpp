@@ -1,0 +1,54 @@
+#pragma once
+// The interface every backend implements (mpi, self; nccl when built). All operations enter
+// through execute(), which numbers them and records them for the watchdog.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "op.hpp"
+#include "progress.hpp"
+
+namespace cs {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+  const std::string& name() const { return name_; }
+  uint64_t seq() const { return seq_; }  // operations executed on this communicator
+
+  // Runs one operation (already checked by make_op). Returns its start time in ns.
+  int64_t execute(const Op& op) {
+    const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_);
+    run(op);
+    Progress::instance().end();
+    return t0;
+  }
+
+  // A new communicator of the ranks that passed the same color, ordered by key; nullptr for a
+  // rank that passed a negative color.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // Control-plane helpers for result gathering (not numbered, not timed).
+  virtual void allreduce_max(std::vector<double>& v) = 0;
+  virtual void allreduce_sum(std::vector<uint64_t>& v) = 0;
+  virtual std::vector<double> allgather(double v) = 0;
+  virtual std::vector<std::string> allgather(const std::string& s) = 0;
+  virtual std::string broadcast(const std::string& s, int root) = 0;
+
+ protected:
+  explicit Communicator(std::string name) : name_(std::move(name)) {}
+  virtual void run(const Op& op) = 0;
+
+ private:
+  std::string name_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace cs

@@ -1,0 +1,138 @@
+#include "config.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "error.hpp"
+
+namespace cs {
+
+namespace {
+
+const char* const kSections[] = {"options", "env",      "run",   "thresholds", "scorecard",
+                                 "baseline", "chaos",   "rules", "recipe"};
+
+nlohmann::json to_json(const toml::node& n) {
+  if (auto t = n.as_table()) {
+    nlohmann::json o = nlohmann::json::object();
+    for (auto&& [k, v] : *t) o[std::string(k.str())] = to_json(v);
+    return o;
+  }
+  if (auto a = n.as_array()) {
+    nlohmann::json o = nlohmann::json::array();
+    for (auto&& v : *a) o.push_back(to_json(v));
+    return o;
+  }
+  if (auto v = n.as_string()) return v->get();
+  if (auto v = n.as_integer()) return v->get();
+  if (auto v = n.as_floating_point()) return v->get();
+  if (auto v = n.as_boolean()) return v->get();
+  std::ostringstream os;  // dates and times: keep their TOML text
+  n.visit([&](auto&& x) { os << x; });
+  return os.str();
+}
+
+std::string where(const std::string& src, const toml::source_region& r) {
+  return src + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+}
+
+void check_sections(const toml::table& t, const std::string& src) {
+  for (auto&& [k, v] : t) {
+    bool known = false;
+    for (const char* s : kSections) known = known || k.str() == s;
+    if (!known) {
+      std::string all;
+      for (const char* s : kSections) all += (all.empty() ? "" : ", ") + std::string(s);
+      throw InputError(where(src, k.source()) + ": unknown section '" + std::string(k.str()) +
+                       "' (known: " + all + ")");
+    }
+    if (k.str() == "env") {
+      if (!v.is_table()) throw InputError(where(src, v.source()) + ": [env] must be a table");
+      for (auto&& [ek, ev] : *v.as_table())
+        if (ev.is_table() || ev.is_array())
+          throw InputError(where(src, ev.source()) + ": env." + std::string(ek.str()) +
+                           " must be a string, number or boolean");
+    }
+  }
+}
+
+}  // namespace
+
+Config Config::parse(const std::string& text, const std::string& src) {
+  Config c;
+  c.path_ = src;
+  try {
+    toml::table t = toml::parse(text, src);
+    check_sections(t, src);
+    c.data_ = to_json(t);
+  } catch (const toml::parse_error& e) {
+    throw InputError(where(src, e.source()) + ": " + std::string(e.description()));
+  }
+  return c;
+}
+
+Config Config::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path);
+}
+
+void Config::set(const std::string& a) {
+  const size_t eq = a.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError("--set '" + a + "': expected key=value (e.g. --set env.NCCL_DEBUG=INFO)");
+  std::string key = a.substr(0, eq);
+  const std::string text = a.substr(eq + 1);
+  if (key.find('.') == std::string::npos) key = "options." + key;
+  nlohmann::json value;
+  try {
+    toml::table t = toml::parse("v = " + text);
+    value = to_json(*t.get("v"));
+  } catch (const toml::parse_error&) {
+    value = text;
+  }
+  nlohmann::json* node = &data_;
+  size_t pos = 0;
+  while (true) {
+    const size_t dot = key.find('.', pos);
+    const std::string part = key.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (part.empty()) throw InputError("--set '" + a + "': empty key component");
+    if (node == &data_) {
+      bool known = false;
+      for (const char* s : kSections) known = known || part == s;
+      if (!known) throw InputError("--set '" + a + "': unknown section '" + part + "'");
+    }
+    if (dot == std::string::npos) {
+      (*node)[part] = value;
+      break;
+    }
+    if (!(*node).contains(part) || !(*node)[part].is_object()) (*node)[part] = nlohmann::json::object();
+    node = &(*node)[part];
+    pos = dot + 1;
+  }
+}
+
+nlohmann::json Config::section(const std::string& name) const {
+  auto it = data_.find(name);
+  return it == data_.end() ? nlohmann::json::object() : *it;
+}
+
+std::vector<std::pair<std::string, std::string>> Config::env() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [k, v] : section("env").items()) {
+    if (v.is_string()) out.emplace_back(k, v.get<std::string>());
+    else if (v.is_boolean()) out.emplace_back(k, v.get<bool>() ? "1" : "0");
+    else out.emplace_back(k, v.dump());
+  }
+  return out;
+}
+
+void Config::apply_env() const {
+  for (auto& [k, v] : env()) setenv(k.c_str(), v.c_str(), 1);
+}
+
+}  // namespace cs

@@ -1,0 +1,32 @@
+#pragma once
+// Engine errors carry the exit code of the contract (DESIGN.md, "Exit codes").
+#include <stdexcept>
+#include <string>
+
+namespace cs {
+
+enum class ExitCode : int {
+  ok = 0,
+  bad_input = 1,      // usage, config, recipe load, version range, option values
+  runtime = 2,        // a recipe error on any rank
+  health = 3,         // an error-severity finding or score below --fail-below
+  corruption = 4,     // wrong elements in a checked result
+  timeout = 5,        // a deadline passed: missing or stuck ranks
+  internal = 70,
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ExitCode code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  ExitCode code() const { return code_; }
+
+ private:
+  ExitCode code_;
+};
+
+// Bad input from the user: exit 1.
+struct InputError : Error {
+  explicit InputError(const std::string& what) : Error(ExitCode::bad_input, what) {}
+};
+
+}  // namespace cs

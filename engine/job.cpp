@@ -1,0 +1,116 @@
+#include "job.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace cs::job {
+
+namespace {
+bool g_mpi = false;
+MPI_Comm g_ctrl = MPI_COMM_NULL;  // out-of-band messages between ranks
+constexpr int kTagAbort = 7001;
+void (*g_before_abort)(ExitCode, const std::string&) = nullptr;
+}  // namespace
+
+void init_mpi(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_dup(MPI_COMM_WORLD, &g_ctrl);
+  MPI_Comm_set_errhandler(g_ctrl, MPI_ERRORS_RETURN);
+  g_mpi = true;
+}
+
+bool mpi_active() { return g_mpi; }
+
+int world_rank() {
+  if (!g_mpi) return 0;
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  if (!g_mpi) return 1;
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+void finalize() {
+  if (!g_mpi) return;
+  if (g_ctrl != MPI_COMM_NULL) MPI_Comm_free(&g_ctrl);
+  MPI_Finalize();
+  g_mpi = false;
+}
+
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
+  return -1;
+}
+
+std::string hostname() {
+  char h[256] = {0};
+  if (gethostname(h, sizeof h - 1) != 0) return "unknown";
+  return h;
+}
+
+int lowest_failing_rank(bool failed) {
+  if (!g_mpi) return failed ? 0 : -1;
+  const int n = world_size();
+  int mine = failed ? world_rank() : n, low = n;
+  MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, g_ctrl);
+  return low == n ? -1 : low;
+}
+
+int agree_max(int v) {
+  if (!g_mpi) return v;
+  int out = v;
+  MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, g_ctrl);
+  return out;
+}
+
+void set_before_abort(void (*hook)(ExitCode, const std::string&)) { g_before_abort = hook; }
+
+void abort(ExitCode code, const std::string& message) {
+  bool print = true;
+  if (g_mpi && world_size() > 1) {
+    const int me = world_rank(), n = world_size();
+    // Tell everyone (never wait for these sends: a peer may be stuck), then give lower ranks
+    // that failed at the same moment a short while to say so; the lowest one prints.
+    std::vector<MPI_Request> reqs(static_cast<size_t>(n), MPI_REQUEST_NULL);
+    for (int r = 0; r < n; ++r)
+      if (r != me) MPI_Issend(&me, 1, MPI_INT, r, kTagAbort, g_ctrl, &reqs[static_cast<size_t>(r)]);
+    if (me != 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      while (print && std::chrono::steady_clock::now() < until) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, kTagAbort, g_ctrl, &flag, &st);
+        if (flag) {
+          int from = 0;
+          MPI_Recv(&from, 1, MPI_INT, st.MPI_SOURCE, kTagAbort, g_ctrl, MPI_STATUS_IGNORE);
+          if (from < me) print = false;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      }
+    }
+  }
+  if (print) {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+  }
+  std::fflush(stdout);
+  if (g_before_abort) g_before_abort(code, message);
+  if (g_mpi) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
+  std::_Exit(static_cast<int>(code));
+}
+
+}  // namespace cs::job

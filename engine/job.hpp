@@ -1,0 +1,35 @@
+#pragma once
+// The process-level side of a run: MPI start and end, which rank this is before MPI exists,
+// agreement between ranks on an outcome, and bringing the whole job down with one message.
+#include <string>
+
+#include "error.hpp"
+
+namespace cs::job {
+
+// MPI_Init_thread (funneled). After this, world_rank/world_size are MPI's.
+void init_mpi(int* argc, char*** argv);
+bool mpi_active();
+int world_rank();
+int world_size();
+void finalize();
+
+// The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
+// SLURM_PROCID), or -1. Lets ranks decide who prints before MPI is initialised.
+int launcher_rank();
+std::string hostname();
+
+// The lowest world rank for which `failed` is true, or -1 if none (a collective).
+int lowest_failing_rank(bool failed);
+// The maximum of v over all ranks (a collective).
+int agree_max(int v);
+
+// Ends the whole job with `code`. The message is printed once even when several ranks fail at
+// the same time: the failing rank tells the others out of band and the lowest one prints. Does
+// not wait for ranks stuck in a collective: MPI_Abort brings them down.
+[[noreturn]] void abort(ExitCode code, const std::string& message);
+
+// Called with the message just before the process ends through abort() (to flush reports).
+void set_before_abort(void (*hook)(ExitCode code, const std::string& message));
+
+}  // namespace cs::job

@@ -1,0 +1,219 @@
+#include "mpi_communicator.hpp"
+
+#include <climits>
+#include <cstring>
+#include <string>
+
+#include "error.hpp"
+
+namespace cs {
+
+namespace {
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::int8: return MPI_INT8_T;
+    case DType::uint8: return MPI_UINT8_T;
+    case DType::int32: return MPI_INT32_T;
+    case DType::uint32: return MPI_UINT32_T;
+    case DType::int64: return MPI_INT64_T;
+    case DType::uint64: return MPI_UINT64_T;
+    case DType::float32: return MPI_FLOAT;
+    case DType::float64: return MPI_DOUBLE;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return MPI_SUM;  // avg = sum, then a local division
+    case ReduceOp::prod: return MPI_PROD;
+    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::max: return MPI_MAX;
+  }
+  return MPI_SUM;
+}
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw Error(ExitCode::runtime, std::string(call) + " failed: " + std::string(msg, static_cast<size_t>(len)));
+}
+
+int as_int(size_t n, const Op& op) {
+  if (n > static_cast<size_t>(INT_MAX))
+    throw InputError(std::string(collective_name(op.coll)) + ": " + std::to_string(n) +
+                     " elements exceed MPI's int count; use a larger dtype or a smaller size");
+  return static_cast<int>(n);
+}
+
+void divide(void* buf, size_t count, DType t, int n) {
+  visit_dtype(t, [&]<class T>() {
+    if constexpr (std::is_floating_point_v<T>) {
+      T* p = static_cast<T*>(buf);
+      const T d = static_cast<T>(n);
+      for (size_t i = 0; i < count; ++i) p[i] /= d;
+    }
+  });
+}
+
+char* at(void* p, size_t elems, DType t) { return static_cast<char*>(p) + elems * dtype_size(t); }
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
+    : Communicator(std::move(name)), comm_(comm) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
+  MPI_Comm c;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &c), "MPI_Comm_dup");
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(c, "world"));
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm c;
+  check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &c), "MPI_Comm_split");
+  if (c == MPI_COMM_NULL) return nullptr;
+  return std::unique_ptr<Communicator>(
+      new MpiCommunicator(c, name() + "/" + std::to_string(color)));
+}
+
+void MpiCommunicator::run(const Op& op) {
+  const MPI_Datatype t = mpi_type(op.dtype);
+  const int c = as_int(op.count, op);
+  const size_t cz = op.count;
+  switch (op.coll) {
+    case Collective::barrier: check(MPI_Barrier(comm_), "MPI_Barrier"); break;
+    case Collective::allreduce:
+      check(MPI_Allreduce(op.send == op.recv ? MPI_IN_PLACE : op.send, op.recv, c, t, mpi_op(op.redop), comm_),
+            "MPI_Allreduce");
+      if (op.redop == ReduceOp::avg) divide(op.recv, cz, op.dtype, size_);
+      break;
+    case Collective::reduce: {
+      const bool inplace = rank_ == op.root && op.send == op.recv;
+      check(MPI_Reduce(inplace ? MPI_IN_PLACE : op.send, op.recv, c, t, mpi_op(op.redop), op.root, comm_),
+            "MPI_Reduce");
+      if (op.redop == ReduceOp::avg && rank_ == op.root) divide(op.recv, cz, op.dtype, size_);
+      break;
+    }
+    case Collective::broadcast:
+      if (rank_ == op.root && op.send != op.recv) std::memcpy(op.recv, op.send, cz * dtype_size(op.dtype));
+      check(MPI_Bcast(op.recv, c, t, op.root, comm_), "MPI_Bcast");
+      break;
+    case Collective::allgather: {
+      const bool inplace = op.send == at(op.recv, cz * static_cast<size_t>(rank_), op.dtype);
+      check(MPI_Allgather(inplace ? MPI_IN_PLACE : op.send, c, t, op.recv, c, t, comm_), "MPI_Allgather");
+      break;
+    }
+    case Collective::reduce_scatter: {
+      char* mine = at(op.send, cz * static_cast<size_t>(rank_), op.dtype);
+      if (op.recv == mine) {
+        // NCCL's in-place result lives at send + rank*count; MPI's at the start of the buffer.
+        check(MPI_Reduce_scatter_block(MPI_IN_PLACE, op.send, c, t, mpi_op(op.redop), comm_),
+              "MPI_Reduce_scatter_block");
+        if (rank_ != 0) std::memmove(mine, op.send, cz * dtype_size(op.dtype));
+      } else {
+        check(MPI_Reduce_scatter_block(op.send, op.recv, c, t, mpi_op(op.redop), comm_),
+              "MPI_Reduce_scatter_block");
+      }
+      if (op.redop == ReduceOp::avg) divide(op.recv, cz, op.dtype, size_);
+      break;
+    }
+    case Collective::alltoall:
+      check(MPI_Alltoall(op.send == op.recv ? MPI_IN_PLACE : op.send, c, t, op.recv, c, t, comm_),
+            "MPI_Alltoall");
+      break;
+    case Collective::gather: {
+      const bool inplace = rank_ == op.root && op.send == at(op.recv, cz * static_cast<size_t>(rank_), op.dtype);
+      check(MPI_Gather(inplace ? MPI_IN_PLACE : op.send, c, t, op.recv, c, t, op.root, comm_), "MPI_Gather");
+      break;
+    }
+    case Collective::scatter: {
+      const bool inplace = rank_ == op.root && op.recv == at(op.send, cz * static_cast<size_t>(rank_), op.dtype);
+      check(MPI_Scatter(op.send, c, t, inplace ? MPI_IN_PLACE : op.recv, c, t, op.root, comm_), "MPI_Scatter");
+      break;
+    }
+    case Collective::sendrecv:
+      if (op.send == op.recv)
+        check(MPI_Sendrecv_replace(op.recv, c, t, op.peer, op.tag, op.recv_peer, op.tag, comm_,
+                                   MPI_STATUS_IGNORE),
+              "MPI_Sendrecv_replace");
+      else
+        check(MPI_Sendrecv(op.send, c, t, op.peer, op.tag, op.recv, c, t, op.recv_peer, op.tag, comm_,
+                           MPI_STATUS_IGNORE),
+              "MPI_Sendrecv");
+      break;
+    case Collective::send: check(MPI_Send(op.send, c, t, op.peer, op.tag, comm_), "MPI_Send"); break;
+    case Collective::recv:
+      check(MPI_Recv(op.recv, c, t, op.peer, op.tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+      break;
+  }
+}
+
+void MpiCommunicator::allreduce_max(std::vector<double>& v) {
+  check(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX, comm_),
+        "MPI_Allreduce");
+}
+
+void MpiCommunicator::allreduce_sum(std::vector<uint64_t>& v) {
+  check(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_UINT64_T, MPI_SUM, comm_),
+        "MPI_Allreduce");
+}
+
+std::vector<double> MpiCommunicator::allgather(double v) {
+  std::vector<double> out(static_cast<size_t>(size_));
+  check(MPI_Allgather(&v, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, comm_), "MPI_Allgather");
+  return out;
+}
+
+std::vector<std::string> MpiCommunicator::allgather(const std::string& s) {
+  int len = static_cast<int>(s.size());
+  std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  int total = 0;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    displs[i] = total;
+    total += lens[i];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  check(MPI_Allgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm_),
+        "MPI_Allgatherv");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < lens.size(); ++i)
+    out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(lens[i])));
+  return out;
+}
+
+std::string MpiCommunicator::broadcast(const std::string& s, int root) {
+  unsigned long len = s.size();
+  check(MPI_Bcast(&len, 1, MPI_UNSIGNED_LONG, root, comm_), "MPI_Bcast");
+  std::string out = rank_ == root ? s : std::string(len, '\0');
+  check(MPI_Bcast(out.data(), static_cast<int>(len), MPI_CHAR, root, comm_), "MPI_Bcast");
+  return out;
+}
+
+std::string mpi_library_version() {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(v, &len);
+  std::string s(v, static_cast<size_t>(len));
+  // Keep the first line up to the first comma: "Open MPI v4.1.4", "MPICH Version: 4.0.2".
+  s = s.substr(0, s.find_first_of(",\n"));
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+}  // namespace cs

@@ -1,0 +1,41 @@
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+
+#include "communicator.hpp"
+
+namespace cs {
+
+// The MPI backend: blocking MPI calls (what OSU/IMB time), with NCCL's in-place conventions
+// mapped onto MPI_IN_PLACE. Requires MPI to be initialised (see job.hpp).
+class MpiCommunicator final : public Communicator {
+ public:
+  // A duplicate of MPI_COMM_WORLD, so that engine traffic never matches user traffic.
+  static std::unique_ptr<MpiCommunicator> world();
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+  void allreduce_max(std::vector<double>& v) override;
+  void allreduce_sum(std::vector<uint64_t>& v) override;
+  std::vector<double> allgather(double v) override;
+  std::vector<std::string> allgather(const std::string& s) override;
+  std::string broadcast(const std::string& s, int root) override;
+
+ protected:
+  void run(const Op& op) override;
+
+ private:
+  MpiCommunicator(MPI_Comm comm, std::string name);
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+// "Open MPI 4.1.4" / "MPICH 4.0.2": the library this binary runs with.
+std::string mpi_library_version();
+
+}  // namespace cs

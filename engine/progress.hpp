@@ -1,0 +1,46 @@
+#pragma once
+// What this rank is doing right now, readable from the watchdog thread without locks, and a
+// ring of the last operations (the flight recorder). Written on every operation: a few stores.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collective.hpp"
+
+namespace cs {
+
+struct OpRecord {
+  uint64_t seq = 0;
+  Collective coll = Collective::barrier;
+  uint64_t bytes = 0;
+  int64_t start_ns = 0;  // steady clock
+  std::string_view comm;
+};
+
+class Progress {
+ public:
+  static Progress& instance();
+
+  // Called at the start of every operation; returns the start time (steady clock, ns).
+  int64_t begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm_name);
+  void end() { in_flight_.store(false, std::memory_order_release); }
+
+  bool in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+  int64_t current_start_ns() const { return cur_start_.load(std::memory_order_acquire); }
+  uint64_t ops_started() const { return started_.load(std::memory_order_acquire); }
+  OpRecord current() const;
+  std::vector<OpRecord> recent() const;  // oldest first
+
+ private:
+  static constexpr size_t kRing = 64;
+  std::array<OpRecord, kRing> ring_{};
+  std::atomic<uint64_t> started_{0};
+  std::atomic<int64_t> cur_start_{0};
+  std::atomic<bool> in_flight_{false};
+};
+
+int64_t now_ns();
+
+}  // namespace cs

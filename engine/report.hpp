@@ -1,0 +1,41 @@
+#pragma once
+// The run's outputs (DESIGN.md "Outputs", a contract): report.json with schema
+// commscript.report/1 and results.jsonl, one line per measurement, flushed as it is taken.
+// Only the writing rank (rank 0) touches files; the others keep an empty document.
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace cs {
+
+class Report {
+ public:
+  Report() = default;
+  // Creates `dir` (writer only) and opens results.jsonl.
+  Report(const std::filesystem::path& dir, bool writer);
+  ~Report();
+  Report(const Report&) = delete;
+  Report& operator=(const Report&) = delete;
+
+  bool writer() const { return writer_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  nlohmann::json& doc() { return doc_; }
+
+  void add_result(const nlohmann::json& r);  // also appended to results.jsonl and flushed
+  void add(const std::string& section, const nlohmann::json& item);  // findings, incidents, chaos
+  size_t count(const std::string& section) const;
+  // Writes report.json (via a temporary file and rename, so a reader never sees half of it).
+  void write();
+
+ private:
+  bool writer_ = false;
+  std::filesystem::path dir_;
+  std::FILE* jsonl_ = nullptr;
+  nlohmann::json doc_;
+};
+
+// A new default output directory name: commscript-runs/<recipe>-<YYYYmmdd-HHMMSS>-<pid>.
+std::string default_out_dir(const std::string& recipe_name);
+
+}  // namespace cs

@@ -1,0 +1,49 @@
+#include "watchdog.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "progress.hpp"
+#include "size.hpp"
+
+namespace cs {
+
+Watchdog::Watchdog(double timeout_s, int rank, std::string host,
+                   std::function<void(const std::string&)> on_timeout)
+    : timeout_s_(timeout_s), rank_(rank), host_(std::move(host)), on_timeout_(std::move(on_timeout)) {
+  if (timeout_s_ > 0) thread_ = std::thread([this] { loop(); });
+}
+
+Watchdog::~Watchdog() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::loop() {
+  const auto tick = std::chrono::milliseconds(timeout_s_ < 2 ? 20 : 100);
+  const int64_t limit = static_cast<int64_t>(timeout_s_ * 1e9);
+  while (!stop_) {
+    std::this_thread::sleep_for(tick);
+    const Progress& p = Progress::instance();
+    if (!p.in_flight()) continue;
+    const uint64_t n = p.ops_started();
+    const int64_t start = p.current_start_ns();
+    if (now_ns() - start < limit || p.ops_started() != n || !p.in_flight()) continue;
+    const OpRecord op = p.current();
+    char line[512];
+    std::snprintf(line, sizeof line, "timeout: %s #%llu (%sB, %s) after %.1f s on rank %d (host %s)",
+                  std::string(collective_name(op.coll)).c_str(),
+                  static_cast<unsigned long long>(op.seq), format_size(op.bytes).c_str(),
+                  std::string(op.comm).c_str(), static_cast<double>(now_ns() - start) * 1e-9, rank_,
+                  host_.c_str());
+    std::fprintf(stderr, "%s\n", line);
+    std::fflush(stderr);
+    if (on_timeout_) on_timeout_(line);
+    std::fflush(stdout);
+    _exit(5);
+  }
+}
+
+}  // namespace cs

@@ -1,0 +1,55 @@
+-- The `cs` table recipes get from `require "commscript"`.
+-- Built on commscript.native (the C++ engine); knows nothing of MPI.
+local native = require "commscript.native"
+
+local cs = {
+  version = native.version,
+  dtypes = native.dtypes,            -- {"int8", ..., "float64"}
+  collectives = native.collectives,  -- {"allreduce", ..., "sendrecv"}
+  tensor = native.tensor,            -- cs.tensor(dtype, count) / cs.tensor{dtype=, count=}
+  parse_size = native.parse_size,    -- "64K" -> 65536, nil when not a size
+  format_size = native.format_size,  -- 65536 -> "64K"
+  busbw_factor = native.busbw_factor,
+  algbw_bytes = native.algbw_bytes,
+  count_for_bytes = native.count_for_bytes,
+  dtype_size = native.dtype_size,
+  now = native.now,                  -- steady clock, seconds
+  hostname = native.hostname,
+  memory_available = native.memory_available,
+  sha256 = native.sha256,
+  json = { encode = native.json_encode, decode = native.json_decode },
+}
+
+-- Exit codes of the contract (DESIGN.md).
+cs.exit = { ok = 0, bad_input = 1, runtime = 2, health = 3, corruption = 4, timeout = 5, internal = 70 }
+
+local error_mt = { __tostring = function(e) return e.message end }
+
+-- Raises an error that carries an exit code. `level` as for error(): 1 = the caller of raise.
+function cs.raise(code, message, level)
+  level = level or 1
+  if level > 0 then
+    local info = debug.getinfo(level + 1, "Sl")
+    if info and info.currentline and info.currentline > 0 then
+      message = info.short_src .. ":" .. info.currentline .. ": " .. message
+    end
+  end
+  error(setmetatable({ code = code, message = message }, error_mt), 0)
+end
+
+-- Declares a recipe (the whole top level of a recipe file is declarations).
+-- cs.recipe{ name=, version="x.y.z", requires=">=a.b, <c.d", summary=, options={...} }
+function cs.recipe(decl)
+  return require("cs.runner").declare(decl, 2)
+end
+
+-- Lazily loaded stdlib modules: cs.stats, cs.sweep, cs.bwtable, cs.progress, cs.options
+setmetatable(cs, {
+  __index = function(t, k)
+    local ok, mod = pcall(require, "cs." .. k)
+    if ok then rawset(t, k, mod); return mod end
+    return nil
+  end,
+})
+
+return cs

@@ -1,0 +1,142 @@
+-- The recipe lifecycle, driven by the C++ CLI: load (declare only), validate, resolve options,
+-- run with a ctx, and reduce the outcome to an exit code. Not for recipes to call.
+local native = require "commscript.native"
+local options = require "cs.options"
+local M = {}
+
+local function bad(msg) error({ code = 1, message = msg }, 0) end
+
+local declared  -- the recipe declared by the chunk being loaded
+
+function M.declare(decl, level)
+  if type(decl) ~= "table" then bad("cs.recipe expects a table { name=, version=, ... }") end
+  local allowed = { name = true, version = true, requires = true, summary = true, options = true }
+  for k in pairs(decl) do
+    if not allowed[k] then bad(("cs.recipe: unknown field '%s' (name, version, requires, summary, options)"):format(tostring(k))) end
+  end
+  if type(decl.name) ~= "string" or not decl.name:match("^[%w_%-%.]+$") then
+    bad("cs.recipe: 'name' must be a string of letters, digits, '_', '-' or '.'")
+  end
+  if type(decl.version) ~= "string" or not decl.version:match("^%d+%.%d+%.%d+$") then
+    bad(("cs.recipe: 'version' must be \"x.y.z\" (got %s)"):format(tostring(decl.version)))
+  end
+  if decl.requires ~= nil and type(decl.requires) ~= "string" then bad("cs.recipe: 'requires' must be a string like \">=0.1, <1.0\"") end
+  if decl.options ~= nil and type(decl.options) ~= "table" then bad("cs.recipe: 'options' must be a table") end
+  local r = { name = decl.name, version = decl.version, requires = decl.requires,
+              summary = decl.summary or "", options = {} }
+  for n, spec in pairs(decl.options or {}) do r.options[n] = options.normalise(n, spec) end
+  declared = r
+  return r
+end
+
+-- Globals a sandboxed recipe may read. No os.execute, io, load*, ffi, debug, package.
+local SAFE = {
+  "assert", "error", "ipairs", "next", "pairs", "pcall", "print", "select", "tonumber",
+  "tostring", "type", "unpack", "xpcall", "rawequal", "rawget", "rawset", "setmetatable",
+  "getmetatable", "_VERSION",
+}
+
+local function sandbox_env()
+  local env = {}
+  for _, k in ipairs(SAFE) do env[k] = _G[k] end
+  local function copy(t) local c = {} for k, v in pairs(t) do c[k] = v end return c end
+  env.string, env.table, env.math, env.coroutine = copy(string), copy(table), copy(math), copy(coroutine)
+  env.bit = copy(bit)
+  env.os = { clock = os.clock, time = os.time, date = os.date, difftime = os.difftime, getenv = os.getenv }
+  env.require = function(name)
+    if name == "commscript" or (type(name) == "string" and name:match("^cs%.[%w_]+$")) then
+      return require(name)
+    end
+    error(("require '%s' is not allowed in a sandboxed recipe (run with --trusted to lift the sandbox)"):format(tostring(name)), 2)
+  end
+  env._G = env
+  return setmetatable(env, {
+    __newindex = function(_, k)
+      error(("assignment to undeclared global '%s' (use local)"):format(tostring(k)), 2)
+    end,
+    __index = function(_, k)
+      local hint = ({ os = 1, io = 1, ffi = 1, load = 1, loadstring = 1, dofile = 1, package = 1, debug = 1,
+                      setfenv = 1, getfenv = 1 })[k] and " (not available in the sandbox; --trusted lifts it)" or ""
+      error(("undeclared global '%s'%s"):format(tostring(k), hint), 2)
+    end,
+  })
+end
+
+-- Runs the recipe chunk (declarations only) and returns the recipe.
+function M.load(chunk, trusted)
+  declared = nil
+  if not trusted then setfenv(chunk, sandbox_env()) end
+  local ret = chunk()
+  local r = declared
+  if type(ret) == "table" and ret ~= r and r == nil then bad("the recipe returned a table that cs.recipe did not declare") end
+  if r == nil then bad("the file declares no recipe (call cs.recipe{...})") end
+  if type(rawget(r, "run")) ~= "function" then bad(("recipe %s defines no function recipe.run(ctx)"):format(r.name)) end
+  return r
+end
+
+function M.check_requires(r)
+  if r.requires then
+    local ok, inside = pcall(native.version_satisfies, r.requires)
+    if not ok then bad(("recipe %s: %s"):format(r.name, tostring(inside))) end
+    if not inside then
+      bad(("recipe %s %s requires commscript %s, this is commscript %s"):format(r.name, r.version, r.requires, native.version))
+    end
+  end
+end
+
+function M.options(r, config_options, argv)
+  return options.resolve(r.options, config_options, argv, r.name)
+end
+
+M.help = options.help
+
+-- ---- the report object recipes see as ctx.report ----
+local SEVERITY = { info = true, warn = true, error = true }
+
+local function new_report(state)
+  local rep = {}
+  function rep:result(t)
+    if type(t) ~= "table" then error("bad argument #1 to 'result' (table expected)", 2) end
+    if type(t.wrong) == "number" and t.wrong > 0 then state.wrong = state.wrong + t.wrong end
+    native.report_result(t)
+  end
+  function rep:finding(f)
+    if type(f) ~= "table" then error("bad argument #1 to 'finding' (table expected)", 2) end
+    if not SEVERITY[f.severity] then error("finding: severity must be info, warn or error", 2) end
+    if type(f.message) ~= "string" then error("finding: message (string) expected", 2) end
+    if f.subject == nil then error("finding: subject expected (rank, host, pair or variable)", 2) end
+    local item = { severity = f.severity, subject = f.subject, message = f.message,
+                   evidence = f.evidence or {}, remedy = f.remedy or "" }
+    if f.severity == "error" then state.errors = state.errors + 1 end
+    native.report_add("findings", item)
+  end
+  function rep:set(key, value) native.report_set(key, value) end
+  function rep:get(key) return native.report_get(key) end
+  rep.dir = native.report_dir()
+  return rep
+end
+
+-- Runs recipe.run(ctx); returns the exit code its outcome asks for (0, 3 or 4).
+function M.run(r, comm, opt, info)
+  local state = { wrong = 0, errors = 0 }
+  local rank = comm:rank()
+  local ctx = {
+    rank = rank, size = comm:size(), comm = comm, opt = opt,
+    report = new_report(state), host = native.hostname(), out_dir = native.report_dir(),
+    seed = info.seed, config = native.config(), recipe = { name = r.name, version = r.version },
+    backend = comm:backend(),
+  }
+  -- Prints on rank 0 only (print() prints on every rank).
+  function ctx.log(fmt, ...)
+    if rank == 0 then
+      io.stdout:write(select("#", ...) > 0 and fmt:format(...) or tostring(fmt), "\n")
+      io.stdout:flush()
+    end
+  end
+  r.run(ctx)
+  if state.wrong > 0 then return 4 end
+  if state.errors > 0 then return 3 end
+  return 0
+end
+
+return M
