@@ -1,0 +1,112 @@
+-- Collective bandwidth sweep: what nccl-tests' *_perf binaries measure, for every collective,
+-- with the same table, busbw factors and #wrong check, plus p50/p99/cv per size.
+local cs = require "commscript"
+
+local ALL = { "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall",
+              "gather", "scatter", "sendrecv" }
+local OPS = { "all" }
+for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
+
+local recipe = cs.recipe {
+  name = "bw_sweep",
+  version = "1.0.0",
+  requires = ">=0.1, <1.0",
+  summary = "collective bandwidth sweep (nccl-tests table: algbw, busbw, #wrong)",
+  options = {
+    ops = { default = "allreduce", help = "collectives to run (comma list, or all)", type = "list", choices = OPS },
+    min = { default = "8", help = "smallest message size", type = "size" },
+    max = { default = "32M", help = "largest message size", type = "size" },
+    factor = { 2, "multiplicative step between sizes", type = "number", min = 1.0001 },
+    iters = { 20, "timed iterations per size", min = 1 },
+    warmup = { 5, "untimed iterations per size", min = 0 },
+    dtype = { default = "float32", help = "element type", choices = cs.dtypes },
+    op = { default = "sum", help = "reduction", choices = { "sum", "prod", "min", "max", "avg" } },
+    root = { 0, "root of rooted collectives", min = 0 },
+    check = { true, "check every result for wrong elements" },
+    inplace = { true, "also run the in-place variant" },
+  },
+}
+
+local function expand_ops(list)
+  for _, o in ipairs(list) do
+    if o == "all" then return ALL end
+  end
+  return list
+end
+
+-- Refuse, before allocating, a size this host cannot hold: every local rank needs send + recv.
+local function check_memory(ctx, max_bytes)
+  local hosts = ctx.comm:allgather_value({ host = ctx.host, mem = cs.memory_available() })
+  local local_ranks, mem = 0, math.huge
+  for _, h in ipairs(hosts) do
+    if h.host == ctx.host then
+      local_ranks = local_ranks + 1
+      if h.mem > 0 and h.mem < mem then mem = h.mem end
+    end
+  end
+  -- alltoall/gather buffers are max bytes each; send + recv per rank.
+  local need = 2 * max_bytes * local_ranks
+  if mem ~= math.huge and need > mem then
+    cs.raise(cs.exit.bad_input, ("--max %s needs %s of memory on host %s (%d ranks x send+recv), only %s is available")
+      :format(cs.format_size(max_bytes), cs.format_size(need), ctx.host, local_ranks,
+              cs.format_size(math.floor(mem / 1048576) * 1048576)), 0)
+  end
+end
+
+function recipe.run(ctx)
+  local o = ctx.opt
+  if o.min > o.max then
+    cs.raise(cs.exit.bad_input, ("--min %s is larger than --max %s"):format(cs.format_size(o.min), cs.format_size(o.max)), 0)
+  end
+  if o.root >= ctx.size then
+    cs.raise(cs.exit.bad_input, ("--root %d is not a rank (the job has %d)"):format(o.root, ctx.size), 0)
+  end
+  local ops = expand_ops(o.ops)
+  for _, op in ipairs(ops) do
+    if (op == "allreduce" or op == "reduce" or op == "reduce_scatter") and o.op == "avg"
+        and not o.dtype:match("^float") then
+      cs.raise(cs.exit.bad_input, ("--op avg is defined for float32/float64, not %s"):format(o.dtype), 0)
+    end
+  end
+  check_memory(ctx, o.max)
+
+  local sizes = cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }
+  local progress = cs.progress.new { total = #ops * #sizes, label = "bw_sweep", rank = ctx.rank }
+  local total_wrong, bw_sum, bw_rows = 0, 0, 0
+
+  ctx.log("# commscript bw_sweep %s: %d ranks, backend %s, dtype %s, iters %d, warmup %d, check %s",
+    recipe.version, ctx.size, ctx.backend, o.dtype, o.iters, o.warmup, tostring(o.check))
+  for _, op in ipairs(ops) do
+    ctx.log("#\n# %s", op)
+    ctx.log(cs.bwtable.header())
+    for _, bytes in ipairs(sizes) do
+      if cs.count_for_bytes(op, bytes, o.dtype, ctx.size) > 0 then
+        local row = {}
+        for _, inplace in ipairs(o.inplace and { false, true } or { false }) do
+          local r = ctx.comm:bench { op = op, bytes = bytes, dtype = o.dtype, redop = o.op, root = o.root,
+                                     inplace = inplace, iters = o.iters, warmup = o.warmup, check = o.check }
+          r.placement = inplace and "in-place" or "out-of-place"
+          row[inplace and "ip" or "oop"] = r
+          ctx.report:result(r)
+          total_wrong = total_wrong + (r.wrong or 0)
+          bw_sum, bw_rows = bw_sum + r.busbw, bw_rows + 1
+          if (r.wrong or 0) > 0 then
+            ctx.report:finding {
+              severity = "error",
+              subject = { ranks = r.wrong_ranks },
+              message = ("%s %s %s: %d wrong elements on rank(s) %s"):format(
+                op, cs.format_size(r.bytes), r.placement, r.wrong, table.concat(r.wrong_ranks, ",")),
+              evidence = { op = op, bytes = r.bytes, placement = r.placement, wrong = r.wrong, ranks = r.wrong_ranks },
+              remedy = "data corruption: re-run on the named ranks alone, check their memory and links",
+            }
+          end
+        end
+        ctx.log(cs.bwtable.row(row.oop, row.ip))
+        progress:step(op .. " " .. cs.format_size(bytes))
+      end
+    end
+  end
+  ctx.log(cs.bwtable.footer(total_wrong, bw_rows > 0 and bw_sum / bw_rows or 0))
+end
+
+return recipe

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages commscript needs to build and test (run as root, or with sudo).
+# CUDA and NCCL are optional and not installed here: the build finds them when present.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(build-essential cmake pkg-config git
+      libluajit-5.1-dev luajit
+      libopenmpi-dev openmpi-bin
+      libtomlplusplus-dev nlohmann-json3-dev libcli11-dev catch2 libssl-dev libhwloc-dev
+      lua-unit python3)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

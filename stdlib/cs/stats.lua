@@ -1,0 +1,34 @@
+-- Statistics over plain Lua lists of numbers (timed loops return theirs already summarised).
+local native = require "commscript.native"
+local M = {}
+
+-- {n, min, mean, p50, p95, p99, max, stdev, cv}; nearest-rank percentiles, sample stdev.
+M.summary = native.summary
+
+function M.percentile(list, p)
+  if type(p) ~= "number" or p < 0 or p > 100 then error("percentile: p must be in [0, 100]", 2) end
+  local s = {}
+  for i, v in ipairs(list) do s[i] = v end
+  if #s == 0 then return nil end
+  table.sort(s)
+  local rank = math.ceil(p / 100 * #s)
+  if rank < 1 then rank = 1 end
+  return s[rank]
+end
+
+function M.median(list) return M.percentile(list, 50) end
+
+function M.mean(list)
+  if #list == 0 then return nil end
+  local sum = 0
+  for _, v in ipairs(list) do sum = sum + v end
+  return sum / #list
+end
+
+-- Relative difference of `value` from `reference`: (value - reference) / reference.
+function M.relative(value, reference)
+  if reference == 0 then return value == 0 and 0 or math.huge end
+  return (value - reference) / reference
+end
+
+return M

@@ -1,0 +1,37 @@
+-- Message-size sweeps (nccl-tests -b/-e/-f/-i semantics).
+local native = require "commscript.native"
+local M = {}
+
+local function size_arg(v, what)
+  local n = native.parse_size(v)
+  if n == nil then error(("sweep: %s '%s' is not a size (like 8, 64K, 1M)"):format(what, tostring(v)), 3) end
+  return n
+end
+
+-- sizes{min=, max=, factor=} (multiplicative) or sizes{min=, max=, step=} (additive).
+-- Sizes are bytes; min and max may be strings like "64K". max is always included when reached.
+function M.sizes(t)
+  local lo, hi = size_arg(t.min or 8, "min"), size_arg(t.max or t.min or 8, "max")
+  if lo > hi then error(("sweep: min (%s) is larger than max (%s)"):format(native.format_size(lo), native.format_size(hi)), 2) end
+  local out = {}
+  if t.step then
+    local step = size_arg(t.step, "step")
+    if step < 1 then error("sweep: step must be at least 1 byte", 2) end
+    local s = lo
+    while s <= hi do out[#out + 1] = s; s = s + step end
+  else
+    local f = t.factor or 2
+    if type(f) ~= "number" or f <= 1 then error("sweep: factor must be a number above 1", 2) end
+    local s = lo
+    if s == 0 then out[1] = 0; s = 1 end
+    while s <= hi do
+      out[#out + 1] = s
+      local nxt = math.floor(s * f)
+      if nxt <= s then nxt = s + 1 end
+      s = nxt
+    end
+  end
+  return out
+end
+
+return M
