@@ -168,13 +168,13 @@ int c_bench(lua_State* L) {
   spec.iters = static_cast<int>(field_integer(L, 2, "bench", "iters", 20));
   spec.warmup = static_cast<int>(field_integer(L, 2, "bench", "warmup", 5));
   spec.check = field_bool(L, 2, "bench", "check", true);
-  if (spec.iters < 1) luaL_error(L, "bad argument #2 to 'bench' (field 'iters': at least 1 expected)");
-  if (spec.warmup < 0) luaL_error(L, "bad argument #2 to 'bench' (field 'warmup': non-negative expected)");
+  if (spec.iters < 1) luaL_argerror(L, 2, "field 'iters': at least 1 expected");
+  if (spec.warmup < 0) luaL_argerror(L, 2, "field 'warmup': non-negative expected");
   const bool by_bytes = has_field(L, 2, "bytes");
   if (by_bytes == has_field(L, 2, "count"))
-    luaL_error(L, "bad argument #2 to 'bench' (exactly one of the fields 'bytes' and 'count' expected)");
+    luaL_argerror(L, 2, "exactly one of the fields 'bytes' and 'count' expected");
   const int64_t amount = by_bytes ? field_integer(L, 2, "bench", "bytes", 0) : field_integer(L, 2, "bench", "count", 0);
-  if (amount < 0) luaL_error(L, "bad argument #2 to 'bench' (size must not be negative)");
+  if (amount < 0) luaL_argerror(L, 2, "size must not be negative");
   const int n = c.size();
   const size_t count = by_bytes ? count_for_bytes(coll, static_cast<size_t>(amount), dtype_size(dt), n)
                                 : static_cast<size_t>(amount);
@@ -253,9 +253,9 @@ int c_pingpong(lua_State* L) {
   check_fields(L, 2, "pingpong", f);
   const int64_t peer = field_integer(L, 2, "pingpong", "peer", -1);
   if (peer < 0 || peer >= c.size() || peer == c.rank())
-    luaL_error(L, "bad argument #2 to 'pingpong' (field 'peer': another rank of the communicator expected)");
+    luaL_argerror(L, 2, "field 'peer': another rank of the communicator expected");
   const int64_t bytes = field_integer(L, 2, "pingpong", "bytes", 8);
-  if (bytes < 0) luaL_error(L, "bad argument #2 to 'pingpong' (field 'bytes': non-negative expected)");
+  if (bytes < 0) luaL_argerror(L, 2, "field 'bytes': non-negative expected");
   Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
   const Summary s = pingpong(c, static_cast<int>(peer), buf, static_cast<int>(field_integer(L, 2, "pingpong", "warmup", 10)),
                              static_cast<int>(field_integer(L, 2, "pingpong", "iters", 100)));
@@ -278,9 +278,9 @@ int c_stream(lua_State* L) {
   check_fields(L, 2, "stream", f);
   const int64_t peer = field_integer(L, 2, "stream", "peer", -1);
   if (peer < 0 || peer >= c.size() || peer == c.rank())
-    luaL_error(L, "bad argument #2 to 'stream' (field 'peer': another rank of the communicator expected)");
+    luaL_argerror(L, 2, "field 'peer': another rank of the communicator expected");
   const int64_t bytes = field_integer(L, 2, "stream", "bytes", 1 << 20);
-  if (bytes < 1) luaL_error(L, "bad argument #2 to 'stream' (field 'bytes': positive expected)");
+  if (bytes < 1) luaL_argerror(L, 2, "field 'bytes': positive expected");
   Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
   Tensor ack = Tensor::host(DType::uint8, 1);
   const double gbs = stream_bandwidth(c, static_cast<int>(peer), field_bool(L, 2, "stream", "sender", c.rank() < peer),

@@ -27,7 +27,7 @@ int t_new(lua_State* L) {
     check_fields(L, 1, "tensor", fields);
     dt = dtype_from_string(field_string(L, 1, "tensor", "dtype", "float32"));
     count = field_integer(L, 1, "tensor", "count", -1);
-    if (count < 0) luaL_error(L, "bad argument #1 to 'tensor' (field 'count': non-negative integer expected)");
+    if (count < 0) luaL_argerror(L, 1, "field 'count': non-negative integer expected");
   } else {
     dt = dtype_from_string(check_string(L, 1));
     count = check_integer(L, 2);
@@ -81,6 +81,9 @@ int t_slice(lua_State* L) {
   const int64_t n = check_integer(L, 3);
   if (first < 1) luaL_argerror(L, 2, "first index must be at least 1");
   if (n < 0) luaL_argerror(L, 3, "non-negative count expected");
+  if (static_cast<uint64_t>(first - 1) > t.count() || static_cast<uint64_t>(n) > t.count() - static_cast<uint64_t>(first - 1))
+    luaL_error(L, "slice(%d, %d): elements %d..%d are outside a tensor of %d elements", static_cast<int>(first),
+               static_cast<int>(n), static_cast<int>(first), static_cast<int>(first + n - 1), static_cast<int>(t.count()));
   push_box(L, std::make_shared<Tensor>(t.slice(static_cast<size_t>(first - 1), static_cast<size_t>(n))), kMT);
   return 1;
 }

@@ -59,10 +59,13 @@ int64_t check_integer(lua_State* L, int idx) {
   return static_cast<int64_t>(d);
 }
 
-static void field_error(lua_State* L, int idx, const char* fn, const char* key, const char* want) {
+// luaL_argerror formats "bad argument #n to 'f' (...)" and counts arguments the way the
+// caller sees them (without self for methods).
+static void field_error(lua_State* L, int idx, const char* key, const char* want) {
   lua_getfield(L, idx, key);
-  const char* got = luaL_typename(L, -1);
-  luaL_error(L, "bad argument #%d to '%s' (field '%s': %s expected, got %s)", idx, fn, key, want, got);
+  const std::string msg = std::string("field '") + key + "': " + want + " expected, got " + luaL_typename(L, -1);
+  lua_pop(L, 1);
+  luaL_argerror(L, idx, msg.c_str());
 }
 
 bool has_field(lua_State* L, int idx, const char* key) {
@@ -72,53 +75,53 @@ bool has_field(lua_State* L, int idx, const char* key) {
   return r;
 }
 
-double field_number(lua_State* L, int idx, const char* fn, const char* key, double dflt) {
+double field_number(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key, double dflt) {
   lua_getfield(L, idx, key);
   double v = dflt;
   if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, idx, fn, key, "number");
+    if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, idx, key, "number");
     v = lua_tonumber(L, -1);
   }
   lua_pop(L, 1);
   return v;
 }
 
-int64_t field_integer(lua_State* L, int idx, const char* fn, const char* key, int64_t dflt) {
+int64_t field_integer(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key, int64_t dflt) {
   lua_getfield(L, idx, key);
   int64_t v = dflt;
   if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, idx, fn, key, "integer");
+    if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, idx, key, "integer");
     const double d = lua_tonumber(L, -1);
-    if (d != std::floor(d) || std::fabs(d) > 9.007199254740992e15) field_error(L, idx, fn, key, "integer");
+    if (d != std::floor(d) || std::fabs(d) > 9.007199254740992e15) field_error(L, idx, key, "integer");
     v = static_cast<int64_t>(d);
   }
   lua_pop(L, 1);
   return v;
 }
 
-std::string field_string(lua_State* L, int idx, const char* fn, const char* key, const std::string& dflt) {
+std::string field_string(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key, const std::string& dflt) {
   lua_getfield(L, idx, key);
   std::string v = dflt;
   if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING) field_error(L, idx, fn, key, "string");
+    if (lua_type(L, -1) != LUA_TSTRING) field_error(L, idx, key, "string");
     v = lua_tostring(L, -1);
   }
   lua_pop(L, 1);
   return v;
 }
 
-bool field_bool(lua_State* L, int idx, const char* fn, const char* key, bool dflt) {
+bool field_bool(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key, bool dflt) {
   lua_getfield(L, idx, key);
   bool v = dflt;
   if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TBOOLEAN) field_error(L, idx, fn, key, "boolean");
+    if (lua_type(L, -1) != LUA_TBOOLEAN) field_error(L, idx, key, "boolean");
     v = lua_toboolean(L, -1);
   }
   lua_pop(L, 1);
   return v;
 }
 
-void check_fields(lua_State* L, int idx, const char* fn, const char* const* allowed) {
+void check_fields(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* const* allowed) {
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
@@ -129,10 +132,10 @@ void check_fields(lua_State* L, int idx, const char* fn, const char* const* allo
       if (!ok) {
         std::string all;
         for (const char* const* a = allowed; *a; ++a) all += (all.empty() ? "" : ", ") + std::string(*a);
-        luaL_error(L, "bad argument #%d to '%s' (unknown field '%s'; known: %s)", idx, fn, k, all.c_str());
+        luaL_argerror(L, idx, ("unknown field '" + std::string(k) + "'; known: " + all).c_str());
       }
     } else {
-      luaL_error(L, "bad argument #%d to '%s' (table with string keys expected)", idx, fn);
+      luaL_argerror(L, idx, "table with string keys expected");
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "progress.hpp"
 
 #include <chrono>
+#include <cstring>
 
 namespace cs {
 
@@ -18,23 +19,46 @@ Progress& Progress::instance() {
 int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm) {
   const int64_t t = now_ns();
   const uint64_t n = started_.load(std::memory_order_relaxed);
-  ring_[n % kRing] = OpRecord{seq, coll, bytes, t, comm};
+  // Single writer (this rank's main thread): plain stores, no locked instructions.
+  const uint64_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  OpRecord& r = ring_[n % kRing];
+  r.seq = seq;
+  r.coll = coll;
+  r.bytes = bytes;
+  r.start_ns = t;
+  const size_t len = comm.size() < sizeof r.comm - 1 ? comm.size() : sizeof r.comm - 1;
+  std::memcpy(r.comm, comm.data(), len);
+  r.comm[len] = '\0';
   cur_start_.store(t, std::memory_order_relaxed);
   in_flight_.store(true, std::memory_order_relaxed);
   started_.store(n + 1, std::memory_order_release);
+  version_.store(v + 2, std::memory_order_release);
   return t;
 }
 
 OpRecord Progress::current() const {
-  const uint64_t n = started_.load(std::memory_order_acquire);
-  return n ? ring_[(n - 1) % kRing] : OpRecord{};
+  while (true) {
+    const uint64_t v = version_.load(std::memory_order_acquire);
+    if (v & 1) continue;
+    const uint64_t n = started_.load(std::memory_order_acquire);
+    OpRecord r = n ? ring_[(n - 1) % kRing] : OpRecord{};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (version_.load(std::memory_order_relaxed) == v) return r;
+  }
 }
 
 std::vector<OpRecord> Progress::recent() const {
-  const uint64_t n = started_.load(std::memory_order_acquire);
-  std::vector<OpRecord> out;
-  for (uint64_t i = n > kRing ? n - kRing : 0; i < n; ++i) out.push_back(ring_[i % kRing]);
-  return out;
+  while (true) {
+    const uint64_t v = version_.load(std::memory_order_acquire);
+    if (v & 1) continue;
+    const uint64_t n = started_.load(std::memory_order_acquire);
+    std::vector<OpRecord> out;
+    for (uint64_t i = n > kRing ? n - kRing : 0; i < n; ++i) out.push_back(ring_[i % kRing]);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (version_.load(std::memory_order_relaxed) == v) return out;
+  }
 }
 
 }  // namespace cs

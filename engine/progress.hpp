@@ -1,10 +1,11 @@
 #pragma once
-// What this rank is doing right now, readable from the watchdog thread without locks, and a
-// ring of the last operations (the flight recorder). Written on every operation: a few stores.
+// What this rank is doing right now, readable from other threads (watchdog, heartbeat) without
+// locks, and a ring of the last operations (the flight recorder). Written on every operation:
+// a few stores, no allocation.
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "collective.hpp"
@@ -16,7 +17,8 @@ struct OpRecord {
   Collective coll = Collective::barrier;
   uint64_t bytes = 0;
   int64_t start_ns = 0;  // steady clock
-  std::string_view comm;
+  char comm[32] = {0};   // a copy: communicators may be gone when the record is read
+  std::string_view comm_name() const { return std::string_view(comm); }
 };
 
 class Progress {
@@ -37,6 +39,7 @@ class Progress {
   static constexpr size_t kRing = 64;
   std::array<OpRecord, kRing> ring_{};
   std::atomic<uint64_t> started_{0};
+  std::atomic<uint64_t> version_{0};  // odd while a record is being written (seqlock)
   std::atomic<int64_t> cur_start_{0};
   std::atomic<bool> in_flight_{false};
 };

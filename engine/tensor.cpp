@@ -1,6 +1,8 @@
 #include "tensor.hpp"
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -74,12 +76,25 @@ double Tensor::get(size_t i) const {
   return visit_dtype(dtype_, [&]<class T>() { return static_cast<double>(static_cast<T*>(data())[i]); });
 }
 
+// A value the dtype cannot hold is refused: converting it would be undefined behaviour.
+static void check_value(DType t, double v) {
+  visit_dtype(t, [&]<class T>() {
+    if constexpr (std::is_integral_v<T>) {
+      if (!(v >= static_cast<double>(std::numeric_limits<T>::min()) &&
+            v <= static_cast<double>(std::numeric_limits<T>::max())) || v != std::floor(v))
+        throw InputError("value " + std::to_string(v) + " does not fit in " + std::string(dtype_name(t)));
+    }
+  });
+}
+
 void Tensor::set(size_t i, double value) {
   check_index(i, count_);
+  check_value(dtype_, value);
   visit_dtype(dtype_, [&]<class T>() { static_cast<T*>(data())[i] = static_cast<T>(value); });
 }
 
 void Tensor::fill(double value) {
+  check_value(dtype_, value);
   visit_dtype(dtype_, [&]<class T>() {
     T* p = static_cast<T*>(data());
     const T v = static_cast<T>(value);

@@ -16,9 +16,11 @@ function M.normalise(name, spec)
   if type(spec) ~= "table" then
     bad(("option '%s': declaration must be a table { default, help }"):format(name))
   end
+  local default = spec.default
+  if default == nil then default = spec[1] end  -- (a and b or c) would lose a false default
   local d = {
     name = name,
-    default = spec.default ~= nil and spec.default or spec[1],
+    default = default,
     help = spec.help or spec[2] or "",
     type = spec.type,
     choices = spec.choices,

@@ -6,7 +6,11 @@ local M = {}
 
 local function bad(msg) error({ code = 1, message = msg }, 0) end
 
+-- Captured before any recipe runs: a recipe must not be able to change what the sandbox uses.
+local str_match, str_format, real_getmetatable, real_require = string.match, string.format, getmetatable, require
+
 local declared  -- the recipe declared by the chunk being loaded
+local declared_count = 0
 
 function M.declare(decl, level)
   if type(decl) ~= "table" then bad("cs.recipe expects a table { name=, version=, ... }") end
@@ -26,6 +30,7 @@ function M.declare(decl, level)
               summary = decl.summary or "", options = {} }
   for n, spec in pairs(decl.options or {}) do r.options[n] = options.normalise(n, spec) end
   declared = r
+  declared_count = declared_count + 1
   return r
 end
 
@@ -44,10 +49,16 @@ local function sandbox_env()
   env.bit = copy(bit)
   env.os = { clock = os.clock, time = os.time, date = os.date, difftime = os.difftime, getenv = os.getenv }
   env.require = function(name)
-    if name == "commscript" or (type(name) == "string" and name:match("^cs%.[%w_]+$")) then
-      return require(name)
+    if name == "commscript" or (type(name) == "string" and str_match(name, "^cs%.[%w_]+$")) then
+      return real_require(name)
     end
-    error(("require '%s' is not allowed in a sandboxed recipe (run with --trusted to lift the sandbox)"):format(tostring(name)), 2)
+    error(str_format("require '%s' is not allowed in a sandboxed recipe (run with --trusted to lift the sandbox)", tostring(name)), 2)
+  end
+  -- The string metatable is shared by the whole process: its __index is the real string
+  -- library. Hiding it keeps a recipe from changing the functions the engine side relies on.
+  env.getmetatable = function(v)
+    if type(v) == "string" then return nil end
+    return real_getmetatable(v)
   end
   env._G = env
   return setmetatable(env, {
@@ -64,12 +75,13 @@ end
 
 -- Runs the recipe chunk (declarations only) and returns the recipe.
 function M.load(chunk, trusted)
-  declared = nil
+  declared, declared_count = nil, 0
   if not trusted then setfenv(chunk, sandbox_env()) end
   local ret = chunk()
   local r = declared
-  if type(ret) == "table" and ret ~= r and r == nil then bad("the recipe returned a table that cs.recipe did not declare") end
   if r == nil then bad("the file declares no recipe (call cs.recipe{...})") end
+  if declared_count > 1 then bad("the file declares more than one recipe (cs.recipe called " .. declared_count .. " times)") end
+  if ret ~= nil and ret ~= r then bad("the file returns something other than the recipe cs.recipe declared") end
   if type(rawget(r, "run")) ~= "function" then bad(("recipe %s defines no function recipe.run(ctx)"):format(r.name)) end
   return r
 end

@@ -1,0 +1,152 @@
+-- Point-to-point latency and bandwidth between pairs of ranks: what osu_latency (ping-pong,
+-- half the round trip) and osu_bw (a window of messages in flight, then an acknowledgement)
+-- measure, one pair at a time, with p50/p99 of the latency.
+local cs = require "commscript"
+
+local recipe = cs.recipe {
+  name = "latency",
+  version = "1.0.0",
+  requires = ">=0.1, <1.0",
+  summary = "point-to-point latency and bandwidth between rank pairs (osu_latency / osu_bw)",
+  options = {
+    min = { default = "1", help = "smallest message size", type = "size" },
+    max = { default = "1M", help = "largest message size", type = "size" },
+    factor = { 2, "multiplicative step between sizes", type = "number", min = 1.0001 },
+    iters = { 100, "timed ping-pong round trips per size", min = 1 },
+    warmup = { 10, "untimed round trips (and bandwidth windows) per size", min = 0 },
+    window = { 64, "messages in flight per bandwidth iteration (osu_bw's window)", min = 1 },
+    bw_iters = { 20, "timed bandwidth windows per size", min = 1 },
+    bw = { true, "also measure streaming bandwidth (--no-bw: latency only)" },
+    pairs = { default = "zero", help = "zero: rank 0 with every other rank; all: every pair of ranks",
+              choices = { "zero", "all" } },
+  },
+}
+
+-- The pairs {a, b} (a < b, 0-based ranks) to measure, in order.
+local function make_pairs(mode, n)
+  local out = {}
+  if mode == "all" then
+    for a = 0, n - 2 do
+      for b = a + 1, n - 1 do out[#out + 1] = { a, b } end
+    end
+  else
+    for b = 1, n - 1 do out[#out + 1] = { 0, b } end
+  end
+  return out
+end
+
+-- Refuse, before allocating, sizes this host cannot hold (each rank holds two buffers of --max).
+local function check_memory(ctx, max_bytes)
+  local hosts = ctx.comm:allgather_value({ host = ctx.host, mem = cs.memory_available() })
+  local local_ranks, mem = 0, math.huge
+  for _, h in ipairs(hosts) do
+    if h.host == ctx.host then
+      local_ranks = local_ranks + 1
+      if h.mem > 0 and h.mem < mem then mem = h.mem end
+    end
+  end
+  local need = 2 * max_bytes * local_ranks
+  if mem ~= math.huge and need > mem then
+    cs.raise(cs.exit.bad_input, ("--max %s needs %s of memory on host %s (%d ranks x 2 buffers), only %s is available")
+      :format(cs.format_size(max_bytes), cs.format_size(need), ctx.host, local_ranks,
+              cs.format_size(math.floor(mem / 1048576) * 1048576)), 0)
+  end
+  local names = {}
+  for i, h in ipairs(hosts) do names[i] = h.host end
+  return names  -- host of each rank, 1-based
+end
+
+-- Runs on the two ranks of the pair: every size, ping-pong then (if enabled) streaming.
+local function measure_pair(ctx, sizes, peer, sender)
+  local o, rows = ctx.opt, {}
+  for _, bytes in ipairs(sizes) do
+    local pp = ctx.comm:pingpong { peer = peer, bytes = bytes, iters = o.iters, warmup = o.warmup }
+    local row = { bytes = bytes, min_us = pp.min_us, mean_us = pp.mean_us, p50_us = pp.p50_us,
+                  p99_us = pp.p99_us, max_us = pp.max_us, cv = pp.cv }
+    if o.bw and bytes > 0 then
+      row.gbs = ctx.comm:stream { peer = peer, sender = sender, bytes = bytes, window = o.window,
+                                  iters = o.bw_iters, warmup = o.warmup }
+    end
+    rows[#rows + 1] = row
+  end
+  return rows
+end
+
+local HEAD = "%-10s %14s %10s %10s %10s %18s"
+local ROW = "%-10d %14.2f %10.2f %10.2f %10.2f %18s"
+
+function recipe.run(ctx)
+  local o = ctx.opt
+  if ctx.size < 2 then
+    cs.raise(cs.exit.bad_input, ("latency measures between pairs of ranks and needs at least 2 (this job has %d): "
+      .. "run it under mpirun -np 2 or more"):format(ctx.size), 0)
+  end
+  if o.min > o.max then
+    cs.raise(cs.exit.bad_input, ("--min %s is larger than --max %s"):format(cs.format_size(o.min), cs.format_size(o.max)), 0)
+  end
+  local hosts = check_memory(ctx, o.max)
+  local sizes = cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }
+  local pairs_list = make_pairs(o.pairs, ctx.size)
+  local progress = cs.progress.new { total = #pairs_list, label = "latency", rank = ctx.rank }
+
+  ctx.log("# commscript latency %s: %d ranks, backend %s, pairs %s (%d), iters %d, warmup %d, window %d, bw-iters %d",
+    recipe.version, ctx.size, ctx.backend, o.pairs, #pairs_list, o.iters, o.warmup, o.window, o.bw_iters)
+  ctx.log("# latency: half the ping-pong round trip of the lower rank; bandwidth: as the sender (the lower rank) "
+    .. "measured it, MB/s = 1e6 B/s")
+
+  for _, pair in ipairs(pairs_list) do
+    local a, b = pair[1], pair[2]
+    ctx.comm:barrier()  -- one pair at a time: everyone waits for the previous pair to finish
+    local mine = {}
+    if ctx.rank == a then mine = measure_pair(ctx, sizes, b, true)
+    elseif ctx.rank == b then mine = measure_pair(ctx, sizes, a, false) end
+    -- Collective (every rank calls it): rank 0 learns both sides of the pair.
+    local all = ctx.comm:allgather_value({ rows = mine })
+    local ra, rb = all[a + 1].rows or {}, all[b + 1].rows or {}
+
+    if ctx.rank == 0 then
+      ctx.log("#\n# pair %d <-> %d (%s <-> %s)", a, b, hosts[a + 1], hosts[b + 1])
+      ctx.log(HEAD, "# Size", "Latency (us)", "p50", "p99", "max", "Bandwidth (MB/s)")
+      local best_lat, best_bw, best_bw_bytes = math.huge, 0, 0
+      for i, bytes in ipairs(sizes) do
+        local s, r = ra[i], rb[i]
+        if not s or s.bytes ~= bytes then
+          cs.raise(cs.exit.internal, ("latency: pair %d-%d returned no measurement for %d bytes"):format(a, b, bytes), 0)
+        end
+        local mbps = s.gbs and s.gbs * 1000 or nil
+        ctx.log(ROW, bytes, s.mean_us, s.p50_us, s.p99_us, s.max_us, mbps and ("%.2f"):format(mbps) or "-")
+        if s.mean_us < best_lat then best_lat = s.mean_us end
+        if mbps and mbps > best_bw then best_bw, best_bw_bytes = mbps, bytes end
+        ctx.report:result {
+          kind = "p2p",
+          pair = { a, b },
+          hosts = { hosts[a + 1], hosts[b + 1] },
+          bytes = bytes,
+          latency_us = s.mean_us,
+          min_us = s.min_us,
+          p50_us = s.p50_us,
+          p99_us = s.p99_us,
+          max_us = s.max_us,
+          cv = s.cv,
+          peer_latency_us = r and r.mean_us or nil,
+          bw_MBps = mbps,
+          bw_GBps = s.gbs,
+          receiver_bw_GBps = r and r.gbs or nil,
+          iters = o.iters,
+          warmup = o.warmup,
+          window = o.bw and s.gbs and o.window or nil,
+          bw_iters = o.bw and s.gbs and o.bw_iters or nil,
+        }
+      end
+      if o.bw and best_bw > 0 then
+        ctx.log("# pair %d <-> %d: lowest latency %.2f us, peak bandwidth %.2f MB/s at %s",
+          a, b, best_lat, best_bw, cs.format_size(best_bw_bytes))
+      else
+        ctx.log("# pair %d <-> %d: lowest latency %.2f us", a, b, best_lat)
+      end
+    end
+    progress:step(("pair %d-%d"):format(a, b))
+  end
+end
+
+return recipe

@@ -1,0 +1,369 @@
+-- LuaUnit tests of stdlib/cs/runner.lua: recipe declarations, loading, the sandbox, version
+-- requirements, the report object and the exit code a run asks for.
+-- Run: commscript --backend self --trusted tests/lua/test_runner.lua
+local cs = require "commscript"
+local lu = require "luaunit"
+local runner = require "cs.runner"
+
+local recipe = cs.recipe {
+  name = "test_runner",
+  version = "0.1.0",
+  summary = "LuaUnit tests of cs.runner",
+}
+
+local COMM  -- ctx.comm of this run (set in recipe.run)
+
+local function raises(f, ...)
+  local ok, err = pcall(f, ...)
+  lu.assertFalse(ok, "expected an error, got none")
+  return err
+end
+
+-- An input error {code = 1, message}; returns the message.
+local function input_error(f, ...)
+  local err = raises(f, ...)
+  lu.assertEquals(type(err), "table", "expected an error object, got: " .. tostring(err))
+  lu.assertEquals(err.code, cs.exit.bad_input)
+  return err.message
+end
+
+local function chunk(src, name)
+  local f, why = loadstring(src, "=" .. (name or "snippet"))
+  assert(f, why)
+  return f
+end
+
+local GOOD = [[
+local cs = require "commscript"
+local r = cs.recipe { name = "snippet", version = "1.2.3", requires = ">=0.1, <1.0", summary = "s",
+                      options = { n = { 3, "a number" } } }
+function r.run(ctx) end
+%s
+return r
+]]
+
+local function good(extra) return GOOD:format(extra or "") end
+
+-- ---------------------------------------------------------------------------------------------
+TestDeclare = {}
+
+function TestDeclare:test_valid()
+  local r = runner.declare { name = "a.b-c_1", version = "0.0.1", summary = "x",
+                             options = { iters = { 5, "h" } } }
+  lu.assertEquals(r.name, "a.b-c_1")
+  lu.assertEquals(r.version, "0.0.1")
+  lu.assertEquals(r.summary, "x")
+  lu.assertEquals(r.options.iters.type, "int")
+  lu.assertEquals(r.options.iters.default, 5)
+end
+
+function TestDeclare:test_summary_defaults_to_empty()
+  lu.assertEquals(runner.declare { name = "a", version = "1.0.0" }.summary, "")
+end
+
+function TestDeclare:test_not_a_table()
+  lu.assertStrContains(input_error(runner.declare, "bw"), "cs.recipe expects a table")
+end
+
+function TestDeclare:test_bad_names()
+  for _, n in ipairs { "has space", "", "a/b", "x;y" } do
+    lu.assertStrContains(input_error(runner.declare, { name = n, version = "1.0.0" }), "'name' must be a string", n)
+  end
+  lu.assertStrContains(input_error(runner.declare, { version = "1.0.0" }), "'name' must be a string")
+  lu.assertStrContains(input_error(runner.declare, { name = 5, version = "1.0.0" }), "'name' must be a string")
+end
+
+function TestDeclare:test_bad_versions()
+  lu.assertEquals(input_error(runner.declare, { name = "a", version = "1.0" }),
+    "cs.recipe: 'version' must be \"x.y.z\" (got 1.0)")
+  lu.assertStrContains(input_error(runner.declare, { name = "a", version = "v1.0.0" }), "(got v1.0.0)")
+  lu.assertStrContains(input_error(runner.declare, { name = "a", version = "1.0.0-rc1" }), "(got 1.0.0-rc1)")
+  lu.assertStrContains(input_error(runner.declare, { name = "a" }), "(got nil)")
+  lu.assertStrContains(input_error(runner.declare, { name = "a", version = 1 }), "'version' must be")
+end
+
+function TestDeclare:test_unknown_field_is_named()
+  lu.assertEquals(input_error(runner.declare, { name = "a", version = "1.0.0", optoins = {} }),
+    "cs.recipe: unknown field 'optoins' (name, version, requires, summary, options)")
+  lu.assertStrContains(input_error(runner.declare, { name = "a", version = "1.0.0", run = function() end }),
+    "unknown field 'run'")
+end
+
+function TestDeclare:test_requires_and_options_types()
+  lu.assertStrContains(input_error(runner.declare, { name = "a", version = "1.0.0", requires = 0.1 }),
+    "'requires' must be a string")
+  lu.assertStrContains(input_error(runner.declare, { name = "a", version = "1.0.0", options = "x" }),
+    "'options' must be a table")
+end
+
+function TestDeclare:test_bad_option_declaration_is_an_input_error()
+  lu.assertStrContains(input_error(runner.declare, { name = "a", version = "1.0.0", options = { n = { help = "x" } } }),
+    "option 'n': no default")
+end
+
+-- ---------------------------------------------------------------------------------------------
+TestLoad = {}
+
+function TestLoad:test_good_recipe_loads_sandboxed_and_trusted()
+  for _, trusted in ipairs { false, true } do
+    local r = runner.load(chunk(good()), trusted)
+    lu.assertEquals(r.name, "snippet")
+    lu.assertEquals(r.version, "1.2.3")
+    lu.assertEquals(type(r.run), "function")
+    lu.assertEquals(r.options.n.default, 3)
+  end
+end
+
+function TestLoad:test_no_recipe_declared()
+  lu.assertStrContains(input_error(runner.load, chunk("local x = 1"), false), "declares no recipe")
+end
+
+function TestLoad:test_no_run_function()
+  local src = [[local r = require("commscript").recipe { name = "norun", version = "1.0.0" } return r]]
+  lu.assertEquals(input_error(runner.load, chunk(src), false), "recipe norun defines no function recipe.run(ctx)")
+  local src2 = [[local r = require("commscript").recipe { name = "norun", version = "1.0.0" } r.run = 5 return r]]
+  lu.assertStrContains(input_error(runner.load, chunk(src2), false), "defines no function recipe.run")
+end
+
+function TestLoad:test_bad_declaration_while_loading()
+  local src = [[local r = require("commscript").recipe { name = "x", version = "1" } function r.run() end return r]]
+  lu.assertStrContains(input_error(runner.load, chunk(src), false), "'version' must be")
+end
+
+function TestLoad:test_returned_table_not_declared()
+  lu.assertStrContains(input_error(runner.load, chunk("return { run = function() end }"), false),
+    "declares no recipe")
+end
+
+function TestLoad:test_returns_other_table_than_declared()
+  local src = [[local r = require("commscript").recipe { name = "x", version = "1.0.0" }
+    function r.run() end return { run = r.run }]]
+  lu.assertStrContains(input_error(runner.load, chunk(src), false), "returns something other than the recipe")
+end
+
+function TestLoad:test_two_declarations_refused()
+  local src = [[local cs = require("commscript"); cs.recipe { name = "a", version = "1.0.0" }
+    local r = cs.recipe { name = "b", version = "1.0.0" } function r.run() end return r]]
+  lu.assertStrContains(input_error(runner.load, chunk(src), false), "more than one recipe")
+end
+
+function TestLoad:test_declaration_does_not_leak_between_loads()
+  runner.load(chunk(good()), false)
+  lu.assertStrContains(input_error(runner.load, chunk("local y = 2"), false), "declares no recipe")
+end
+
+-- ---------------------------------------------------------------------------------------------
+TestSandbox = {}
+
+local function sandboxed_error(body)
+  local err = raises(runner.load, chunk(good(body)), false)
+  return tostring(type(err) == "table" and err.message or err)
+end
+
+function TestSandbox:test_os_execute_refused()
+  local m = sandboxed_error([[os.execute("true")]])
+  lu.assertStrContains(m, "execute")
+  lu.assertStrContains(m, "nil value")
+end
+
+function TestSandbox:test_os_exit_and_remove_refused()
+  lu.assertStrContains(sandboxed_error([[os.exit(0)]]), "nil value")
+  lu.assertStrContains(sandboxed_error([[os.remove("/tmp/x")]]), "nil value")
+end
+
+function TestSandbox:test_io_refused()
+  lu.assertStrContains(sandboxed_error([[io.write("x")]]),
+    "undeclared global 'io' (not available in the sandbox; --trusted lifts it)")
+end
+
+function TestSandbox:test_loaders_and_debug_refused()
+  for _, g in ipairs { "loadstring", "load", "dofile", "package", "debug", "setfenv", "getfenv", "ffi" } do
+    lu.assertStrContains(sandboxed_error(("local x = %s"):format(g)),
+      ("undeclared global '%s' (not available in the sandbox"):format(g))
+  end
+end
+
+function TestSandbox:test_undeclared_global_read()
+  lu.assertStrContains(sandboxed_error([[local x = not_declared_anywhere]]), "undeclared global 'not_declared_anywhere'")
+end
+
+function TestSandbox:test_global_assignment()
+  lu.assertStrContains(sandboxed_error([[counter = 1]]), "assignment to undeclared global 'counter' (use local)")
+end
+
+function TestSandbox:test_require_outside_stdlib_refused()
+  lu.assertStrContains(sandboxed_error([[require "luaunit"]]),
+    "require 'luaunit' is not allowed in a sandboxed recipe (run with --trusted to lift the sandbox)")
+  lu.assertStrContains(sandboxed_error([[require "commscript.native"]]), "is not allowed in a sandboxed recipe")
+  lu.assertStrContains(sandboxed_error([[require "cs.stats.x"]]), "is not allowed in a sandboxed recipe")
+end
+
+function TestSandbox:test_allowed_things_work()
+  local r = runner.load(chunk(good([[
+local st = require "cs.stats"
+local t = {}
+for i = 1, 3 do table.insert(t, math.floor(i * 1.5)) end
+r.probe = { st.median(t), string.format("%02d", 7), os.time() > 0, type(os.getenv("HOME")), pcall(error, "e") }
+]])), false)
+  lu.assertEquals(r.probe[1], 3)
+  lu.assertEquals(r.probe[2], "07")
+  lu.assertEquals(r.probe[3], true)
+  lu.assertEquals(r.probe[5], false)
+end
+
+function TestSandbox:test_sandbox_libraries_are_copies()
+  runner.load(chunk(good([[string.evil = true; table.evil = true; math.pi = 3]])), false)
+  lu.assertNil(rawget(string, "evil"))
+  lu.assertNil(rawget(table, "evil"))
+  lu.assertAlmostEquals(math.pi, 3.14159265, 1e-6)
+end
+
+-- Strings share one metatable whose __index is the host's real `string` table: a sandboxed recipe
+-- must not be able to reach it (and through it, patch string.match so that the sandbox's
+-- require whitelist lets "ffi" through).
+function TestSandbox:test_string_metatable_does_not_reach_the_host()
+  local real_match, real_string = string.match, {}
+  for k, v in pairs(string) do real_string[k] = v end
+  local ok, r = pcall(runner.load, chunk(good([[
+local mt = getmetatable("")
+local S = type(mt) == "table" and mt.__index or nil
+r.probe = { reached = type(S) == "table" and S ~= string }
+if r.probe.reached then
+  local m = S.match
+  S.match = function() return true end
+  r.probe.ffi = pcall(require, "ffi")
+  S.match = m
+end
+]])), false)
+  -- Whatever happened, put the host's string library back as it was.
+  for k in pairs(string) do if real_string[k] == nil then string[k] = nil end end
+  for k, v in pairs(real_string) do string[k] = v end
+  lu.assertIs(string.match, real_match)
+  lu.assertTrue(ok, tostring(type(r) == "table" and r.message or r))
+  lu.assertIsFalse(r.probe.ffi == true, "a sandboxed recipe loaded ffi by patching string.match through getmetatable('')")
+  lu.assertIsFalse(r.probe.reached, "getmetatable('').__index is the host's string table")
+end
+
+function TestSandbox:test_trusted_lifts_the_sandbox()
+  local r = runner.load(chunk(good([[r.probe = { type(io.write), type(os.execute), type(loadstring) }]])), true)
+  lu.assertEquals(r.probe, { "function", "function", "function" })
+end
+
+-- ---------------------------------------------------------------------------------------------
+TestRequires = {}
+
+local function with_requires(req)
+  return { name = "rq", version = "1.0.0", requires = req }
+end
+
+function TestRequires:test_satisfied()
+  runner.check_requires(with_requires(">=0.1, <1.0"))
+  runner.check_requires(with_requires(">=" .. cs.version))
+  runner.check_requires({ name = "rq", version = "1.0.0" })
+end
+
+function TestRequires:test_not_satisfied()
+  lu.assertEquals(input_error(runner.check_requires, with_requires(">=99.0")),
+    ("recipe rq 1.0.0 requires commscript >=99.0, this is commscript %s"):format(cs.version))
+  lu.assertStrContains(input_error(runner.check_requires, with_requires("<" .. cs.version)), "requires commscript <")
+end
+
+function TestRequires:test_malformed_range()
+  lu.assertStrContains(input_error(runner.check_requires, with_requires("garbage")), "recipe rq: ")
+end
+
+-- ---------------------------------------------------------------------------------------------
+TestRun = {}
+
+local function run_with(fn, opt)
+  local r = runner.declare { name = "inner", version = "1.0.0" }
+  r.run = fn
+  return runner.run(r, COMM, opt or {}, { seed = 42 })
+end
+
+function TestRun:test_ctx()
+  local seen
+  lu.assertEquals(run_with(function(ctx) seen = ctx end, { x = 1 }), 0)
+  lu.assertEquals(seen.rank, 0)
+  lu.assertEquals(seen.size, 1)
+  lu.assertEquals(seen.backend, "self")
+  lu.assertEquals(seen.seed, 42)
+  lu.assertEquals(seen.opt, { x = 1 })
+  lu.assertEquals(seen.recipe, { name = "inner", version = "1.0.0" })
+  lu.assertEquals(seen.comm, COMM)
+  lu.assertEquals(type(seen.log), "function")
+  lu.assertEquals(type(seen.report.result), "function")
+  lu.assertEquals(seen.out_dir, seen.report.dir)
+end
+
+function TestRun:test_wrong_elements_exit_4()
+  lu.assertEquals(run_with(function(ctx) ctx.report:result { probe = "inner", wrong = 2 } end), cs.exit.corruption)
+end
+
+function TestRun:test_error_finding_exit_3()
+  lu.assertEquals(run_with(function(ctx)
+    ctx.report:finding { severity = "error", subject = { rank = 0 }, message = "test finding (expected)" }
+  end), cs.exit.health)
+  lu.assertEquals(run_with(function(ctx)
+    ctx.report:finding { severity = "warn", subject = { rank = 0 }, message = "test warning (expected)" }
+  end), cs.exit.ok)
+end
+
+function TestRun:test_corruption_beats_health()
+  lu.assertEquals(run_with(function(ctx)
+    ctx.report:finding { severity = "error", subject = { rank = 0 }, message = "test finding (expected)" }
+    ctx.report:result { probe = "inner", wrong = 1 }
+  end), cs.exit.corruption)
+end
+
+function TestRun:test_finding_validation()
+  local errs = {}
+  run_with(function(ctx)
+    local function try(f) local ok, e = pcall(ctx.report.finding, ctx.report, f); errs[#errs + 1] = ok and "" or tostring(e) end
+    try { severity = "fatal", subject = 0, message = "m" }
+    try { severity = "info", subject = 0 }
+    try { severity = "info", message = "m" }
+    try("text")
+  end)
+  lu.assertStrContains(errs[1], "severity must be info, warn or error")
+  lu.assertStrContains(errs[2], "message (string) expected")
+  lu.assertStrContains(errs[3], "subject expected")
+  lu.assertStrContains(errs[4], "bad argument #1 to 'finding' (table expected)")
+end
+
+function TestRun:test_result_needs_a_table()
+  local msg
+  run_with(function(ctx) local ok, e = pcall(ctx.report.result, ctx.report, 5); msg = tostring(e) end)
+  lu.assertStrContains(msg, "bad argument #1 to 'result' (table expected)")
+end
+
+function TestRun:test_set_get()
+  run_with(function(ctx)
+    ctx.report:set("test_runner_probe", { a = 1, b = { "x" } })
+  end)
+  local got
+  run_with(function(ctx) got = ctx.report:get("test_runner_probe") end)
+  lu.assertEquals(got, { a = 1, b = { "x" } })
+end
+
+function TestRun:test_errors_propagate()
+  local err = raises(run_with, function() cs.raise(cs.exit.timeout, "late") end)
+  lu.assertEquals(err.code, cs.exit.timeout)
+  lu.assertStrContains(err.message, "late")
+end
+
+function recipe.run(ctx)
+  COMM = ctx.comm
+  local lurunner = lu.LuaUnit.new()
+  lurunner:setOutputType("text")
+  local fails = lurunner:runSuiteByInstances {
+    { "TestDeclare", TestDeclare },
+    { "TestLoad", TestLoad },
+    { "TestSandbox", TestSandbox },
+    { "TestRequires", TestRequires },
+    { "TestRun", TestRun },
+  }
+  if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
+end
+
+return recipe
