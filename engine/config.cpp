@@ -123,7 +123,8 @@ nlohmann::json Config::section(const std::string& name) const {
 
 std::vector<std::pair<std::string, std::string>> Config::env() const {
   std::vector<std::pair<std::string, std::string>> out;
-  for (auto& [k, v] : section("env").items()) {
+  const nlohmann::json env = section("env");  // keep it alive: items() is a view
+  for (auto& [k, v] : env.items()) {
     if (v.is_string()) out.emplace_back(k, v.get<std::string>());
     else if (v.is_boolean()) out.emplace_back(k, v.get<bool>() ? "1" : "0");
     else out.emplace_back(k, v.dump());

@@ -38,7 +38,13 @@ Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const 
     throw InputError(w + ": send is " + std::string(dtype_name(send.dtype())) + " but receive is " +
                      std::string(dtype_name(recv.dtype())));
   op.dtype = has_send ? send.dtype() : recv.dtype();
-  if (collective_reduces(coll)) check_reduce_op(redop, op.dtype);
+  if (collective_reduces(coll)) {
+    try {
+      check_reduce_op(redop, op.dtype);
+    } catch (const InputError& e) {
+      throw InputError(w + ": " + e.what());
+    }
+  }
   if (collective_has_root(coll) && (root < 0 || root >= n))
     throw InputError(w + ": root " + std::to_string(root) + " is not a rank of a communicator of " +
                      std::to_string(n));

@@ -80,8 +80,10 @@ double Tensor::get(size_t i) const {
 static void check_value(DType t, double v) {
   visit_dtype(t, [&]<class T>() {
     if constexpr (std::is_integral_v<T>) {
+      // max + 1 is exact in double for every integer width (2^63 and 2^64 included), so the
+      // upper bound is exclusive and never rounds a too-large value in.
       if (!(v >= static_cast<double>(std::numeric_limits<T>::min()) &&
-            v <= static_cast<double>(std::numeric_limits<T>::max())) || v != std::floor(v))
+            v < static_cast<double>(std::numeric_limits<T>::max()) + 1.0) || v != std::floor(v))
         throw InputError("value " + std::to_string(v) + " does not fit in " + std::string(dtype_name(t)));
     }
   });
