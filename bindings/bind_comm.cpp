@@ -241,6 +241,7 @@ int c_bench(lua_State* L) {
       lua_pushinteger(L, static_cast<lua_Integer>(i));
       lua_rawseti(L, -2, k++);
     }
+  mark_array(L, -1);
   lua_setfield(L, -2, "wrong_ranks");
   return 1;
 }

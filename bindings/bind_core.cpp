@@ -210,6 +210,13 @@ int n_report_dir(lua_State* L) {
   lua_pushstring(L, s.out_dir.c_str());
   return 1;
 }
+// array(t): marks t as a list for JSON output (an empty one is written as [], not {}).
+int n_array(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  mark_array(L, 1);
+  return 1;
+}
 int n_config(lua_State* L) {
   push_json(L, session(L).config.data());
   return 1;
@@ -243,6 +250,7 @@ void open_native(lua_State* L, Session* s) {
       {"report_get", entry<n_report_get>},
       {"report_dir", entry<n_report_dir>},
       {"config", entry<n_config>},
+      {"array", entry<n_array>},
       {nullptr, nullptr}};
   for (const luaL_Reg* f = fns; f->name; ++f) {
     lua_pushlightuserdata(L, s);
@@ -267,6 +275,7 @@ void open_native(lua_State* L, Session* s) {
   lua_setfield(L, -2, "collectives");
   register_tensor(L);
   register_communicator(L);
+  register_chaos(L);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "loaded");
   lua_pushvalue(L, -3);

@@ -4,6 +4,8 @@
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,13 +17,16 @@
 #include <sstream>
 
 #include "bindings.hpp"
+#include "chaos.hpp"
 #include "commscript_version.hpp"
+#include "coordinator.hpp"
 #include "digest.hpp"
 #include "embedded.hpp"
 #include "job.hpp"
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
 #include "mpi_communicator.hpp"
+#include "progress.hpp"
 #include "self_communicator.hpp"
 #include "session.hpp"
 #include "versions.hpp"
@@ -177,17 +182,94 @@ nlohmann::json env_snapshot() {
   return e;
 }
 
-Session* g_session = nullptr;  // for the abort hook: rank 0 saves what it has
+// Threads other than main (signal thread, coordinator, the abort path) reach the run through
+// these; they are set once the report exists.
+std::atomic<Session*> g_session{nullptr};
+std::atomic<Coordinator*> g_coordinator{nullptr};
+std::atomic<HeartbeatClient*> g_heartbeat{nullptr};
+std::atomic<bool> g_outcome_saved{false};  // an error or timeout verdict is in report.json
 
-void save_partial_report(ExitCode code, const std::string& message) {
-  if (!g_session || !g_session->report || !g_session->report->writer()) return;
+// Adds an incident and saves report.json (rank 0 only). Safe from any thread.
+void save_report_with(const nlohmann::json& incident, int exit_code) {
+  Session* s = g_session.load();
+  if (!s || !s->report || !s->report->writer()) return;
   try {
-    auto& d = g_session->report->doc();
-    d["run"]["exit_code"] = static_cast<int>(code);
-    d["incidents"].push_back({{"kind", code == ExitCode::timeout ? "timeout" : "error"}, {"message", message}});
-    g_session->report->write();
-  } catch (...) {  // NOLINT: we are on the way out; never throw from here
+    std::lock_guard<std::recursive_mutex> g(s->report->mutex());
+    auto& d = s->report->doc();
+    d["incidents"].push_back(incident);
+    if (Coordinator* c = g_coordinator.load()) {
+      const auto ev = c->events();
+      if (!ev.empty()) d["chaos"] = ev;
+    }
+    d["run"]["exit_code"] = exit_code;
+    s->report->write();
+    if (incident.value("kind", "") != "killed") g_outcome_saved = true;
+  } catch (const std::exception&) {  // on the way out: never throw from here
   }
+}
+
+// job::abort's hook: a recipe error on this rank. Rank 0 saves the report itself; any other
+// rank asks the coordinator (rank 0's thread, outside MPI) to save it before MPI_Abort.
+void save_partial_report(ExitCode code, const std::string& message) {
+  Session* s = g_session.load();
+  if (!s) return;
+  if (s->rank == 0) {
+    save_report_with({{"kind", "error"}, {"rank", 0}, {"exit_code", static_cast<int>(code)}, {"message", message}},
+                     static_cast<int>(code));
+  } else if (HeartbeatClient* hb = g_heartbeat.load()) {
+    hb->report_failure(static_cast<int>(code), message, 2000);
+  }
+}
+
+void dump_own_ring(const Session& s) {
+  if (s.out_dir.empty()) return;
+  std::error_code ec;
+  const auto dir = std::filesystem::path(s.out_dir) / "flight";
+  std::filesystem::create_directories(dir, ec);
+  nlohmann::json ops = nlohmann::json::array();
+  const int64_t now = now_ns();
+  for (const OpRecord& r : Progress::instance().recent())
+    ops.push_back({{"seq", r.seq}, {"op", collective_name(r.coll)}, {"bytes", r.bytes},
+                   {"comm", std::string(r.comm_name())}, {"started_ms_ago", static_cast<double>(now - r.start_ns) * 1e-6}});
+  std::ofstream(dir / ("rank-" + std::to_string(s.rank) + ".json"))
+      << nlohmann::json{{"rank", s.rank}, {"host", job::hostname()}, {"ops", ops}}.dump(1) << "\n";
+}
+
+// SIGTERM/SIGINT/SIGHUP arrive here (blocked in every other thread): mpirun sends SIGTERM to
+// every rank when one dies or the job is cancelled. Record what we know, then end.
+void signal_loop(sigset_t set) {
+  int sig = 0;
+  if (sigwait(&set, &sig) != 0) return;
+  if (Session* s = g_session.load()) {
+    dump_own_ring(*s);
+    // The SIGTERM that follows a recipe error or a timeout verdict is the aftermath, not news.
+    if (s->rank == 0 && !g_outcome_saved) {
+      nlohmann::json inc = {{"kind", "killed"},
+                            {"signal", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP"},
+                            {"message", "the job was ended by a signal before the recipe finished (mpirun sends SIGTERM "
+                                        "to every rank when one of them dies)"}};
+      if (Coordinator* c = g_coordinator.load()) {
+        const auto ranks = c->snapshot();
+        nlohmann::json dead = nlohmann::json::array();
+        for (const auto& r : ranks)
+          if (r["state"].get<std::string>().rfind("dead", 0) == 0) dead.push_back({{"rank", r["rank"]}, {"host", r["host"]}});
+        inc["dead_ranks"] = dead;
+        inc["ranks"] = ranks;
+        if (!dead.empty()) {
+          std::string list;
+          for (const auto& d : dead)
+            list += (list.empty() ? "" : ", ") + std::to_string(d["rank"].get<int>()) + " (host " +
+                    d["host"].get<std::string>() + ")";
+          inc["message"] = "rank(s) " + list + " died; mpirun ended the others";
+          std::fprintf(stderr, "commscript: rank(s) %s died; partial report in %s/report.json\n", list.c_str(),
+                       s->out_dir.c_str());
+        }
+      }
+      save_report_with(inc, 128 + sig);
+    }
+  }
+  std::fflush(nullptr);
+  _exit(128 + sig);
 }
 
 }  // namespace
@@ -203,12 +285,15 @@ int cli_main(int argc, char** argv) {
   app.prefix_command();  // everything from RECIPE on belongs to the recipe
   app.add_flag("--version", a.version, "print versions (commscript, MPI, LuaJIT, CUDA/NCCL) and exit");
   app.add_option("--config", a.config_file, "TOML file: [options], [env], [run] ...");
-  app.add_option("--set", a.sets, "override a config value: key=value (repeatable; no section means options.KEY)");
+  app.add_option("--set", a.sets, "override a config value: key=value (repeatable; no section means options.KEY)")
+      ->allow_extra_args(false);  // one value per --set: the next word may be the recipe
   app.add_option("--out", a.out, "output directory (default: commscript-runs/<recipe>-<time>-<pid>)");
   app.add_option("--backend", a.backend, "communication backend")->check(CLI::IsMember({"mpi", "self", "nccl"}));
   app.add_option("--seed", a.seed, "seed for everything random in the run")->each([&](const std::string&) { a.seed_given = true; });
   app.add_option("--timeout", a.timeout, "deadline of each operation in seconds (0: none; default 300)")
-      ->check(CLI::NonNegativeNumber);
+      ->check([](const std::string& v) {
+        return v.find('-') == std::string::npos ? std::string() : "must not be negative";
+      });
   app.add_flag("--list", a.list, "list the bundled recipes with versions and summaries");
   app.add_flag("--check", a.check, "load and validate the recipe and its options, run nothing");
   app.add_flag("--trusted", a.trusted, "lift the recipe sandbox (os, io, ffi, require of any module)");
@@ -227,6 +312,8 @@ int cli_main(int argc, char** argv) {
     return 0;
   }
   if (a.list) return list_recipes();
+  if (!a.rest.empty() && a.rest[0].size() > 1 && a.rest[0][0] == '-')
+    return fail_early(ExitCode::bad_input, "unknown option '" + a.rest[0] + "' (see commscript --help)");
   if (a.rest.empty()) return fail_early(ExitCode::bad_input, "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
   if (a.backend == "nccl") {
 #ifdef COMMSCRIPT_HAVE_NCCL
@@ -237,7 +324,6 @@ int cli_main(int argc, char** argv) {
   }
 
   Session s;
-  g_session = &s;
   s.backend = a.backend;
   s.trusted = a.trusted;
   s.argv.assign(argv, argv + argc);
@@ -249,6 +335,15 @@ int cli_main(int argc, char** argv) {
     s.config.apply_env();
   } catch (const Error& e) {
     return fail_early(e.code(), e.what());
+  }
+  // The chaos plan ([[chaos]] tables or --set chaos=[...]) is checked before anything runs.
+  std::vector<ChaosRule> chaos_rules;
+  try {
+    const nlohmann::json plan = s.config.data().value("chaos", nlohmann::json::array());
+    if (!plan.is_array()) throw InputError("chaos must be an array of tables ([[chaos]] in TOML)");
+    for (const auto& r : plan) chaos_rules.push_back(chaos_rule_from_json(r));
+  } catch (const Error& e) {
+    return fail_early(e.code(), std::string(e.what()) + (a.config_file.empty() ? "" : " (in " + a.config_file + ")"));
   }
   const nlohmann::json run_cfg = s.config.section("run");
   s.timeout_s = a.timeout >= 0 ? a.timeout : run_cfg.value("timeout", 300.0);
@@ -282,6 +377,14 @@ int cli_main(int argc, char** argv) {
   }
 
   // ---- the ranks ----
+  // Termination signals go to one thread (started before MPI's threads, which inherit the
+  // mask), so a rank that mpirun ends still saves what it measured.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&sigs, sig);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::thread(signal_loop, sigs).detach();
+
   if (s.backend == "mpi") {
     job::init_mpi(&argc, &argv);
     s.world = MpiCommunicator::world();
@@ -355,12 +458,51 @@ int cli_main(int argc, char** argv) {
     d["env"] = env_snapshot();
     d["topology"] = {{"hosts", per_host}};
   }
+  g_session = &s;
   job::set_before_abort(save_partial_report);
 
+  // Out-of-band view of all ranks: a coordinator thread on rank 0, a heartbeat from each rank.
   const std::string host = job::hostname();
-  Watchdog watchdog(s.timeout_s, s.rank, host, [&](const std::string& line) {
-    save_partial_report(ExitCode::timeout, line);
+  std::unique_ptr<Coordinator> coordinator;
+  std::unique_ptr<HeartbeatClient> heartbeat;
+  if (s.backend == "mpi") {
+    std::string endpoint;
+    if (s.rank == 0) {
+      try {
+        Coordinator::Options co;
+        co.nranks = s.size;
+        co.timeout_s = s.timeout_s;
+        co.out_dir = s.out_dir;
+        co.on_timeout = [](const nlohmann::json& inc) { save_report_with(inc, static_cast<int>(ExitCode::timeout)); };
+        co.on_error = [](int rank, int code, const std::string& msg) {
+          save_report_with({{"kind", "error"}, {"rank", rank}, {"exit_code", code}, {"message", msg}}, code);
+        };
+        coordinator = std::make_unique<Coordinator>(std::move(co));
+        endpoint = coordinator->endpoint();
+        g_coordinator = coordinator.get();
+      } catch (const Error& e) {
+        std::fprintf(stderr, "commscript: warning: %s; missing ranks will not be named on a timeout\n", e.what());
+      }
+    }
+    endpoint = s.world->broadcast(endpoint, 0);
+    const std::string root_host = s.world->broadcast(host, 0);
+    if (!endpoint.empty()) {
+      heartbeat = std::make_unique<HeartbeatClient>(endpoint, s.rank, host, host == root_host);
+      g_heartbeat = heartbeat.get();
+    }
+  }
+  Chaos::instance().set_identity(s.rank, host);
+  Chaos::instance().on_fire([](const nlohmann::json& ev) {
+    if (HeartbeatClient* hb = g_heartbeat.load()) hb->send_event(ev);
   });
+  Chaos::instance().install(chaos_rules, s.seed);
+
+  // Each rank's own deadline: the fallback when no coordinator can judge (it normally acts first).
+  Watchdog watchdog(coordinator || heartbeat ? s.timeout_s + 10 : s.timeout_s, s.rank, host,
+                    [&](const std::string& line) {
+                      save_report_with({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
+                                       static_cast<int>(ExitCode::timeout));
+                    });
 
   // runner.run(recipe, comm, opt, info)
   lua_getfield(L, -3, "run");
@@ -378,10 +520,19 @@ int cli_main(int argc, char** argv) {
   }
   int code = static_cast<int>(lua_tointeger(L, -1));
   code = job::agree_max(code);
+  // Every injection that fired, from every rank.
+  nlohmann::json fired = nlohmann::json::array();
+  for (const auto& part : s.world->allgather(Chaos::instance().fired().dump()))
+    for (auto& e : nlohmann::json::parse(part)) fired.push_back(e);
+  Chaos::instance().clear();
+  g_heartbeat = nullptr;
+  heartbeat.reset();
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (s.report->writer()) {
+    std::lock_guard<std::recursive_mutex> g(s.report->mutex());
     auto& d = s.report->doc();
+    d["chaos"] = fired;
     d["run"]["duration_s"] = secs;
     d["run"]["exit_code"] = code;
     try {
@@ -393,6 +544,8 @@ int cli_main(int argc, char** argv) {
     }
   }
   lua_settop(L, 0);
+  g_coordinator = nullptr;
+  coordinator.reset();
   g_session = nullptr;
   return finish(code);
 }

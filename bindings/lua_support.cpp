@@ -140,6 +140,22 @@ void check_fields(lua_State* L, int idx, const char* /*fn: luaL_argerror finds t
   }
 }
 
+void mark_array(lua_State* L, int idx) {
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  if (luaL_newmetatable(L, "commscript.array")) {
+    lua_pushstring(L, "array");
+    lua_setfield(L, -2, "__jsontype");
+  }
+  lua_setmetatable(L, idx);
+}
+
+static bool marked_array(lua_State* L, int idx) {
+  if (!luaL_getmetafield(L, idx, "__jsontype")) return false;
+  const bool r = lua_isstring(L, -1) && std::strcmp(lua_tostring(L, -1), "array") == 0;
+  lua_pop(L, 1);
+  return r;
+}
+
 void push_json(lua_State* L, const nlohmann::json& j) {
   luaL_checkstack(L, 4, "json nesting too deep");
   switch (j.type()) {
@@ -160,6 +176,7 @@ void push_json(lua_State* L, const nlohmann::json& j) {
         push_json(L, v);
         lua_rawseti(L, -2, i++);
       }
+      mark_array(L, -1);  // round-trips as a list, even when empty
       break;
     }
     case nlohmann::json::value_t::object: {
@@ -203,7 +220,7 @@ nlohmann::json to_json(lua_State* L, int idx, int depth) {
         if (lua_type(L, -2) != LUA_TNUMBER) all_int = false;
         lua_pop(L, 1);
       }
-      if (n > 0 && all_int && keys == n) {
+      if ((n > 0 && all_int && keys == n) || (keys == 0 && marked_array(L, idx))) {
         nlohmann::json a = nlohmann::json::array();
         for (size_t i = 1; i <= n; ++i) {
           lua_rawgeti(L, idx, static_cast<int>(i));

@@ -90,6 +90,8 @@ int gc_box(lua_State* L) {
 }
 
 // ---- JSON <-> Lua (plain data only: nil, boolean, number, string, tables) ----
+// Marks the table at idx as a list, so that it is written as [] even when empty.
+void mark_array(lua_State* L, int idx);
 void push_json(lua_State* L, const nlohmann::json& j);
 // Arrays are tables with keys 1..n; a table with no keys becomes {} (an object), except in
 // places where the caller knows it is a list.

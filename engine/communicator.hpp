@@ -1,6 +1,7 @@
 #pragma once
 // The interface every backend implements (mpi, self; nccl when built). All operations enter
 // through execute(), which numbers them and records them for the watchdog.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,13 +24,20 @@ class Communicator {
   const std::string& name() const { return name_; }
   uint64_t seq() const { return seq_; }  // operations executed on this communicator
 
-  // Runs one operation (already checked by make_op). Returns its start time in ns.
+  // Runs one operation (already checked by make_op). Returns its start time in ns. With chaos
+  // armed the operation goes through the injection points (chaos.hpp); otherwise the cost over
+  // the backend call is one predictable branch and the flight-recorder stores.
   int64_t execute(const Op& op) {
+    if (chaos_armed.load(std::memory_order_relaxed)) [[unlikely]]
+      return execute_with_chaos(op);
     const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_);
     run(op);
     Progress::instance().end();
     return t0;
   }
+
+  // True while any chaos rule is installed (set by Chaos).
+  static inline std::atomic<bool> chaos_armed{false};
 
   // A new communicator of the ranks that passed the same color, ordered by key; nullptr for a
   // rank that passed a negative color.
@@ -47,6 +55,7 @@ class Communicator {
   virtual void run(const Op& op) = 0;
 
  private:
+  int64_t execute_with_chaos(const Op& op);
   std::string name_;
   uint64_t seq_ = 0;
 };

@@ -87,7 +87,11 @@ void Config::set(const std::string& a) {
     throw InputError("--set '" + a + "': expected key=value (e.g. --set env.NCCL_DEBUG=INFO)");
   std::string key = a.substr(0, eq);
   const std::string text = a.substr(eq + 1);
-  if (key.find('.') == std::string::npos) key = "options." + key;
+  if (key.find('.') == std::string::npos) {
+    bool section = false;  // --set chaos=[{kind="hang", ranks=[2]}] replaces a whole section
+    for (const char* s : kSections) section = section || key == s;
+    if (!section) key = "options." + key;
+  }
   nlohmann::json value;
   try {
     toml::table t = toml::parse("v = " + text);

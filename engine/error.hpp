@@ -29,4 +29,10 @@ struct InputError : Error {
   explicit InputError(const std::string& what) : Error(ExitCode::bad_input, what) {}
 };
 
+// An engine API called with arguments that cannot work (buffer too small, index out of range,
+// root not a rank): a bug in the recipe, so a runtime error (exit 2), not bad input.
+struct UsageError : Error {
+  explicit UsageError(const std::string& what) : Error(ExitCode::runtime, what) {}
+};
+
 }  // namespace cs

@@ -32,25 +32,25 @@ Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const 
 
   const bool has_send = coll != Collective::recv;
   const bool has_recv = coll != Collective::send;
-  if (has_send && !send.valid()) throw InputError(w + ": no send tensor");
-  if (has_recv && !recv.valid()) throw InputError(w + ": no receive tensor");
+  if (has_send && !send.valid()) throw UsageError(w + ": no send tensor");
+  if (has_recv && !recv.valid()) throw UsageError(w + ": no receive tensor");
   if (has_send && has_recv && send.dtype() != recv.dtype())
-    throw InputError(w + ": send is " + std::string(dtype_name(send.dtype())) + " but receive is " +
+    throw UsageError(w + ": send is " + std::string(dtype_name(send.dtype())) + " but receive is " +
                      std::string(dtype_name(recv.dtype())));
   op.dtype = has_send ? send.dtype() : recv.dtype();
   if (collective_reduces(coll)) {
     try {
       check_reduce_op(redop, op.dtype);
     } catch (const InputError& e) {
-      throw InputError(w + ": " + e.what());
+      throw UsageError(w + ": " + e.what());
     }
   }
   if (collective_has_root(coll) && (root < 0 || root >= n))
-    throw InputError(w + ": root " + std::to_string(root) + " is not a rank of a communicator of " +
+    throw UsageError(w + ": root " + std::to_string(root) + " is not a rank of a communicator of " +
                      std::to_string(n));
   auto check_peer = [&](int p, const char* what) {
     if (p < 0 || p >= n)
-      throw InputError(w + ": " + what + " " + std::to_string(p) +
+      throw UsageError(w + ": " + what + " " + std::to_string(p) +
                        " is not a rank of a communicator of " + std::to_string(n));
   };
   if (coll == Collective::send || coll == Collective::recv || coll == Collective::sendrecv)
@@ -76,10 +76,10 @@ Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const 
   const bool root_only_send = coll == Collective::scatter;
   const bool me_root = comm.rank() == root;
   if (has_send && (!root_only_send || me_root) && send.count() < need.send)
-    throw InputError(w + ": send tensor has " + std::to_string(send.count()) + " elements, needs " +
+    throw UsageError(w + ": send tensor has " + std::to_string(send.count()) + " elements, needs " +
                      std::to_string(need.send));
   if (has_recv && (!root_only_recv || me_root) && recv.count() < need.recv)
-    throw InputError(w + ": receive tensor has " + std::to_string(recv.count()) +
+    throw UsageError(w + ": receive tensor has " + std::to_string(recv.count()) +
                      " elements, needs " + std::to_string(need.recv));
   op.send = has_send ? send.data() : nullptr;
   op.recv = has_recv ? recv.data() : nullptr;

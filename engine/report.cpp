@@ -34,6 +34,7 @@ Report::~Report() {
 }
 
 void Report::add_result(const nlohmann::json& r) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   doc_["results"].push_back(r);
   if (!jsonl_) return;
   const std::string line = r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -41,7 +42,10 @@ void Report::add_result(const nlohmann::json& r) {
   std::fflush(jsonl_);
 }
 
-void Report::add(const std::string& section, const nlohmann::json& item) { doc_[section].push_back(item); }
+void Report::add(const std::string& section, const nlohmann::json& item) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  doc_[section].push_back(item);
+}
 
 size_t Report::count(const std::string& section) const {
   auto it = doc_.find(section);
@@ -50,6 +54,7 @@ size_t Report::count(const std::string& section) const {
 
 void Report::write() {
   if (!writer_) return;
+  std::lock_guard<std::recursive_mutex> g(mu_);
   const auto tmp = dir_ / "report.json.tmp";
   {
     std::ofstream out(tmp);

@@ -4,6 +4,7 @@
 // Only the writing rank (rank 0) touches files; the others keep an empty document.
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -19,6 +20,9 @@ class Report {
   Report& operator=(const Report&) = delete;
 
   bool writer() const { return writer_; }
+  // Held by add_result/add/write; other threads (coordinator, signal handler) that edit doc()
+  // take it too.
+  std::recursive_mutex& mutex() { return mu_; }
   const std::filesystem::path& dir() const { return dir_; }
   nlohmann::json& doc() { return doc_; }
 
@@ -33,6 +37,7 @@ class Report {
   std::filesystem::path dir_;
   std::FILE* jsonl_ = nullptr;
   nlohmann::json doc_;
+  std::recursive_mutex mu_;
 };
 
 // A new default output directory name: commscript-runs/<recipe>-<YYYYmmdd-HHMMSS>-<pid>.

@@ -57,7 +57,7 @@ void* Tensor::data() const {
 
 Tensor Tensor::slice(size_t first, size_t count) const {
   if (first > count_ || count > count_ - first)
-    throw InputError("slice [" + std::to_string(first) + ", " + std::to_string(first + count) +
+    throw UsageError("slice [" + std::to_string(first) + ", " + std::to_string(first + count) +
                      ") is outside a tensor of " + std::to_string(count_) + " elements");
   Tensor t = *this;
   t.offset_ = offset_ + first;
@@ -67,7 +67,7 @@ Tensor Tensor::slice(size_t first, size_t count) const {
 
 static void check_index(size_t i, size_t n) {
   if (i >= n)
-    throw InputError("index " + std::to_string(i) + " is outside a tensor of " + std::to_string(n) +
+    throw UsageError("index " + std::to_string(i) + " is outside a tensor of " + std::to_string(n) +
                      " elements");
 }
 
@@ -84,7 +84,7 @@ static void check_value(DType t, double v) {
       // upper bound is exclusive and never rounds a too-large value in.
       if (!(v >= static_cast<double>(std::numeric_limits<T>::min()) &&
             v < static_cast<double>(std::numeric_limits<T>::max()) + 1.0) || v != std::floor(v))
-        throw InputError("value " + std::to_string(v) + " does not fit in " + std::string(dtype_name(t)));
+        throw UsageError("value " + std::to_string(v) + " does not fit in " + std::string(dtype_name(t)));
     }
   });
 }

@@ -18,6 +18,8 @@ local cs = {
   memory_available = native.memory_available,
   sha256 = native.sha256,
   json = { encode = native.json_encode, decode = native.json_decode },
+  array = native.array,
+  chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()              -- cs.array(t): t is a list in JSON even when empty
 }
 
 -- Exit codes of the contract (DESIGN.md).

@@ -47,7 +47,11 @@ local function sandbox_env()
   local function copy(t) local c = {} for k, v in pairs(t) do c[k] = v end return c end
   env.string, env.table, env.math, env.coroutine = copy(string), copy(table), copy(math), copy(coroutine)
   env.bit = copy(bit)
-  env.os = { clock = os.clock, time = os.time, date = os.date, difftime = os.difftime, getenv = os.getenv }
+  env.os = setmetatable({ clock = os.clock, time = os.time, date = os.date, difftime = os.difftime, getenv = os.getenv }, {
+    __index = function(_, k)
+      error(str_format("os.%s is not available in the sandbox (--trusted lifts it)", tostring(k)), 2)
+    end,
+  })
   env.require = function(name)
     if name == "commscript" or (type(name) == "string" and str_match(name, "^cs%.[%w_]+$")) then
       return real_require(name)

@@ -30,13 +30,14 @@ using cs::DType;
 using cs::ReduceOp;
 using cs::Tensor;
 
-// The InputError message of make_op(args...); fails the test when nothing is thrown.
+// The UsageError message of make_op(args...) (a recipe bug: exit 2); fails the test when
+// nothing is thrown.
 template <class... A>
 std::string make_op_error(A&&... args) {
   try {
     cs::make_op(std::forward<A>(args)...);
-  } catch (const cs::InputError& e) {
-    CHECK(e.code() == cs::ExitCode::bad_input);
+  } catch (const cs::UsageError& e) {
+    CHECK(e.code() == cs::ExitCode::runtime);
     return e.what();
   }
   FAIL("make_op accepted it");
@@ -99,9 +100,9 @@ TEST_CASE("Tensor get/set/fill convert to the dtype", "[tensor]") {
   g.fill(0.5);
   for (size_t k = 0; k < 6; ++k) CHECK(g.get(k) == 0.5);
 
-  CHECK_THROWS_AS(f.get(4), cs::InputError);
-  CHECK_THROWS_AS(f.set(4, 1.0), cs::InputError);
-  CHECK_THROWS_AS(f.get(SIZE_MAX), cs::InputError);
+  CHECK_THROWS_AS(f.get(4), cs::UsageError);
+  CHECK_THROWS_AS(f.set(4, 1.0), cs::UsageError);
+  CHECK_THROWS_AS(f.get(SIZE_MAX), cs::UsageError);
 }
 
 TEST_CASE("Tensor set/fill refuse values an integer dtype cannot hold", "[tensor]") {
@@ -110,21 +111,21 @@ TEST_CASE("Tensor set/fill refuse values an integer dtype cannot hold", "[tensor
   i8.set(1, -128);
   CHECK(i8.get(0) == 127.0);
   CHECK(i8.get(1) == -128.0);
-  CHECK_THROWS_AS(i8.set(0, 128), cs::InputError);
-  CHECK_THROWS_AS(i8.set(0, -129), cs::InputError);
+  CHECK_THROWS_AS(i8.set(0, 128), cs::UsageError);
+  CHECK_THROWS_AS(i8.set(0, -129), cs::UsageError);
   CHECK(i8.get(0) == 127.0);  // a refused value leaves the element alone
 
   Tensor u8 = Tensor::host(DType::uint8, 2);
-  CHECK_THROWS_AS(u8.set(0, -1), cs::InputError);
-  CHECK_THROWS_AS(u8.set(0, 256), cs::InputError);
-  CHECK_THROWS_AS(u8.fill(300), cs::InputError);
+  CHECK_THROWS_AS(u8.set(0, -1), cs::UsageError);
+  CHECK_THROWS_AS(u8.set(0, 256), cs::UsageError);
+  CHECK_THROWS_AS(u8.fill(300), cs::UsageError);
   CHECK(u8.get(0) == 0.0);
 
   Tensor i32 = Tensor::host(DType::int32, 1);
-  CHECK_THROWS_AS(i32.set(0, 7.9), cs::InputError);  // not an integer
-  CHECK_THROWS_AS(i32.set(0, 2147483648.0), cs::InputError);
-  CHECK_THROWS_AS(i32.set(0, std::nan("")), cs::InputError);
-  CHECK_THROWS_AS(i32.set(0, INFINITY), cs::InputError);
+  CHECK_THROWS_AS(i32.set(0, 7.9), cs::UsageError);  // not an integer
+  CHECK_THROWS_AS(i32.set(0, 2147483648.0), cs::UsageError);
+  CHECK_THROWS_AS(i32.set(0, std::nan("")), cs::UsageError);
+  CHECK_THROWS_AS(i32.set(0, INFINITY), cs::UsageError);
 
   Tensor f32 = Tensor::host(DType::float32, 1);
   f32.set(0, 7.9);  // floats take fractions
@@ -137,14 +138,14 @@ TEST_CASE("Tensor set refuses 2^63 for int64 and 2^64 for uint64", "[tensor]") {
   Tensor i64 = Tensor::host(DType::int64, 1);
   i64.set(0, 9223372036854774784.0);  // the largest double below 2^63 fits
   CHECK(static_cast<const int64_t*>(i64.data())[0] == INT64_C(9223372036854774784));
-  CHECK_THROWS_AS(i64.set(0, 9223372036854775808.0), cs::InputError);  // 2^63
-  CHECK_THROWS_AS(i64.set(0, -9223372036854777856.0), cs::InputError);  // below -2^63
+  CHECK_THROWS_AS(i64.set(0, 9223372036854775808.0), cs::UsageError);  // 2^63
+  CHECK_THROWS_AS(i64.set(0, -9223372036854777856.0), cs::UsageError);  // below -2^63
   i64.set(0, -9223372036854775808.0);  // -2^63 is INT64_MIN: fits
   CHECK(static_cast<const int64_t*>(i64.data())[0] == INT64_MIN);
 
   Tensor u64 = Tensor::host(DType::uint64, 1);
-  CHECK_THROWS_AS(u64.set(0, 18446744073709551616.0), cs::InputError);  // 2^64
-  CHECK_THROWS_AS(u64.fill(18446744073709551616.0), cs::InputError);
+  CHECK_THROWS_AS(u64.set(0, 18446744073709551616.0), cs::UsageError);  // 2^64
+  CHECK_THROWS_AS(u64.fill(18446744073709551616.0), cs::UsageError);
 }
 
 TEST_CASE("Tensor::slice shares storage and is range checked", "[tensor]") {
@@ -169,15 +170,15 @@ TEST_CASE("Tensor::slice shares storage and is range checked", "[tensor]") {
 
   Tensor ss = s.slice(1, 2);  // a slice of a slice is relative to the slice
   CHECK(ss.data() == static_cast<char*>(t.data()) + 4 * sizeof(int32_t));
-  CHECK_THROWS_AS(s.get(4), cs::InputError);  // range checked against the view, not the parent
+  CHECK_THROWS_AS(s.get(4), cs::UsageError);  // range checked against the view, not the parent
 
   CHECK(t.slice(0, 10).count() == 10);
   CHECK(t.slice(10, 0).count() == 0);
-  CHECK_THROWS_AS(t.slice(0, 11), cs::InputError);
-  CHECK_THROWS_AS(t.slice(11, 0), cs::InputError);
-  CHECK_THROWS_AS(t.slice(8, 3), cs::InputError);
-  CHECK_THROWS_AS(t.slice(5, SIZE_MAX), cs::InputError);  // first + count wraps around
-  CHECK_THROWS_AS(s.slice(2, 3), cs::InputError);         // inside the parent, outside the view
+  CHECK_THROWS_AS(t.slice(0, 11), cs::UsageError);
+  CHECK_THROWS_AS(t.slice(11, 0), cs::UsageError);
+  CHECK_THROWS_AS(t.slice(8, 3), cs::UsageError);
+  CHECK_THROWS_AS(t.slice(5, SIZE_MAX), cs::UsageError);  // first + count wraps around
+  CHECK_THROWS_AS(s.slice(2, 3), cs::UsageError);         // inside the parent, outside the view
 
   Tensor keep;
   {

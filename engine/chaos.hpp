@@ -1,0 +1,92 @@
+#pragma once
+// Fault injection at the engine's operation entry point, the same for every backend
+// (DESIGN.md "Chaos"). A plan is a list of rules; each rule selects operations by rank, kind of
+// operation, sequence number, period, probability and duration, and does one thing to them:
+//   delay   sleep `ms` (+ uniform jitter up to `jitter_ms`) before the operation
+//   slow    after the operation, sleep (factor - 1) x its duration: the rank's transfers take
+//           `factor` times as long
+//   hang    the rank stops arriving: it never starts the operation (sleeps until killed)
+//   exit    the rank dies with `status` (nonzero) before the operation
+//   corrupt flip one bit in `elements` elements of the rank's result, with `probability`
+//   desync  the rank calls a different size (count x `factor`, default half) or, with `op`,
+//           a different operation
+// Every injection that fires is recorded (what, where, when) for the report.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "op.hpp"
+
+namespace cs {
+
+enum class ChaosKind : uint8_t { delay, slow, hang, exit, corrupt, desync };
+
+struct ChaosRule {
+  ChaosKind kind = ChaosKind::delay;
+  std::set<int> ranks;              // empty: every rank
+  std::set<Collective> ops;         // empty: every operation
+  uint64_t after = 0;               // fire only on operations with seq > after
+  uint64_t every = 1;               // ... and only every N-th eligible one
+  double probability = 1.0;         // ... with this probability (seeded)
+  double duration_s = 0;            // stop firing this long after the first firing (0: forever)
+  double ms = 0, jitter_ms = 0;     // delay
+  double factor = 0;                // slow (default 2), desync (count factor, default 0.5)
+  int status = 3;                   // exit
+  uint64_t elements = 1;            // corrupt: elements whose bit is flipped
+  std::string desync_op;            // desync: call this operation instead (e.g. "barrier")
+  uint64_t limit = 0;               // fire at most this many times (0: no limit; hang/exit: 1)
+};
+
+// Parses a rule from the config's [[chaos]] tables / cs.chaos.inject{...}; throws InputError
+// naming the field.
+ChaosRule chaos_rule_from_json(const nlohmann::json& j);
+std::string_view chaos_kind_name(ChaosKind k);
+
+class Chaos {
+ public:
+  static Chaos& instance();
+
+  void set_identity(int rank, std::string host);
+  void install(std::vector<ChaosRule> rules, uint64_t seed);
+  void add(ChaosRule rule);
+  void clear();
+  bool active() const { return active_.load(std::memory_order_relaxed); }
+
+  // Called by Communicator::execute around the backend's run(). `op` may be replaced (desync).
+  // Returns true when the operation must be skipped entirely (never happens: hang never returns).
+  void before(Op& op, uint64_t seq, std::string_view comm);
+  void after(const Op& op, uint64_t seq, int64_t start_ns);
+
+  // Injections that fired on this rank, oldest first.
+  nlohmann::json fired() const;
+  // Called (from the injecting thread) for each injection as it fires, e.g. to stream it to the
+  // coordinator before a hang or an exit.
+  void on_fire(std::function<void(const nlohmann::json&)> f);
+
+ private:
+  struct Armed {
+    ChaosRule rule;
+    uint64_t eligible = 0, fired = 0;
+    int64_t first_ns = 0;
+  };
+  bool selects(Armed& a, const Op& op, uint64_t seq, ChaosKind phase_kind);
+  void record(const ChaosRule& r, const Op& op, uint64_t seq, std::string_view comm, nlohmann::json extra);
+
+  mutable std::mutex mu_;
+  std::vector<Armed> rules_;
+  std::mt19937_64 rng_;
+  std::atomic<bool> active_{false};
+  int rank_ = 0;
+  std::string host_;
+  nlohmann::json fired_ = nlohmann::json::array();
+  std::function<void(const nlohmann::json&)> on_fire_;
+  std::string comm_;  // of the op in flight, for after()
+};
+
+}  // namespace cs

@@ -1,0 +1,258 @@
+"""bw_sweep end to end: under mpirun -np 1/2/3/4 and --backend self, every collective over a
+small size range; the report.json, results.jsonl and the stdout table are checked against an
+independent recomputation of the nccl-tests arithmetic (bytes, algbw, busbw factors)."""
+import hashlib
+import math
+import os
+import re
+import unittest
+
+import cs_e2e
+
+ALL_OPS = ["allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall",
+           "gather", "scatter", "sendrecv"]
+# Collectives whose per-rank count is 1/n of the message (nccl-tests: size = count*elem*n).
+GROUPED = {"allgather", "reduce_scatter", "alltoall", "gather", "scatter"}
+REDUCING = {"allreduce", "reduce", "reduce_scatter"}
+ROOTED = {"broadcast", "reduce", "gather", "scatter"}
+ELEM = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+        "float32": 4, "float64": 8}
+
+MIN, MAX, ITERS, WARMUP = 8, 64 * 1024, 5, 1
+SWEEP_ARGS = ["--ops", "all", "--min", "8", "--max", "64K", "--iters", str(ITERS), "--warmup", str(WARMUP)]
+
+TOP_KEYS = ["commscript", "recipe", "run", "env", "topology", "results", "findings", "scorecard",
+            "chaos", "incidents"]
+NUMERIC = ["bytes", "count", "time_us", "algbw", "busbw", "busbw_factor", "wrong", "p50_us", "p99_us",
+           "cv", "ranks", "root", "iters", "warmup"]
+
+
+def busbw_factor(op, n):
+    """nccl-tests' bus bandwidth factors (doc/PERFORMANCE.md), computed here on their own."""
+    if op == "allreduce":
+        return 2.0 * (n - 1) / n
+    if op in GROUPED:
+        return (n - 1) / n
+    return 1.0  # broadcast, reduce, sendrecv
+
+
+def sweep_sizes(lo, hi, factor=2):
+    out, s = [], lo
+    while s <= hi:
+        out.append(s)
+        s *= factor
+    return out
+
+
+def expected_rows(n, dtype, inplace=True):
+    """[(op, count, bytes, placement)] in the order bw_sweep takes them."""
+    elem = ELEM[dtype]
+    rows = []
+    for op in ALL_OPS:
+        for size in sweep_sizes(MIN, MAX):
+            count = size // elem // (n if op in GROUPED else 1)
+            if count == 0:
+                continue
+            nbytes = count * elem * (n if op in GROUPED else 1)
+            for placement in (["out-of-place", "in-place"] if inplace else ["out-of-place"]):
+                rows.append((op, count, nbytes, placement))
+    return rows
+
+
+def is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def close(a, b, rel=1e-6, abs_tol=1e-12):
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
+
+
+def recipe_sha256():
+    with open(os.path.join(cs_e2e.REPO, "recipes", "bw_sweep.lua"), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class BwSweep(cs_e2e.TestCase):
+
+    def sweep(self, n, dtype="float32", redop="sum", backend=None):
+        args = (["--backend", backend] if backend else []) + ["bw_sweep"] + SWEEP_ARGS
+        if dtype != "float32":
+            args += ["--dtype", dtype]
+        if redop != "sum":
+            args += ["--op", redop]
+        r = self.cs(args, np=None if backend == "self" else n, timeout=120)
+        self.assertExit(r, cs_e2e.OK)
+        self.check_all(r, n, dtype, redop, backend or "mpi")
+        return r
+
+    # ---------------------------------------------------------------- the checks
+    def check_all(self, r, n, dtype, redop, backend):
+        rep = r.report()
+        self.check_report(rep, r, n, dtype, redop, backend)
+        self.check_results(rep["results"], n, dtype, redop)
+        self.check_jsonl(rep["results"], r.results_lines())
+        self.check_table(r.stdout, rep["results"], n)
+
+    def check_report(self, rep, r, n, dtype, redop, backend):
+        self.assertEqual(rep.get("schema"), "commscript.report/1")
+        for k in TOP_KEYS:
+            self.assertIn(k, rep, "report.json lacks top-level key %r" % k)
+        run = rep["run"]
+        self.assertEqual(run["ranks"], n)
+        self.assertTrue(is_number(run["ranks"]))
+        self.assertEqual(run["exit_code"], 0)
+        self.assertTrue(is_number(run["exit_code"]))
+        self.assertEqual(run["backend"], backend)
+        self.assertIsInstance(run["trusted"], bool)
+        self.assertFalse(run["trusted"])
+        self.assertTrue(is_number(run["duration_s"]) and run["duration_s"] >= 0, run["duration_s"])
+        self.assertTrue(is_number(run["seed"]))
+        self.assertTrue(is_number(run["timeout_s"]))
+        self.assertTrue(is_number(run["hosts"]) and run["hosts"] >= 1)
+
+        rec = rep["recipe"]
+        self.assertEqual(rec["name"], "bw_sweep")
+        self.assertEqual(rec["version"], "1.0.0")
+        self.assertEqual(rec["sha256"], recipe_sha256(),
+                         "recipe.sha256 is not the sha256 of recipes/bw_sweep.lua (stale build?)")
+        self.assertIsInstance(rec["bundled"], bool)
+        opts = rec["options"]
+        self.assertEqual(opts["iters"], ITERS)
+        self.assertEqual(opts["warmup"], WARMUP)
+        self.assertEqual(opts["min"], MIN)
+        self.assertEqual(opts["max"], MAX)
+        self.assertEqual(opts["ops"], ["all"])
+        self.assertEqual(opts["dtype"], dtype)
+        self.assertEqual(opts["op"], redop)
+        self.assertIs(opts["check"], True)
+        self.assertIs(opts["inplace"], True)
+        for k in ("iters", "warmup", "min", "max", "root", "factor"):
+            self.assertTrue(is_number(opts[k]), "recipe.options.%s = %r is not a number" % (k, opts[k]))
+
+        self.assertIsInstance(rep["commscript"]["version"], str)
+        self.assertIsInstance(rep["env"], dict)
+        self.assertIsInstance(rep["findings"], list)
+        self.assertEqual([f for f in rep["findings"] if f.get("severity") == "error"], [])
+        self.assertIsInstance(rep["incidents"], list)
+        self.assertEqual(rep["incidents"], [])
+
+    def check_results(self, results, n, dtype, redop):
+        want = expected_rows(n, dtype)
+        got = [(x.get("op"), x.get("count"), x.get("bytes"), x.get("placement")) for x in results]
+        self.assertEqual(got, want, "results are not the expected (op, count, bytes, placement) rows")
+        elem = ELEM[dtype]
+        for x in results:
+            where = "%s %s %s: %r" % (x["op"], x["bytes"], x["placement"], x)
+            for k in NUMERIC:
+                self.assertIn(k, x, where)
+                self.assertTrue(is_number(x[k]), "%s is not a JSON number in %s" % (k, where))
+            self.assertIsInstance(x["inplace"], bool, where)
+            self.assertIsInstance(x["checked"], bool, where)
+            self.assertEqual(x["inplace"], x["placement"] == "in-place", where)
+            self.assertIs(x["checked"], True, where)
+            self.assertEqual(x["wrong"], 0, where)
+            self.assertEqual(x["ranks"], n, where)
+            self.assertEqual(x["dtype"], dtype, where)
+            self.assertEqual(x["iters"], ITERS, where)
+            self.assertEqual(x["warmup"], WARMUP, where)
+            self.assertEqual(x["redop"], redop if x["op"] in REDUCING else "none", where)
+            self.assertEqual(x["root"], 0 if x["op"] in ROOTED else -1, where)
+            self.assertGreater(x["time_us"], 0, where)
+            self.assertGreaterEqual(x["cv"], 0, where)
+            self.assertLessEqual(x["p50_us"], x["p99_us"] * (1 + 1e-12), where)
+            # algbw: bytes moved per nccl-tests / time
+            moved = x["count"] * elem * (n if x["op"] in GROUPED else 1)
+            self.assertEqual(x["bytes"], moved, where)
+            algbw = moved / 1e9 / (x["time_us"] * 1e-6)
+            self.assertTrue(close(x["algbw"], algbw), "algbw %r != %r recomputed; %s" % (x["algbw"], algbw, where))
+            f = busbw_factor(x["op"], n)
+            self.assertTrue(close(x["busbw_factor"], f), "busbw_factor %r != %r; %s" % (x["busbw_factor"], f, where))
+            self.assertTrue(close(x["busbw"], algbw * f),
+                            "busbw %r != algbw*%r = %r; %s" % (x["busbw"], f, algbw * f, where))
+
+    def test_wrong_ranks_is_a_list(self):
+        """wrong_ranks lists ranks: it must be a JSON array even when empty (not {})."""
+        r = self.cs(["--backend", "self", "bw_sweep", "--min", "8", "--max", "16", "--iters", "1",
+                     "--warmup", "0"])
+        self.assertExit(r, cs_e2e.OK)
+        for x in r.report()["results"] + r.results_lines():
+            if "wrong_ranks" in x:
+                self.assertIsInstance(x["wrong_ranks"], list, "wrong_ranks is %r in %r" % (x["wrong_ranks"], x))
+
+    def check_jsonl(self, results, lines):
+        self.assertEqual(len(lines), len(results), "results.jsonl and report.json differ in length")
+        for i, (a, b) in enumerate(zip(lines, results)):
+            self.assertEqual(a, b, "results.jsonl line %d differs from report.json results[%d]" % (i + 1, i))
+
+    def check_table(self, stdout, results, n):
+        lines = stdout.splitlines()
+        headers = [l for l in lines if l.startswith("#") and re.search(r"\bsize\b", l)]
+        self.assertTrue(headers, "no table header in stdout:\n" + stdout[-3000:])
+        cols = headers[0].lstrip("#").split()
+        pos = 0
+        for c in ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"]:
+            self.assertIn(c, cols[pos:], "header lacks %r after position %d: %s" % (c, pos, headers[0]))
+            pos = cols.index(c, pos) + 1
+        self.assertIn("out-of-place", stdout)
+        self.assertIn("in-place", stdout)
+        self.assertRegex(stdout, r"#\s*Out of bounds values\s*:\s*0 OK")
+        m = re.search(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)", stdout)
+        self.assertTrue(m, "no 'Avg bus bandwidth' line")
+        avg = sum(x["busbw"] for x in results) / len(results)
+        self.assertLessEqual(abs(float(m.group(1)) - avg), 5e-5 + 1e-9 * avg, "avg busbw in the footer")
+
+        # Every data row matches the two results (out-of-place, in-place) it shows.
+        rows = [l.split() for l in lines if l.strip() and not l.startswith("#")
+                and re.match(r"^\s+\d+\s+\d+\s", l)]
+        self.assertEqual(len(rows), len(results) // 2, "table rows vs results")
+        for i, row in enumerate(rows):
+            oop, ip = results[2 * i], results[2 * i + 1]
+            self.assertEqual((oop["placement"], ip["placement"]), ("out-of-place", "in-place"))
+            self.assertEqual(int(row[0]), oop["bytes"], row)
+            self.assertEqual(int(row[1]), oop["count"], row)
+            self.assertEqual(row[2], oop["dtype"], row)
+            self.assertEqual(row[3], oop["redop"], row)
+            self.assertEqual(int(row[4]), oop["root"], row)
+            for half, res in ((row[5:12], oop), (row[12:19], ip)):
+                self.assertEqual(len(half), 7, row)
+                self.assertLessEqual(abs(float(half[0]) - res["time_us"]), 0.0051, row)
+                self.assertLessEqual(abs(float(half[1]) - res["algbw"]), 0.0051, row)
+                self.assertLessEqual(abs(float(half[2]) - res["busbw"]), 0.0051, row)
+                self.assertEqual(int(half[3]), res["wrong"], row)
+
+    # ---------------------------------------------------------------- the runs
+    def test_self_backend(self):
+        self.sweep(1, backend="self")
+
+    def test_mpi_np1(self):
+        self.sweep(1)
+
+    def test_mpi_np2(self):
+        self.sweep(2)
+
+    def test_mpi_np4(self):
+        self.sweep(4)
+
+    def test_int8_max_np4(self):
+        self.sweep(4, dtype="int8", redop="max")
+
+    def test_float64_avg_np3(self):
+        # 3 ranks: factors 4/3 and 2/3, counts that do not divide the sizes.
+        self.sweep(3, dtype="float64", redop="avg")
+
+    def test_results_jsonl_is_one_object_per_line(self):
+        r = self.cs(["bw_sweep", "--ops", "allreduce,broadcast", "--min", "8", "--max", "64", "--iters", "2",
+                     "--warmup", "0", "--no-inplace"], np=2)
+        self.assertExit(r, cs_e2e.OK)
+        with open(r.path("results.jsonl")) as f:
+            text = f.read()
+        self.assertTrue(text.endswith("\n"), "results.jsonl does not end with a newline")
+        lines = text.splitlines()
+        self.assertEqual(len(lines), 2 * 4)  # 2 ops x 4 sizes, out-of-place only
+        for l in lines:
+            self.assertTrue(l.startswith("{") and l.endswith("}"), l)
+        self.assertEqual([x["placement"] for x in r.results_lines()], ["out-of-place"] * 8)
+
+
+if __name__ == "__main__":
+    cs_e2e.main()
