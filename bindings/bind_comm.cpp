@@ -42,6 +42,17 @@ int c_name(lua_State* L) { lua_pushstring(L, check_comm(L, 1).name().c_str()); r
 int c_backend(lua_State* L) { lua_pushstring(L, check_comm(L, 1).backend().c_str()); return 1; }
 int c_seq(lua_State* L) { lua_pushnumber(L, static_cast<double>(check_comm(L, 1).seq())); return 1; }
 
+// set_timeout(seconds) -> previous: the deadline of this communicator's operations (0: none)
+int c_set_timeout(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  const double s = luaL_checknumber(L, 2);
+  if (!(s >= 0)) luaL_argerror(L, 2, "seconds >= 0 expected");
+  const double old = c.timeout_s();
+  c.set_timeout(s, old > 0 || s > 0 ? 5 : 0);
+  lua_pushnumber(L, old);
+  return 1;
+}
+
 int c_barrier(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   return run_op(L, c, make_op(c, Collective::barrier, Tensor(), Tensor()));
@@ -330,6 +341,7 @@ void register_communicator(lua_State* L) {
       {"name", entry<c_name>},
       {"backend", entry<c_backend>},
       {"seq", entry<c_seq>},
+      {"set_timeout", entry<c_set_timeout>},
       {"barrier", entry<c_barrier>},
       {"allreduce", entry<c_reducing<Collective::allreduce>>},
       {"reduce_scatter", entry<c_reducing<Collective::reduce_scatter>>},

@@ -173,6 +173,10 @@ nlohmann::json env_snapshot() {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos) continue;
     const std::string k = kv.substr(0, eq);
+    // Launcher credentials are not configuration and do not belong in a shared report.
+    if (k.find("precondition_transports") != std::string::npos || k.find("SECRET") != std::string::npos ||
+        k.find("TOKEN") != std::string::npos || k.find("PASSWORD") != std::string::npos)
+      continue;
     for (const char* prefix : {"NCCL_", "UCX_", "OMPI_", "TORCH_NCCL_", "CUDA_", "COMMSCRIPT_", "MPICH_", "PMIX_MCA_"})
       if (k.rfind(prefix, 0) == 0) {
         e[k] = kv.substr(eq + 1);
@@ -346,6 +350,20 @@ int cli_main(int argc, char** argv) {
     return fail_early(e.code(), std::string(e.what()) + (a.config_file.empty() ? "" : " (in " + a.config_file + ")"));
   }
   const nlohmann::json run_cfg = s.config.section("run");
+  {
+    const std::string where = a.config_file.empty() ? "" : " (in " + a.config_file + ")";
+    for (auto& [k, v] : run_cfg.items()) {
+      if (k == "timeout") {
+        if (!v.is_number() || v.get<double>() < 0)
+          return fail_early(ExitCode::bad_input, "run.timeout must be a number of seconds >= 0, not " + v.dump() + where);
+      } else if (k == "seed") {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0)
+          return fail_early(ExitCode::bad_input, "run.seed must be a non-negative integer, not " + v.dump() + where);
+      } else {
+        return fail_early(ExitCode::bad_input, "unknown setting run." + k + " (known: timeout, seed)" + where);
+      }
+    }
+  }
   s.timeout_s = a.timeout >= 0 ? a.timeout : run_cfg.value("timeout", 300.0);
   s.seed = a.seed_given ? a.seed : run_cfg.value("seed", static_cast<uint64_t>(0));
 
@@ -491,6 +509,9 @@ int cli_main(int argc, char** argv) {
       g_heartbeat = heartbeat.get();
     }
   }
+  // Operations wait by polling; with a coordinator judging, a rank gives up on its own only
+  // some seconds after the deadline.
+  s.world->set_timeout(s.timeout_s, coordinator || heartbeat ? 5 : 0);
   Chaos::instance().set_identity(s.rank, host);
   Chaos::instance().on_fire([](const nlohmann::json& ev) {
     if (HeartbeatClient* hb = g_heartbeat.load()) hb->send_event(ev);

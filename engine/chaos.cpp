@@ -96,7 +96,7 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
   r.limit = static_cast<uint64_t>(num("limit", 0, 0, 1e15));
   switch (r.kind) {
     case ChaosKind::slow: r.factor = num("factor", 2, 1, 1000); break;
-    case ChaosKind::desync: r.factor = num("factor", 0.5, 1e-9, 1); break;
+    case ChaosKind::desync: r.factor = num("factor", 0, 1e-9, 1); break;
     case ChaosKind::exit: r.status = static_cast<int>(num("status", 3, 1, 255)); break;
     case ChaosKind::corrupt: r.elements = static_cast<uint64_t>(num("elements", 1, 1, 1e12)); break;
     default: break;
@@ -107,7 +107,11 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
       throw InputError(w + "'op' must name an operation (e.g. \"barrier\")");
     r.desync_op = j["op"].get<std::string>();
   }
-  if ((r.kind == ChaosKind::hang || r.kind == ChaosKind::exit) && r.limit == 0) r.limit = 1;
+  // A desync without `op` or `factor` calls a barrier where the others call the real operation:
+  // a hang on every MPI (a size mismatch may instead abort the process, depending on the MPI).
+  if (r.kind == ChaosKind::desync && r.factor == 0 && r.desync_op.empty()) r.desync_op = "barrier";
+  if ((r.kind == ChaosKind::hang || r.kind == ChaosKind::exit || r.kind == ChaosKind::desync) && r.limit == 0)
+    r.limit = 1;
   return r;
 }
 

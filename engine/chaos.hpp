@@ -8,8 +8,8 @@
 //   hang    the rank stops arriving: it never starts the operation (sleeps until killed)
 //   exit    the rank dies with `status` (nonzero) before the operation
 //   corrupt flip one bit in `elements` elements of the rank's result, with `probability`
-//   desync  the rank calls a different size (count x `factor`, default half) or, with `op`,
-//           a different operation
+//   desync  the rank calls a different operation (`op`, default "barrier") or, with `factor`,
+//           a smaller count (count x factor); once unless `limit` says otherwise
 // Every injection that fires is recorded (what, where, when) for the report.
 #include <atomic>
 #include <cstdint>

@@ -10,7 +10,7 @@ int64_t Communicator::execute_with_chaos(const Op& op) {
   // simply has not arrived yet.
   Op actual = op;
   Chaos::instance().before(actual, seq_ + 1, name_);
-  const int64_t t0 = Progress::instance().begin(++seq_, actual.coll, actual.bytes(), name_);
+  const int64_t t0 = Progress::instance().begin(++seq_, actual.coll, actual.bytes(), name_, timeout_s_);
   run(actual);
   Progress::instance().end();
   Chaos::instance().after(actual, seq_, t0);

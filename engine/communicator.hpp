@@ -30,7 +30,7 @@ class Communicator {
   int64_t execute(const Op& op) {
     if (chaos_armed.load(std::memory_order_relaxed)) [[unlikely]]
       return execute_with_chaos(op);
-    const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_);
+    const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_, timeout_s_);
     run(op);
     Progress::instance().end();
     return t0;
@@ -39,8 +39,16 @@ class Communicator {
   // True while any chaos rule is installed (set by Chaos).
   static inline std::atomic<bool> chaos_armed{false};
 
+  // The deadline of each operation in seconds (0: none). A backend that waits by polling gives
+  // up `local_grace_s` later than that on its own, leaving the first word to the coordinator.
+  double timeout_s() const { return timeout_s_; }
+  void set_timeout(double s, double local_grace_s = 0) {
+    timeout_s_ = s;
+    local_grace_s_ = local_grace_s;
+  }
+
   // A new communicator of the ranks that passed the same color, ordered by key; nullptr for a
-  // rank that passed a negative color.
+  // rank that passed a negative color. It inherits this communicator's deadline.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   // Control-plane helpers for result gathering (not numbered, not timed).
@@ -56,6 +64,9 @@ class Communicator {
 
  private:
   int64_t execute_with_chaos(const Op& op);
+
+ protected:
+  double timeout_s_ = 0, local_grace_s_ = 0;
   std::string name_;
   uint64_t seq_ = 0;
 };

@@ -151,10 +151,11 @@ void HeartbeatClient::loop() {
     const bool flying = p.in_flight();
     const double age_ms = cur.start_ns ? static_cast<double>(now_ns() - cur.start_ns) * 1e-6 : 0.0;
     char line[256];
-    std::snprintf(line, sizeof line, "HB %llu %d %llu %s %llu %.1f %s",
+    std::snprintf(line, sizeof line, "HB %llu %d %llu %s %llu %.1f %s %.3f",
                   static_cast<unsigned long long>(p.ops_started()), flying ? 1 : 0,
                   static_cast<unsigned long long>(cur.seq), std::string(collective_name(cur.coll)).c_str(),
-                  static_cast<unsigned long long>(cur.bytes), age_ms, sanitize(std::string(cur.comm_name())).c_str());
+                  static_cast<unsigned long long>(cur.bytes), age_ms, sanitize(std::string(cur.comm_name())).c_str(),
+                  cur.deadline_s);
     send_line(line);
     pollfd pf{fd_, POLLIN, 0};
     if (poll(&pf, 1, interval_ms_) > 0) {
@@ -182,7 +183,7 @@ struct Coordinator::RankState {
   int64_t last_hb_ns = 0, progress_ns = 0;
   uint64_t started = 0, op_seq = 0, bytes = 0;
   bool in_flight = false;
-  double age_ms = 0;
+  double age_ms = 0, deadline_s = 0;  // the operation's own deadline (0: none)
   std::string coll, comm;
   nlohmann::json ring;
   std::string inbuf;
@@ -278,9 +279,10 @@ void Coordinator::loop() {
         char coll[64] = {0}, comm[128] = {0};
         unsigned long long started = 0, seq = 0, bytes = 0;
         int flying = 0;
-        double age = 0;
-        if (std::sscanf(line.c_str(), "HB %llu %d %llu %63s %llu %lf %127s", &started, &flying, &seq, coll, &bytes,
-                        &age, comm) == 7) {
+        double age = 0, deadline = 0;
+        if (std::sscanf(line.c_str(), "HB %llu %d %llu %63s %llu %lf %127s %lf", &started, &flying, &seq, coll,
+                        &bytes, &age, comm, &deadline) == 8) {
+          s.deadline_s = deadline;
           if (started != s.started) s.progress_ns = now;
           s.started = started;
           s.in_flight = flying != 0;
@@ -397,14 +399,13 @@ void Coordinator::loop() {
 }
 
 void Coordinator::check_deadlines(int64_t now) {
-  if (o_.timeout_s <= 0) return;
   int worst = -1;
   double worst_ms = 0;
   for (size_t r = 0; r < ranks_.size(); ++r) {
     const RankState& s = ranks_[r];
-    if (!s.hello || s.dead || !s.in_flight) continue;
+    if (!s.hello || s.dead || !s.in_flight || s.deadline_s <= 0) continue;
     const double ms = s.age_ms + static_cast<double>(now - s.last_hb_ns) * 1e-6;
-    if (ms > o_.timeout_s * 1000 && ms > worst_ms) {
+    if (ms > s.deadline_s * 1000 && ms > worst_ms) {
       worst = static_cast<int>(r);
       worst_ms = ms;
     }
@@ -479,7 +480,7 @@ nlohmann::json Coordinator::verdict(int stuck, int64_t now) const {
     line.pop_back();
   }
   return {{"kind", "timeout"}, {"line", line},          {"op", ref.coll},     {"seq", ref.op_seq},
-          {"bytes", ref.bytes}, {"comm", ref.comm},      {"after_s", after_s}, {"timeout_s", o_.timeout_s},
+          {"bytes", ref.bytes}, {"comm", ref.comm},      {"after_s", after_s}, {"timeout_s", ref.deadline_s},
           {"missing", missing}, {"mismatch", mism},      {"arrived", arrived}, {"detected_by", "deadline"}};
 }
 

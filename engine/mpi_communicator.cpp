@@ -1,10 +1,13 @@
 #include "mpi_communicator.hpp"
 
+#include <sched.h>
+
 #include <climits>
 #include <cstring>
 #include <string>
 
 #include "error.hpp"
+#include "size.hpp"
 
 namespace cs {
 
@@ -86,79 +89,136 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   MPI_Comm c;
   check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &c), "MPI_Comm_split");
+  ++splits_;  // on every rank, even one left out: the names must agree
   if (c == MPI_COMM_NULL) return nullptr;
-  return std::unique_ptr<Communicator>(
-      new MpiCommunicator(c, name() + "/" + std::to_string(color)));
+  // world/s2.c0: the second split of world, color 0 (names must differ between splits).
+  auto sub = std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(c, name() + "/s" + std::to_string(splits_) + ".c" + std::to_string(color)));
+  sub->set_timeout(timeout_s_, local_grace_s_);
+  return sub;
+}
+
+void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* call) {
+  const int64_t t0 = now_ns();
+  const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
+  for (unsigned spins = 0;; ++spins) {
+    int done = 0;
+    check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), call);
+    if (done) return;
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (limit > 0 && waited > limit)
+      throw Error(ExitCode::timeout, "timeout: " + std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) +
+                                         " (" + format_size(op.bytes()) + "B, " + name() + ") after " +
+                                         std::to_string(static_cast<int>(waited)) + " s on rank " +
+                                         std::to_string(rank_) + ": the other ranks never completed it");
+    if (spins > 1000) sched_yield();  // be polite to ranks sharing the core
+  }
 }
 
 void MpiCommunicator::run(const Op& op) {
   const MPI_Datatype t = mpi_type(op.dtype);
   const int c = as_int(op.count, op);
   const size_t cz = op.count;
+  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  // Either the blocking call, or the nonblocking one and a polled wait.
+  auto go = [&](const char* call, auto&& blocking, auto&& start) {
+    if (op.blocking) {
+      check(blocking(), call);
+    } else {
+      check(start(&req[0]), call);
+      wait(req, 1, op, call);
+    }
+  };
   switch (op.coll) {
-    case Collective::barrier: check(MPI_Barrier(comm_), "MPI_Barrier"); break;
-    case Collective::allreduce:
-      check(MPI_Allreduce(op.send == op.recv ? MPI_IN_PLACE : op.send, op.recv, c, t, mpi_op(op.redop), comm_),
-            "MPI_Allreduce");
+    case Collective::barrier:
+      go("MPI_Barrier", [&] { return MPI_Barrier(comm_); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+      break;
+    case Collective::allreduce: {
+      const void* sb = op.send == op.recv ? MPI_IN_PLACE : op.send;
+      go("MPI_Allreduce", [&] { return MPI_Allreduce(sb, op.recv, c, t, mpi_op(op.redop), comm_); },
+         [&](MPI_Request* r) { return MPI_Iallreduce(sb, op.recv, c, t, mpi_op(op.redop), comm_, r); });
       if (op.redop == ReduceOp::avg) divide(op.recv, cz, op.dtype, size_);
       break;
+    }
     case Collective::reduce: {
       const bool inplace = rank_ == op.root && op.send == op.recv;
-      check(MPI_Reduce(inplace ? MPI_IN_PLACE : op.send, op.recv, c, t, mpi_op(op.redop), op.root, comm_),
-            "MPI_Reduce");
+      const void* sb = inplace ? MPI_IN_PLACE : op.send;
+      go("MPI_Reduce", [&] { return MPI_Reduce(sb, op.recv, c, t, mpi_op(op.redop), op.root, comm_); },
+         [&](MPI_Request* r) { return MPI_Ireduce(sb, op.recv, c, t, mpi_op(op.redop), op.root, comm_, r); });
       if (op.redop == ReduceOp::avg && rank_ == op.root) divide(op.recv, cz, op.dtype, size_);
       break;
     }
     case Collective::broadcast:
       if (rank_ == op.root && op.send != op.recv) std::memcpy(op.recv, op.send, cz * dtype_size(op.dtype));
-      check(MPI_Bcast(op.recv, c, t, op.root, comm_), "MPI_Bcast");
+      go("MPI_Bcast", [&] { return MPI_Bcast(op.recv, c, t, op.root, comm_); },
+         [&](MPI_Request* r) { return MPI_Ibcast(op.recv, c, t, op.root, comm_, r); });
       break;
     case Collective::allgather: {
       const bool inplace = op.send == at(op.recv, cz * static_cast<size_t>(rank_), op.dtype);
-      check(MPI_Allgather(inplace ? MPI_IN_PLACE : op.send, c, t, op.recv, c, t, comm_), "MPI_Allgather");
+      const void* sb = inplace ? MPI_IN_PLACE : op.send;
+      go("MPI_Allgather", [&] { return MPI_Allgather(sb, c, t, op.recv, c, t, comm_); },
+         [&](MPI_Request* r) { return MPI_Iallgather(sb, c, t, op.recv, c, t, comm_, r); });
       break;
     }
     case Collective::reduce_scatter: {
       char* mine = at(op.send, cz * static_cast<size_t>(rank_), op.dtype);
-      if (op.recv == mine) {
-        // NCCL's in-place result lives at send + rank*count; MPI's at the start of the buffer.
-        check(MPI_Reduce_scatter_block(MPI_IN_PLACE, op.send, c, t, mpi_op(op.redop), comm_),
-              "MPI_Reduce_scatter_block");
-        if (rank_ != 0) std::memmove(mine, op.send, cz * dtype_size(op.dtype));
-      } else {
-        check(MPI_Reduce_scatter_block(op.send, op.recv, c, t, mpi_op(op.redop), comm_),
-              "MPI_Reduce_scatter_block");
-      }
+      const bool inplace = op.recv == mine;
+      // NCCL's in-place result lives at send + rank*count; MPI's at the start of the buffer.
+      const void* sb = inplace ? MPI_IN_PLACE : op.send;
+      void* rb = inplace ? op.send : op.recv;
+      go("MPI_Reduce_scatter_block",
+         [&] { return MPI_Reduce_scatter_block(sb, rb, c, t, mpi_op(op.redop), comm_); },
+         [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(sb, rb, c, t, mpi_op(op.redop), comm_, r); });
+      if (inplace && rank_ != 0) std::memmove(mine, op.send, cz * dtype_size(op.dtype));
       if (op.redop == ReduceOp::avg) divide(op.recv, cz, op.dtype, size_);
       break;
     }
-    case Collective::alltoall:
-      check(MPI_Alltoall(op.send == op.recv ? MPI_IN_PLACE : op.send, c, t, op.recv, c, t, comm_),
-            "MPI_Alltoall");
+    case Collective::alltoall: {
+      const void* sb = op.send == op.recv ? MPI_IN_PLACE : op.send;
+      go("MPI_Alltoall", [&] { return MPI_Alltoall(sb, c, t, op.recv, c, t, comm_); },
+         [&](MPI_Request* r) { return MPI_Ialltoall(sb, c, t, op.recv, c, t, comm_, r); });
       break;
+    }
     case Collective::gather: {
       const bool inplace = rank_ == op.root && op.send == at(op.recv, cz * static_cast<size_t>(rank_), op.dtype);
-      check(MPI_Gather(inplace ? MPI_IN_PLACE : op.send, c, t, op.recv, c, t, op.root, comm_), "MPI_Gather");
+      const void* sb = inplace ? MPI_IN_PLACE : op.send;
+      go("MPI_Gather", [&] { return MPI_Gather(sb, c, t, op.recv, c, t, op.root, comm_); },
+         [&](MPI_Request* r) { return MPI_Igather(sb, c, t, op.recv, c, t, op.root, comm_, r); });
       break;
     }
     case Collective::scatter: {
       const bool inplace = rank_ == op.root && op.recv == at(op.send, cz * static_cast<size_t>(rank_), op.dtype);
-      check(MPI_Scatter(op.send, c, t, inplace ? MPI_IN_PLACE : op.recv, c, t, op.root, comm_), "MPI_Scatter");
+      void* rb = inplace ? MPI_IN_PLACE : op.recv;
+      go("MPI_Scatter", [&] { return MPI_Scatter(op.send, c, t, rb, c, t, op.root, comm_); },
+         [&](MPI_Request* r) { return MPI_Iscatter(op.send, c, t, rb, c, t, op.root, comm_, r); });
       break;
     }
     case Collective::sendrecv:
-      if (op.send == op.recv)
-        check(MPI_Sendrecv_replace(op.recv, c, t, op.peer, op.tag, op.recv_peer, op.tag, comm_,
-                                   MPI_STATUS_IGNORE),
-              "MPI_Sendrecv_replace");
-      else
-        check(MPI_Sendrecv(op.send, c, t, op.peer, op.tag, op.recv, c, t, op.recv_peer, op.tag, comm_,
-                           MPI_STATUS_IGNORE),
-              "MPI_Sendrecv");
+      if (op.blocking) {
+        if (op.send == op.recv)
+          check(MPI_Sendrecv_replace(op.recv, c, t, op.peer, op.tag, op.recv_peer, op.tag, comm_, MPI_STATUS_IGNORE),
+                "MPI_Sendrecv_replace");
+        else
+          check(MPI_Sendrecv(op.send, c, t, op.peer, op.tag, op.recv, c, t, op.recv_peer, op.tag, comm_,
+                             MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
+      } else {
+        // In place: receive into scratch (MPI 3 has no nonblocking sendrecv_replace), then copy.
+        std::vector<char> scratch(op.send == op.recv ? cz * dtype_size(op.dtype) : 0);
+        void* rb = op.send == op.recv ? scratch.data() : op.recv;
+        check(MPI_Irecv(rb, c, t, op.recv_peer, op.tag, comm_, &req[0]), "MPI_Irecv");
+        check(MPI_Isend(op.send, c, t, op.peer, op.tag, comm_, &req[1]), "MPI_Isend");
+        wait(req, 2, op, "MPI_Sendrecv");
+        if (!scratch.empty()) std::memcpy(op.recv, scratch.data(), scratch.size());
+      }
       break;
-    case Collective::send: check(MPI_Send(op.send, c, t, op.peer, op.tag, comm_), "MPI_Send"); break;
+    case Collective::send:
+      go("MPI_Send", [&] { return MPI_Send(op.send, c, t, op.peer, op.tag, comm_); },
+         [&](MPI_Request* r) { return MPI_Isend(op.send, c, t, op.peer, op.tag, comm_, r); });
+      break;
     case Collective::recv:
-      check(MPI_Recv(op.recv, c, t, op.peer, op.tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+      go("MPI_Recv", [&] { return MPI_Recv(op.recv, c, t, op.peer, op.tag, comm_, MPI_STATUS_IGNORE); },
+         [&](MPI_Request* r) { return MPI_Irecv(op.recv, c, t, op.peer, op.tag, comm_, r); });
       break;
   }
 }

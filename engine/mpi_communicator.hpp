@@ -7,8 +7,9 @@
 
 namespace cs {
 
-// The MPI backend: blocking MPI calls (what OSU/IMB time), with NCCL's in-place conventions
-// mapped onto MPI_IN_PLACE. Requires MPI to be initialised (see job.hpp).
+// The MPI backend, with NCCL's in-place conventions mapped onto MPI_IN_PLACE. Timed loops use
+// the blocking calls (what OSU/IMB time); every other operation is started nonblocking and
+// polled against its deadline. Requires MPI to be initialised (see job.hpp).
 class MpiCommunicator final : public Communicator {
  public:
   // A duplicate of MPI_COMM_WORLD, so that engine traffic never matches user traffic.
@@ -31,8 +32,12 @@ class MpiCommunicator final : public Communicator {
 
  private:
   MpiCommunicator(MPI_Comm comm, std::string name);
+  // Polls the started requests until they complete; past the deadline (plus grace) it gives up
+  // with a timeout error instead of waiting forever.
+  void wait(MPI_Request* reqs, int n, const Op& op, const char* call);
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  int splits_ = 0;
 };
 
 // "Open MPI 4.1.4" / "MPICH 4.0.2": the library this binary runs with.

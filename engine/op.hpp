@@ -20,6 +20,9 @@ struct Op {
   int recv_peer = -1;  // sendrecv: the rank received from
   int tag = 0;
   int nranks = 1;  // of the communicator it was made for
+  // Blocking backend calls (the timed loops: what OSU/nccl-tests time). Otherwise the backend
+  // starts the operation and polls it against the communicator's deadline.
+  bool blocking = false;
   void* send = nullptr;
   void* recv = nullptr;
 

@@ -16,7 +16,7 @@ Progress& Progress::instance() {
   return p;
 }
 
-int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm) {
+int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm, double deadline_s) {
   const int64_t t = now_ns();
   const uint64_t n = started_.load(std::memory_order_relaxed);
   // Single writer (this rank's main thread): plain stores, no locked instructions.
@@ -28,6 +28,7 @@ int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::stri
   r.coll = coll;
   r.bytes = bytes;
   r.start_ns = t;
+  r.deadline_s = deadline_s;
   const size_t len = comm.size() < sizeof r.comm - 1 ? comm.size() : sizeof r.comm - 1;
   std::memcpy(r.comm, comm.data(), len);
   r.comm[len] = '\0';

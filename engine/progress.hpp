@@ -17,6 +17,7 @@ struct OpRecord {
   Collective coll = Collective::barrier;
   uint64_t bytes = 0;
   int64_t start_ns = 0;  // steady clock
+  double deadline_s = 0;  // of this operation (0: none)
   char comm[32] = {0};   // a copy: communicators may be gone when the record is read
   std::string_view comm_name() const { return std::string_view(comm); }
 };
@@ -26,7 +27,7 @@ class Progress {
   static Progress& instance();
 
   // Called at the start of every operation; returns the start time (steady clock, ns).
-  int64_t begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm_name);
+  int64_t begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm_name, double deadline_s);
   void end() { in_flight_.store(false, std::memory_order_release); }
 
   bool in_flight() const { return in_flight_.load(std::memory_order_acquire); }

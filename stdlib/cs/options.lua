@@ -111,10 +111,17 @@ local function sorted_names(decls)
   return names
 end
 
+-- commscript's own options: given after the recipe they reach the recipe, which is a common slip.
+local CLI = { config = 1, set = 1, out = 1, backend = 1, seed = 1, timeout = 1, list = 1, check = 1, trusted = 1,
+              version = 1, replay = 1 }
+
 local function unknown(decls, key, recipe_name)
   local known = {}
   for _, n in ipairs(sorted_names(decls)) do known[#known + 1] = "--" .. n:gsub("_", "-") end
-  bad(("unknown option '%s' for recipe %s (known: %s)"):format(key, recipe_name, table.concat(known, ", ")))
+  local hint = ""
+  local bare = key:match("^%-%-([%w%-]+)")
+  if bare and CLI[bare] then hint = "; commscript's own options go before the recipe: commscript " .. key .. " ... RECIPE" end
+  bad(("unknown option '%s' for recipe %s (known: %s)%s"):format(key, recipe_name, table.concat(known, ", "), hint))
 end
 
 -- decls: name -> normalised declaration; config: table from [options]; argv: list of strings.

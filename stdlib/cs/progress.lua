@@ -3,8 +3,10 @@
 local native = require "commscript.native"
 local M = {}
 
+M.rank = 0  -- this process's rank, set by the runner; only rank 0 prints
+
 function M.new(t)
-  local p = { total = t.total or 0, done = 0, label = t.label or "progress", rank = t.rank or 0,
+  local p = { total = t.total or 0, done = 0, label = t.label or "progress", rank = t.rank or M.rank,
               interval = t.interval or 2, started = native.now() }
   p.last = p.started
   function p:step(what)

@@ -136,6 +136,7 @@ end
 function M.run(r, comm, opt, info)
   local state = { wrong = 0, errors = 0 }
   local rank = comm:rank()
+  require("cs.progress").rank = rank
   local ctx = {
     rank = rank, size = comm:size(), comm = comm, opt = opt,
     report = new_report(state), host = native.hostname(), out_dir = native.report_dir(),
