@@ -1,0 +1,177 @@
+-- Soak: mixed collectives for a while, measured with comm:bench and checked, with a summary line
+-- per interval on rank 0 and the scorecard's alerts (reference/scorecard.md) fired as findings:
+--   latency over its threshold 3 times in a row (same op+size)      -> warn
+--   bandwidth utilisation below --util-min for a whole interval      -> warn
+--   error rate (measurements with wrong elements) above the maximum  -> error (exit 3; exit 4
+--                                                                      when elements were wrong)
+-- The alert logic is cs.alerts (stdlib/cs/alerts.lua). Timeouts are not survivable: an
+-- operation past --timeout ends the whole job with exit 5, so they never count as "errors" here.
+local cs = require "commscript"
+
+local recipe = cs.recipe {
+  name = "soak",
+  version = "1.0.0",
+  requires = ">=0.1, <1.0",
+  summary = "mixed collectives for a duration; per-interval summaries; latency/utilisation/error alerts",
+  options = {
+    duration = { 10, "seconds to run", type = "number", min = 0 },
+    interval = { 2, "seconds between summaries (and utilisation checks)", type = "number", min = 0.01 },
+    ops = { default = "allreduce,allgather,broadcast,alltoall", help = "collectives to cycle over",
+            type = "list", choices = cs.collectives },
+    min = { default = "1K", help = "smallest message size", type = "size" },
+    max = { default = "1M", help = "largest message size", type = "size" },
+    factor = { 4, "multiplicative step between sizes", type = "number", min = 1.0001 },
+    iters = { 5, "timed iterations per measurement", min = 1 },
+    warmup = { 1, "untimed iterations per measurement", min = 0 },
+    latency_threshold_us = { 0, "latency alert threshold in us; 0: 3 x the p50 of the first interval's values of each op+size",
+                             type = "number", min = 0 },
+    util_min = { 0.6, "utilisation (busbw / best busbw of that op+size) alert level", type = "number", min = 0, max = 1 },
+    error_rate_max = { 0.05, "error alert when more than this fraction of measurements is wrong",
+                       type = "number", min = 0, max = 1 },
+    check = { true, "check every result for wrong elements" },
+  },
+}
+
+-- A baseline busbw from the config, when it has one: [thresholds.<op>] busbw = GB/s (every size),
+-- or [thresholds.<op>.busbw_by_size] "1M" = GB/s (one size).
+local function config_reference(config)
+  local th = type(config) == "table" and config.thresholds
+  if type(th) ~= "table" then return nil end
+  local any = false
+  for _, v in pairs(th) do if type(v) == "table" then any = true end end
+  if not any then return nil end
+  return function(op, bytes)
+    local t = th[op]
+    if type(t) ~= "table" then return nil end
+    if type(t.busbw_by_size) == "table" then
+      for k, v in pairs(t.busbw_by_size) do
+        if cs.parse_size(k) == bytes and type(v) == "number" then return v end
+      end
+    end
+    if type(t.busbw) == "number" then return t.busbw end
+    return nil
+  end
+end
+
+local function fmt_us(us)
+  if us >= 1e6 then return ("%.2fs"):format(us / 1e6) end
+  if us >= 1e4 then return ("%.1fms"):format(us / 1e3) end
+  return ("%.1fus"):format(us)
+end
+
+function recipe.run(ctx)
+  local o, comm = ctx.opt, ctx.comm
+  if o.min > o.max then
+    cs.raise(cs.exit.bad_input, ("--min %s is larger than --max %s"):format(cs.format_size(o.min), cs.format_size(o.max)), 0)
+  end
+  local dtype = "float32"
+  -- The (op, size) pairs to cycle over, in order: every op at one size, then the next size.
+  local steps = {}
+  for _, bytes in ipairs(cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }) do
+    for _, op in ipairs(o.ops) do
+      if cs.count_for_bytes(op, bytes, dtype, ctx.size) > 0 then steps[#steps + 1] = { op = op, bytes = bytes } end
+    end
+  end
+  if #steps == 0 then
+    cs.raise(cs.exit.bad_input, ("no operation of --ops fits in --max %s on %d ranks"):format(cs.format_size(o.max), ctx.size), 0)
+  end
+
+  local alerts = cs.alerts.new {
+    latency_threshold_us = o.latency_threshold_us,
+    util_min = o.util_min,
+    error_rate_max = o.error_rate_max,
+    reference = config_reference(ctx.config),
+  }
+
+  local fired_list = {}
+  local function report(list)
+    for _, a in ipairs(list) do
+      ctx.report:finding { severity = a.severity, subject = a.subject, message = a.message,
+                           evidence = a.evidence, remedy = a.remedy }
+      ctx.log("# ALERT [%s] %s", a.severity, a.message)
+      fired_list[#fired_list + 1] = a
+    end
+  end
+
+  -- Per interval, for the summary line.
+  local cur = { ops = 0, calls = 0, wrong = 0, by_op = {} }
+  local total = { measurements = 0, calls = 0, wrong = 0 }
+  local function summarise(i, t_end)
+    local parts = {}
+    for _, op in ipairs(o.ops) do
+      local b = cur.by_op[op]
+      if b then
+        local p50 = cs.stats.median(b.p50)
+        local p99 = cs.stats.percentile(b.p99, 99)
+        parts[#parts + 1] = ("%s p50 %s p99 %s busbw %.2f"):format(op, fmt_us(p50), fmt_us(p99), cs.stats.median(b.busbw))
+      end
+    end
+    ctx.log("[soak] interval %d (t=%.1fs): %d measurements (%d calls) | %s | wrong %d | alerts %d",
+      i, t_end, cur.ops, cur.calls, #parts > 0 and table.concat(parts, " | ") or "-", cur.wrong, #fired_list)
+    cur = { ops = 0, calls = 0, wrong = 0, by_op = {} }
+  end
+
+  ctx.log("# commscript soak %s: %d ranks, backend %s, %gs (summary every %gs), %d op+size pairs, iters %d, check %s",
+    recipe.version, ctx.size, ctx.backend, o.duration, o.interval, #steps, o.iters, tostring(o.check))
+
+  comm:barrier()
+  local t0 = cs.now()   -- rank 0's clock decides; the others follow its broadcasts
+  local interval, step = 0, 0
+  while true do
+    -- One decision per measurement, taken by rank 0 and broadcast: every rank runs exactly the
+    -- same sequence of collectives and stops after the same one.
+    local ctl = comm:broadcast_value(ctx.rank == 0 and { t = cs.now() - t0 } or nil, 0)
+    local t = ctl.t
+    local i = math.floor(t / o.interval)
+    while i > interval do   -- interval(s) ended (one may pass with nothing measured)
+      report(alerts:interval_end(interval))
+      summarise(interval, (interval + 1) * o.interval)
+      interval = interval + 1
+    end
+    if t >= o.duration then break end
+
+    step = step % #steps + 1
+    local s = steps[step]
+    local r = comm:bench { op = s.op, bytes = s.bytes, dtype = dtype, iters = o.iters, warmup = o.warmup,
+                           check = o.check }
+    r.kind, r.t, r.interval = "soak", t, interval
+    ctx.report:result(r)
+    report(alerts:observe { op = r.op, bytes = r.bytes, latency_us = r.p50_us, busbw = r.busbw, wrong = r.wrong })
+
+    cur.ops, cur.calls = cur.ops + 1, cur.calls + r.iters + r.warmup
+    cur.wrong = cur.wrong + (r.wrong or 0)
+    total.measurements, total.calls = total.measurements + 1, total.calls + r.iters + r.warmup
+    total.wrong = total.wrong + (r.wrong or 0)
+    local b = cur.by_op[r.op]
+    if not b then b = { p50 = {}, p99 = {}, busbw = {} }; cur.by_op[r.op] = b end
+    b.p50[#b.p50 + 1], b.p99[#b.p99 + 1], b.busbw[#b.busbw + 1] = r.p50_us, r.p99_us, r.busbw
+  end
+  local intervals = interval
+  if cur.ops > 0 then   -- the last, partial interval
+    report(alerts:interval_end(interval))
+    summarise(interval, o.duration)
+    intervals = interval + 1
+  end
+  report(alerts:finish())
+
+  local sum = alerts:summary()
+  if total.wrong > 0 and sum.by_kind.error_rate == 0 then
+    report { {
+      severity = "warn", subject = "job",
+      message = ("%d of %d measurements had wrong elements (%.1f%%, not above %.1f%%)"):format(
+        sum.errors, sum.measurements, 100 * sum.error_rate, 100 * o.error_rate_max),
+      evidence = { errors = sum.errors, measurements = sum.measurements, wrong = total.wrong },
+      remedy = "data corruption: re-run on the ranks named in wrong_ranks alone",
+    } }
+  end
+  ctx.report:set("soak", {
+    duration_s = o.duration, interval_s = o.interval, measurements = sum.measurements, calls = total.calls,
+    wrong = total.wrong, errors = sum.errors, error_rate = sum.error_rate, alerts = sum.alerts,
+    alerts_by_kind = sum.by_kind, latency_thresholds_us = sum.thresholds,
+  })
+  ctx.log("# soak done: %d measurements (%d calls) in %d interval(s), wrong %d, error rate %.1f%%, alerts %d (latency %d, utilisation %d, error rate %d)",
+    sum.measurements, total.calls, intervals, total.wrong, 100 * sum.error_rate, sum.alerts,
+    sum.by_kind.latency, sum.by_kind.utilisation, sum.by_kind.error_rate)
+end
+
+return recipe

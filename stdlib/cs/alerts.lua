@@ -1,0 +1,256 @@
+-- cs.alerts: the scorecard's alerts (reference/scorecard.md) as pure functions over a stream of
+-- measurements, so that a long-running recipe (recipes/soak.lua) can fire them as findings and
+-- tests can drive them with made-up numbers. No communication, no clock, no report: the caller
+-- feeds measurements and interval boundaries and reports what comes back.
+--
+--   local alerts = require "cs.alerts"          -- or cs.alerts
+--   local a = alerts.new {
+--     latency_threshold_us = 0,   -- fixed threshold (us) for every op+size; 0: derived per op+size
+--     latency_factor = 3,         -- derived threshold = factor x p50 of the latencies of the first
+--                                 -- interval in which that op+size was measured
+--     consecutive = 3,            -- latency alert after this many over-threshold values in a row
+--     util_min = 0.6,             -- utilisation (busbw / reference busbw) below this ...
+--     util_min_samples = 3,       -- ... for every one of at least this many measurements of an
+--                                 -- interval (a whole interval: "sustained") raises an alert
+--     util_min_bytes = 0,         -- only measurements of at least this many bytes count for it
+--     reference = nil,            -- function(op, bytes) -> busbw (GB/s) or nil: a baseline, e.g.
+--                                 -- from the config's [thresholds]; nil: the best busbw seen for
+--                                 -- that op+size so far in the run
+--     error_rate_max = 0.05,      -- error alert when more than this fraction of the measurements
+--                                 -- failed (wrong > 0, or error = true)
+--   }
+--   a:observe { op =, bytes =, latency_us =, busbw =, wrong =, error = } -> list of new alerts
+--   a:interval_end(i)   -> list of new alerts (utilisation of interval i; derives thresholds)
+--   a:finish()          -> list of new alerts (error rate over the run; call once, at the end)
+--   a:summary()         -> { measurements, errors, error_rate, alerts, by_kind, thresholds }
+--   a:threshold(op, bytes) -> the latency threshold (us) of op+size, or nil while not derived
+--
+-- Measurements belong to the interval in progress: observe() them in order, then interval_end(i)
+-- when the interval is over (also for the last, partial one).
+--
+-- An alert is a table ready for ctx.report:finding (extra field `kind`):
+--   { kind = "latency" | "utilisation" | "error_rate", severity = "warn" | "error",
+--     subject = { op =, bytes = } | "job", message =, evidence = {...}, remedy = }
+--   latency      warn, once per run of `consecutive` values over the threshold (a value at or
+--                under the threshold starts the count again); evidence: the values, threshold
+--   utilisation  warn, per interval in which every measurement (>= util_min_samples) was below
+--                util_min; evidence: interval, median/max utilisation, the worst op+size
+--   error_rate   error, at finish(), when errors / measurements > error_rate_max
+-- Timeouts never reach this module: an operation past its deadline ends the whole job (exit 5).
+local M = {}
+
+local DEFAULTS = {
+  latency_threshold_us = 0, latency_factor = 3, consecutive = 3,
+  util_min = 0.6, util_min_samples = 3, util_min_bytes = 0,
+  error_rate_max = 0.05,
+}
+
+local function median(list)
+  if #list == 0 then return nil end
+  local s = {}
+  for i, v in ipairs(list) do s[i] = v end
+  table.sort(s)
+  return s[math.max(1, math.ceil(#s / 2))]   -- nearest rank, as cs.stats.median
+end
+
+local function key_of(op, bytes) return op .. "/" .. tostring(bytes) end
+
+local function size_text(bytes)
+  -- cs.format_size without requiring the engine (keeps the module loadable anywhere).
+  local units = { "K", "M", "G", "T" }
+  local n, u = bytes, ""
+  for _, unit in ipairs(units) do
+    if n >= 1024 and n % 1024 == 0 then n, u = n / 1024, unit else break end
+  end
+  return ("%d%s"):format(n, u)
+end
+
+local Alerts = {}
+Alerts.__index = Alerts
+
+function M.new(t)
+  t = t or {}
+  local cfg = {}
+  for k, v in pairs(DEFAULTS) do cfg[k] = v end
+  for k, v in pairs(t) do
+    if DEFAULTS[k] == nil and k ~= "reference" then
+      error(("alerts.new: unknown field '%s'"):format(tostring(k)), 2)
+    end
+    cfg[k] = v
+  end
+  for k in pairs(DEFAULTS) do
+    if type(cfg[k]) ~= "number" or cfg[k] < 0 then error(("alerts.new: %s must be a number >= 0"):format(k), 2) end
+  end
+  if cfg.consecutive < 1 then error("alerts.new: consecutive must be at least 1", 2) end
+  if cfg.reference ~= nil and type(cfg.reference) ~= "function" then
+    error("alerts.new: reference must be a function(op, bytes) -> busbw", 2)
+  end
+  return setmetatable({
+    cfg = cfg,
+    keys = {},          -- key -> { op, bytes, threshold, baseline = {}, streak = {}, best }
+    order = {},         -- keys in first-seen order
+    interval = {},      -- measurements of the interval in progress: { key, busbw }
+    measurements = 0, errors = 0,
+    fired = {}, by_kind = { latency = 0, utilisation = 0, error_rate = 0 },
+    finished = false,
+  }, Alerts)
+end
+
+function Alerts:_key(op, bytes)
+  local k = key_of(op, bytes)
+  local s = self.keys[k]
+  if not s then
+    s = { op = op, bytes = bytes, baseline = {}, streak = {}, best = nil }
+    if self.cfg.latency_threshold_us > 0 then s.threshold = self.cfg.latency_threshold_us end
+    self.keys[k] = s
+    self.order[#self.order + 1] = k
+  end
+  return s
+end
+
+function Alerts:_fire(list, alert)
+  self.fired[#self.fired + 1] = alert
+  self.by_kind[alert.kind] = (self.by_kind[alert.kind] or 0) + 1
+  list[#list + 1] = alert
+end
+
+function Alerts:threshold(op, bytes)
+  local s = self.keys[key_of(op, bytes)]
+  if s then return s.threshold end
+  if self.cfg.latency_threshold_us > 0 then return self.cfg.latency_threshold_us end
+  return nil
+end
+
+-- m: { op =, bytes =, latency_us =, busbw =, wrong =, error = }. Returns the alerts it fires.
+function Alerts:observe(m)
+  if type(m) ~= "table" or type(m.op) ~= "string" or type(m.bytes) ~= "number" then
+    error("alerts:observe: measurement { op = string, bytes = number, ... } expected", 2)
+  end
+  local out = {}
+  local s = self:_key(m.op, m.bytes)
+  self.measurements = self.measurements + 1
+  if (type(m.wrong) == "number" and m.wrong > 0) or m.error == true then self.errors = self.errors + 1 end
+
+  local lat = m.latency_us
+  if type(lat) == "number" then
+    if not s.threshold then
+      s.baseline[#s.baseline + 1] = lat     -- fixed at the end of this interval
+    elseif lat > s.threshold then
+      s.streak[#s.streak + 1] = lat
+      if #s.streak == self.cfg.consecutive then   -- once per run of values over the threshold
+        local values = {}
+        for i, v in ipairs(s.streak) do values[i] = v end
+        self:_fire(out, {
+          kind = "latency", severity = "warn",
+          subject = { op = m.op, bytes = m.bytes },
+          message = ("%s %s: latency over %.1f us %d times in a row (%s us)"):format(
+            m.op, size_text(m.bytes), s.threshold, #values,
+            table.concat((function() local t = {} for i, v in ipairs(values) do t[i] = ("%.1f"):format(v) end return t end)(), ", ")),
+          evidence = { values_us = values, threshold_us = s.threshold, consecutive = self.cfg.consecutive,
+                       derived = self.cfg.latency_threshold_us <= 0, baseline_p50_us = s.baseline_p50 },
+          remedy = "a rank or link became slow: look for the slowest_rank of these results, a noisy " ..
+                   "neighbour or a throttled link; re-run latency/bw_sweep on the ranks involved",
+        })
+      end
+    else
+      s.streak = {}
+    end
+  end
+
+  local bw = m.busbw
+  if type(bw) == "number" then
+    if not s.best or bw > s.best then s.best = bw end
+    if m.bytes >= self.cfg.util_min_bytes then
+      self.interval[#self.interval + 1] = { key = key_of(m.op, m.bytes), busbw = bw }
+    end
+  end
+  return out
+end
+
+-- The reference busbw of a key: the caller's baseline, else the best seen so far.
+function Alerts:reference(op, bytes)
+  if self.cfg.reference then
+    local r = self.cfg.reference(op, bytes)
+    if type(r) == "number" and r > 0 then return r, "baseline" end
+  end
+  local s = self.keys[key_of(op, bytes)]
+  return s and s.best, "best"
+end
+
+-- Ends interval i: derives the latency thresholds still missing and checks utilisation.
+function Alerts:interval_end(i)
+  local out = {}
+  for _, k in ipairs(self.order) do
+    local s = self.keys[k]
+    if not s.threshold and #s.baseline > 0 then
+      s.baseline_p50 = median(s.baseline)
+      s.threshold = self.cfg.latency_factor * s.baseline_p50
+    end
+  end
+
+  local utils, worst, worst_key, low = {}, math.huge, nil, 0
+  for _, m in ipairs(self.interval) do
+    local s = self.keys[m.key]
+    local ref = self:reference(s.op, s.bytes)
+    if ref and ref > 0 then
+      local u = m.busbw / ref
+      utils[#utils + 1] = u
+      if u < self.cfg.util_min then low = low + 1 end
+      if u < worst then worst, worst_key = u, m.key end
+    end
+  end
+  if #utils >= math.max(1, self.cfg.util_min_samples) and low == #utils then
+    local maxu = 0
+    for _, u in ipairs(utils) do if u > maxu then maxu = u end end
+    local ws = self.keys[worst_key]
+    self:_fire(out, {
+      kind = "utilisation", severity = "warn", subject = "job",
+      message = ("interval %s: bandwidth utilisation below %.0f%% for the whole interval (median %.0f%%, best %.0f%% over %d measurements)")
+        :format(tostring(i), 100 * self.cfg.util_min, 100 * median(utils), 100 * maxu, #utils),
+      evidence = { interval = i, measurements = #utils, util_min = self.cfg.util_min,
+                   median_utilisation = median(utils), max_utilisation = maxu,
+                   worst = { op = ws.op, bytes = ws.bytes, utilisation = worst } },
+      remedy = "the bus bandwidth dropped for a whole interval: look for a slow rank or link " ..
+               "(slowest_rank in the results), contention from other jobs, or throttling",
+    })
+  end
+  self.interval = {}
+  return out
+end
+
+-- Ends the run: the error rate over all measurements.
+function Alerts:finish()
+  local out = {}
+  if self.finished then return out end
+  self.finished = true
+  local rate = self.measurements > 0 and self.errors / self.measurements or 0
+  if rate > self.cfg.error_rate_max then
+    self:_fire(out, {
+      kind = "error_rate", severity = "error", subject = "job",
+      message = ("%d of %d measurements failed (%.1f%%, above %.1f%%)"):format(
+        self.errors, self.measurements, 100 * rate, 100 * self.cfg.error_rate_max),
+      evidence = { errors = self.errors, measurements = self.measurements, error_rate = rate,
+                   error_rate_max = self.cfg.error_rate_max },
+      remedy = "wrong results: re-run on the ranks named in wrong_ranks alone, check their memory and links",
+    })
+  end
+  return out
+end
+
+function Alerts:summary()
+  local thresholds = {}
+  for _, k in ipairs(self.order) do
+    local s = self.keys[k]
+    if s.threshold then thresholds[k] = s.threshold end
+  end
+  return {
+    measurements = self.measurements, errors = self.errors,
+    error_rate = self.measurements > 0 and self.errors / self.measurements or 0,
+    alerts = #self.fired,
+    by_kind = { latency = self.by_kind.latency, utilisation = self.by_kind.utilisation,
+                error_rate = self.by_kind.error_rate },
+    thresholds = thresholds,
+  }
+end
+
+return M
