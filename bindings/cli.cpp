@@ -37,7 +37,7 @@ namespace cs {
 namespace {
 
 struct Args {
-  std::string config_file, out, backend = "mpi";
+  std::string config_file, out, backend = "mpi", replay;
   std::vector<std::string> sets;
   uint64_t seed = 0;
   bool seed_given = false;
@@ -51,6 +51,10 @@ struct RecipeSource {
   std::string text;
   bool bundled = false;
 };
+
+// Tells what differs between the recorded run and this machine (printed by the launcher's rank
+// 0): the run still uses the recorded recipe source, options, config and seed.
+void replay_warnings(const nlohmann::json& rep, const struct RecipeSource& src, const std::string& file);
 
 // Who prints errors found before MPI starts: the launcher's rank 0 (or a process on its own).
 bool prints_early() { return job::launcher_rank() <= 0; }
@@ -84,6 +88,34 @@ std::optional<RecipeSource> find_recipe(const std::string& arg, std::string* why
   if (fs::exists(arg, ec)) *why = arg + ": not a regular file";
   else *why = arg + ": recipe file not found (try --list for the bundled recipes)";
   return std::nullopt;
+}
+
+void replay_warnings(const nlohmann::json& rep, const RecipeSource& src, const std::string& file) {
+  if (job::launcher_rank() > 0) return;
+  auto warn = [&](const std::string& m) { std::fprintf(stderr, "commscript: replay %s: warning: %s\n", file.c_str(), m.c_str()); };
+  const std::string was = rep.value("commscript", nlohmann::json::object()).value("version", "?");
+  if (was != COMMSCRIPT_VERSION) warn("recorded with commscript " + was + ", this is " + COMMSCRIPT_VERSION);
+  const int ranks = rep.value("run", nlohmann::json::object()).value("ranks", 0);
+  const int now = job::launcher_rank() < 0 ? 1 : [] {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
+      if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
+    return 1;
+  }();
+  if (ranks && ranks != now)
+    warn("recorded on " + std::to_string(ranks) + " ranks, now running on " + std::to_string(now));
+  const std::string sha = rep["recipe"].value("sha256", "");
+  if (!sha.empty() && sha != sha256_hex(src.text)) warn("the recorded source does not match its recorded sha256");
+  std::error_code ec;
+  if (!src.bundled && std::filesystem::is_regular_file(src.name, ec)) {
+    std::ifstream in(src.name, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (sha256_hex(ss.str()) != sha)
+      warn(src.name + " has changed since the recorded run; replaying the recorded source");
+  } else if (src.bundled) {
+    if (const embedded::File* f = embedded::find(src.name); f && sha256_hex(std::string(f->data, f->size)) != sha)
+      warn("the bundled " + src.name + " differs from the recorded one; replaying the recorded source");
+  }
 }
 
 // Loads the recipe's declarations into `vm` and leaves the recipe table on the stack, below
@@ -301,6 +333,8 @@ int cli_main(int argc, char** argv) {
   app.add_flag("--list", a.list, "list the bundled recipes with versions and summaries");
   app.add_flag("--check", a.check, "load and validate the recipe and its options, run nothing");
   app.add_flag("--trusted", a.trusted, "lift the recipe sandbox (os, io, ffi, require of any module)");
+  app.add_option("--replay", a.replay,
+                 "run again what an earlier report.json recorded (recipe source, options, config, chaos, seed)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -316,9 +350,27 @@ int cli_main(int argc, char** argv) {
     return 0;
   }
   if (a.list) return list_recipes();
+  // --replay: everything comes from the report; the command line may only add --out and
+  // commscript's own options.
+  nlohmann::json replayed;
+  if (!a.replay.empty()) {
+    if (!a.rest.empty())
+      return fail_early(ExitCode::bad_input, "--replay takes the recipe and its options from the report; remove '" +
+                                                 a.rest[0] + "'");
+    std::ifstream in(a.replay);
+    if (!in) return fail_early(ExitCode::bad_input, a.replay + ": cannot open report");
+    try {
+      replayed = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      return fail_early(ExitCode::bad_input, a.replay + ": not JSON: " + e.what());
+    }
+    if (!replayed.is_object() || replayed.value("schema", "") != "commscript.report/1" ||
+        !replayed.contains("recipe") || !replayed["recipe"].contains("source"))
+      return fail_early(ExitCode::bad_input, a.replay + ": not a commscript.report/1 with the recipe's source");
+  }
   if (!a.rest.empty() && a.rest[0].size() > 1 && a.rest[0][0] == '-')
     return fail_early(ExitCode::bad_input, "unknown option '" + a.rest[0] + "' (see commscript --help)");
-  if (a.rest.empty()) return fail_early(ExitCode::bad_input, "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
+  if (a.rest.empty() && replayed.is_null()) return fail_early(ExitCode::bad_input, "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
   if (a.backend == "nccl") {
 #ifdef COMMSCRIPT_HAVE_NCCL
     return fail_early(ExitCode::bad_input, "--backend nccl: the NCCL backend is not implemented in this version yet");
@@ -334,11 +386,25 @@ int cli_main(int argc, char** argv) {
 
   // Config before anything else: its [env] must be in place before MPI or NCCL read theirs.
   try {
+    if (!replayed.is_null()) {
+      const auto& run = replayed.value("run", nlohmann::json::object());
+      s.config = Config::from_json(run.value("config", nlohmann::json::object()), a.replay);
+      if (!a.seed_given && run.contains("seed") && run["seed"].is_number_unsigned()) {
+        a.seed = run["seed"].get<uint64_t>();
+        a.seed_given = true;
+      }
+      if (a.timeout < 0 && run.contains("timeout_s") && run["timeout_s"].is_number()) a.timeout = run["timeout_s"];
+      if (app.count("--backend") == 0 && run.contains("backend") && run["backend"].is_string())
+        s.backend = run["backend"];
+      if (run.value("trusted", false)) s.trusted = true;
+    }
     if (!a.config_file.empty()) s.config = Config::load(a.config_file);
     for (const auto& kv : a.sets) s.config.set(kv);
     s.config.apply_env();
   } catch (const Error& e) {
     return fail_early(e.code(), e.what());
+  } catch (const nlohmann::json::exception& e) {
+    return fail_early(ExitCode::bad_input, a.replay + ": " + e.what());
   }
   // The chaos plan ([[chaos]] tables or --set chaos=[...]) is checked before anything runs.
   std::vector<ChaosRule> chaos_rules;
@@ -368,9 +434,18 @@ int cli_main(int argc, char** argv) {
   s.seed = a.seed_given ? a.seed : run_cfg.value("seed", static_cast<uint64_t>(0));
 
   std::string why;
-  auto src = find_recipe(a.rest[0], &why);
-  if (!src) return fail_early(ExitCode::bad_input, why);
-  const std::vector<std::string> rargs(a.rest.begin() + 1, a.rest.end());
+  std::optional<RecipeSource> src;
+  std::vector<std::string> rargs;
+  if (!replayed.is_null()) {
+    const auto& rec = replayed["recipe"];
+    src = RecipeSource{rec.value("file", "replayed.lua"), rec["source"].get<std::string>(), rec.value("bundled", false)};
+    for (const auto& x : rec.value("args", nlohmann::json::array())) rargs.push_back(x.get<std::string>());
+    replay_warnings(replayed, *src, a.replay);
+  } else {
+    src = find_recipe(a.rest[0], &why);
+    if (!src) return fail_early(ExitCode::bad_input, why);
+    rargs.assign(a.rest.begin() + 1, a.rest.end());
+  }
   const bool recipe_help =
       std::find_if(rargs.begin(), rargs.end(), [](const std::string& x) { return x == "--help" || x == "-h"; }) != rargs.end();
 
@@ -455,6 +530,7 @@ int cli_main(int argc, char** argv) {
                    {"file", src->name},
                    {"bundled", src->bundled},
                    {"sha256", sha256_hex(src->text)},
+                   {"source", src->text},
                    {"options", lua::to_json(L, -1)},
                    {"args", rargs}};
     if (d["recipe"]["options"].is_array() && d["recipe"]["options"].empty())
@@ -462,7 +538,8 @@ int cli_main(int argc, char** argv) {
     const auto hosts = s.world->allgather(job::hostname());
     nlohmann::json per_host = nlohmann::json::object();
     for (size_t r = 0; r < hosts.size(); ++r) per_host[hosts[r]].push_back(r);
-    d["run"] = {{"ranks", s.size},
+    d["run"] = {{"replay_of", a.replay.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.replay)},
+                {"ranks", s.size},
                 {"hosts", per_host.size()},
                 {"backend", s.backend},
                 {"start", iso_time_now()},

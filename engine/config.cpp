@@ -73,6 +73,19 @@ Config Config::parse(const std::string& text, const std::string& src) {
   return c;
 }
 
+Config Config::from_json(const nlohmann::json& data, const std::string& src) {
+  if (!data.is_object()) throw InputError(src + ": the recorded config is not a table");
+  for (auto& [k, v] : data.items()) {
+    bool known = false;
+    for (const char* s : kSections) known = known || k == s;
+    if (!known) throw InputError(src + ": unknown section '" + k + "' in the recorded config");
+  }
+  Config c;
+  c.path_ = src;
+  c.data_ = data;
+  return c;
+}
+
 Config Config::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open config file");

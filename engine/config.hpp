@@ -14,6 +14,8 @@ class Config {
   // Parses FILE; errors are InputError "FILE:LINE:COL: message".
   static Config load(const std::string& path);
   static Config parse(const std::string& text, const std::string& source_name);
+  // A config as report.json records it (run.config); checked like a parsed file.
+  static Config from_json(const nlohmann::json& data, const std::string& source_name);
 
   // `--set key=value`: a dotted path; a key without a section means options.KEY. The value is
   // read as a TOML value when it is one (42, 1.5, true, "x", [1,2]) and as a string otherwise.
