@@ -3,7 +3,9 @@
 #include <lua.hpp>
 
 #include <nlohmann/json.hpp>
+#include <cstring>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "bindings.hpp"
@@ -210,6 +212,19 @@ int n_report_dir(lua_State* L) {
   lua_pushstring(L, s.out_dir.c_str());
   return 1;
 }
+// environ() -> { NAME = value, ... }: this process's whole environment (for the env audit).
+int n_environ(lua_State* L) {
+  lua_newtable(L);
+  for (char** p = environ; p && *p; ++p) {
+    const char* eq = std::strchr(*p, '=');
+    if (!eq) continue;
+    lua_pushlstring(L, *p, static_cast<size_t>(eq - *p));
+    lua_pushstring(L, eq + 1);
+    lua_settable(L, -3);
+  }
+  return 1;
+}
+
 // array(t): marks t as a list for JSON output (an empty one is written as [], not {}).
 int n_array(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -251,6 +266,7 @@ void open_native(lua_State* L, Session* s) {
       {"report_dir", entry<n_report_dir>},
       {"config", entry<n_config>},
       {"array", entry<n_array>},
+      {"environ", entry<n_environ>},
       {nullptr, nullptr}};
   for (const luaL_Reg* f = fns; f->name; ++f) {
     lua_pushlightuserdata(L, s);

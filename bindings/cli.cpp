@@ -37,7 +37,8 @@ namespace cs {
 namespace {
 
 struct Args {
-  std::string config_file, out, backend = "mpi", replay;
+  std::string config_file, out, backend = "mpi", replay, baseline;
+  double fail_below = -1;
   std::vector<std::string> sets;
   uint64_t seed = 0;
   bool seed_given = false;
@@ -308,6 +309,28 @@ void signal_loop(sigset_t set) {
   _exit(128 + sig);
 }
 
+// report.html from the finished report (cs.html); a page that fails to render is a warning,
+// never a failed run: report.json is the contract.
+void write_html(LuaVm& vm, Report& report) {
+  lua_State* L = vm.state();
+  const int top = lua_gettop(L);
+  LuaFailure f;
+  if (vm.require("cs.html", &f)) {
+    lua_getfield(L, -1, "render");
+    lua::push_json(L, report.doc());
+    if (lua_isfunction(L, -2) && vm.call(1, 1, &f) && lua_isstring(L, -1)) {
+      size_t n = 0;
+      const char* html = lua_tolstring(L, -1, &n);
+      std::ofstream(report.dir() / "report.html", std::ios::binary).write(html, static_cast<std::streamsize>(n));
+      lua_settop(L, top);
+      return;
+    }
+  }
+  if (!f.message.empty() && f.message.find("no module 'cs.html'") == std::string::npos)
+    std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", f.message.c_str());
+  lua_settop(L, top);
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -333,6 +356,9 @@ int cli_main(int argc, char** argv) {
   app.add_flag("--list", a.list, "list the bundled recipes with versions and summaries");
   app.add_flag("--check", a.check, "load and validate the recipe and its options, run nothing");
   app.add_flag("--trusted", a.trusted, "lift the recipe sandbox (os, io, ffi, require of any module)");
+  app.add_option("--baseline", a.baseline, "an earlier report.json: regressions beyond the tolerance become findings");
+  app.add_option("--fail-below", a.fail_below, "exit 3 when the scorecard's total is below this (0-100)")
+      ->check(CLI::Range(0.0, 100.0));
   app.add_option("--replay", a.replay,
                  "run again what an earlier report.json recorded (recipe source, options, config, chaos, seed)");
   try {
@@ -382,6 +408,21 @@ int cli_main(int argc, char** argv) {
   Session s;
   s.backend = a.backend;
   s.trusted = a.trusted;
+  s.fail_below = a.fail_below;
+  if (!a.baseline.empty()) {
+    std::ifstream in(a.baseline);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in) return fail_early(ExitCode::bad_input, "--baseline " + a.baseline + ": cannot read");
+    try {
+      const auto b = nlohmann::json::parse(ss.str());
+      if (b.value("schema", "") != "commscript.report/1")
+        return fail_early(ExitCode::bad_input, "--baseline " + a.baseline + ": not a commscript.report/1");
+    } catch (const nlohmann::json::exception& e) {
+      return fail_early(ExitCode::bad_input, "--baseline " + a.baseline + ": not JSON: " + e.what());
+    }
+    s.baseline = ss.str();
+  }
   s.argv.assign(argv, argv + argc);
 
   // Config before anything else: its [env] must be in place before MPI or NCCL read theirs.
@@ -607,9 +648,17 @@ int cli_main(int argc, char** argv) {
   lua_pushvalue(L, -3);
   lua::push_communicator(L, s.world);
   lua_pushvalue(L, -4);
-  lua_createtable(L, 0, 1);
+  lua_createtable(L, 0, 3);
   lua_pushnumber(L, static_cast<double>(s.seed));
   lua_setfield(L, -2, "seed");
+  if (s.fail_below >= 0) {
+    lua_pushnumber(L, s.fail_below);
+    lua_setfield(L, -2, "fail_below");
+  }
+  if (!s.baseline.empty()) {
+    lua::push_json(L, nlohmann::json::parse(s.baseline));
+    lua_setfield(L, -2, "baseline");
+  }
   if (!vm.call(4, 1, &f)) {
     std::string msg = "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) +
                       f.message;
@@ -640,6 +689,7 @@ int cli_main(int argc, char** argv) {
       std::fprintf(stderr, "commscript: %s\n", e.what());
       code = static_cast<int>(ExitCode::internal);
     }
+    write_html(vm, *s.report);
   }
   lua_settop(L, 0);
   g_coordinator = nullptr;

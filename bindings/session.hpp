@@ -24,6 +24,8 @@ class Session {
   double timeout_s = 0;
   std::string out_dir;
   std::vector<std::string> argv;  // the whole command line, for the report
+  std::string baseline;           // --baseline: an earlier report.json to compare against
+  double fail_below = -1;         // --fail-below: exit 3 when the score is lower
   int rank = 0;
   int size = 1;
 };

@@ -15,6 +15,7 @@ local cs = {
   dtype_size = native.dtype_size,
   now = native.now,                  -- steady clock, seconds
   hostname = native.hostname,
+  environ = native.environ,          -- the process environment as a table
   memory_available = native.memory_available,
   sha256 = native.sha256,
   json = { encode = native.json_encode, decode = native.json_decode },

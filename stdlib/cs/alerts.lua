@@ -8,18 +8,24 @@
 --     latency_threshold_us = 0,   -- fixed threshold (us) for every op+size; 0: derived per op+size
 --     latency_factor = 3,         -- derived threshold = factor x p50 of the latencies of the first
 --                                 -- interval in which that op+size was measured
+--     baseline_min_samples = 3,   -- ... with at least this many values (else the next intervals'
+--                                 -- values are added until there are)
 --     consecutive = 3,            -- latency alert after this many over-threshold values in a row
+--     latency_max_bytes = math.huge, -- only measurements of at most this many bytes are checked
+--                                 -- for latency (large messages are bandwidth-bound)
 --     util_min = 0.6,             -- utilisation (busbw / reference busbw) below this ...
 --     util_min_samples = 3,       -- ... for every one of at least this many measurements of an
 --                                 -- interval (a whole interval: "sustained") raises an alert
 --     util_min_bytes = 0,         -- only measurements of at least this many bytes count for it
+--                                 -- (small messages are latency-bound)
 --     reference = nil,            -- function(op, bytes) -> busbw (GB/s) or nil: a baseline, e.g.
 --                                 -- from the config's [thresholds]; nil: the best busbw seen for
 --                                 -- that op+size so far in the run
 --     error_rate_max = 0.05,      -- error alert when more than this fraction of the measurements
 --                                 -- failed (wrong > 0, or error = true)
 --   }
---   a:observe { op =, bytes =, latency_us =, busbw =, wrong =, error = } -> list of new alerts
+--   a:observe { op =, bytes =, latency_us =, busbw =, wrong =, wrong_ranks =, error = }
+--                       -> list of new alerts
 --   a:interval_end(i)   -> list of new alerts (utilisation of interval i; derives thresholds)
 --   a:finish()          -> list of new alerts (error rate over the run; call once, at the end)
 --   a:summary()         -> { measurements, errors, error_rate, alerts, by_kind, thresholds }
@@ -35,12 +41,14 @@
 --                under the threshold starts the count again); evidence: the values, threshold
 --   utilisation  warn, per interval in which every measurement (>= util_min_samples) was below
 --                util_min; evidence: interval, median/max utilisation, the worst op+size
---   error_rate   error, at finish(), when errors / measurements > error_rate_max
+--   error_rate   error, at finish(), when errors / measurements > error_rate_max; subject
+--                { ranks = {...} } (the wrong_ranks seen) or "job"
 -- Timeouts never reach this module: an operation past its deadline ends the whole job (exit 5).
 local M = {}
 
 local DEFAULTS = {
-  latency_threshold_us = 0, latency_factor = 3, consecutive = 3,
+  latency_threshold_us = 0, latency_factor = 3, consecutive = 3, latency_max_bytes = math.huge,
+  baseline_min_samples = 3,
   util_min = 0.6, util_min_samples = 3, util_min_bytes = 0,
   error_rate_max = 0.05,
 }
@@ -90,7 +98,7 @@ function M.new(t)
     keys = {},          -- key -> { op, bytes, threshold, baseline = {}, streak = {}, best }
     order = {},         -- keys in first-seen order
     interval = {},      -- measurements of the interval in progress: { key, busbw }
-    measurements = 0, errors = 0,
+    measurements = 0, errors = 0, bad_ranks = {},
     fired = {}, by_kind = { latency = 0, utilisation = 0, error_rate = 0 },
     finished = false,
   }, Alerts)
@@ -101,7 +109,9 @@ function Alerts:_key(op, bytes)
   local s = self.keys[k]
   if not s then
     s = { op = op, bytes = bytes, baseline = {}, streak = {}, best = nil }
-    if self.cfg.latency_threshold_us > 0 then s.threshold = self.cfg.latency_threshold_us end
+    if self.cfg.latency_threshold_us > 0 and bytes <= self.cfg.latency_max_bytes then
+      s.threshold = self.cfg.latency_threshold_us
+    end
     self.keys[k] = s
     self.order[#self.order + 1] = k
   end
@@ -117,7 +127,9 @@ end
 function Alerts:threshold(op, bytes)
   local s = self.keys[key_of(op, bytes)]
   if s then return s.threshold end
-  if self.cfg.latency_threshold_us > 0 then return self.cfg.latency_threshold_us end
+  if self.cfg.latency_threshold_us > 0 and bytes <= self.cfg.latency_max_bytes then
+    return self.cfg.latency_threshold_us
+  end
   return nil
 end
 
@@ -129,10 +141,15 @@ function Alerts:observe(m)
   local out = {}
   local s = self:_key(m.op, m.bytes)
   self.measurements = self.measurements + 1
-  if (type(m.wrong) == "number" and m.wrong > 0) or m.error == true then self.errors = self.errors + 1 end
+  if (type(m.wrong) == "number" and m.wrong > 0) or m.error == true then
+    self.errors = self.errors + 1
+    if type(m.wrong_ranks) == "table" then
+      for _, r in ipairs(m.wrong_ranks) do self.bad_ranks[r] = true end
+    end
+  end
 
   local lat = m.latency_us
-  if type(lat) == "number" then
+  if type(lat) == "number" and m.bytes <= self.cfg.latency_max_bytes then
     if not s.threshold then
       s.baseline[#s.baseline + 1] = lat     -- fixed at the end of this interval
     elseif lat > s.threshold then
@@ -182,7 +199,7 @@ function Alerts:interval_end(i)
   local out = {}
   for _, k in ipairs(self.order) do
     local s = self.keys[k]
-    if not s.threshold and #s.baseline > 0 then
+    if not s.threshold and #s.baseline > 0 and #s.baseline >= self.cfg.baseline_min_samples then
       s.baseline_p50 = median(s.baseline)
       s.threshold = self.cfg.latency_factor * s.baseline_p50
     end
@@ -225,12 +242,15 @@ function Alerts:finish()
   self.finished = true
   local rate = self.measurements > 0 and self.errors / self.measurements or 0
   if rate > self.cfg.error_rate_max then
+    local ranks = {}
+    for r in pairs(self.bad_ranks) do ranks[#ranks + 1] = r end
+    table.sort(ranks)
     self:_fire(out, {
-      kind = "error_rate", severity = "error", subject = "job",
+      kind = "error_rate", severity = "error", subject = #ranks > 0 and { ranks = ranks } or "job",
       message = ("%d of %d measurements failed (%.1f%%, above %.1f%%)"):format(
         self.errors, self.measurements, 100 * rate, 100 * self.cfg.error_rate_max),
       evidence = { errors = self.errors, measurements = self.measurements, error_rate = rate,
-                   error_rate_max = self.cfg.error_rate_max },
+                   error_rate_max = self.cfg.error_rate_max, ranks = #ranks > 0 and ranks or nil },
       remedy = "wrong results: re-run on the ranks named in wrong_ranks alone, check their memory and links",
     })
   end

@@ -141,7 +141,7 @@ function M.run(r, comm, opt, info)
     rank = rank, size = comm:size(), comm = comm, opt = opt,
     report = new_report(state), host = native.hostname(), out_dir = native.report_dir(),
     seed = info.seed, config = native.config(), recipe = { name = r.name, version = r.version },
-    backend = comm:backend(),
+    backend = comm:backend(), baseline = info.baseline, fail_below = info.fail_below,
   }
   -- Prints on rank 0 only (print() prints on every rank).
   function ctx.log(fmt, ...)
@@ -153,6 +153,18 @@ function M.run(r, comm, opt, info)
   r.run(ctx)
   if state.wrong > 0 then return 4 end
   if state.errors > 0 then return 3 end
+  -- --fail-below: the recipe's scorecard (report key "scorecard", field total) decides.
+  if info.fail_below then
+    local sc = native.report_get("scorecard")
+    local total = type(sc) == "table" and sc.total
+    if type(total) ~= "number" then
+      error({ code = 1, message = ("--fail-below: recipe %s computes no scorecard"):format(r.name) }, 0)
+    end
+    if total < info.fail_below then
+      ctx.log("score %.1f is below --fail-below %.1f", total, info.fail_below)
+      return 3
+    end
+  end
   return 0
 end
 
