@@ -292,6 +292,7 @@ void open_native(lua_State* L, Session* s) {
   register_tensor(L);
   register_communicator(L);
   register_chaos(L);
+  register_topology(L);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "loaded");
   lua_pushvalue(L, -3);

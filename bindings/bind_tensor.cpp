@@ -1,6 +1,7 @@
 // Lua view of cs::Tensor. Indexes are 1-based in Lua, like every Lua sequence.
 #include <string>
 
+#include "bench.hpp"
 #include "bindings.hpp"
 #include "error.hpp"
 #include "lua_support.hpp"
@@ -103,6 +104,16 @@ int t_tostring(lua_State* L) {
   return 1;
 }
 
+// copy_bandwidth([bytes [, iters]]) -> GB/s of a host memcpy (the shared-memory ceiling)
+int t_copy_bandwidth(lua_State* L) {
+  const int64_t bytes = lua_isnoneornil(L, 1) ? (64 << 20) : check_integer(L, 1);
+  const int64_t iters = lua_isnoneornil(L, 2) ? 5 : check_integer(L, 2);
+  if (bytes < 1) luaL_argerror(L, 1, "positive byte count expected");
+  if (iters < 1) luaL_argerror(L, 2, "positive iteration count expected");
+  lua_pushnumber(L, memcpy_bandwidth(static_cast<size_t>(bytes), static_cast<int>(iters)));
+  return 1;
+}
+
 }  // namespace
 
 Tensor& check_tensor(lua_State* L, int idx) { return *check_box<Tensor>(L, idx, kMT, "tensor"); }
@@ -128,6 +139,10 @@ void register_tensor(lua_State* L) {
   lua_pop(L, 1);
   lua_pushcfunction(L, entry<t_new>);
   lua_setfield(L, -2, "tensor");  // into the native table on top of the stack
+  lua_pushcfunction(L, entry<t_copy_bandwidth>);
+  lua_setfield(L, -2, "copy_bandwidth");
+  lua_pushlightuserdata(L, nullptr);  // JSON null, for holes in lists (a matrix's diagonal)
+  lua_setfield(L, -2, "null");
 }
 
 }  // namespace cs::lua

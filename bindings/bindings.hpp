@@ -17,6 +17,7 @@ void open_native(lua_State* L, Session* session);
 void register_tensor(lua_State* L);        // adds native.tensor and the tensor metatable
 void register_communicator(lua_State* L);  // the communicator metatable
 void register_chaos(lua_State* L);         // adds native.chaos (inject, clear, fired)
+void register_topology(lua_State* L);      // adds native.topology([sysfs_root])
 void push_communicator(lua_State* L, std::shared_ptr<Communicator> c);
 Tensor& check_tensor(lua_State* L, int idx);
 

@@ -196,6 +196,10 @@ nlohmann::json to_json(lua_State* L, int idx, int depth) {
   if (depth > 64) luaL_error(L, "cannot convert to JSON: nesting deeper than 64 (a cycle?)");
   switch (lua_type(L, idx)) {
     case LUA_TNIL: return nullptr;
+    case LUA_TLIGHTUSERDATA:
+      if (lua_touserdata(L, idx) == nullptr) return nullptr;  // cs.json.null
+      luaL_error(L, "cannot convert a light userdata to JSON");
+      return nullptr;
     case LUA_TBOOLEAN: return static_cast<bool>(lua_toboolean(L, idx));
     case LUA_TNUMBER: {
       const double d = lua_tonumber(L, idx);

@@ -1,6 +1,7 @@
 #include "bench.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "error.hpp"
 #include "pattern.hpp"
@@ -115,6 +116,21 @@ double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, 
   }
   const double sec = static_cast<double>(now_ns() - t0) * 1e-9;
   return static_cast<double>(buf.bytes()) * window * iters / 1e9 / sec;
+}
+
+double memcpy_bandwidth(size_t bytes, int iters) {
+  if (bytes == 0 || iters < 1) throw UsageError("memcpy_bandwidth: bytes and iters must be positive");
+  Tensor a = Tensor::host(DType::uint8, bytes), b = Tensor::host(DType::uint8, bytes);
+  std::memset(a.data(), 1, bytes);
+  std::memcpy(b.data(), a.data(), bytes);
+  double best = 1e300;
+  for (int i = 0; i < iters; ++i) {
+    const int64_t t0 = now_ns();
+    std::memcpy(b.data(), a.data(), bytes);
+    const int64_t t1 = now_ns();
+    best = std::min(best, static_cast<double>(t1 - t0));
+  }
+  return static_cast<double>(bytes) / best;  // bytes per ns = GB/s
 }
 
 }  // namespace cs

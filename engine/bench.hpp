@@ -40,4 +40,8 @@ Summary pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iter
 double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack,
                         int window, int warmup, int iters);
 
+// Host memory-copy bandwidth (GB/s, 1e9): memcpy of `bytes` between two buffers, best of
+// `iters` timed copies after one untimed. The physical ceiling of shared-memory transport.
+double memcpy_bandwidth(size_t bytes, int iters);
+
 }  // namespace cs

@@ -1,6 +1,7 @@
 #include "mpi_communicator.hpp"
 
 #include <sched.h>
+#include <time.h>
 
 #include <climits>
 #include <cstring>
@@ -111,7 +112,14 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* c
                                          " (" + format_size(op.bytes()) + "B, " + name() + ") after " +
                                          std::to_string(static_cast<int>(waited)) + " s on rank " +
                                          std::to_string(rank_) + ": the other ranks never completed it");
-    if (spins > 1000) sched_yield();  // be polite to ranks sharing the core
+    // Past the first millisecond, sleep between polls: a rank waiting (for instance idle while
+    // one pair is measured) must not take the CPU from the ranks doing the work.
+    if (waited > 1e-3) {
+      const timespec ts{0, 50000};
+      nanosleep(&ts, nullptr);
+    } else if (spins > 1000) {
+      sched_yield();
+    }
   }
 }
 

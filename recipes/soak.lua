@@ -25,7 +25,11 @@ local recipe = cs.recipe {
     warmup = { 1, "untimed iterations per measurement", min = 0 },
     latency_threshold_us = { 0, "latency alert threshold in us; 0: 3 x the p50 of the first interval's values of each op+size",
                              type = "number", min = 0 },
+    latency_max_bytes = { default = "64K", help = "latency alerts for sizes up to this (larger ones are bandwidth-bound)",
+                          type = "size" },
     util_min = { 0.6, "utilisation (busbw / best busbw of that op+size) alert level", type = "number", min = 0, max = 1 },
+    util_min_bytes = { default = "256K", help = "utilisation alerts for sizes from this up (smaller ones are latency-bound)",
+                       type = "size" },
     error_rate_max = { 0.05, "error alert when more than this fraction of measurements is wrong",
                        type = "number", min = 0, max = 1 },
     check = { true, "check every result for wrong elements" },
@@ -78,6 +82,8 @@ function recipe.run(ctx)
 
   local alerts = cs.alerts.new {
     latency_threshold_us = o.latency_threshold_us,
+    latency_max_bytes = o.latency_max_bytes,
+    util_min_bytes = o.util_min_bytes,
     util_min = o.util_min,
     error_rate_max = o.error_rate_max,
     reference = config_reference(ctx.config),
@@ -103,7 +109,8 @@ function recipe.run(ctx)
       if b then
         local p50 = cs.stats.median(b.p50)
         local p99 = cs.stats.percentile(b.p99, 99)
-        parts[#parts + 1] = ("%s p50 %s p99 %s busbw %.2f"):format(op, fmt_us(p50), fmt_us(p99), cs.stats.median(b.busbw))
+        parts[#parts + 1] = ("%s p50 %s p99 %s busbw %.2f GB/s@%s"):format(op, fmt_us(p50), fmt_us(p99),
+          cs.stats.median(b.busbw), cs.format_size(b.bw_bytes))
       end
     end
     ctx.log("[soak] interval %d (t=%.1fs): %d measurements (%d calls) | %s | wrong %d | alerts %d",
@@ -116,19 +123,23 @@ function recipe.run(ctx)
 
   comm:barrier()
   local t0 = cs.now()   -- rank 0's clock decides; the others follow its broadcasts
+  -- Intervals 0 .. last cover the duration (the last one may be partial). A measurement belongs
+  -- to the interval in which it started.
+  local last = math.ceil(o.duration / o.interval) - 1
   local interval, step = 0, 0
+  local function end_interval()
+    report(alerts:interval_end(interval))
+    summarise(interval, math.min((interval + 1) * o.interval, o.duration))
+    interval = interval + 1
+  end
   while true do
     -- One decision per measurement, taken by rank 0 and broadcast: every rank runs exactly the
     -- same sequence of collectives and stops after the same one.
     local ctl = comm:broadcast_value(ctx.rank == 0 and { t = cs.now() - t0 } or nil, 0)
     local t = ctl.t
-    local i = math.floor(t / o.interval)
-    while i > interval do   -- interval(s) ended (one may pass with nothing measured)
-      report(alerts:interval_end(interval))
-      summarise(interval, (interval + 1) * o.interval)
-      interval = interval + 1
-    end
     if t >= o.duration then break end
+    -- interval(s) that ended (one may have passed with nothing measured, during a long measurement)
+    while math.floor(t / o.interval) > interval do end_interval() end
 
     step = step % #steps + 1
     local s = steps[step]
@@ -136,22 +147,22 @@ function recipe.run(ctx)
                            check = o.check }
     r.kind, r.t, r.interval = "soak", t, interval
     ctx.report:result(r)
-    report(alerts:observe { op = r.op, bytes = r.bytes, latency_us = r.p50_us, busbw = r.busbw, wrong = r.wrong })
+    report(alerts:observe { op = r.op, bytes = r.bytes, latency_us = r.p50_us, busbw = r.busbw, wrong = r.wrong,
+                           wrong_ranks = r.wrong_ranks })
 
     cur.ops, cur.calls = cur.ops + 1, cur.calls + r.iters + r.warmup
     cur.wrong = cur.wrong + (r.wrong or 0)
     total.measurements, total.calls = total.measurements + 1, total.calls + r.iters + r.warmup
     total.wrong = total.wrong + (r.wrong or 0)
     local b = cur.by_op[r.op]
-    if not b then b = { p50 = {}, p99 = {}, busbw = {} }; cur.by_op[r.op] = b end
-    b.p50[#b.p50 + 1], b.p99[#b.p99 + 1], b.busbw[#b.busbw + 1] = r.p50_us, r.p99_us, r.busbw
+    if not b then b = { p50 = {}, p99 = {}, busbw = {}, bw_bytes = 0 }; cur.by_op[r.op] = b end
+    b.p50[#b.p50 + 1], b.p99[#b.p99 + 1] = r.p50_us, r.p99_us
+    -- busbw of the summary: at the largest size of the op measured in the interval
+    if r.bytes > b.bw_bytes then b.busbw, b.bw_bytes = {}, r.bytes end
+    if r.bytes == b.bw_bytes then b.busbw[#b.busbw + 1] = r.busbw end
   end
+  while interval <= last do end_interval() end   -- the rest, the last (partial) one included
   local intervals = interval
-  if cur.ops > 0 then   -- the last, partial interval
-    report(alerts:interval_end(interval))
-    summarise(interval, o.duration)
-    intervals = interval + 1
-  end
   report(alerts:finish())
 
   local sum = alerts:summary()

@@ -17,8 +17,9 @@ local cs = {
   hostname = native.hostname,
   environ = native.environ,          -- the process environment as a table
   memory_available = native.memory_available,
+  copy_bandwidth = native.copy_bandwidth,  -- GB/s of a host memcpy: the shared-memory ceiling
   sha256 = native.sha256,
-  json = { encode = native.json_encode, decode = native.json_decode },
+  json = { encode = native.json_encode, decode = native.json_decode, null = native.null },
   array = native.array,
   chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()              -- cs.array(t): t is a list in JSON even when empty
 }

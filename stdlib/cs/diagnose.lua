@@ -86,4 +86,41 @@ function M.localize(n, pair_values, opts)
   return result
 end
 
+-- localize_hosts(pair_values, rank_hosts, opts) -> list of { host, ranks, score, median, reference }
+--   Like localize(), one level up: only pairs between different hosts count; a host is scored
+--   by the median of its pairs with other hosts over the median of the hosts' medians. Needs
+--   at least 3 hosts (with 2, nothing tells which end is slow).
+function M.localize_hosts(pair_values, rank_hosts, opts)
+  opts = opts or {}
+  local factor = opts.factor or 1.5
+  local per, ranks_of, names = {}, {}, {}
+  for r, h in ipairs(rank_hosts) do
+    if not ranks_of[h] then ranks_of[h] = {}; per[h] = {}; names[#names + 1] = h end
+    table.insert(ranks_of[h], r - 1)
+  end
+  if #names < 3 then return {} end
+  for _, p in ipairs(pair_values) do
+    local ha, hb = rank_hosts[p[1] + 1], rank_hosts[p[2] + 1]
+    if ha ~= hb then
+      table.insert(per[ha], p[3])
+      table.insert(per[hb], p[3])
+    end
+  end
+  local medians, by = {}, {}
+  for _, h in ipairs(names) do
+    by[h] = median(per[h])
+    if by[h] then medians[#medians + 1] = by[h] end
+  end
+  local ref = median(medians)
+  local out = {}
+  if not ref or ref <= 0 then return out end
+  for _, h in ipairs(names) do
+    if by[h] and by[h] / ref > factor then
+      out[#out + 1] = { host = h, ranks = ranks_of[h], score = by[h] / ref, median = by[h], reference = ref }
+    end
+  end
+  table.sort(out, function(x, y) return x.score > y.score end)
+  return out
+end
+
 return M

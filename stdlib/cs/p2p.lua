@@ -78,4 +78,139 @@ function M.confirm(ctx, suspects, good, args, factor)
   return out
 end
 
+-- localise(ctx, values, rank_hosts, args) -> { hosts = {...}, ranks = {...}, links = {...} }
+--   Suspects from diagnose.localize_hosts / localize over `values` ({a, b, us}, larger is
+--   worse), each re-measured alone (pair(): sendrecv, the fastest of args.repeats) against a
+--   reference pair of known-good ranks of the same kind (same host or not), and named only
+--   when still args.factor (ranks, hosts; default 1.5) or args.link_factor (links; default 3)
+--   times slower. Ranks and links on a confirmed slow host are left to the host finding.
+function M.localise(ctx, values, rank_hosts, args)
+  local D = require "cs.diagnose"
+  local n = ctx.size
+  local factor, link_factor = args.factor or 1.5, args.link_factor or 3
+  local host_sus = D.localize_hosts(values, rank_hosts, { factor = factor })
+  local loc = D.localize(n, values, { factor = factor, link_factor = link_factor })
+  local bad_host, bad_rank = {}, {}
+  for _, h in ipairs(host_sus) do bad_host[h.host] = true end
+  for _, r in ipairs(loc.ranks) do bad_rank[r.rank] = true end
+  local order = {}
+  for r = 0, n - 1 do
+    if not bad_rank[r] and not bad_host[rank_hosts[r + 1]] then order[#order + 1] = r end
+  end
+  table.sort(order, function(x, y) return (loc.scores[x + 1] or 0) < (loc.scores[y + 1] or 0) end)
+  local refs = {}
+  local function reference(same_host)
+    local key = same_host and "intra" or "inter"
+    if refs[key] == nil then
+      refs[key] = false
+      for i = 1, #order do
+        for j = i + 1, #order do
+          local a, b = order[i], order[j]
+          if (rank_hosts[a + 1] == rank_hosts[b + 1]) == same_host and not refs[key] then
+            refs[key] = { value = M.pair(ctx, a, b, args), a = a, b = b }
+          end
+        end
+      end
+    end
+    return refs[key] or nil
+  end
+  local function good_partner(r, want_other_host)
+    for _, g in ipairs(order) do
+      if g ~= r and (rank_hosts[g + 1] ~= rank_hosts[r + 1]) == want_other_host then return g end
+    end
+    return nil
+  end
+  local out = { hosts = {}, ranks = {}, links = {} }
+  for _, h in ipairs(host_sus) do
+    local r = h.ranks[1]
+    local partner, ref = good_partner(r, true), reference(false)
+    if partner and ref then
+      local v = M.pair(ctx, r, partner, args)
+      if v > factor * ref.value then
+        h.retest = { rank = r, partner = partner, partner_host = rank_hosts[partner + 1], value = v, reference = ref.value }
+        out.hosts[#out.hosts + 1] = h
+      end
+    end
+  end
+  local confirmed_host = {}
+  for _, h in ipairs(out.hosts) do confirmed_host[h.host] = true end
+  for _, s in ipairs(loc.ranks) do
+    if not confirmed_host[rank_hosts[s.rank + 1]] then
+      local partner = good_partner(s.rank, false) or good_partner(s.rank, true)
+      local ref = partner and reference(rank_hosts[partner + 1] == rank_hosts[s.rank + 1])
+      if partner and ref then
+        local v = M.pair(ctx, s.rank, partner, args)
+        if v > factor * ref.value then
+          s.partner, s.value, s.reference = partner, v, ref.value
+          out.ranks[#out.ranks + 1] = s
+        end
+      end
+    end
+  end
+  for _, l in ipairs(loc.pairs) do
+    if not confirmed_host[rank_hosts[l.a + 1]] and not confirmed_host[rank_hosts[l.b + 1]] then
+      local ref = reference(rank_hosts[l.a + 1] == rank_hosts[l.b + 1])
+      if ref then
+        local v = M.pair(ctx, l.a, l.b, args)
+        if v > link_factor * ref.value then
+          l.retest, l.reference = v, ref.value
+          out.links[#out.links + 1] = l
+        end
+      end
+    end
+  end
+  out.suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs }
+  return out
+end
+
+-- matrix(ctx, args) -> { bw = n x n GB/s (row = sender), lat = n x n us, pairs = { {a, b, us} } }
+-- Every pair in round-robin rounds (disjoint pairs at once): ping-pong latency (p50 of
+-- args.lat_iters round trips of args.lat_bytes) and streaming bandwidth in both directions
+-- (args.bytes x args.window per iteration, args.iters iterations), repeated args.repeats
+-- times keeping the best. `pairs` carries, per unordered pair, the time one message of
+-- args.bytes takes at the slower direction's bandwidth: larger is worse, for localize().
+function M.matrix(ctx, args)
+  local n = ctx.size
+  local bw, lat = {}, {}
+  for i = 1, n do bw[i], lat[i] = {}, {} end
+  for _ = 1, args.repeats or 1 do
+    for _, round in ipairs(pairs_mod.round_robin(n)) do
+      local color = -1
+      for i, p in ipairs(round) do
+        if p[1] == ctx.rank or p[2] == ctx.rank then color = i end
+      end
+      local sub = ctx.comm:split(color, ctx.rank)
+      local mine = false
+      if sub then
+        local me, peer = sub:rank(), 1 - sub:rank()
+        local l = sub:pingpong { peer = peer, bytes = args.lat_bytes or 8, iters = args.lat_iters or 100, warmup = 10 }
+        local out = {}
+        for sender = 0, 1 do
+          local g = sub:stream { peer = peer, sender = me == sender, bytes = args.bytes or 262144,
+                                 window = args.window or 8, iters = args.iters or 5, warmup = 1 }
+          if me == sender then out[sender] = g end
+        end
+        mine = { rank = ctx.rank, partner = pairs_mod.partner(round, ctx.rank), lat = l.p50_us, bw = out[me] }
+      end
+      ctx.comm:barrier()
+      for _, v in ipairs(ctx.comm:allgather_value(mine)) do
+        if v then
+          local a, b = v.rank + 1, v.partner + 1
+          if not bw[a][b] or v.bw > bw[a][b] then bw[a][b] = v.bw end  -- a sent to b
+          if not lat[a][b] or v.lat < lat[a][b] then lat[a][b], lat[b][a] = v.lat, v.lat end
+        end
+      end
+    end
+  end
+  local list = {}
+  local bytes = args.bytes or 262144
+  for a = 1, n do
+    for b = a + 1, n do
+      local slow = math.min(bw[a][b] or 0, bw[b][a] or 0)
+      if slow > 0 then list[#list + 1] = { a - 1, b - 1, bytes / slow / 1e3 } end  -- GB/s -> us
+    end
+  end
+  return { bw = bw, lat = lat, pairs = list, n = n }
+end
+
 return M

@@ -1,0 +1,31 @@
+// native.topology([sysfs_root]) -> this process's topology as a table (engine/topology.hpp),
+// with the library versions of `commscript --version` (versions.cpp) in its `versions` key.
+// stdlib/cs/topo.lua gathers it from every rank.
+#include <nlohmann/json.hpp>
+
+#include "bindings.hpp"
+#include "lua_support.hpp"
+#include "topology.hpp"
+#include "versions.hpp"
+
+namespace cs::lua {
+
+namespace {
+
+int n_topology(lua_State* L) {
+  TopologyOptions opt;
+  if (!lua_isnoneornil(L, 1)) opt.sysfs_root = check_string(L, 1);
+  if (opt.sysfs_root.empty()) luaL_argerror(L, 1, "a directory expected");
+  opt.versions = nlohmann::json::parse(versions_json());
+  push_json(L, local_topology(opt));
+  return 1;
+}
+
+}  // namespace
+
+void register_topology(lua_State* L) {
+  lua_pushcfunction(L, entry<n_topology>);
+  lua_setfield(L, -2, "topology");  // native.topology
+}
+
+}  // namespace cs::lua

@@ -1,0 +1,221 @@
+-- Diagnosis rules: data plus functions, so a site can add its own without touching C++.
+--
+-- A rule is a table:
+--   { id = "slow_host", severity = "warn" | "error" | "info",
+--     check = function(run, rule) return { {subject=, message=, evidence=}, ... } end,
+--     remedy = "what to do" }
+-- `run` is what the diagnosis measured (see full_diag.lua): size, hosts, sweep (op -> list of
+-- bench results), stragglers, localisation {ranks, hosts, links}, scorecard, baseline (an
+-- earlier report.json, or nil), thresholds (the config's [thresholds]).
+-- evaluate(run, rules) -> findings (ctx.report:finding's schema), in rule order.
+-- load(paths) -> rules from site files: each file returns a list of rules; it runs with `cs`
+-- and the safe Lua globals only.
+local M = {}
+
+local function median(list)
+  local s = {}
+  for i, v in ipairs(list) do s[i] = v end
+  table.sort(s)
+  local n = #s
+  if n == 0 then return nil end
+  return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
+end
+
+local function host_of(run, rank)
+  return run.rank_hosts and run.rank_hosts[rank + 1] or nil
+end
+
+M.builtin = {
+  {
+    id = "corruption", severity = "error",
+    remedy = "silent data corruption: take the named ranks out of service; check ECC errors, links and firmware",
+    check = function(run)
+      local out = {}
+      for op, list in pairs(run.sweep or {}) do
+        for _, r in ipairs(list) do
+          if (r.wrong or 0) > 0 then
+            out[#out + 1] = {
+              subject = { ranks = r.wrong_ranks, op = op },
+              message = ("%s %s (%s): %d wrong elements on rank(s) %s"):format(op, tostring(r.bytes), r.placement or "",
+                r.wrong, table.concat(r.wrong_ranks or {}, ",")),
+              evidence = { op = op, bytes = r.bytes, wrong = r.wrong, ranks = r.wrong_ranks },
+            }
+          end
+        end
+      end
+      return out
+    end,
+  },
+  {
+    id = "straggler", severity = "warn",
+    remedy = "look at what runs on that rank between collectives: CPU binding, noisy neighbours, data loading, throttling",
+    check = function(run)
+      local out = {}
+      for _, s in ipairs(run.stragglers or {}) do
+        out[#out + 1] = {
+          subject = { rank = s.rank, host = host_of(run, s.rank) },
+          message = ("rank %d arrives late: %.0f us after the others at each collective (%.0f%% of the op time)"):format(
+            s.rank, s.lateness, 100 * s.score),
+          evidence = { lateness_us = s.lateness, median_us = s.median, op = s.op, bytes = s.bytes },
+        }
+      end
+      return out
+    end,
+  },
+  {
+    id = "slow_host", severity = "warn",
+    remedy = "check the host's NIC (speed, errors, PCIe link), its switch port, and its load",
+    check = function(run)
+      local out = {}
+      for _, h in ipairs((run.localisation or {}).hosts or {}) do
+        out[#out + 1] = {
+          subject = { host = h.host, ranks = h.ranks },
+          message = ("host %s is slow with every other host: its pairs take %.1fx the fleet's median (%.1f vs %.1f us)%s"):format(
+            h.host, h.score, h.median, h.reference, h.retest and (", confirmed alone against " .. h.retest.partner_host) or ""),
+          evidence = h,
+        }
+      end
+      return out
+    end,
+  },
+  {
+    id = "slow_rank", severity = "warn",
+    remedy = "check that rank's binding (NUMA, CPU), its NIC/PCIe path and what else runs on it",
+    check = function(run)
+      local out = {}
+      for _, r in ipairs((run.localisation or {}).ranks or {}) do
+        out[#out + 1] = {
+          subject = { rank = r.rank, host = host_of(run, r.rank) },
+          message = ("rank %d is slow with every partner: %.1fx the fleet's median pair time; alone with rank %d it took %.1f us against %.1f us between two good ranks"):format(
+            r.rank, r.score, r.partner or -1, r.value or 0, r.reference or 0),
+          evidence = r,
+        }
+      end
+      return out
+    end,
+  },
+  {
+    id = "slow_link", severity = "warn",
+    remedy = "the two ends are fine elsewhere: check the cable, transceiver and switch ports between them",
+    check = function(run)
+      local out = {}
+      for _, l in ipairs((run.localisation or {}).links or {}) do
+        out[#out + 1] = {
+          subject = { pair = { l.a, l.b }, hosts = { host_of(run, l.a), host_of(run, l.b) } },
+          message = ("link %d-%d is slow: %.1f us, %.1fx the fleet's median, while both ranks are fine with others"):format(
+            l.a, l.b, l.value, l.score),
+          evidence = l,
+        }
+      end
+      return out
+    end,
+  },
+  {
+    id = "baseline_regression", severity = "warn",
+    remedy = "compare the two reports' topology and env sections: a changed setting, driver or cable is the usual cause",
+    check = function(run)
+      local base = run.baseline
+      if type(base) ~= "table" or type(base.results) ~= "table" then return {} end
+      local tol = (run.thresholds or {}).baseline_tolerance or 0.25
+      local old = {}
+      for _, r in ipairs(base.results) do
+        if r.op and r.bytes and r.busbw then old[r.op .. "/" .. (r.placement or "") .. "/" .. r.bytes] = r end
+      end
+      local out = {}
+      for op, list in pairs(run.sweep or {}) do
+        -- Large messages: bandwidth ratio; small ones: time ratio. Medians over sizes, so one
+        -- noisy size does not make a regression.
+        local bw, lat = {}, {}
+        for _, r in ipairs(list) do
+          local o = old[op .. "/" .. (r.placement or "") .. "/" .. r.bytes]
+          if o then
+            if r.bytes >= 65536 and o.busbw > 0 then bw[#bw + 1] = r.busbw / o.busbw end
+            if r.bytes <= 1024 and o.time_us and o.time_us > 0 then lat[#lat + 1] = r.time_us / o.time_us end
+          end
+        end
+        local b, l = median(bw), median(lat)
+        if b and b < 1 - tol then
+          out[#out + 1] = { subject = { op = op },
+            message = ("%s bandwidth regressed: median %.0f%% of the baseline's at sizes >= 64K"):format(op, 100 * b),
+            evidence = { median_ratio = b, tolerance = tol, sizes = #bw } }
+        end
+        if l and l > 1 + 2 * tol then
+          out[#out + 1] = { subject = { op = op },
+            message = ("%s small-message time regressed: median %.1fx the baseline's at sizes <= 1K"):format(op, l),
+            evidence = { median_ratio = l, tolerance = 2 * tol, sizes = #lat } }
+        end
+      end
+      return out
+    end,
+  },
+  {
+    id = "below_target", severity = "warn",
+    remedy = "the site's own target ([thresholds] in the config) is not met: see the scorecard's bandwidth and latency parts",
+    check = function(run)
+      local t, out = run.thresholds or {}, {}
+      local card = run.scorecard or {}
+      for _, p in ipairs(card.parts or {}) do
+        if p.name == "bandwidth" and t.busbw_min_gbps and p.measured.busbw_gbps < t.busbw_min_gbps then
+          out[#out + 1] = { subject = { op = p.measured.op },
+            message = ("bus bandwidth %.2f GB/s is below the target %.2f GB/s"):format(p.measured.busbw_gbps, t.busbw_min_gbps),
+            evidence = { measured = p.measured, target_gbps = t.busbw_min_gbps } }
+        end
+        if p.name == "latency" and t.latency_max_us and p.measured.collective_us and p.measured.collective_us > t.latency_max_us then
+          out[#out + 1] = { subject = { op = "allreduce" },
+            message = ("small all-reduce takes %.2f us, above the target %.2f us"):format(p.measured.collective_us, t.latency_max_us),
+            evidence = { measured_us = p.measured.collective_us, target_us = t.latency_max_us } }
+        end
+      end
+      return out
+    end,
+  },
+}
+
+local SEVERITY = { info = true, warn = true, error = true }
+
+local function validate(rule, where)
+  if type(rule) ~= "table" then error(("%s: a rule must be a table"):format(where), 0) end
+  if type(rule.id) ~= "string" then error(("%s: a rule needs an id (string)"):format(where), 0) end
+  if not SEVERITY[rule.severity] then error(("%s: rule %s: severity must be info, warn or error"):format(where, rule.id), 0) end
+  if type(rule.check) ~= "function" then error(("%s: rule %s: check must be a function(run)"):format(where, rule.id), 0) end
+end
+
+function M.evaluate(run, rules)
+  local findings = {}
+  for _, rule in ipairs(rules or M.builtin) do
+    validate(rule, "rules")
+    local ok, hits = pcall(rule.check, run, rule)
+    if not ok then error(("rule %s failed: %s"):format(rule.id, tostring(hits)), 0) end
+    for _, h in ipairs(hits or {}) do
+      findings[#findings + 1] = {
+        severity = h.severity or rule.severity, subject = h.subject or {}, message = h.message or rule.id,
+        evidence = h.evidence or {}, remedy = h.remedy or rule.remedy or "", rule = rule.id,
+      }
+    end
+  end
+  return findings
+end
+
+-- Site rule files. Each returns a list of rules; they may use `cs` (require "commscript").
+function M.load(paths)
+  local out = {}
+  for _, path in ipairs(paths or {}) do
+    local env = { require = require, pairs = pairs, ipairs = ipairs, type = type, tostring = tostring,
+                  tonumber = tonumber, math = math, string = string, table = table, error = error,
+                  select = select, next = next, pcall = pcall, print = print }
+    local chunk, err = loadfile(path)
+    if not chunk then error({ code = 1, message = "rule file " .. tostring(err) }, 0) end
+    setfenv(chunk, env)
+    local ok, list = pcall(chunk)
+    if not ok then error({ code = 1, message = ("rule file %s: %s"):format(path, tostring(list)) }, 0) end
+    if type(list) ~= "table" then error({ code = 1, message = ("rule file %s must return a list of rules"):format(path) }, 0) end
+    for i, rule in ipairs(list) do
+      local okv, verr = pcall(validate, rule, ("rule file %s, rule %d"):format(path, i))
+      if not okv then error({ code = 1, message = verr }, 0) end
+      out[#out + 1] = rule
+    end
+  end
+  return out
+end
+
+return M

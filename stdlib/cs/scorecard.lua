@@ -1,0 +1,157 @@
+-- The scorecard of scorecard.md: four parts, each 0-100, weighted into a total, banded.
+-- Every part records its reference, the measured values it used and its formula, so a reader
+-- can see why the total is what it is. Weights, targets and bands come from the config's
+-- [scorecard] table (defaults below); the card says which were used.
+--
+-- compute(m, cfg) -> card
+--   m.bandwidth = { busbw = GB/s achieved (large messages), reference = GB/s the path should
+--                   give, source = "where the reference comes from", op =, bytes = }
+--   m.latency   = { collective_us = small-message all-reduce time, collective_target_us =,
+--                   p2p_us = (optional) point-to-point latency, p2p_target_us = }
+--   m.balance   = { worst = worst rank's (or link's) bandwidth, median = the median's,
+--                   spread = coefficient of variation of per-rank times (optional) }
+--   m.stability = { cv = median iteration cv, p99_over_p50 =, operations =, errors =,
+--                   timeouts =, wrong = }
+--   Parts with no measurement are left out and the remaining weights are renormalised.
+local M = {}
+
+M.defaults = {
+  weights = { bandwidth = 0.30, latency = 0.25, balance = 0.25, stability = 0.20 },
+  bands = { excellent = 85, good = 70 },
+  bandwidth_good = 0.85,   -- utilisation that scores 100
+  cv_limit = 0.5,          -- iteration cv at which stability's variation factor reaches 0
+  error_rate_limit = 0.05, -- error/timeout rate at which stability's error factor reaches 0
+}
+
+local function clamp(x) return math.max(0, math.min(100, x)) end
+
+local function merged(cfg)
+  local c = {}
+  for k, v in pairs(M.defaults) do c[k] = v end
+  for k, v in pairs(cfg or {}) do c[k] = v end
+  local w = {}
+  for k, v in pairs(M.defaults.weights) do w[k] = v end
+  for k, v in pairs((cfg or {}).weights or {}) do
+    if M.defaults.weights[k] == nil then error(("scorecard: unknown weight '%s'"):format(k), 3) end
+    if type(v) ~= "number" or v < 0 then error(("scorecard: weight %s must be a number >= 0"):format(k), 3) end
+    w[k] = v
+  end
+  c.weights = w
+  return c
+end
+
+function M.band(total, bands)
+  bands = bands or M.defaults.bands
+  if total >= bands.excellent then return "excellent" end
+  if total >= bands.good then return "good" end
+  return "needs improvement"
+end
+
+local function bandwidth_part(b, c)
+  if not b or not b.busbw or not b.reference or b.reference <= 0 then return nil end
+  local util = b.busbw / b.reference
+  return {
+    score = clamp(100 * util / c.bandwidth_good),
+    reference = { busbw_gbps = b.reference, source = b.source, good_utilisation = c.bandwidth_good },
+    measured = { busbw_gbps = b.busbw, utilisation = util, op = b.op, bytes = b.bytes },
+    formula = ("min(100, 100 x (busbw %.3f / reference %.3f) / %.2f)"):format(b.busbw, b.reference, c.bandwidth_good),
+  }
+end
+
+local function latency_part(l)
+  if not l then return nil end
+  local terms, parts = {}, {}
+  if l.collective_us and l.collective_target_us then
+    terms[#terms + 1] = clamp(100 * l.collective_target_us / math.max(l.collective_us, 1e-9))
+    parts[#parts + 1] = ("100 x target %.2f / all-reduce %.2f us"):format(l.collective_target_us, l.collective_us)
+  end
+  if l.p2p_us and l.p2p_target_us then
+    terms[#terms + 1] = clamp(100 * l.p2p_target_us / math.max(l.p2p_us, 1e-9))
+    parts[#parts + 1] = ("100 x target %.2f / point-to-point %.2f us"):format(l.p2p_target_us, l.p2p_us)
+  end
+  if #terms == 0 then return nil end
+  local sum = 0
+  for _, t in ipairs(terms) do sum = sum + t end
+  return {
+    score = sum / #terms,
+    reference = { collective_target_us = l.collective_target_us, p2p_target_us = l.p2p_target_us, source = l.source },
+    measured = { collective_us = l.collective_us, p2p_us = l.p2p_us },
+    formula = "mean of min(100, " .. table.concat(parts, "), min(100, ") .. ")",
+  }
+end
+
+local function balance_part(b)
+  if not b or not b.worst or not b.median or b.median <= 0 then return nil end
+  local ratio = math.min(1, b.worst / b.median)
+  local spread = b.spread or 0
+  local score = clamp(100 * ratio * (1 - math.min(1, spread)))
+  return {
+    score = score,
+    reference = { median = b.median, what = b.what },
+    measured = { worst = b.worst, worst_is = b.worst_is, spread_cv = b.spread },
+    formula = ("100 x min(1, worst %.3f / median %.3f) x (1 - min(1, per-rank spread %.3f))"):format(
+      b.worst, b.median, spread),
+  }
+end
+
+local function stability_part(s, c)
+  if not s or not s.operations or s.operations <= 0 then return nil end
+  local bad = (s.errors or 0) + (s.timeouts or 0) + (s.wrong or 0)
+  local rate = bad / s.operations
+  local variation = 1 - math.min(1, (s.cv or 0) / c.cv_limit)
+  local reliability = 1 - math.min(1, rate / c.error_rate_limit)
+  return {
+    score = clamp(100 * variation * reliability),
+    reference = { cv_limit = c.cv_limit, error_rate_limit = c.error_rate_limit },
+    measured = { cv = s.cv, p99_over_p50 = s.p99_over_p50, operations = s.operations, errors = s.errors or 0,
+                 timeouts = s.timeouts or 0, wrong = s.wrong or 0, error_rate = rate },
+    formula = ("100 x (1 - min(1, cv %.3f / %.2f)) x (1 - min(1, error rate %.4f / %.2f))"):format(
+      s.cv or 0, c.cv_limit, rate, c.error_rate_limit),
+  }
+end
+
+function M.compute(m, cfg)
+  local c = merged(cfg)
+  local built = {
+    bandwidth = bandwidth_part(m.bandwidth, c),
+    latency = latency_part(m.latency),
+    balance = balance_part(m.balance),
+    stability = stability_part(m.stability, c),
+  }
+  local parts, wsum, total = {}, 0, 0
+  for _, name in ipairs({ "bandwidth", "latency", "balance", "stability" }) do
+    local p = built[name]
+    if p and c.weights[name] > 0 then
+      p.name, p.weight = name, c.weights[name]
+      wsum = wsum + p.weight
+      parts[#parts + 1] = p
+    end
+  end
+  for _, p in ipairs(parts) do
+    p.effective_weight = p.weight / wsum
+    total = total + p.score * p.effective_weight
+  end
+  if wsum == 0 then total = 0 end
+  local terms = {}
+  for _, p in ipairs(parts) do terms[#terms + 1] = ("%.1f x %.3f"):format(p.score, p.effective_weight) end
+  return {
+    total = total,
+    band = M.band(total, c.bands),
+    parts = parts,
+    formula = #terms > 0 and (table.concat(terms, " + ") .. " (weights renormalised over the parts measured)") or "no part measured",
+    weights = c.weights,
+    bands = c.bands,
+    config = cfg and next(cfg) and "config [scorecard]" or "defaults",
+  }
+end
+
+-- One line per part plus the total, for the terminal.
+function M.render(card)
+  local lines = { ("score %.0f/100 (%s)"):format(card.total, card.band) }
+  for _, p in ipairs(card.parts) do
+    lines[#lines + 1] = ("  %-10s %5.1f  weight %.2f  %s"):format(p.name, p.score, p.weight, p.formula)
+  end
+  return table.concat(lines, "\n")
+end
+
+return M
