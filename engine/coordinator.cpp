@@ -125,6 +125,7 @@ HeartbeatClient::HeartbeatClient(const std::string& endpoint, int rank, const st
 HeartbeatClient::~HeartbeatClient() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+  send_line("BYE");  // a clean end: the coordinator must not take the closed connection for a death
   if (fd_ >= 0) close(fd_);
 }
 
@@ -177,7 +178,7 @@ void HeartbeatClient::loop() {
 // ---------------------------------------------------------------- coordinator
 
 struct Coordinator::RankState {
-  bool hello = false, dead = false;
+  bool hello = false, dead = false, bye = false;
   std::string host = "?";
   int pid = 0;
   int64_t last_hb_ns = 0, progress_ns = 0;
@@ -272,6 +273,7 @@ void Coordinator::loop() {
       std::string message;
     };
     std::vector<Failure> failures;
+    std::vector<int> deaths;
     std::unique_lock<std::mutex> g(mu_);
     auto handle = [&](int rank, const std::string& line) {
       RankState& s = ranks_[static_cast<size_t>(rank)];
@@ -303,6 +305,8 @@ void Coordinator::loop() {
           s.ring = nlohmann::json::parse(line.substr(5));
         } catch (const nlohmann::json::exception&) {
         }
+      } else if (line == "BYE") {
+        s.bye = true;
       } else if (line.rfind("ERR ", 0) == 0) {
         const size_t sp = line.find(' ', 4);
         std::string msg;
@@ -370,7 +374,12 @@ void Coordinator::loop() {
       if (!alive) {
         close(fds_[r]);
         fds_[r] = -1;
-        s.dead = true;
+        s.dead = !s.bye;
+        // The first death is the news; the ranks mpirun then ends close their connections too.
+        if (s.dead && first_death_ < 0) {
+          first_death_ = static_cast<int>(r);
+          deaths.push_back(static_cast<int>(r));
+        }
       }
     }
     // Setup has a deadline too: a rank that never connects is missing.
@@ -384,6 +393,21 @@ void Coordinator::loop() {
           g.unlock();  // end_job locks again and never returns
           end_job(inc);
         }
+    }
+    if (!deaths.empty() && o_.on_death) {
+      const RankState& d = ranks_[static_cast<size_t>(deaths[0])];
+      nlohmann::json inc = {
+          {"kind", "rank_died"},
+          {"dead_ranks", nlohmann::json::array({{{"rank", deaths[0]}, {"host", d.host}, {"pid", d.pid}}})},
+          {"last_op", {{"op", d.coll}, {"seq", d.op_seq}, {"comm", d.comm}, {"in_flight", d.in_flight}}},
+          {"message", "rank " + std::to_string(deaths[0]) + " (host " + d.host + ", pid " + std::to_string(d.pid) +
+                          ") died during the run (its connection closed without a goodbye) after " + d.coll + " #" +
+                          std::to_string(d.op_seq) + "; mpirun ends the job with its exit status"},
+          {"detected_by", "heartbeat"}};
+      g.unlock();
+      inc["ranks"] = snapshot();
+      o_.on_death(inc);
+      continue;
     }
     if (!failures.empty()) {
       g.unlock();  // the callback may ask for events() or snapshot()

@@ -56,6 +56,9 @@ class Coordinator {
     // Receives a rank's failure report (rank, exit code, message) on the coordinator thread;
     // the rank waits for it to return before it ends the job.
     std::function<void(int rank, int code, const std::string& message)> on_error;
+    // The first rank whose connection closed without saying goodbye: it died. Called once, on
+    // the coordinator thread, before mpirun gets to end the others (and rank 0).
+    std::function<void(const nlohmann::json& incident)> on_death;
   };
   explicit Coordinator(Options o);
   ~Coordinator();
@@ -83,6 +86,7 @@ class Coordinator {
   std::vector<RankState> ranks_;
   std::vector<int> fds_;  // by rank, -1 when not (or no longer) connected
   nlohmann::json events_ = nlohmann::json::array();
+  int first_death_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

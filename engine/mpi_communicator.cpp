@@ -231,34 +231,55 @@ void MpiCommunicator::run(const Op& op) {
   }
 }
 
+// The control-plane helpers move results between timed regions. They are not numbered
+// operations, but they wait by polling against the same deadline: a rank that never arrives
+// must not leave the others stuck here either.
+void MpiCommunicator::control_wait(MPI_Request& req, Collective coll, size_t bytes, const char* call) {
+  Op op;
+  op.coll = coll;
+  op.count = bytes;
+  op.dtype = DType::uint8;
+  op.nranks = 1;
+  wait(&req, 1, op, call);
+}
+
 void MpiCommunicator::allreduce_max(std::vector<double>& v) {
-  check(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX, comm_),
+  MPI_Request r;
+  check(MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX, comm_, &r),
         "MPI_Allreduce");
+  control_wait(r, Collective::allreduce, v.size() * sizeof(double), "MPI_Allreduce");
 }
 
 void MpiCommunicator::allreduce_sum(std::vector<uint64_t>& v) {
-  check(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_UINT64_T, MPI_SUM, comm_),
+  MPI_Request r;
+  check(MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_UINT64_T, MPI_SUM, comm_, &r),
         "MPI_Allreduce");
+  control_wait(r, Collective::allreduce, v.size() * sizeof(uint64_t), "MPI_Allreduce");
 }
 
 std::vector<double> MpiCommunicator::allgather(double v) {
   std::vector<double> out(static_cast<size_t>(size_));
-  check(MPI_Allgather(&v, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, comm_), "MPI_Allgather");
+  MPI_Request r;
+  check(MPI_Iallgather(&v, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, comm_, &r), "MPI_Allgather");
+  control_wait(r, Collective::allgather, sizeof(double), "MPI_Allgather");
   return out;
 }
 
 std::vector<std::string> MpiCommunicator::allgather(const std::string& s) {
   int len = static_cast<int>(s.size());
   std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
-  check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  MPI_Request r;
+  check(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_, &r), "MPI_Allgather");
+  control_wait(r, Collective::allgather, sizeof(int), "MPI_Allgather");
   int total = 0;
   for (size_t i = 0; i < lens.size(); ++i) {
     displs[i] = total;
     total += lens[i];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  check(MPI_Allgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm_),
+  check(MPI_Iallgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm_, &r),
         "MPI_Allgatherv");
+  control_wait(r, Collective::allgather, static_cast<size_t>(total), "MPI_Allgatherv");
   std::vector<std::string> out;
   for (size_t i = 0; i < lens.size(); ++i)
     out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(lens[i])));
@@ -267,9 +288,12 @@ std::vector<std::string> MpiCommunicator::allgather(const std::string& s) {
 
 std::string MpiCommunicator::broadcast(const std::string& s, int root) {
   unsigned long len = s.size();
-  check(MPI_Bcast(&len, 1, MPI_UNSIGNED_LONG, root, comm_), "MPI_Bcast");
+  MPI_Request r;
+  check(MPI_Ibcast(&len, 1, MPI_UNSIGNED_LONG, root, comm_, &r), "MPI_Bcast");
+  control_wait(r, Collective::broadcast, sizeof len, "MPI_Bcast");
   std::string out = rank_ == root ? s : std::string(len, '\0');
-  check(MPI_Bcast(out.data(), static_cast<int>(len), MPI_CHAR, root, comm_), "MPI_Bcast");
+  check(MPI_Ibcast(out.data(), static_cast<int>(len), MPI_CHAR, root, comm_, &r), "MPI_Bcast");
+  control_wait(r, Collective::broadcast, len, "MPI_Bcast");
   return out;
 }
 

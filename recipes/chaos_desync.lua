@@ -19,6 +19,7 @@ local recipe = cs.recipe {
 function recipe.run(ctx)
   local target = ctx.opt.rank < 0 and ctx.size - 1 or ctx.opt.rank
   if ctx.size < 2 then cs.raise(cs.exit.bad_input, "chaos_desync needs at least 2 ranks", 0) end
+  if target >= ctx.size then cs.raise(cs.exit.bad_input, ("--rank %d is not a rank"):format(target), 0) end
   ctx.comm:set_timeout(ctx.opt.deadline)
   cs.chaos.inject { kind = "desync", ranks = { target }, after = ctx.comm:seq() + ctx.opt.after, op = ctx.opt.calls }
   local t, r = cs.tensor("float32", 1024), cs.tensor("float32", 4096)

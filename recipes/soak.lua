@@ -4,8 +4,18 @@
 --   bandwidth utilisation below --util-min for a whole interval      -> warn
 --   error rate (measurements with wrong elements) above the maximum  -> error (exit 3; exit 4
 --                                                                      when elements were wrong)
--- The alert logic is cs.alerts (stdlib/cs/alerts.lua). Timeouts are not survivable: an
--- operation past --timeout ends the whole job with exit 5, so they never count as "errors" here.
+-- The alert logic is cs.alerts (stdlib/cs/alerts.lua); every rank feeds it the same numbers (bench
+-- results are the same on every rank, the clock is rank 0's, broadcast), so every rank reports
+-- the same findings.
+--   latency      the p50 of a measurement's iterations (slowest rank per iteration), for sizes up
+--                to --latency-max-bytes; threshold --latency-threshold-us, or 3 x the p50 of
+--                that op+size's values in the first interval (with at least 3 values)
+--   utilisation  busbw / reference for sizes from --util-min-bytes: the config's baseline
+--                ([thresholds.<op>] busbw = GB/s, or [thresholds.<op>.busbw_by_size] "1M" = GB/s),
+--                else the best busbw of that op+size seen so far in the run
+--   errors       measurements with wrong > 0 (the runner already makes those exit 4, so the error
+--                finding comes with exit 4). Timeouts are not survivable: an operation past
+--                --timeout ends the whole job with exit 5, so they never count as errors here.
 local cs = require "commscript"
 
 local recipe = cs.recipe {
@@ -27,7 +37,7 @@ local recipe = cs.recipe {
                              type = "number", min = 0 },
     latency_max_bytes = { default = "64K", help = "latency alerts for sizes up to this (larger ones are bandwidth-bound)",
                           type = "size" },
-    util_min = { 0.6, "utilisation (busbw / best busbw of that op+size) alert level", type = "number", min = 0, max = 1 },
+    util_min = { 0.6, "utilisation alert level (busbw / [thresholds] baseline, else / best busbw of that op+size)", type = "number", min = 0, max = 1 },
     util_min_bytes = { default = "256K", help = "utilisation alerts for sizes from this up (smaller ones are latency-bound)",
                        type = "size" },
     error_rate_max = { 0.05, "error alert when more than this fraction of measurements is wrong",
@@ -101,7 +111,7 @@ function recipe.run(ctx)
 
   -- Per interval, for the summary line.
   local cur = { ops = 0, calls = 0, wrong = 0, by_op = {} }
-  local total = { measurements = 0, calls = 0, wrong = 0 }
+  local total = { measurements = 0, calls = 0, wrong = 0, wrong_ranks = {} }
   local function summarise(i, t_end)
     local parts = {}
     for _, op in ipairs(o.ops) do
@@ -154,6 +164,7 @@ function recipe.run(ctx)
     cur.wrong = cur.wrong + (r.wrong or 0)
     total.measurements, total.calls = total.measurements + 1, total.calls + r.iters + r.warmup
     total.wrong = total.wrong + (r.wrong or 0)
+    for _, wr in ipairs(r.wrong_ranks or {}) do total.wrong_ranks[wr] = true end
     local b = cur.by_op[r.op]
     if not b then b = { p50 = {}, p99 = {}, busbw = {}, bw_bytes = 0 }; cur.by_op[r.op] = b end
     b.p50[#b.p50 + 1], b.p99[#b.p99 + 1] = r.p50_us, r.p99_us
@@ -167,8 +178,11 @@ function recipe.run(ctx)
 
   local sum = alerts:summary()
   if total.wrong > 0 and sum.by_kind.error_rate == 0 then
+    local ranks = {}
+    for r in pairs(total.wrong_ranks) do ranks[#ranks + 1] = r end
+    table.sort(ranks)
     report { {
-      severity = "warn", subject = "job",
+      severity = "warn", subject = #ranks > 0 and { ranks = ranks } or "job",
       message = ("%d of %d measurements had wrong elements (%.1f%%, not above %.1f%%)"):format(
         sum.errors, sum.measurements, 100 * sum.error_rate, 100 * o.error_rate_max),
       evidence = { errors = sum.errors, measurements = sum.measurements, wrong = total.wrong },

@@ -20,8 +20,8 @@ local cs = {
   copy_bandwidth = native.copy_bandwidth,  -- GB/s of a host memcpy: the shared-memory ceiling
   sha256 = native.sha256,
   json = { encode = native.json_encode, decode = native.json_decode, null = native.null },
-  array = native.array,
-  chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()              -- cs.array(t): t is a list in JSON even when empty
+  array = native.array,              -- cs.array(t): t is a list in JSON even when empty
+  chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()
 }
 
 -- Exit codes of the contract (DESIGN.md).
@@ -47,12 +47,15 @@ function cs.recipe(decl)
   return require("cs.runner").declare(decl, 2)
 end
 
--- Lazily loaded stdlib modules: cs.stats, cs.sweep, cs.bwtable, cs.progress, cs.options
+-- Lazily loaded stdlib modules: cs.stats, cs.sweep, cs.bwtable, cs.progress, cs.topo ...
+-- A name that is no module is nil; a module that fails to load raises its own error.
 setmetatable(cs, {
   __index = function(t, k)
+    if type(k) ~= "string" then return nil end
     local ok, mod = pcall(require, "cs." .. k)
     if ok then rawset(t, k, mod); return mod end
-    return nil
+    if tostring(mod):find("module 'cs." .. k .. "' not found", 1, true) then return nil end
+    error(mod, 2)
   end,
 })
 

@@ -37,10 +37,15 @@
 -- An alert is a table ready for ctx.report:finding (extra field `kind`):
 --   { kind = "latency" | "utilisation" | "error_rate", severity = "warn" | "error",
 --     subject = { op =, bytes = } | "job", message =, evidence = {...}, remedy = }
---   latency      warn, once per run of `consecutive` values over the threshold (a value at or
---                under the threshold starts the count again); evidence: the values, threshold
---   utilisation  warn, per interval in which every measurement (>= util_min_samples) was below
---                util_min; evidence: interval, median/max utilisation, the worst op+size
+--   latency      warn, when `consecutive` values in a row are over the threshold (a value at or
+--                under it starts the count again); then not again for that op+size until
+--                `consecutive` values in a row were at or under it (one alert per episode);
+--                evidence: the values, the threshold
+--   utilisation  warn, per interval in which every measurement of a group (at least
+--                util_min_samples) was below util_min. The op+sizes judged against the best seen
+--                form one group, subject "job" (a run's best is a noisy reference: only a drop
+--                everywhere counts); each op with a baseline its own, subject { op = }.
+--                evidence: interval, median/max utilisation, the worst op+size
 --   error_rate   error, at finish(), when errors / measurements > error_rate_max; subject
 --                { ranks = {...} } (the wrong_ranks seen) or "job"
 -- Timeouts never reach this module: an operation past its deadline ends the whole job (exit 5).
@@ -152,17 +157,22 @@ function Alerts:observe(m)
   if type(lat) == "number" and m.bytes <= self.cfg.latency_max_bytes then
     if not s.threshold then
       s.baseline[#s.baseline + 1] = lat     -- fixed at the end of this interval
+    elseif s.alerting then
+      -- after an alert, the op+size is quiet again only after `consecutive` values in a row at
+      -- or under the threshold (one alert per episode, not one per flap)
+      if lat > s.threshold then s.good = 0 else s.good = s.good + 1 end
+      if s.good >= self.cfg.consecutive then s.alerting, s.good, s.streak = false, 0, {} end
     elseif lat > s.threshold then
       s.streak[#s.streak + 1] = lat
-      if #s.streak == self.cfg.consecutive then   -- once per run of values over the threshold
-        local values = {}
-        for i, v in ipairs(s.streak) do values[i] = v end
+      if #s.streak == self.cfg.consecutive then
+        local values, texts = {}, {}
+        for i, v in ipairs(s.streak) do values[i], texts[i] = v, ("%.1f"):format(v) end
+        s.alerting, s.good, s.streak = true, 0, {}
         self:_fire(out, {
           kind = "latency", severity = "warn",
           subject = { op = m.op, bytes = m.bytes },
           message = ("%s %s: latency over %.1f us %d times in a row (%s us)"):format(
-            m.op, size_text(m.bytes), s.threshold, #values,
-            table.concat((function() local t = {} for i, v in ipairs(values) do t[i] = ("%.1f"):format(v) end return t end)(), ", ")),
+            m.op, size_text(m.bytes), s.threshold, #values, table.concat(texts, ", ")),
           evidence = { values_us = values, threshold_us = s.threshold, consecutive = self.cfg.consecutive,
                        derived = self.cfg.latency_threshold_us <= 0, baseline_p50_us = s.baseline_p50 },
           remedy = "a rank or link became slow: look for the slowest_rank of these results, a noisy " ..
@@ -205,31 +215,43 @@ function Alerts:interval_end(i)
     end
   end
 
-  local utils, worst, worst_key, low = {}, math.huge, nil, 0
+  -- Groups: the op+sizes judged against the best seen form one group (the whole job: the best
+  -- of a run is a noisy reference, only a drop everywhere is sustained); each op with a
+  -- baseline forms its own group (subject { op = }).
+  local groups, order = {}, {}
   for _, m in ipairs(self.interval) do
     local s = self.keys[m.key]
-    local ref = self:reference(s.op, s.bytes)
+    local ref, kind = self:reference(s.op, s.bytes)
     if ref and ref > 0 then
-      local u = m.busbw / ref
-      utils[#utils + 1] = u
-      if u < self.cfg.util_min then low = low + 1 end
-      if u < worst then worst, worst_key = u, m.key end
+      local g = kind == "baseline" and s.op or "*"
+      if not groups[g] then
+        groups[g] = { utils = {}, low = 0, worst = math.huge, reference = kind }
+        order[#order + 1] = g
+      end
+      local G, u = groups[g], m.busbw / ref
+      G.utils[#G.utils + 1] = u
+      if u < self.cfg.util_min then G.low = G.low + 1 end
+      if u < G.worst then G.worst, G.worst_key, G.worst_ref = u, m.key, ref end
     end
   end
-  if #utils >= math.max(1, self.cfg.util_min_samples) and low == #utils then
-    local maxu = 0
-    for _, u in ipairs(utils) do if u > maxu then maxu = u end end
-    local ws = self.keys[worst_key]
-    self:_fire(out, {
-      kind = "utilisation", severity = "warn", subject = "job",
-      message = ("interval %s: bandwidth utilisation below %.0f%% for the whole interval (median %.0f%%, best %.0f%% over %d measurements)")
-        :format(tostring(i), 100 * self.cfg.util_min, 100 * median(utils), 100 * maxu, #utils),
-      evidence = { interval = i, measurements = #utils, util_min = self.cfg.util_min,
-                   median_utilisation = median(utils), max_utilisation = maxu,
-                   worst = { op = ws.op, bytes = ws.bytes, utilisation = worst } },
-      remedy = "the bus bandwidth dropped for a whole interval: look for a slow rank or link " ..
-               "(slowest_rank in the results), contention from other jobs, or throttling",
-    })
+  for _, g in ipairs(order) do
+    local G = groups[g]
+    if #G.utils >= math.max(1, self.cfg.util_min_samples) and G.low == #G.utils then
+      local maxu = 0
+      for _, u in ipairs(G.utils) do if u > maxu then maxu = u end end
+      local ws = self.keys[G.worst_key]
+      self:_fire(out, {
+        kind = "utilisation", severity = "warn", subject = g == "*" and "job" or { op = g },
+        message = ("interval %s: %s bandwidth utilisation below %.0f%% for the whole interval (median %.0f%%, best %.0f%% over %d measurements, against %s)")
+          :format(tostring(i), g == "*" and "the job's" or g, 100 * self.cfg.util_min, 100 * median(G.utils),
+                  100 * maxu, #G.utils, g == "*" and "the best busbw of each op+size" or "the baseline"),
+        evidence = { interval = i, measurements = #G.utils, util_min = self.cfg.util_min, reference = G.reference,
+                     median_utilisation = median(G.utils), max_utilisation = maxu,
+                     worst = { op = ws.op, bytes = ws.bytes, utilisation = G.worst, busbw_reference = G.worst_ref } },
+        remedy = "the bus bandwidth stayed low for a whole interval: look for a slow rank or link " ..
+                 "(slowest_rank in the results), contention from other jobs, or throttling",
+      })
+    end
   end
   self.interval = {}
   return out

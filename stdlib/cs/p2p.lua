@@ -65,7 +65,7 @@ function M.pair(ctx, a, b, args)
 end
 
 function M.confirm(ctx, suspects, good, args, factor)
-  if #suspects == 0 or #good < 2 then return suspects end
+  if #suspects == 0 or #good < 2 then return {} end  -- nothing to compare against: name nobody
   local reference = M.pair(ctx, good[1], good[2], args)
   local out = {}
   for _, s in ipairs(suspects) do

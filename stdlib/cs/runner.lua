@@ -122,7 +122,7 @@ local function new_report(state)
     if type(f.message) ~= "string" then error("finding: message (string) expected", 2) end
     if f.subject == nil then error("finding: subject expected (rank, host, pair or variable)", 2) end
     local item = { severity = f.severity, subject = f.subject, message = f.message,
-                   evidence = f.evidence or {}, remedy = f.remedy or "" }
+                   evidence = f.evidence or {}, remedy = f.remedy or "", rule = f.rule, kind = f.kind }
     if f.severity == "error" then state.errors = state.errors + 1 end
     native.report_add("findings", item)
   end
