@@ -265,8 +265,8 @@ json net_nics(const std::string& root, const json& rdma) {
     if (!ib.empty()) nic["rdma_device"] = ib.front();
     else
       for (const auto& r : rdma)
-        for (const auto& n : r["netdevs"])
-          if (n == ifname) nic["rdma_device"] = r["name"];
+        for (const auto& n : r.value("netdevs", json::array()))
+          if (n == ifname) nic["rdma_device"] = r.value("name", "");
     const std::string bdf = pci_address_of((d / "device").string());
     if (!bdf.empty()) nic["pci"] = read_pci(root, bdf);
     else if (auto drv = uevent_value(d / "device", "DRIVER"); !drv.empty()) nic["driver"] = drv;
