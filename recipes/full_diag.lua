@@ -53,6 +53,13 @@ function recipe.run(ctx)
     ctx.log("== %s (%.1f s)", name, cs.now() - t0)
   end
   local function over_budget() return cs.now() - t0 > tier.budget end
+  -- Site rules are loaded first: a broken rule file is bad input, refused before measuring.
+  local rules = {}
+  for _, r in ipairs(cs.rules.builtin) do rules[#rules + 1] = r end
+  local site = (ctx.config.rules or {}).files
+  if site then
+    for _, r in ipairs(cs.rules.load(type(site) == "table" and site or { site })) do rules[#rules + 1] = r end
+  end
   local hosts = ctx.comm:allgather_value(ctx.host)
   local nhosts = {}
   for _, h in ipairs(hosts) do nhosts[h] = true end
@@ -66,7 +73,8 @@ function recipe.run(ctx)
   if cs.topo then
     local t = cs.topo.collect(ctx)
     ctx.report:set("topology", t)
-    add(cs.topo.check(t))
+    -- Environment differences between ranks are the env audit's (next stage) when it is there.
+    add(cs.topo.check(t, { env_prefixes = cs.env and {} or nil }))
     ctx.log("%s", cs.topo.render(t))
   else
     local per_host = {}
@@ -80,12 +88,11 @@ function recipe.run(ctx)
   -- 2. environment
   stage("environment")
   if cs.env then
-    local mine = cs.env.snapshot(cs.environ())
-    local per_rank = ctx.comm:allgather_value(mine)
-    add(cs.env.audit(per_rank[1], {}))
-    local conf = cs.env.nccl_conf and cs.env.nccl_conf({}) or nil
-    if type(conf) == "table" and conf.findings then add(conf.findings) end
-    add(cs.env.compare(per_rank))
+    -- Every rank audits its own environment and NCCL config files; the same finding on several
+    -- ranks becomes one naming them, and variables that differ between ranks are added.
+    local e = cs.env.collect(ctx, {})
+    add(e.findings)
+    ctx.log("environment: %d variable(s) audited on rank 0, %d finding(s)", e.audited or 0, #e.findings)
   end
 
   -- 3. bandwidth sweep
@@ -173,7 +180,9 @@ function recipe.run(ctx)
   elseif type(ctx.baseline) == "table" and big then
     for _, r in ipairs(ctx.baseline.results or {}) do
       if r.op == "allreduce" and r.bytes == big.bytes and r.placement == "out-of-place" then
-        reference, source = r.busbw, "baseline " .. tostring((ctx.baseline.run or {}).start)
+        -- at the p50 time, like the regression rule: means are at the mercy of one bad iteration
+        local bw = (r.p50_us and r.p50_us > 0 and r.time_us) and r.busbw * r.time_us / r.p50_us or r.busbw
+        reference, source = bw, "baseline " .. tostring((ctx.baseline.run or {}).start) .. " (busbw at its p50 time)"
       end
     end
   end
@@ -209,19 +218,13 @@ function recipe.run(ctx)
     latency = small and { collective_us = small.p50_us, collective_target_us = lat_target,
                           p2p_us = median(lat_values), p2p_target_us = #lat_values > 0 and p2p_target or nil,
                           source = cfg.latency_target_us and "config" or (single and "default for one host (shared memory)" or "default for several hosts") },
-    balance = worst and { worst = worst, median = med_bw, worst_is = worst_is, spread = nil,
+    balance = worst and { worst = worst, median = med_bw, worst_is = worst_is, spread = spread,
                           what = "median bandwidth of each rank's pairs (GB/s)" },
     stability = { cv = median(cvs), operations = results_n, wrong = wrong_results, errors = 0, timeouts = 0 },
   }, cfg)
   ctx.report:set("scorecard", card)
 
   -- 7. rules
-  local rules = {}
-  for _, r in ipairs(cs.rules.builtin) do rules[#rules + 1] = r end
-  local site = (ctx.config.rules or {}).files
-  if site then
-    for _, r in ipairs(cs.rules.load(type(site) == "table" and site or { site })) do rules[#rules + 1] = r end
-  end
   add(cs.rules.evaluate({ size = ctx.size, rank_hosts = hosts, sweep = sweep, stragglers = stragglers,
                           localisation = loc, scorecard = card, baseline = ctx.baseline,
                           thresholds = ctx.config.thresholds or {} }, rules))

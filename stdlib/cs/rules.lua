@@ -117,6 +117,13 @@ M.builtin = {
       local base = run.baseline
       if type(base) ~= "table" or type(base.results) ~= "table" then return {} end
       local tol = (run.thresholds or {}).baseline_tolerance or 0.25
+      -- Medians, not means: one descheduled iteration can inflate a mean a hundredfold on a
+      -- shared host, so bandwidth is taken at the p50 time (busbw x mean / p50).
+      local function bw50(r)
+        if r.p50_us and r.p50_us > 0 and r.time_us then return r.busbw * r.time_us / r.p50_us end
+        return r.busbw
+      end
+      local function t50(r) return r.p50_us or r.time_us end
       local old = {}
       for _, r in ipairs(base.results) do
         if r.op and r.bytes and r.busbw then old[r.op .. "/" .. (r.placement or "") .. "/" .. r.bytes] = r end
@@ -129,8 +136,8 @@ M.builtin = {
         for _, r in ipairs(list) do
           local o = old[op .. "/" .. (r.placement or "") .. "/" .. r.bytes]
           if o then
-            if r.bytes >= 65536 and o.busbw > 0 then bw[#bw + 1] = r.busbw / o.busbw end
-            if r.bytes <= 1024 and o.time_us and o.time_us > 0 then lat[#lat + 1] = r.time_us / o.time_us end
+            if r.bytes >= 65536 and bw50(o) > 0 then bw[#bw + 1] = bw50(r) / bw50(o) end
+            if r.bytes <= 1024 and t50(o) and t50(o) > 0 then lat[#lat + 1] = t50(r) / t50(o) end
           end
         end
         local b, l = median(bw), median(lat)

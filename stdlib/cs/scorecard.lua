@@ -37,6 +37,13 @@ local function merged(cfg)
     w[k] = v
   end
   c.weights = w
+  local b = { excellent = M.defaults.bands.excellent, good = M.defaults.bands.good }
+  for k, v in pairs((cfg or {}).bands or {}) do
+    if b[k] == nil then error(("scorecard: unknown band '%s' (excellent, good)"):format(k), 3) end
+    if type(v) ~= "number" then error(("scorecard: band %s must be a number"):format(k), 3) end
+    b[k] = v
+  end
+  c.bands = b
   return c
 end
 
