@@ -6,6 +6,9 @@
 #include "bindings.hpp"
 #include "error.hpp"
 #include "lua_support.hpp"
+#ifdef COMMSCRIPT_HAVE_NCCL
+#include "nccl_communicator.hpp"
+#endif
 #include "pattern.hpp"
 
 namespace cs::lua {
@@ -192,18 +195,28 @@ int c_bench(lua_State* L) {
   const Counts need = collective_counts(coll, count, n);
   const size_t me = static_cast<size_t>(c.rank());
 
+  // Host buffers, or on the rank's GPU when the communicator is NCCL's.
+#ifdef COMMSCRIPT_HAVE_NCCL
+  const auto* gpu = dynamic_cast<const NcclCommunicator*>(&c);
+#endif
+  auto alloc = [&](size_t elems) {
+#ifdef COMMSCRIPT_HAVE_NCCL
+    if (gpu) return Tensor::on_device(dt, elems, gpu->device());
+#endif
+    return Tensor::host(dt, elems);
+  };
   Tensor send, recv;
   if (!inplace) {
-    send = Tensor::host(dt, need.send);
-    recv = Tensor::host(dt, need.recv);
+    send = alloc(need.send);
+    recv = alloc(need.recv);
   } else if (coll == Collective::allgather || coll == Collective::gather) {
-    recv = Tensor::host(dt, need.recv);  // NCCL: send = recv + rank*count
+    recv = alloc(need.recv);  // NCCL: send = recv + rank*count
     send = recv.slice(me * count, count);
   } else if (coll == Collective::reduce_scatter || coll == Collective::scatter) {
-    send = Tensor::host(dt, need.send);  // NCCL: recv = send + rank*count
+    send = alloc(need.send);  // NCCL: recv = send + rank*count
     recv = send.slice(me * count, count);
   } else {
-    send = recv = Tensor::host(dt, std::max(need.send, need.recv));
+    send = recv = alloc(std::max(need.send, need.recv));
   }
   const int peer = (c.rank() + 1) % n, from = (c.rank() - 1 + n) % n;
   const Op op = make_op(c, coll, send, recv, redop, static_cast<int>(root), peer, from, count);

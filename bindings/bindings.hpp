@@ -18,6 +18,7 @@ void register_tensor(lua_State* L);        // adds native.tensor and the tensor 
 void register_communicator(lua_State* L);  // the communicator metatable
 void register_chaos(lua_State* L);         // adds native.chaos (inject, clear, fired)
 void register_topology(lua_State* L);      // adds native.topology([sysfs_root])
+void register_gpu(lua_State* L);           // adds native.gpu_* and the module "cs.gpu"
 void push_communicator(lua_State* L, std::shared_ptr<Communicator> c);
 Tensor& check_tensor(lua_State* L, int idx);
 

@@ -26,6 +26,9 @@
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
 #include "mpi_communicator.hpp"
+#ifdef COMMSCRIPT_HAVE_NCCL
+#include "nccl_communicator.hpp"
+#endif
 #include "progress.hpp"
 #include "self_communicator.hpp"
 #include "session.hpp"
@@ -226,6 +229,38 @@ std::atomic<Coordinator*> g_coordinator{nullptr};
 std::atomic<HeartbeatClient*> g_heartbeat{nullptr};
 std::atomic<bool> g_outcome_saved{false};  // an error or timeout verdict is in report.json
 
+// report.html from the finished report (cs.html); a page that fails to render is a warning,
+// never a failed run: report.json is the contract.
+void write_html(LuaVm& vm, Report& report) {
+  lua_State* L = vm.state();
+  const int top = lua_gettop(L);
+  LuaFailure f;
+  if (vm.require("cs.html", &f)) {
+    lua_getfield(L, -1, "render");
+    lua::push_json(L, report.doc());
+    if (lua_isfunction(L, -2) && vm.call(1, 1, &f) && lua_isstring(L, -1)) {
+      size_t n = 0;
+      const char* html = lua_tolstring(L, -1, &n);
+      std::ofstream(report.dir() / "report.html", std::ios::binary).write(html, static_cast<std::streamsize>(n));
+      lua_settop(L, top);
+      return;
+    }
+  }
+  if (!f.message.empty() && f.message.find("no module 'cs.html'") == std::string::npos)
+    std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", f.message.c_str());
+  lua_settop(L, top);
+}
+
+// The same from a thread other than main (coordinator, signal handler): the main thread's Lua
+// state may be in use, so a fresh, independent one renders the page.
+void write_html_standalone(Session& s) {
+  try {
+    LuaVm vm(&s);
+    write_html(vm, *s.report);
+  } catch (const std::exception&) {  // on the way out: never throw from here
+  }
+}
+
 // Adds an incident and saves report.json (rank 0 only). Safe from any thread.
 void save_report_with(const nlohmann::json& incident, int exit_code) {
   Session* s = g_session.load();
@@ -238,8 +273,9 @@ void save_report_with(const nlohmann::json& incident, int exit_code) {
       const auto ev = c->events();
       if (!ev.empty()) d["chaos"] = ev;
     }
-    d["run"]["exit_code"] = exit_code;
+    d["run"]["exit_code"] = exit_code >= 0 ? nlohmann::json(exit_code) : nlohmann::json(nullptr);
     s->report->write();
+    write_html_standalone(*s);
     if (incident.value("kind", "") != "killed") g_outcome_saved = true;
   } catch (const std::exception&) {  // on the way out: never throw from here
   }
@@ -268,7 +304,9 @@ void dump_own_ring(const Session& s) {
   for (const OpRecord& r : Progress::instance().recent())
     ops.push_back({{"seq", r.seq}, {"op", collective_name(r.coll)}, {"bytes", r.bytes},
                    {"comm", std::string(r.comm_name())}, {"started_ms_ago", static_cast<double>(now - r.start_ns) * 1e-6}});
-  std::ofstream(dir / ("rank-" + std::to_string(s.rank) + ".json"))
+  const auto file = dir / ("rank-" + std::to_string(s.rank) + ".json");
+  if (std::filesystem::exists(file, ec)) return;  // the coordinator's richer copy is already there
+  std::ofstream(file)
       << nlohmann::json{{"rank", s.rank}, {"host", job::hostname()}, {"ops", ops}}.dump(1) << "\n";
 }
 
@@ -307,28 +345,6 @@ void signal_loop(sigset_t set) {
   }
   std::fflush(nullptr);
   _exit(128 + sig);
-}
-
-// report.html from the finished report (cs.html); a page that fails to render is a warning,
-// never a failed run: report.json is the contract.
-void write_html(LuaVm& vm, Report& report) {
-  lua_State* L = vm.state();
-  const int top = lua_gettop(L);
-  LuaFailure f;
-  if (vm.require("cs.html", &f)) {
-    lua_getfield(L, -1, "render");
-    lua::push_json(L, report.doc());
-    if (lua_isfunction(L, -2) && vm.call(1, 1, &f) && lua_isstring(L, -1)) {
-      size_t n = 0;
-      const char* html = lua_tolstring(L, -1, &n);
-      std::ofstream(report.dir() / "report.html", std::ios::binary).write(html, static_cast<std::streamsize>(n));
-      lua_settop(L, top);
-      return;
-    }
-  }
-  if (!f.message.empty() && f.message.find("no module 'cs.html'") == std::string::npos)
-    std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", f.message.c_str());
-  lua_settop(L, top);
 }
 
 }  // namespace
@@ -397,13 +413,10 @@ int cli_main(int argc, char** argv) {
   if (!a.rest.empty() && a.rest[0].size() > 1 && a.rest[0][0] == '-')
     return fail_early(ExitCode::bad_input, "unknown option '" + a.rest[0] + "' (see commscript --help)");
   if (a.rest.empty() && replayed.is_null()) return fail_early(ExitCode::bad_input, "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
-  if (a.backend == "nccl") {
-#ifdef COMMSCRIPT_HAVE_NCCL
-    return fail_early(ExitCode::bad_input, "--backend nccl: the NCCL backend is not implemented in this version yet");
-#else
+#ifndef COMMSCRIPT_HAVE_NCCL
+  if (a.backend == "nccl")
     return fail_early(ExitCode::bad_input, "--backend nccl: this commscript was built without CUDA/NCCL");
 #endif
-  }
 
   Session s;
   s.backend = a.backend;
@@ -456,6 +469,12 @@ int cli_main(int argc, char** argv) {
   } catch (const Error& e) {
     return fail_early(e.code(), std::string(e.what()) + (a.config_file.empty() ? "" : " (in " + a.config_file + ")"));
   }
+  // Chaos corrupt flips bits through host pointers; the NCCL backend's buffers are on the GPU.
+  if (s.backend == "nccl")
+    for (const ChaosRule& r : chaos_rules)
+      if (r.kind == ChaosKind::corrupt)
+        return fail_early(ExitCode::bad_input,
+                          "chaos kind 'corrupt' is not supported with --backend nccl (its buffers are in GPU memory)");
   const nlohmann::json run_cfg = s.config.section("run");
   {
     const std::string where = a.config_file.empty() ? "" : " (in " + a.config_file + ")";
@@ -522,6 +541,25 @@ int cli_main(int argc, char** argv) {
   if (s.backend == "mpi") {
     job::init_mpi(&argc, &argv);
     s.world = MpiCommunicator::world();
+  } else if (s.backend == "nccl") {
+#ifdef COMMSCRIPT_HAVE_NCCL
+    // MPI stays the launcher and the control plane (unique id, result gathering); NCCL moves
+    // the data between the GPUs. The ranks agree on a failure before any of them throws, so
+    // every rank ends here with the same error and rank 0 says it once.
+    job::init_mpi(&argc, &argv);
+    try {
+      s.world = NcclCommunicator::world(s.timeout_s);
+    } catch (const Error& e) {
+      if (job::world_rank() == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
+      job::finalize();
+      return static_cast<int>(e.code());
+    } catch (const std::exception& e) {  // not agreed on: end every rank
+      job::abort(ExitCode::internal, "commscript: rank " + std::to_string(job::world_rank()) +
+                                         ": --backend nccl: " + e.what());
+    }
+#else
+    return fail_early(ExitCode::bad_input, "--backend nccl: this commscript was built without CUDA/NCCL");
+#endif
   } else {
     s.world = std::make_shared<SelfCommunicator>();
   }
@@ -601,7 +639,7 @@ int cli_main(int argc, char** argv) {
   const std::string host = job::hostname();
   std::unique_ptr<Coordinator> coordinator;
   std::unique_ptr<HeartbeatClient> heartbeat;
-  if (s.backend == "mpi") {
+  if (s.backend != "self") {  // mpi, and nccl (whose control plane is MPI)
     std::string endpoint;
     if (s.rank == 0) {
       try {
@@ -610,6 +648,13 @@ int cli_main(int argc, char** argv) {
         co.timeout_s = s.timeout_s;
         co.out_dir = s.out_dir;
         co.on_timeout = [](const nlohmann::json& inc) { save_report_with(inc, static_cast<int>(ExitCode::timeout)); };
+        co.on_death = [](const nlohmann::json& inc) {
+          // A rank that failed (recipe error, timeout) and was then ended is not news.
+          if (g_outcome_saved) return;
+          std::fprintf(stderr, "commscript: %s\n", inc["message"].get<std::string>().c_str());
+          // The job's exit code is the dead rank's status, which only mpirun knows.
+          save_report_with(inc, -1);
+        };
         co.on_error = [](int rank, int code, const std::string& msg) {
           save_report_with({{"kind", "error"}, {"rank", rank}, {"exit_code", code}, {"message", msg}}, code);
         };

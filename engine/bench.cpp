@@ -12,12 +12,19 @@ namespace {
 
 // Poisons the receive buffer (0 is never an expected value: patterns start at 1), then fills the
 // send buffer with the pattern. For in-place ops send and recv are views of one buffer, and the
-// send view is filled last, so the rank's own contribution survives.
+// send view is filled last, so the rank's own contribution survives. Device buffers are filled
+// through a host copy (outside the timed region).
 void fill_inputs(int rank, const Op& op, Tensor& send, Tensor& recv, uint32_t salt) {
   const Counts n = collective_counts(op.coll, op.count, op.nranks);
   if (recv.valid()) recv.slice(0, std::min(recv.count(), n.recv)).fill(0);
   Tensor src = send.slice(0, std::min(send.count(), n.send));
-  fill_pattern(src, rank, op.redop, salt);
+  if (src.host_accessible()) {
+    fill_pattern(src, rank, op.redop, salt);
+  } else {
+    Tensor staged = Tensor::host(src.dtype(), src.count());
+    fill_pattern(staged, rank, op.redop, salt);
+    src.copy_from(staged);
+  }
 }
 
 }  // namespace
@@ -39,10 +46,14 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   barrier.coll = Collective::barrier;
   barrier.nranks = comm.size();
   comm.execute(barrier);
-  for (size_t i = 0; i < iters; ++i) {
-    const int64_t t0 = comm.execute(timed);
-    const int64_t t1 = now_ns();
-    samples[i] = static_cast<double>(t1 - t0) * 1e-3;
+  if (comm.device_timing()) {  // CUDA events around each iteration (nccl-tests -I)
+    for (size_t i = 0; i < iters; ++i) samples[i] = comm.timed_execute_us(timed);
+  } else {
+    for (size_t i = 0; i < iters; ++i) {
+      const int64_t t0 = comm.execute(timed);
+      const int64_t t1 = now_ns();
+      samples[i] = static_cast<double>(t1 - t0) * 1e-3;
+    }
   }
 
   uint64_t wrong = 0;
@@ -52,7 +63,7 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
     comm.execute(op);
     const Counts n = collective_counts(op.coll, op.count, op.nranks);
     const CheckSpec check{op.coll, op.redop, comm.rank(), comm.size(), op.root, op.count, salt};
-    wrong = count_wrong(check, recv.slice(0, std::min(recv.count(), n.recv)));
+    wrong = count_wrong(check, recv.slice(0, std::min(recv.count(), n.recv)).to_host());
     r.checked = true;
   }
 

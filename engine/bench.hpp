@@ -1,6 +1,7 @@
 #pragma once
-// Timed loops, in C++ only: warm-up, N iterations with one steady-clock sample per iteration on
-// every rank, then per iteration the slowest rank's time counts (nccl-tests -I style).
+// Timed loops, in C++ only: warm-up, N iterations with one sample per iteration on every rank
+// (steady clock; CUDA events when the communicator times on the device), then per iteration the
+// slowest rank's time counts (nccl-tests -I style).
 #include <cstdint>
 #include <vector>
 

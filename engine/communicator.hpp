@@ -47,6 +47,17 @@ class Communicator {
     local_grace_s_ = local_grace_s;
   }
 
+  // Device timing hook for bench(): a backend whose timed operations run on a GPU returns true,
+  // and bench() then takes each iteration's time from timed_execute_us() (CUDA events around
+  // the operation) instead of the host clock around execute().
+  virtual bool device_timing() const { return false; }
+  // Runs `op` through execute() and returns its device time in us. Only called when
+  // device_timing() is true.
+  virtual double timed_execute_us(const Op& op) {
+    const int64_t t0 = execute(op);
+    return static_cast<double>(now_ns() - t0) * 1e-3;
+  }
+
   // A new communicator of the ranks that passed the same color, ordered by key; nullptr for a
   // rank that passed a negative color. It inherits this communicator's deadline.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;

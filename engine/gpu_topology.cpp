@@ -1,0 +1,311 @@
+#include "gpu_topology.hpp"
+
+#include "cuda_copy.hpp"
+
+#ifdef COMMSCRIPT_HAVE_NCCL
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "job.hpp"
+#include "topology.hpp"
+#endif
+
+namespace cs {
+
+using json = nlohmann::json;
+
+std::string topology_level_name(int level) {
+  switch (level) {
+    case 0: return "internal";
+    case 10: return "PIX";
+    case 20: return "PXB";
+    case 30: return "PHB";
+    case 40: return "NODE";
+    case 50: return "SYS";
+    default: return "";
+  }
+}
+
+#ifndef COMMSCRIPT_HAVE_NCCL
+
+json gpu_topology(const GpuTopologyOptions&, std::string* error) {
+  if (error) *error = "built without CUDA";
+  return json::object();
+}
+
+void probe_gpus(json&, json&) {}
+
+#else
+
+namespace {
+
+// The few NVML entry points used here, declared as nvml.h (CUDA 11+) declares them, so that the
+// build needs no NVML header and the binary no driver.
+namespace nvml {
+using Return = int;  // nvmlReturn_t: 0 is NVML_SUCCESS
+using Device = struct nvmlDevice_st*;
+constexpr unsigned kMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
+struct PciInfo {                    // nvmlPciInfo_t (v3 layout)
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+static_assert(sizeof(PciInfo) == 68, "nvmlPciInfo_t layout");
+
+struct Lib {
+  void* handle = nullptr;
+  std::string why;  // when not loaded
+  Return (*init)() = nullptr;
+  Return (*shutdown)() = nullptr;
+  const char* (*error_string)(Return) = nullptr;
+  Return (*driver_version)(char*, unsigned) = nullptr;
+  Return (*by_pci)(const char*, Device*) = nullptr;
+  Return (*link_state)(Device, unsigned, int*) = nullptr;
+  Return (*link_version)(Device, unsigned, unsigned*) = nullptr;
+  Return (*link_remote_pci)(Device, unsigned, PciInfo*) = nullptr;
+  Return (*common_ancestor)(Device, Device, int*) = nullptr;
+};
+
+template <class F>
+void sym(Lib& l, F& f, const char* name) {
+  f = reinterpret_cast<F>(dlsym(l.handle, name));
+}
+
+const Lib& lib() {
+  static const Lib l = [] {
+    Lib x;
+    x.handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!x.handle) {
+      const char* e = dlerror();
+      x.why = std::string("libnvidia-ml.so.1 not loaded: ") + (e ? e : "?");
+      return x;
+    }
+    sym(x, x.init, "nvmlInit_v2");
+    sym(x, x.shutdown, "nvmlShutdown");
+    sym(x, x.error_string, "nvmlErrorString");
+    sym(x, x.driver_version, "nvmlSystemGetDriverVersion");
+    sym(x, x.by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+    sym(x, x.link_state, "nvmlDeviceGetNvLinkState");
+    sym(x, x.link_version, "nvmlDeviceGetNvLinkVersion");
+    sym(x, x.link_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    sym(x, x.common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
+    if (!x.init || !x.shutdown || !x.by_pci) {
+      x.why = "libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetHandleByPciBusId_v2";
+      dlclose(x.handle);
+      x.handle = nullptr;
+    }
+    return x;
+  }();
+  return l;
+}
+}  // namespace nvml
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+std::string uuid_text(const cudaUUID_t& u) {
+  std::string s = "GPU-";
+  char b[3];
+  for (int i = 0; i < 16; ++i) {
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(u.bytes[i]));
+    s += b;
+    if (i == 3 || i == 5 || i == 7 || i == 9) s += '-';
+  }
+  return s;
+}
+
+std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+}  // namespace
+
+json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
+  const CudaProbe p = cuda_probe();
+  if (p.count <= 0) {
+    if (error) *error = "no usable CUDA device (cudaGetDeviceCount: " + (p.error.empty() ? "0 devices" : p.error) + ")";
+    return json::object();
+  }
+  const int n = p.count;
+  json out;
+  out["host"] = job::hostname();
+  int rt = 0, drv = 0;
+  cudaRuntimeGetVersion(&rt);
+  cudaDriverGetVersion(&drv);
+  out["cuda_runtime"] = version_text(rt);
+  out["cuda_driver"] = version_text(drv);
+  out["device_count"] = n;
+
+  // NVML, when it loads and starts.
+  const nvml::Lib& ml = nvml::lib();
+  bool have_nvml = false;
+  json nv;
+  if (!opt.use_nvml) {
+    nv = {{"available", false}, {"why", "not asked for"}};
+  } else if (!ml.handle) {
+    nv = {{"available", false}, {"why", ml.why}};
+  } else if (const nvml::Return r = ml.init(); r != 0) {
+    nv = {{"available", false},
+          {"why", std::string("nvmlInit: ") + (ml.error_string ? ml.error_string(r) : std::to_string(r))}};
+  } else {
+    have_nvml = true;
+    nv["available"] = true;
+    char v[96] = {0};
+    if (ml.driver_version && ml.driver_version(v, sizeof v) == 0) nv["driver_version"] = v;
+  }
+
+  json gpus = json::array();
+  std::vector<nvml::Device> handles(static_cast<size_t>(n), nullptr);
+  std::map<std::string, int> index_of_bdf;
+  for (int d = 0; d < n; ++d) {
+    json g;
+    g["index"] = d;
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) {
+      g["name"] = prop.name;
+      g["memory_bytes"] = prop.totalGlobalMem;
+      g["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+      g["multiprocessors"] = prop.multiProcessorCount;
+      g["uuid"] = uuid_text(prop.uuid);
+    } else {
+      cudaGetLastError();
+    }
+    char bus[32] = {0};
+    std::string bdf;
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) == cudaSuccess) bdf = normalize_bdf(bus);
+    else cudaGetLastError();
+    g["pci_bus_id"] = bdf;
+    if (!bdf.empty()) {
+      index_of_bdf[bdf] = d;
+      const std::string dir = opt.sysfs_root + "/bus/pci/devices/" + bdf;
+      const std::string numa = read_line(dir + "/numa_node");
+      if (!numa.empty()) g["numa_node"] = std::atoi(numa.c_str());
+      json link = read_pcie_link(dir);
+      if (!link.is_null()) g["pcie"] = std::move(link);
+      if (have_nvml && ml.by_pci(bdf.c_str(), &handles[static_cast<size_t>(d)]) != 0)
+        handles[static_cast<size_t>(d)] = nullptr;
+    }
+    gpus.push_back(std::move(g));
+  }
+
+  json access = json::array(), links = json::array(), path = json::array();
+  std::vector<std::vector<int>> nl(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
+  for (int d = 0; d < n; ++d) {
+    json& g = gpus[static_cast<size_t>(d)];
+    const nvml::Device h = handles[static_cast<size_t>(d)];
+    if (!h || !ml.link_state) {
+      g["nvlink"] = {{"available", false}, {"why", have_nvml ? "no NVML handle for this GPU" : nv["why"]}};
+      continue;
+    }
+    json ls = json::array();
+    int active = 0;
+    for (unsigned l = 0; l < nvml::kMaxLinks; ++l) {
+      int state = 0;
+      if (ml.link_state(h, l, &state) != 0) continue;  // not a link of this GPU
+      if (!state) continue;
+      ++active;
+      json e = {{"link", l}};
+      unsigned ver = 0;
+      if (ml.link_version && ml.link_version(h, l, &ver) == 0) e["version"] = ver;
+      nvml::PciInfo pci{};
+      if (ml.link_remote_pci && ml.link_remote_pci(h, l, &pci) == 0) {
+        const std::string remote = normalize_bdf(pci.busId);
+        e["remote_pci_bus_id"] = remote;
+        if (auto it = index_of_bdf.find(remote); it != index_of_bdf.end()) {
+          e["remote_index"] = it->second;
+          ++nl[static_cast<size_t>(d)][static_cast<size_t>(it->second)];
+        }
+      }
+      ls.push_back(std::move(e));
+    }
+    g["nvlink"] = {{"active", active}, {"links", ls}};
+  }
+  for (int a = 0; a < n; ++a) {
+    json arow = json::array(), lrow = json::array(), prow = json::array();
+    for (int b = 0; b < n; ++b) {
+      if (a == b) {
+        arow.push_back(nullptr);
+        lrow.push_back(nullptr);
+        prow.push_back(nullptr);
+        continue;
+      }
+      int can = 0;
+      if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess) cudaGetLastError();
+      arow.push_back(can != 0);
+      lrow.push_back(have_nvml ? json(nl[static_cast<size_t>(a)][static_cast<size_t>(b)]) : json(nullptr));
+      int level = -1;
+      const nvml::Device ha = handles[static_cast<size_t>(a)], hb = handles[static_cast<size_t>(b)];
+      if (ha && hb && ml.common_ancestor && ml.common_ancestor(ha, hb, &level) == 0 && !topology_level_name(level).empty())
+        prow.push_back(topology_level_name(level));
+      else
+        prow.push_back(nullptr);
+    }
+    access.push_back(std::move(arow));
+    links.push_back(std::move(lrow));
+    path.push_back(std::move(prow));
+  }
+  if (have_nvml) ml.shutdown();
+  out["gpus"] = std::move(gpus);
+  out["peer_access"] = std::move(access);
+  out["nvlink_matrix"] = std::move(links);
+  out["path"] = std::move(path);
+  out["nvml"] = std::move(nv);
+  return out;
+}
+
+void probe_gpus(json& gpus, json& gpu_links) {
+  std::string err;
+  const json t = gpu_topology({}, &err);
+  if (t.empty()) return;
+  // CUDA index -> position in `gpus` (the PCI bus view), matched by PCI address.
+  std::map<int, size_t> pos;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (!gpus[i].contains("bdf") || !gpus[i]["bdf"].is_string()) continue;
+    const std::string bdf = normalize_bdf(gpus[i]["bdf"].get<std::string>());
+    for (const auto& g : t["gpus"]) {
+      if (g.value("pci_bus_id", "") != bdf) continue;
+      const int d = g["index"];
+      pos[d] = i;
+      json& o = gpus[i];
+      o["cuda_index"] = d;
+      for (const char* k : {"name", "uuid", "memory_bytes", "compute_capability", "multiprocessors"})
+        if (g.contains(k)) o[k] = g[k];
+      if (g.contains("nvlink") && g["nvlink"].contains("active")) o["nvlinks_active"] = g["nvlink"]["active"];
+      o["source"] = "sysfs+cuda";
+    }
+  }
+  for (const auto& [a, pa] : pos)
+    for (const auto& [b, pb] : pos) {
+      if (b <= a) continue;
+      const size_t ia = static_cast<size_t>(a), ib = static_cast<size_t>(b);
+      json l = {{"a", pa}, {"b", pb}, {"peer_access", t["peer_access"][ia][ib]}};
+      const json& links = t["nvlink_matrix"][ia][ib];
+      const json& path = t["path"][ia][ib];
+      if (links.is_number() && links.get<int>() > 0) {
+        l["kind"] = "NVLink";
+        l["links"] = links;
+        const auto& nvl = t["gpus"][ia]["nvlink"];
+        for (const auto& e : nvl.value("links", json::array()))
+          if (e.value("remote_index", -1) == b && e.contains("version")) {
+            l["version"] = e["version"];
+            break;
+          }
+      } else if (path.is_string()) {
+        l["kind"] = path;
+      } else {
+        continue;  // nothing known about this pair
+      }
+      gpu_links.push_back(std::move(l));
+    }
+}
+
+#endif
+
+}  // namespace cs

@@ -1,0 +1,657 @@
+#include "nccl_communicator.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "cuda_copy.hpp"
+#include "error.hpp"
+#include "job.hpp"
+#include "mpi_communicator.hpp"
+#include "size.hpp"
+
+namespace cs {
+
+// ---- the parts that need no device ----
+
+std::string nccl_version_string(int code) {
+  if (code <= 0) return "unknown";
+  const int major = code < 10000 ? code / 1000 : code / 10000;
+  const int minor = code < 10000 ? code % 1000 / 100 : code % 10000 / 100;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+}
+
+std::optional<int> nccl_version_code(std::string_view text) {
+  text = text.substr(0, text.find('+'));  // "2.28.9+cuda13.0"
+  int part[3] = {0, 0, 0};
+  size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = i < 2 ? text.find('.', pos) : text.size();
+    if (end == std::string_view::npos || end == pos || end - pos > 4) return std::nullopt;
+    int v = 0;
+    for (char c : text.substr(pos, end - pos)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + (c - '0');
+    }
+    part[i] = v;
+    pos = end + 1;
+  }
+  if (part[2] > 99 || part[1] > 99) return std::nullopt;
+  // NCCL_VERSION(X, Y, Z) of nccl.h
+  return part[0] <= 2 && part[1] <= 8 ? part[0] * 1000 + part[1] * 100 + part[2]
+                                      : part[0] * 10000 + part[1] * 100 + part[2];
+}
+
+std::string format_rank_list(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+void check_nccl_versions(const std::vector<int>& code_by_rank) {
+  std::map<int, std::vector<int>> by_code;
+  for (size_t r = 0; r < code_by_rank.size(); ++r) by_code[code_by_rank[r]].push_back(static_cast<int>(r));
+  if (by_code.size() <= 1) return;
+  // The most common version first: the odd ones out are what the user looks for.
+  std::vector<std::pair<int, std::vector<int>>> groups(by_code.begin(), by_code.end());
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  std::string list;
+  for (const auto& [code, ranks] : groups)
+    list += (list.empty() ? "" : "; ") + nccl_version_string(code) + " on rank" + (ranks.size() > 1 ? "s " : " ") +
+            format_rank_list(ranks);
+  throw InputError("--backend nccl: the ranks loaded different NCCL libraries: " + list +
+                   " (every rank must load the same libnccl: check LD_LIBRARY_PATH and the installs on each host)");
+}
+
+int local_rank(const std::vector<std::string>& hosts, int rank) {
+  int local = 0;
+  for (int r = 0; r < rank && r < static_cast<int>(hosts.size()); ++r)
+    local += hosts[static_cast<size_t>(r)] == hosts[static_cast<size_t>(rank)];
+  return local;
+}
+
+int choose_device(int local, int count, const char* env, const std::string& host, int rank) {
+  if (env && *env) {
+    const std::string_view v(env);
+    const bool digits = v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const long d = digits ? std::strtol(env, nullptr, 10) : -1;
+    if (d < 0 || d >= count)
+      throw InputError("--backend nccl: COMMSCRIPT_DEVICE='" + std::string(env) + "' on rank " + std::to_string(rank) +
+                       " (host " + host + ") is not a device index: this rank sees " + std::to_string(count) +
+                       " device" + (count == 1 ? "" : "s") + " (0.." + std::to_string(count - 1) + ")");
+    return static_cast<int>(d);
+  }
+  return count > 0 ? local % count : 0;
+}
+
+void check_nccl_buffers(const Op& op, int rank, int device, const std::string& comm_name, const BufferPlace& send,
+                        const BufferPlace& recv) {
+  const bool root = rank == op.root;
+  const Collective c = op.coll;
+  const bool uses_send = c != Collective::recv && c != Collective::barrier && (c != Collective::scatter || root);
+  const bool uses_recv = c != Collective::send && c != Collective::barrier &&
+                         ((c != Collective::gather && c != Collective::reduce) || root);
+  auto judge = [&](const BufferPlace& p, const char* which) {
+    if (p.managed || (p.where == MemLocation::device && p.device == device)) return;
+    const std::string w = std::string(collective_name(c)) + " on communicator '" + comm_name + "': the " + which +
+                          " buffer ";
+    if (p.where == MemLocation::device)
+      throw UsageError(w + "is on GPU " + std::to_string(p.device) + ", but this rank's NCCL communicator uses GPU " +
+                       std::to_string(device));
+    throw UsageError(w + "is in " + (p.where == MemLocation::pinned ? "pinned host" : "host") +
+                     " memory; --backend nccl needs buffers on the rank's GPU (comm:bench allocates them there)");
+  };
+  if (uses_send) judge(send, "send");
+  if (uses_recv) judge(recv, "receive");
+}
+
+ncclDataType_t nccl_dtype(DType t) {
+  switch (t) {
+    case DType::int8: return ncclInt8;
+    case DType::uint8: return ncclUint8;
+    case DType::int32: return ncclInt32;
+    case DType::uint32: return ncclUint32;
+    case DType::int64: return ncclInt64;
+    case DType::uint64: return ncclUint64;
+    case DType::float32: return ncclFloat32;
+    case DType::float64: return ncclFloat64;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_redop(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::prod: return ncclProd;
+    case ReduceOp::min: return ncclMin;
+    case ReduceOp::max: return ncclMax;
+    case ReduceOp::avg: return ncclAvg;
+  }
+  return ncclSum;
+}
+
+// ---- the communicator ----
+
+namespace {
+
+std::mutex g_ras_mu;
+NcclCommunicator::RasProbe g_ras_probe;
+
+std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
+  std::string s = ncclGetErrorString(r);
+  const char* last = ncclGetLastError(comm);
+  if (last && *last) s += " (" + std::string(last) + ")";
+  return s;
+}
+
+void pause_poll(double waited_s, unsigned polls) {
+  // Past the first millisecond, sleep between polls: a waiting rank must not take the CPU from
+  // the ranks (and NCCL proxy threads) doing the work.
+  if (waited_s > 1e-3) {
+    const timespec ts{0, 50000};
+    nanosleep(&ts, nullptr);
+  } else if (polls > 1000) {
+    sched_yield();
+  }
+}
+
+BufferPlace place_of(const void* p) {
+  BufferPlace b;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return b;
+  }
+  switch (a.type) {
+    case cudaMemoryTypeDevice: b.where = MemLocation::device; b.device = a.device; break;
+    case cudaMemoryTypeManaged: b.where = MemLocation::device; b.device = a.device; b.managed = true; break;
+    case cudaMemoryTypeHost: b.where = MemLocation::pinned; break;
+    default: break;
+  }
+  return b;
+}
+
+// Every rank passes its error ("" for none); all of them throw the lowest failing rank's.
+void agree(Communicator& ctl, const std::string& mine, ExitCode code, const std::vector<std::string>& hosts) {
+  const auto all = ctl.allgather(std::to_string(static_cast<int>(code)) + ":" + mine);
+  for (size_t r = 0; r < all.size(); ++r) {
+    const size_t colon = all[r].find(':');
+    if (colon + 1 >= all[r].size()) continue;
+    throw Error(static_cast<ExitCode>(std::atoi(all[r].c_str())),
+                "--backend nccl: rank " + std::to_string(r) + " (host " + (r < hosts.size() ? hosts[r] : "?") +
+                    "): " + all[r].substr(colon + 1));
+  }
+}
+
+}  // namespace
+
+void NcclCommunicator::set_ras_probe(RasProbe probe) {
+  std::lock_guard<std::mutex> g(g_ras_mu);
+  g_ras_probe = std::move(probe);
+}
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> control, std::string name, int device)
+    : Communicator(std::move(name)), ctrl_(std::move(control)), device_(device) {
+  rank_ = ctrl_->rank();
+  size_ = ctrl_->size();
+  const char* t = std::getenv("COMMSCRIPT_TIMING");
+  event_timing_ = !(t && std::string_view(t) == "host");
+}
+
+void NcclCommunicator::setup() {
+  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  cuda_check(cudaEventCreate(&ev_start_), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&ev_end_), "cudaEventCreate");
+  cuda_check(cudaMalloc(&barrier_buf_, 8), "cudaMalloc");
+  cuda_check(cudaMemset(barrier_buf_, 0, 8), "cudaMemset");
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_) {
+    // Finalize flushes and quiesces; Destroy then frees without blocking. A peer that never
+    // finalizes must not keep this process from ending: past 10 s, abort instead.
+    ncclResult_t r = ncclCommFinalize(comm_);
+    const int64_t t0 = now_ns();
+    while (r == ncclInProgress && static_cast<double>(now_ns() - t0) * 1e-9 < 10.0) {
+      if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) break;
+      if (r == ncclInProgress) {
+        const timespec ts{0, 1000000};
+        nanosleep(&ts, nullptr);
+      }
+    }
+    if (r == ncclSuccess) ncclCommDestroy(comm_);
+    else ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+  if (scratch_) cudaFree(scratch_);
+  if (barrier_buf_) cudaFree(barrier_buf_);
+  if (ev_end_) cudaEventDestroy(ev_end_);
+  if (ev_start_) cudaEventDestroy(ev_start_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::world(double init_timeout_s) {
+  return create(MpiCommunicator::world(), "world", init_timeout_s);
+}
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Communicator> control, std::string name,
+                                                           double init_timeout_s) {
+  using json = nlohmann::json;
+  Communicator& ctl = *control;
+  const int n = ctl.size(), me = ctl.rank();
+
+  // 1. What every rank has, so that all of them refuse the same way (none is left waiting).
+  const CudaProbe probe = cuda_probe();
+  int version = 0;
+  ncclGetVersion(&version);
+  const char* dev_env = std::getenv("COMMSCRIPT_DEVICE");
+  const char* timing_env = std::getenv("COMMSCRIPT_TIMING");
+  const json mine = {{"host", job::hostname()},     {"count", probe.count},
+                     {"error", probe.error},        {"nccl", version},
+                     {"device", dev_env ? dev_env : ""}, {"timing", timing_env ? timing_env : ""}};
+  std::vector<std::string> hosts, errors, dev_envs;
+  std::vector<int> counts, versions;
+  for (const auto& s : ctl.allgather(mine.dump())) {
+    const json j = json::parse(s);
+    hosts.push_back(j["host"]);
+    counts.push_back(j["count"]);
+    errors.push_back(j["error"]);
+    versions.push_back(j["nccl"]);
+    dev_envs.push_back(j["device"]);
+    const std::string t = j["timing"];
+    if (!t.empty() && t != "event" && t != "host")
+      throw InputError("--backend nccl: COMMSCRIPT_TIMING='" + t + "' on rank " + std::to_string(hosts.size() - 1) +
+                       " is neither 'event' (CUDA events, the default) nor 'host' (steady clock)");
+  }
+  std::vector<std::string> bad_hosts;
+  int first_bad = -1;
+  for (int r = 0; r < n; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    if (counts[i] > 0) continue;
+    if (first_bad < 0) first_bad = r;
+    else if (hosts[i] != hosts[static_cast<size_t>(first_bad)] &&
+             std::find(bad_hosts.begin(), bad_hosts.end(), hosts[i]) == bad_hosts.end())
+      bad_hosts.push_back(hosts[i]);
+  }
+  if (first_bad >= 0) {
+    const size_t i = static_cast<size_t>(first_bad);
+    std::string msg = no_device_message("--backend nccl", hosts[i], CudaProbe{counts[i], errors[i]});
+    if (!bad_hosts.empty()) {
+      std::string more;
+      for (const auto& h : bad_hosts) more += (more.empty() ? "" : ", ") + h;
+      msg += "; also on host" + std::string(bad_hosts.size() > 1 ? "s " : " ") + more;
+    }
+    throw InputError(msg);
+  }
+  check_nccl_versions(versions);
+  int dev = 0;
+  {
+    std::map<std::string, int> seen;  // ranks met so far per host
+    for (int r = 0; r < n; ++r) {
+      const size_t i = static_cast<size_t>(r);
+      const int d = choose_device(seen[hosts[i]]++, counts[i], dev_envs[i].empty() ? nullptr : dev_envs[i].c_str(),
+                                  hosts[i], r);
+      if (r == me) dev = d;
+    }
+  }
+
+  // 2. This rank's GPU: stream, events, the barrier's buffer.
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(std::move(control), std::move(name), dev));
+  std::string err;
+  try {
+    c->setup();
+  } catch (const Error& e) {
+    err = std::string("GPU ") + std::to_string(dev) + ": " + e.what();
+  }
+  agree(*c->ctrl_, err, ExitCode::runtime, hosts);
+
+  // 3. The unique id, from rank 0 over the control communicator.
+  ncclUniqueId id{};
+  std::string blob;
+  if (me == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    blob = r == ncclSuccess ? "1" + std::string(id.internal, sizeof id.internal)
+                            : "0ncclGetUniqueId failed on rank 0 (host " + hosts[0] + "): " + nccl_text(r, nullptr);
+  }
+  blob = c->ctrl_->broadcast(blob, 0);
+  if (blob.empty() || blob[0] != '1' || blob.size() != 1 + sizeof id.internal)
+    throw Error(ExitCode::runtime, "--backend nccl: " + (blob.size() > 1 ? blob.substr(1) : std::string("no unique id")));
+  std::memcpy(id.internal, blob.data() + 1, sizeof id.internal);
+
+  // 4. Non-blocking init, polled against the deadline.
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.commName = c->name_.c_str();
+  ncclComm_t comm = nullptr;
+  ExitCode code = ExitCode::runtime;
+  err.clear();
+  ncclResult_t r = ncclCommInitRankConfig(&comm, n, id, me, &cfg);
+  const int64_t t0 = now_ns();
+  for (unsigned polls = 0; r == ncclInProgress; ++polls) {
+    const ncclResult_t q = ncclCommGetAsyncError(comm, &r);
+    if (q != ncclSuccess) r = q;
+    if (r != ncclInProgress) break;
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (init_timeout_s > 0 && waited > init_timeout_s) {
+      code = ExitCode::timeout;
+      err = "timeout: ncclCommInitRankConfig (GPU " + std::to_string(dev) + ") did not complete within " +
+            std::to_string(static_cast<int>(init_timeout_s)) +
+            " s: a rank never joined, or NCCL's bootstrap cannot connect (NCCL_SOCKET_IFNAME?); the communicator was "
+            "aborted (ncclCommAbort)";
+      break;
+    }
+    pause_poll(waited, polls);
+  }
+  if (err.empty() && r != ncclSuccess)
+    err = "ncclCommInitRankConfig (GPU " + std::to_string(dev) + ") failed: " + nccl_text(r, comm);
+  if (!err.empty() && comm) {
+    ncclCommAbort(comm);
+    comm = nullptr;
+  }
+  try {
+    agree(*c->ctrl_, err, code, hosts);
+  } catch (...) {
+    if (comm) ncclCommAbort(comm);
+    throw;
+  }
+  c->comm_ = comm;
+  return c;
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+  if (!comm_) throw Error(ExitCode::runtime, "split of communicator '" + name() + "': " + why_aborted_);
+  auto sub_ctrl = ctrl_->split(color, key);
+  ++splits_;  // on every rank, even one left out: the names must agree
+  std::unique_ptr<NcclCommunicator> sub;
+  if (sub_ctrl) {
+    sub.reset(new NcclCommunicator(std::move(sub_ctrl),
+                                   name() + "/s" + std::to_string(splits_) + ".c" + std::to_string(color), device_));
+    sub->setup();
+    sub->set_timeout(timeout_s_, local_grace_s_);
+    sub->event_timing_ = event_timing_;
+  }
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  if (sub) cfg.commName = sub->name_.c_str();
+  ncclComm_t nc = nullptr;
+  ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
+  const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
+  const int64_t t0 = now_ns();
+  for (unsigned polls = 0; r == ncclInProgress; ++polls) {
+    const ncclResult_t q = ncclCommGetAsyncError(nc ? nc : comm_, &r);
+    if (q != ncclSuccess) r = q;
+    if (r != ncclInProgress) break;
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (limit > 0 && waited > limit) {
+      if (nc) ncclCommAbort(nc);
+      abort_comm();
+      why_aborted_ = "timeout: ncclCommSplit of communicator '" + name() + "' (color " + std::to_string(color) +
+                     ") did not complete within " + std::to_string(static_cast<int>(limit)) + " s on rank " +
+                     std::to_string(rank_) + "; the communicator was aborted (ncclCommAbort)";
+      throw Error(ExitCode::timeout, why_aborted_);
+    }
+    pause_poll(waited, polls);
+  }
+  if (r != ncclSuccess) {
+    const std::string msg = "ncclCommSplit of communicator '" + name() + "' failed on rank " + std::to_string(rank_) +
+                            ": " + nccl_text(r, nc ? nc : comm_);
+    if (nc) ncclCommAbort(nc);
+    throw Error(ExitCode::runtime, msg);
+  }
+  if (!sub) {
+    if (nc) ncclCommAbort(nc);  // not expected: NCCL_SPLIT_NOCOLOR gives no communicator
+    return nullptr;
+  }
+  sub->comm_ = nc;
+  return sub;
+}
+
+void* NcclCommunicator::scratch(size_t bytes) {
+  if (bytes > scratch_bytes_) {
+    if (scratch_) cuda_check(cudaFree(scratch_), "cudaFree");
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    cuda_check(cudaMalloc(&scratch_, bytes), "cudaMalloc");
+    scratch_bytes_ = bytes;
+  }
+  return scratch_;
+}
+
+void NcclCommunicator::check_buffers(const Op& op) {
+  // Timed loops run one operation on the same buffers many times: those are judged once.
+  auto known = [&](const void* p) {
+    if (!p) return true;
+    for (const void* k : checked_)
+      if (k == p) return true;
+    return false;
+  };
+  if (op.blocking && known(op.send) && known(op.recv)) return;
+  check_nccl_buffers(op, rank_, device_, name(), op.send ? place_of(op.send) : BufferPlace{},
+                     op.recv ? place_of(op.recv) : BufferPlace{});
+  for (const void* p : {static_cast<const void*>(op.send), static_cast<const void*>(op.recv)})
+    if (p && !known(p)) checked_[checked_next_++ % 4] = p;
+}
+
+ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call) {
+  const ncclDataType_t t = nccl_dtype(op.dtype);
+  const size_t c = op.count, es = dtype_size(op.dtype);
+  const int n = size_;
+  auto at = [&](const void* p, size_t elems) { return static_cast<char*>(const_cast<void*>(p)) + elems * es; };
+  auto d2d = [&](void* dst, const void* src, size_t bytes) {
+    if (bytes && dst != src)
+      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
+  };
+  // Grouped point-to-point calls: the first error counts, and the group is always closed.
+  ncclResult_t first = ncclSuccess;
+  auto add = [&](ncclResult_t r) {
+    if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
+  };
+  auto group = [&](auto&& body) {
+    const ncclResult_t s = ncclGroupStart();
+    if (s != ncclSuccess) return s;
+    body();
+    const ncclResult_t e = ncclGroupEnd();
+    return first != ncclSuccess ? first : e;
+  };
+  const ncclRedOp_t rop = nccl_redop(op.redop);
+  switch (op.coll) {
+    case Collective::barrier:
+      *call = "ncclAllReduce (barrier)";
+      return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, stream_);
+    case Collective::allreduce:
+      *call = "ncclAllReduce";
+      return ncclAllReduce(op.send, op.recv, c, t, rop, comm_, stream_);
+    case Collective::reduce:
+      *call = "ncclReduce";
+      return ncclReduce(op.send, op.recv, c, t, rop, op.root, comm_, stream_);
+    case Collective::broadcast:
+      *call = "ncclBroadcast";
+      return ncclBroadcast(op.send, op.recv, c, t, op.root, comm_, stream_);
+    case Collective::allgather:  // in place: send = recv + rank*count, as NCCL defines it
+      *call = "ncclAllGather";
+      return ncclAllGather(op.send, op.recv, c, t, comm_, stream_);
+    case Collective::reduce_scatter:  // in place: recv = send + rank*count
+      *call = "ncclReduceScatter";
+      return ncclReduceScatter(op.send, op.recv, c, t, rop, comm_, stream_);
+    case Collective::alltoall: {
+      *call = "ncclSend/ncclRecv (alltoall)";
+      const size_t bytes = c * static_cast<size_t>(n) * es;
+      const void* src = op.send;
+      if (op.send == op.recv) {  // in place: send from a copy
+        src = scratch(bytes);
+        d2d(const_cast<void*>(src), op.send, bytes);
+      }
+      return group([&] {
+        for (int p = 0; p < n; ++p) {
+          add(ncclSend(at(src, c * static_cast<size_t>(p)), c, t, p, comm_, stream_));
+          add(ncclRecv(at(op.recv, c * static_cast<size_t>(p)), c, t, p, comm_, stream_));
+        }
+      });
+    }
+    case Collective::gather: {
+      *call = "ncclSend/ncclRecv (gather)";
+      if (rank_ == op.root) d2d(at(op.recv, c * static_cast<size_t>(rank_)), op.send, c * es);  // own part
+      return group([&] {
+        if (rank_ != op.root) {
+          add(ncclSend(op.send, c, t, op.root, comm_, stream_));
+          return;
+        }
+        for (int p = 0; p < n; ++p)
+          if (p != rank_) add(ncclRecv(at(op.recv, c * static_cast<size_t>(p)), c, t, p, comm_, stream_));
+      });
+    }
+    case Collective::scatter: {
+      *call = "ncclSend/ncclRecv (scatter)";
+      if (rank_ == op.root) d2d(op.recv, at(op.send, c * static_cast<size_t>(rank_)), c * es);  // own part
+      return group([&] {
+        if (rank_ != op.root) {
+          add(ncclRecv(op.recv, c, t, op.root, comm_, stream_));
+          return;
+        }
+        for (int p = 0; p < n; ++p)
+          if (p != rank_) add(ncclSend(at(op.send, c * static_cast<size_t>(p)), c, t, p, comm_, stream_));
+      });
+    }
+    case Collective::sendrecv: {
+      *call = "ncclSend/ncclRecv (sendrecv)";
+      const void* src = op.send;
+      if (op.send == op.recv) {  // in place: send from a copy
+        src = scratch(c * es);
+        d2d(const_cast<void*>(src), op.send, c * es);
+      }
+      return group([&] {
+        add(ncclSend(src, c, t, op.peer, comm_, stream_));
+        add(ncclRecv(op.recv, c, t, op.recv_peer, comm_, stream_));
+      });
+    }
+    case Collective::send:
+      *call = "ncclSend";
+      return ncclSend(op.send, c, t, op.peer, comm_, stream_);
+    case Collective::recv:
+      *call = "ncclRecv";
+      return ncclRecv(op.recv, c, t, op.peer, comm_, stream_);
+  }
+  *call = "?";
+  return ncclInvalidArgument;
+}
+
+void NcclCommunicator::run(const Op& op) {
+  if (!comm_)
+    throw Error(ExitCode::runtime, std::string(collective_name(op.coll)) + " on communicator '" + name() +
+                                       "': the communicator is unusable after an earlier failure (" + why_aborted_ + ")");
+  check_buffers(op);
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  const bool timing = op.blocking && event_timing_;
+  if (timing) cuda_check(cudaEventRecord(ev_start_, stream_), "cudaEventRecord");
+  const char* call = "";
+  const int64_t t0 = now_ns();
+  const ncclResult_t r = enqueue(op, &call);
+  if (r != ncclSuccess && r != ncclInProgress) fail(op, call, r);
+  // A non-blocking communicator may still be enqueueing: the work is on the stream only once
+  // the asynchronous state says so (then the end event goes after it).
+  if (r == ncclInProgress) wait(op, call, true, t0);
+  if (timing) cuda_check(cudaEventRecord(ev_end_, stream_), "cudaEventRecord");
+  wait(op, call, false, t0);
+}
+
+double NcclCommunicator::timed_execute_us(const Op& op) {
+  execute(op);
+  float ms = 0;
+  cuda_check(cudaEventElapsedTime(&ms, ev_start_, ev_end_), "cudaEventElapsedTime");
+  return static_cast<double>(ms) * 1e3;
+}
+
+void NcclCommunicator::wait(const Op& op, const char* call, bool enqueueing, int64_t t0) {
+  const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
+  // Timed loops spin (the stream query is the whole cost); the clock and the asynchronous
+  // error are looked at every 1024 polls there, on every poll otherwise.
+  const unsigned every = op.blocking ? 1023u : 0u;
+  for (unsigned polls = 0;; ++polls) {
+    if (enqueueing) {
+      ncclResult_t a = ncclSuccess;
+      const ncclResult_t q = ncclCommGetAsyncError(comm_, &a);
+      if (q != ncclSuccess) fail(op, "ncclCommGetAsyncError", q);
+      if (a == ncclSuccess) return;
+      if (a != ncclInProgress) fail(op, call, a);
+    } else {
+      const cudaError_t s = cudaStreamQuery(stream_);
+      if (s == cudaSuccess) return;
+      if (s != cudaErrorNotReady) {
+        cudaGetLastError();
+        why_aborted_ = std::string(call) + ": cudaStreamQuery: " + cuda_error_text(s);
+        abort_comm();
+        throw Error(ExitCode::runtime, std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " on '" +
+                                           name() + "', rank " + std::to_string(rank_) + ": " + why_aborted_);
+      }
+    }
+    if ((polls & every) != every) continue;
+    if (!enqueueing) {
+      ncclResult_t a = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress)
+        fail(op, call, a);
+    }
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (limit > 0 && waited > limit) timed_out(op, waited);
+    if (!op.blocking) pause_poll(waited, polls);
+  }
+}
+
+void NcclCommunicator::abort_comm() {
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+void NcclCommunicator::fail(const Op& op, const char* call, ncclResult_t r) {
+  const std::string msg = std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
+                          format_size(op.bytes()) + "B, " + name() + ") on rank " + std::to_string(rank_) + ", GPU " +
+                          std::to_string(device_) + ": " + call + " failed: " + nccl_text(r, comm_);
+  // An invalid argument had no effect; every other error is fatal to the communicator.
+  if (r != ncclInvalidArgument) {
+    why_aborted_ = msg;
+    abort_comm();
+  }
+  throw Error(ExitCode::runtime, msg);
+}
+
+void NcclCommunicator::timed_out(const Op& op, double waited_s) {
+  std::string msg = "timeout: " + std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
+                    format_size(op.bytes()) + "B, " + name() + ") after " + std::to_string(static_cast<int>(waited_s)) +
+                    " s on rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) +
+                    "): NCCL never completed it; the communicator was aborted (ncclCommAbort)";
+  RasProbe probe;
+  {
+    std::lock_guard<std::mutex> g(g_ras_mu);
+    probe = g_ras_probe;
+  }
+  if (probe) {
+    try {
+      const std::string ras = probe(op, name());
+      if (!ras.empty()) msg += "\nNCCL RAS: " + ras;
+    } catch (const std::exception& e) {
+      msg += "\nNCCL RAS: not available (" + std::string(e.what()) + ")";
+    }
+  }
+  why_aborted_ = msg;
+  abort_comm();
+  throw Error(ExitCode::timeout, msg);
+}
+
+}  // namespace cs

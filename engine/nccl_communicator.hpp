@@ -1,0 +1,141 @@
+#pragma once
+// The NCCL backend (built when CUDA and NCCL are found: COMMSCRIPT_HAVE_NCCL). One GPU per rank,
+// chosen by the rank's place among the ranks of its host (COMMSCRIPT_DEVICE overrides it), and
+// a control communicator beside it (MPI for the world) that carries the unique id, the checks
+// every rank must agree on, and the result gathering of the Communicator interface.
+//
+// NCCL has no collective timeout (shared/reference/faults-and-nccl-env.md §0): communicators
+// are created non-blocking (config.blocking = 0), and every wait polls cudaStreamQuery and
+// ncclCommGetAsyncError against the operation's deadline; past it the communicator is aborted
+// (ncclCommAbort) and the operation fails with a timeout error that names it. Timed loops
+// (op.blocking) enqueue, then spin on the stream (nccl-tests' completeColl), and are timed with
+// CUDA events around each iteration (nccl-tests -I).
+//
+// Buffers must be device memory of the rank's GPU (Tensor::on_device): a host pointer is refused
+// with a UsageError before anything is enqueued.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "communicator.hpp"
+#include "tensor.hpp"
+
+namespace cs {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Over every MPI rank (MPI must be initialised): the unique id goes out through a duplicate of
+  // MPI_COMM_WORLD. Throws InputError when a rank has no usable device (naming its host), when
+  // the ranks loaded different NCCL libraries, or when COMMSCRIPT_DEVICE is not a device; Error
+  // (runtime) when NCCL fails to start; Error(timeout) when it does not start within
+  // `init_timeout_s` (0: no deadline). Every rank throws the same error.
+  static std::unique_ptr<NcclCommunicator> world(double init_timeout_s);
+  // The same over the ranks of `control` (any backend: a SelfCommunicator gives a one-rank
+  // NCCL communicator without MPI).
+  static std::unique_ptr<NcclCommunicator> create(std::unique_ptr<Communicator> control, std::string name,
+                                                  double init_timeout_s);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+  void allreduce_max(std::vector<double>& v) override { ctrl_->allreduce_max(v); }
+  void allreduce_sum(std::vector<uint64_t>& v) override { ctrl_->allreduce_sum(v); }
+  std::vector<double> allgather(double v) override { return ctrl_->allgather(v); }
+  std::vector<std::string> allgather(const std::string& s) override { return ctrl_->allgather(s); }
+  std::string broadcast(const std::string& s, int root) override { return ctrl_->broadcast(s, root); }
+
+  // CUDA-event timing of the timed loops, unless turned off (set_event_timing(false), or
+  // COMMSCRIPT_TIMING=host in the environment) or chaos is armed (its delays are host time).
+  bool device_timing() const override {
+    return event_timing_ && !chaos_armed.load(std::memory_order_relaxed);
+  }
+  double timed_execute_us(const Op& op) override;
+  void set_event_timing(bool on) { event_timing_ = on; }
+
+  int device() const { return device_; }
+  bool aborted() const { return comm_ == nullptr; }
+
+  // RAS hook (faults-and-nccl-env.md §1.3). Called on a local deadline, before ncclCommAbort,
+  // with the operation that timed out and the communicator's name; what it returns (if not
+  // empty) is appended to the timeout error. The intended probe connects to NCCL's RAS service
+  // (NCCL_RAS_ADDR, default localhost:28028; NCCL >= 2.24, JSON from 2.28.7), sends
+  // "SET FORMAT json" and "VERBOSE STATUS", and returns the missing ranks and collective counts
+  // of the communicators. None is installed: it can only be written against a live NCCL job.
+  using RasProbe = std::function<std::string(const Op& op, const std::string& comm_name)>;
+  static void set_ras_probe(RasProbe probe);
+
+ protected:
+  void run(const Op& op) override;
+
+ private:
+  NcclCommunicator(std::unique_ptr<Communicator> control, std::string name, int device);
+  void setup();  // stream, events and the barrier's buffer on device_
+  ncclResult_t enqueue(const Op& op, const char** call);
+  void* scratch(size_t bytes);  // device memory for in-place alltoall/sendrecv
+  void check_buffers(const Op& op);
+  // Polls until the enqueue of a non-blocking call has finished (enqueueing) or the stream has
+  // drained; aborts the communicator and throws past the deadline (counted from t0) or on an
+  // asynchronous NCCL error.
+  void wait(const Op& op, const char* call, bool enqueueing, int64_t t0);
+  [[noreturn]] void fail(const Op& op, const char* call, ncclResult_t r);
+  [[noreturn]] void timed_out(const Op& op, double waited_s);
+  void abort_comm();
+
+  std::unique_ptr<Communicator> ctrl_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ev_start_ = nullptr, ev_end_ = nullptr;
+  void* barrier_buf_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  int device_ = 0;
+  int rank_ = 0, size_ = 1;
+  int splits_ = 0;
+  bool event_timing_ = true;
+  const void* checked_[4] = {};  // buffers already found to be on this device
+  unsigned checked_next_ = 0;
+  std::string why_aborted_;      // why comm_ is gone
+};
+
+// ---- the parts that need no device (public for the tests) ----
+
+// NCCL_VERSION_CODE -> "2.28.9" (codes below 2.9 are major*1000 + minor*100 + patch).
+std::string nccl_version_string(int code);
+// "2.28.9" -> 22809 (and "2.8.4" -> 2804); nullopt when it is not major.minor.patch.
+std::optional<int> nccl_version_code(std::string_view text);
+// Throws InputError naming the ranks of each version when the codes differ.
+void check_nccl_versions(const std::vector<int>& code_by_rank);
+// "0-2,5": ranks in ascending order, runs joined.
+std::string format_rank_list(std::vector<int> ranks);
+// The rank's place among the ranks of its host (hosts[r] is rank r's host name).
+int local_rank(const std::vector<std::string>& hosts, int rank);
+// The device rank `rank` (local rank `local`, on `host`, seeing `count` devices) uses:
+// COMMSCRIPT_DEVICE when given (`env`, nullptr when unset), else local % count. InputError when
+// env is not an index below count.
+int choose_device(int local, int count, const char* env, const std::string& host, int rank);
+
+// Where a buffer lives, as cudaPointerGetAttributes says.
+struct BufferPlace {
+  MemLocation where = MemLocation::host;
+  int device = -1;
+  bool managed = false;
+};
+// Refuses (UsageError naming the operation and the communicator) a buffer the NCCL backend
+// cannot use: host or pinned memory, or the memory of another GPU than `device`. Only the
+// buffers this rank touches are judged (a scatter's send buffer on the root only, a gather's
+// and a reduce's receive buffer on the root only).
+void check_nccl_buffers(const Op& op, int rank, int device, const std::string& comm_name, const BufferPlace& send,
+                        const BufferPlace& recv);
+ncclDataType_t nccl_dtype(DType t);
+ncclRedOp_t nccl_redop(ReduceOp op);
+
+}  // namespace cs
