@@ -70,8 +70,14 @@ function recipe.run(ctx)
 
   -- 1. topology
   stage("topology")
+  local oversubscribed = {}  -- host -> true when it runs more ranks than it has CPUs
   if cs.topo then
     local t = cs.topo.collect(ctx)
+    for name, h in pairs(t.hosts or {}) do
+      if type(h) == "table" and h.local_size and h.cpu_online_count and h.local_size > h.cpu_online_count then
+        oversubscribed[name] = true
+      end
+    end
     ctx.report:set("topology", t)
     -- Environment differences between ranks are the env audit's (next stage) when it is there.
     add(cs.topo.check(t, { env_prefixes = cs.env and {} or nil }))
@@ -225,7 +231,8 @@ function recipe.run(ctx)
   ctx.report:set("scorecard", card)
 
   -- 7. rules
-  add(cs.rules.evaluate({ size = ctx.size, rank_hosts = hosts, sweep = sweep, stragglers = stragglers,
+  add(cs.rules.evaluate({ size = ctx.size, rank_hosts = hosts, oversubscribed = oversubscribed,
+                          sweep = sweep, stragglers = stragglers,
                           localisation = loc, scorecard = card, baseline = ctx.baseline,
                           thresholds = ctx.config.thresholds or {} }, rules))
 

@@ -100,12 +100,21 @@ M.builtin = {
     check = function(run)
       local out = {}
       for _, l in ipairs((run.localisation or {}).links or {}) do
-        out[#out + 1] = {
-          subject = { pair = { l.a, l.b }, hosts = { host_of(run, l.a), host_of(run, l.b) } },
+        local ha, hb = host_of(run, l.a), host_of(run, l.b)
+        local f = {
+          subject = { pair = { l.a, l.b }, hosts = { ha, hb } },
           message = ("link %d-%d is slow: %.1f us, %.1fx the fleet's median, while both ranks are fine with others"):format(
             l.a, l.b, l.value, l.score),
           evidence = l,
         }
+        -- Two ranks of a host with more ranks than CPUs may share a core: their exchange waits
+        -- for the scheduler, which is no fault of any link.
+        if ha and ha == hb and (run.oversubscribed or {})[ha] then
+          f.severity = "info"
+          f.message = f.message .. ("; host %s runs more ranks than it has CPUs, so the two may share a core"):format(ha)
+          f.remedy = "bind ranks to distinct cores (mpirun --bind-to core) or run fewer ranks per host, then measure again"
+        end
+        out[#out + 1] = f
       end
       return out
     end,

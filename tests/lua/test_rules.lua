@@ -171,6 +171,28 @@ function TestSlowLink:test_fail()
   lu.assertStrContains(f[1].message, "link 0-2 is slow: 90.0 us, 4.5x the fleet's median")
 end
 
+-- Two ranks of an oversubscribed host may share a core: the slow exchange is no link's fault.
+function TestSlowLink:test_same_oversubscribed_host_is_info()
+  local run = healthy()
+  run.rank_hosts = { "h0", "h0", "h1", "h1" }
+  run.oversubscribed = { h0 = true }
+  run.localisation.links = { { a = 0, b = 1, value = 90, score = 4.5, retest = 88, reference = 20 },
+                             { a = 2, b = 3, value = 90, score = 4.5, retest = 88, reference = 20 } }
+  local f = eval(run, "slow_link")
+  lu.assertEquals(#f, 2)
+  lu.assertEquals(f[1].severity, "info")
+  lu.assertStrContains(f[1].message, "host h0 runs more ranks than it has CPUs")
+  lu.assertStrContains(f[1].remedy, "--bind-to core")
+  lu.assertEquals(f[2].severity, "warn")  -- h1 is not oversubscribed: still a warning
+end
+
+function TestSlowLink:test_between_hosts_stays_warn_when_oversubscribed()
+  local run = healthy()
+  run.oversubscribed = { h0 = true, h1 = true }
+  run.localisation.links = { { a = 0, b = 2, value = 90, score = 4.5, retest = 88, reference = 20 } }
+  lu.assertEquals(eval(run, "slow_link")[1].severity, "warn")
+end
+
 -- ---------------------------------------------------------------------------------------------
 -- baseline_regression: per op, the median over sizes >= 64K of busbw / baseline busbw below
 -- 1 - tolerance (default 0.25), or the median over sizes <= 1K of time / baseline time above
