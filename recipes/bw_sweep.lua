@@ -34,24 +34,6 @@ local function expand_ops(list)
   return list
 end
 
--- Refuse, before allocating, a size this host cannot hold: every local rank needs send + recv.
-local function check_memory(ctx, max_bytes)
-  local hosts = ctx.comm:allgather_value({ host = ctx.host, mem = cs.memory_available() })
-  local local_ranks, mem = 0, math.huge
-  for _, h in ipairs(hosts) do
-    if h.host == ctx.host then
-      local_ranks = local_ranks + 1
-      if h.mem > 0 and h.mem < mem then mem = h.mem end
-    end
-  end
-  -- alltoall/gather buffers are max bytes each; send + recv per rank.
-  local need = 2 * max_bytes * local_ranks
-  if mem ~= math.huge and need > mem then
-    cs.raise(cs.exit.bad_input, ("--max %s needs %s of memory on host %s (%d ranks x send+recv), only %s is available")
-      :format(cs.format_size(max_bytes), cs.format_size(need), ctx.host, local_ranks,
-              cs.format_size(math.floor(mem / 1048576) * 1048576)), 0)
-  end
-end
 
 function recipe.run(ctx)
   local o = ctx.opt
@@ -68,7 +50,8 @@ function recipe.run(ctx)
       cs.raise(cs.exit.bad_input, ("--op avg is defined for float32/float64, not %s"):format(o.dtype), 0)
     end
   end
-  check_memory(ctx, o.max)
+  -- Every rank holds a send and a receive buffer of up to --max bytes (alltoall, gather).
+  cs.sweep.check_memory(ctx, 2 * o.max, "--max " .. cs.format_size(o.max))
 
   local sizes = cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }
   local progress = cs.progress.new { total = #ops * #sizes, label = "bw_sweep", rank = ctx.rank }

@@ -151,16 +151,7 @@ function recipe.run(ctx)
   if ctx.size >= 2 and not over_budget() then
     stage("pattern (rank x rank)")
     matrix = cs.p2p.matrix(ctx, { bytes = tier.pair_bytes, window = 4, iters = 3, repeats = 1, lat_iters = 50 })
-    local function dense(t)
-      local out = {}
-      for a = 1, ctx.size do
-        out[a] = {}
-        for b = 1, ctx.size do out[a][b] = t[a][b] or cs.json.null end
-      end
-      return out
-    end
-    ctx.report:set("matrix", { metric = "bandwidth", unit = "GB/s", n = ctx.size, rows = "sender",
-                               values = dense(matrix.bw), latency_us = dense(matrix.lat), bytes = tier.pair_bytes })
+    ctx.report:set("matrix", cs.p2p.matrix_report(matrix, tier.pair_bytes))
     -- 5. localisation (from exchange times; suspects re-tested alone)
     stage("localisation")
     local args = { op = "sendrecv", bytes = tier.pair_bytes, iters = 10, repeats = tier.repeats }

@@ -35,26 +35,6 @@ local function make_pairs(mode, n)
   return out
 end
 
--- Refuse, before allocating, sizes this host cannot hold (each rank holds two buffers of --max).
-local function check_memory(ctx, max_bytes)
-  local hosts = ctx.comm:allgather_value({ host = ctx.host, mem = cs.memory_available() })
-  local local_ranks, mem = 0, math.huge
-  for _, h in ipairs(hosts) do
-    if h.host == ctx.host then
-      local_ranks = local_ranks + 1
-      if h.mem > 0 and h.mem < mem then mem = h.mem end
-    end
-  end
-  local need = 2 * max_bytes * local_ranks
-  if mem ~= math.huge and need > mem then
-    cs.raise(cs.exit.bad_input, ("--max %s needs %s of memory on host %s (%d ranks x 2 buffers), only %s is available")
-      :format(cs.format_size(max_bytes), cs.format_size(need), ctx.host, local_ranks,
-              cs.format_size(math.floor(mem / 1048576) * 1048576)), 0)
-  end
-  local names = {}
-  for i, h in ipairs(hosts) do names[i] = h.host end
-  return names  -- host of each rank, 1-based
-end
 
 -- Runs on the two ranks of the pair: every size, ping-pong then (if enabled) streaming.
 local function measure_pair(ctx, sizes, peer, sender)
@@ -84,7 +64,7 @@ function recipe.run(ctx)
   if o.min > o.max then
     cs.raise(cs.exit.bad_input, ("--min %s is larger than --max %s"):format(cs.format_size(o.min), cs.format_size(o.max)), 0)
   end
-  local hosts = check_memory(ctx, o.max)
+  local hosts = cs.sweep.check_memory(ctx, 2 * o.max, "--max " .. cs.format_size(o.max))
   local sizes = cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }
   local pairs_list = make_pairs(o.pairs, ctx.size)
   local progress = cs.progress.new { total = #pairs_list, label = "latency", rank = ctx.rank }

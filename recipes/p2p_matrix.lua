@@ -47,16 +47,7 @@ function recipe.run(ctx)
       end
     end
   end
-  local function dense(t)  -- n x n lists with null on the diagonal, for JSON
-    local out = {}
-    for a = 1, n do
-      out[a] = {}
-      for b = 1, n do out[a][b] = t[a][b] or cs.json.null end
-    end
-    return out
-  end
-  ctx.report:set("matrix", { metric = "bandwidth", unit = "GB/s", n = n, rows = "sender", values = dense(m.bw),
-                             latency_us = dense(m.lat), bytes = ctx.opt.bytes })
+  ctx.report:set("matrix", cs.p2p.matrix_report(m, ctx.opt.bytes))
 
   if ctx.rank == 0 then
     ctx.log("# bandwidth (GB/s), row sends to column, %s messages", cs.format_size(ctx.opt.bytes))

@@ -163,6 +163,22 @@ function M.localise(ctx, values, rank_hosts, args)
   return out
 end
 
+-- matrix_report(m, bytes) -> the report's "matrix" section: n x n lists (row = sender) with
+-- null on the diagonal, bandwidth in GB/s and ping-pong latency in us.
+function M.matrix_report(m, bytes)
+  local null = require("commscript").json.null
+  local function dense(t)
+    local out = {}
+    for a = 1, m.n do
+      out[a] = {}
+      for b = 1, m.n do out[a][b] = t[a][b] or null end
+    end
+    return out
+  end
+  return { metric = "bandwidth", unit = "GB/s", n = m.n, rows = "sender", values = dense(m.bw),
+           latency_us = dense(m.lat), bytes = bytes }
+end
+
 -- matrix(ctx, args) -> { bw = n x n GB/s (row = sender), lat = n x n us, pairs = { {a, b, us} } }
 -- Every pair in round-robin rounds (disjoint pairs at once): ping-pong latency (p50 of
 -- args.lat_iters round trips of args.lat_bytes) and streaming bandwidth in both directions

@@ -34,4 +34,27 @@ function M.sizes(t)
   return out
 end
 
+-- check_memory(ctx, bytes, what) -> the host of every rank (1-based list). Collective.
+-- Refuses (exit 1), before anything is allocated, when this host cannot hold `bytes` per local
+-- rank: the ranks of a host share its memory.
+function M.check_memory(ctx, bytes, what)
+  local hosts = ctx.comm:allgather_value({ host = ctx.host, mem = native.memory_available() })
+  local local_ranks, mem = 0, math.huge
+  for _, h in ipairs(hosts) do
+    if h.host == ctx.host then
+      local_ranks = local_ranks + 1
+      if h.mem > 0 and h.mem < mem then mem = h.mem end
+    end
+  end
+  local need = bytes * local_ranks
+  if mem ~= math.huge and need > mem then
+    error({ code = 1, message = ("%s needs %s of memory on host %s (%d ranks x %s), only %s is available"):format(
+      what, native.format_size(need), ctx.host, local_ranks, native.format_size(bytes),
+      native.format_size(math.floor(mem / 1048576) * 1048576)) }, 0)
+  end
+  local names = {}
+  for i, h in ipairs(hosts) do names[i] = h.host end
+  return names
+end
+
 return M
