@@ -108,7 +108,8 @@ void replay_warnings(const nlohmann::json& rep, const RecipeSource& src, const s
   if (ranks && ranks != now)
     warn("recorded on " + std::to_string(ranks) + " ranks, now running on " + std::to_string(now));
   const std::string sha = rep["recipe"].value("sha256", "");
-  if (!sha.empty() && sha != sha256_hex(src.text)) warn("the recorded source does not match its recorded sha256");
+  if (sha.empty()) warn("the report records no sha256 of the recipe source");
+  else if (sha != sha256_hex(src.text)) warn("the recorded source does not match its recorded sha256");
   std::error_code ec;
   if (!src.bundled && std::filesystem::is_regular_file(src.name, ec)) {
     std::ifstream in(src.name, std::ios::binary);
@@ -316,6 +317,8 @@ void signal_loop(sigset_t set) {
   int sig = 0;
   if (sigwait(&set, &sig) != 0) return;
   if (Session* s = g_session.load()) {
+    // Ended by a signal is not dying on its own: say so to the coordinator first.
+    if (HeartbeatClient* hb = g_heartbeat.load()) hb->send_goodbye("signal");
     dump_own_ring(*s);
     // The SIGTERM that follows a recipe error or a timeout verdict is the aftermath, not news.
     if (s->rank == 0 && !g_outcome_saved) {
@@ -341,6 +344,9 @@ void signal_loop(sigset_t set) {
         }
       }
       save_report_with(inc, 128 + sig);
+    } else if (s->rank != 0) {
+      // mpirun kills everyone as soon as one rank exits: linger so rank 0 can save the report.
+      std::this_thread::sleep_for(std::chrono::milliseconds(800));
     }
   }
   std::fflush(nullptr);
@@ -450,7 +456,10 @@ int cli_main(int argc, char** argv) {
       if (a.timeout < 0 && run.contains("timeout_s") && run["timeout_s"].is_number()) a.timeout = run["timeout_s"];
       if (app.count("--backend") == 0 && run.contains("backend") && run["backend"].is_string())
         s.backend = run["backend"];
-      if (run.value("trusted", false)) s.trusted = true;
+      // A report is data from someone else: it never lifts the sandbox by itself.
+      if (run.value("trusted", false) && !s.trusted && prints_early())
+        std::fprintf(stderr, "commscript: replay %s: warning: the recorded run was --trusted; this one is sandboxed "
+                             "unless you pass --trusted\n", a.replay.c_str());
     }
     if (!a.config_file.empty()) s.config = Config::load(a.config_file);
     for (const auto& kv : a.sets) s.config.set(kv);
@@ -682,7 +691,7 @@ int cli_main(int argc, char** argv) {
   Chaos::instance().install(chaos_rules, s.seed);
 
   // Each rank's own deadline: the fallback when no coordinator can judge (it normally acts first).
-  Watchdog watchdog(coordinator || heartbeat ? s.timeout_s + 10 : s.timeout_s, s.rank, host,
+  Watchdog watchdog(coordinator || heartbeat ? 10 : 0, s.rank, host,
                     [&](const std::string& line) {
                       save_report_with({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
                                        static_cast<int>(ExitCode::timeout));

@@ -97,7 +97,7 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
   switch (r.kind) {
     case ChaosKind::slow: r.factor = num("factor", 2, 1, 1000); break;
     case ChaosKind::desync: r.factor = num("factor", 0, 1e-9, 1); break;
-    case ChaosKind::exit: r.status = static_cast<int>(num("status", 3, 1, 255)); break;
+    case ChaosKind::exit: r.status = static_cast<int>(num("status", 99, 1, 255)); break;
     case ChaosKind::corrupt: r.elements = static_cast<uint64_t>(num("elements", 1, 1, 1e12)); break;
     default: break;
   }

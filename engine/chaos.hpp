@@ -37,7 +37,7 @@ struct ChaosRule {
   double duration_s = 0;            // stop firing this long after the first firing (0: forever)
   double ms = 0, jitter_ms = 0;     // delay
   double factor = 0;                // slow (default 2), desync (count factor, default 0.5)
-  int status = 3;                   // exit
+  int status = 99;                  // exit (not one of commscript's own exit codes)
   uint64_t elements = 1;            // corrupt: elements whose bit is flipped
   std::string desync_op;            // desync: call this operation instead (e.g. "barrier")
   uint64_t limit = 0;               // fire at most this many times (0: no limit; hang/exit: 1)

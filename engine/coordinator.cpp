@@ -136,6 +136,8 @@ void HeartbeatClient::send_line(const std::string& s) {
 
 void HeartbeatClient::send_event(const nlohmann::json& ev) { send_line("EV " + ev.dump()); }
 
+void HeartbeatClient::send_goodbye(const char* why) { send_line(std::string("BYE ") + why); }
+
 bool HeartbeatClient::report_failure(int code, const std::string& message, int wait_ms) {
   if (fd_ < 0) return false;
   send_line("ERR " + std::to_string(code) + " " + nlohmann::json(message).dump());
@@ -305,7 +307,7 @@ void Coordinator::loop() {
           s.ring = nlohmann::json::parse(line.substr(5));
         } catch (const nlohmann::json::exception&) {
         }
-      } else if (line == "BYE") {
+      } else if (line == "BYE" || line.rfind("BYE ", 0) == 0) {
         s.bye = true;
       } else if (line.rfind("ERR ", 0) == 0) {
         const size_t sp = line.find(' ', 4);

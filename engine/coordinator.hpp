@@ -30,6 +30,8 @@ class HeartbeatClient {
   // Tells the coordinator this rank is failing (a recipe error) and waits up to wait_ms for it
   // to have saved the report. Returns true when it confirmed.
   bool report_failure(int code, const std::string& message, int wait_ms);
+  // This rank is being ended (signal, clean exit): its closing connection is not a death.
+  void send_goodbye(const char* why);
 
  private:
   void loop();

@@ -10,10 +10,9 @@
 
 namespace cs {
 
-Watchdog::Watchdog(double timeout_s, int rank, std::string host,
-                   std::function<void(const std::string&)> on_timeout)
-    : timeout_s_(timeout_s), rank_(rank), host_(std::move(host)), on_timeout_(std::move(on_timeout)) {
-  if (timeout_s_ > 0) thread_ = std::thread([this] { loop(); });
+Watchdog::Watchdog(double grace_s, int rank, std::string host, std::function<void(const std::string&)> on_timeout)
+    : grace_s_(grace_s), rank_(rank), host_(std::move(host)), on_timeout_(std::move(on_timeout)) {
+  thread_ = std::thread([this] { loop(); });
 }
 
 Watchdog::~Watchdog() {
@@ -22,14 +21,15 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::loop() {
-  const auto tick = std::chrono::milliseconds(timeout_s_ < 2 ? 20 : 100);
-  const int64_t limit = static_cast<int64_t>(timeout_s_ * 1e9);
   while (!stop_) {
-    std::this_thread::sleep_for(tick);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const Progress& p = Progress::instance();
     if (!p.in_flight()) continue;
     const uint64_t n = p.ops_started();
     const int64_t start = p.current_start_ns();
+    const double deadline = p.current().deadline_s;
+    if (deadline <= 0) continue;
+    const int64_t limit = static_cast<int64_t>((deadline + grace_s_) * 1e9);
     if (now_ns() - start < limit || p.ops_started() != n || !p.in_flight()) continue;
     const OpRecord op = p.current();
     char line[512];

@@ -11,16 +11,18 @@ namespace cs {
 
 class Watchdog {
  public:
-  // timeout_s <= 0 disables it. `on_timeout` receives the one-line verdict before the exit.
-  Watchdog(double timeout_s, int rank, std::string host, std::function<void(const std::string&)> on_timeout);
+  // Each operation carries its own deadline (Communicator::set_timeout, recorded by Progress);
+  // the watchdog acts `grace_s` after it. An operation without a deadline is never timed out.
+  // `on_timeout` receives the one-line verdict before the exit.
+  Watchdog(double grace_s, int rank, std::string host, std::function<void(const std::string&)> on_timeout);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
-  double timeout_s() const { return timeout_s_; }
+  double grace_s() const { return grace_s_; }
 
  private:
   void loop();
-  double timeout_s_;
+  double grace_s_;
   int rank_;
   std::string host_;
   std::function<void(const std::string&)> on_timeout_;

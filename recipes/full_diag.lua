@@ -53,6 +53,9 @@ function recipe.run(ctx)
     ctx.log("== %s (%.1f s)", name, cs.now() - t0)
   end
   local function over_budget() return cs.now() - t0 > tier.budget end
+  -- Configuration is checked before measuring: a bad [scorecard] is bad input (exit 1).
+  local ok, err = pcall(cs.scorecard.compute, {}, ctx.config.scorecard or {})
+  if not ok then cs.raise(cs.exit.bad_input, "[scorecard]: " .. tostring(err), 0) end
   -- Site rules are loaded first: a broken rule file is bad input, refused before measuring.
   local rules = {}
   for _, r in ipairs(cs.rules.builtin) do rules[#rules + 1] = r end
@@ -107,11 +110,23 @@ function recipe.run(ctx)
   local sizes = cs.sweep.sizes { min = tier.min, max = max, factor = tier.factor }
   local sweep, results_n, wrong_results, cvs = {}, 0, 0, {}
   local straggler_votes, straggler_sizes = {}, 0
+  local budget_noted = false
   for _, op in ipairs(tier.ops) do
     sweep[op] = {}
     ctx.log("#\n# %s", op)
     ctx.log(cs.bwtable.header())
     for _, bytes in ipairs(sizes) do
+      -- Every rank must skip the same sizes: rank 0's clock decides.
+      if ctx.comm:broadcast_value(over_budget(), 0) then
+        if not budget_noted then
+          budget_noted = true
+          add { { severity = "info", subject = { stage = "bandwidth sweep" },
+                  message = ("sweep cut short at %s of %s: the %s tier's %d s budget is spent"):format(
+                    cs.format_size(bytes), op, ctx.opt.tier, tier.budget),
+                  evidence = { budget_s = tier.budget, elapsed_s = cs.now() - t0 }, remedy = "use a longer --tier" } }
+        end
+        break
+      end
       if cs.count_for_bytes(op, bytes, ctx.opt.dtype, ctx.size) > 0 then
         local r = ctx.comm:bench { op = op, bytes = bytes, dtype = ctx.opt.dtype, iters = tier.iters,
                                    warmup = tier.warmup }

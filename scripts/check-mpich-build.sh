@@ -15,5 +15,6 @@ cmake -S "$top" -B "$work/build" -DCOMMSCRIPT_WITH_CUDA=OFF -DCOMMSCRIPT_BUILD_T
   -DMPI_C_LIB_NAMES=mpich -DMPI_mpich_LIBRARY="$root/lib/x86_64-linux-gnu/libmpich.so" >/dev/null
 cmake --build "$work/build" -j
 grep -q "include/x86_64-linux-gnu/mpich" "$work/build/engine/CMakeFiles/commscript_engine.dir/flags.make"
-LD_LIBRARY_PATH="$root/lib/x86_64-linux-gnu" ldd "$work/build/commscript" | grep -q "libmpich.so.12 => $root" 
+libs=$(LD_LIBRARY_PATH="$root/lib/x86_64-linux-gnu" ldd "$work/build/commscript")  # no pipe: pipefail + grep -q
+case "$libs" in *"libmpich.so.12 => $root"*) ;; *) echo "check-mpich-build: not linked against MPICH" >&2; exit 1 ;; esac
 echo "check-mpich-build: commscript builds and links against MPICH ($(ls "$work"/debs | tr '\n' ' '))"

@@ -8,8 +8,8 @@
 -- bench results), stragglers, localisation {ranks, hosts, links}, scorecard, baseline (an
 -- earlier report.json, or nil), thresholds (the config's [thresholds]).
 -- evaluate(run, rules) -> findings (ctx.report:finding's schema), in rule order.
--- load(paths) -> rules from site files: each file returns a list of rules; it runs with `cs`
--- and the safe Lua globals only.
+-- load(paths) -> rules from site files: each file returns a list of rules; it runs with
+-- `require` limited to commscript's modules and the safe Lua globals (no os, io, ffi, load).
 local M = {}
 
 local function median(list)
@@ -216,7 +216,12 @@ end
 function M.load(paths)
   local out = {}
   for _, path in ipairs(paths or {}) do
-    local env = { require = require, pairs = pairs, ipairs = ipairs, type = type, tostring = tostring,
+    -- Only commscript's own modules: a rule file (or a recipe calling load) gets no os, io or ffi.
+    local function safe_require(name)
+      if name == "commscript" or (type(name) == "string" and name:match("^cs%.[%w_]+$")) then return require(name) end
+      error(("require '%s' is not allowed in a rule file"):format(tostring(name)), 2)
+    end
+    local env = { require = safe_require, pairs = pairs, ipairs = ipairs, type = type, tostring = tostring,
                   tonumber = tonumber, math = math, string = string, table = table, error = error,
                   select = select, next = next, pcall = pcall, print = print }
     local chunk, err = loadfile(path)

@@ -117,7 +117,7 @@ fi
 # ---- 4. CUDA events vs the host clock, through the CLI ----
 for t in event host; do
   COMMSCRIPT_TIMING=$t timeout 300 "$MPIRUN" -np 1 "$CS" --backend nccl --out "$WORK/time-$t" bw_sweep \
-    --ops allreduce --min 256M --max 256M --iters 20 --check false >"$WORK/time-$t.log" 2>&1
+    --ops allreduce --min 256M --max 256M --iters 20 --no-check >"$WORK/time-$t.log" 2>&1
 done
 ev=$(jsonl_time "$WORK/time-event" allreduce 2>/dev/null)
 ho=$(jsonl_time "$WORK/time-host" allreduce 2>/dev/null)
