@@ -169,6 +169,21 @@ class Sandbox(cs_e2e.TestCase):
         path = self.sandboxed("sb_global", "  leaked_value = 42", r"undeclared global 'leaked_value'", np=2)
         self.trusted(path, np=2)
 
+    def test_replay_of_a_trusted_run_is_sandboxed(self):
+        """Regression: --replay once lifted the sandbox when the report said trusted: a report is
+        someone else's data."""
+        marker = os.path.join(self.tmp, "replayed")
+        path = self.recipe("sb_replay", "  os.execute('touch %s')\n  ctx.report:result { done = true }" % marker)
+        r = self.trusted(path)
+        os.remove(marker)
+        r2 = self.cs(["--backend", "self", "--replay", r.path("report.json")], timeout=60)
+        self.assertExit(r2, cs_e2e.RUNTIME, max_s=MAX_S)
+        self.assertIn("the recorded run was --trusted", r2.stderr)
+        self.assertFalse(os.path.exists(marker), "the replay ran os.execute without --trusted")
+        r3 = self.cs(["--backend", "self", "--trusted", "--replay", r.path("report.json")], timeout=60)
+        self.assertExit(r3, cs_e2e.OK, max_s=MAX_S)
+        self.assertTrue(os.path.exists(marker))
+
     def test_reading_an_undeclared_global(self):
         self.sandboxed("sb_read", "  local x = no_such_thing + 1", r"undeclared global 'no_such_thing'")
 

@@ -488,6 +488,17 @@ function TestSiteRules:test_site_file_is_sandboxed()
   lu.assertStrContains(msg, path2)
 end
 
+-- Regression: a rule file (or a sandboxed recipe calling rules.load) once got the real
+-- require, and with it ffi, io and os.
+function TestSiteRules:test_site_file_cannot_require_outside_commscript()
+  for _, mod in ipairs({ "ffi", "io", "os", "jit" }) do
+    local msg = load_error { site_file(('local m = require "%s"\nreturn {}'):format(mod)) }
+    lu.assertStrContains(msg, ("require '%s' is not allowed in a rule file"):format(mod))
+  end
+  -- commscript's own modules stay available
+  lu.assertEquals(#rules.load { site_file('local d = require "cs.diagnose"\nreturn {}') }, 0)
+end
+
 function TestSiteRules:test_syntax_error()
   local path = site_file('return { { id = "x", severity = "warn", check = function() return {} end }\n')
   local msg = load_error { path }
