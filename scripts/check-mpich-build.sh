@@ -4,7 +4,7 @@
 # directory, so the OpenMPI used by the tests stays the system's MPI. Compile and link only.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-work=${1:-$top/build-mpich}
+work=$(realpath -m "${1:-$top/build-mpich}")  # absolute: cmake resolves relative paths elsewhere
 mkdir -p "$work/debs" "$work/root"
 (cd "$work/debs" && apt-get download libmpich-dev libmpich12 >/dev/null 2>&1 ||
   { echo "check-mpich-build: cannot download Debian's libmpich packages" >&2; exit 1; })
