@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "host_name.hpp"
 #include "bench.hpp"
 #include "bindings.hpp"
 #include "job.hpp"
@@ -283,7 +284,7 @@ int main(int argc, char** argv) {
     session.rank = session.world->rank();
     session.size = session.world->size();
     const int rank = session.rank;
-    cs::Watchdog watchdog(300.0, rank, cs::job::hostname(), nullptr);
+    cs::Watchdog watchdog(300.0, rank, cs::host_name(), nullptr);
     cs::LuaVm vm(&session);
     lua_State* L = vm.state();
     cs::LuaFailure f;
@@ -311,7 +312,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::printf("commscript overhead benchmark: %d ranks, %s, %u cores on %s\n", session.size,
                   cs::mpi_library_version().c_str(), std::thread::hardware_concurrency(),
-                  cs::job::hostname().c_str());
+                  cs::host_name().c_str());
       if (side != "lua")
         std::printf("NOTE: --side %s: the commscript columns run %s\n", side.c_str(),
                     side == "direct" ? "cs::bench() called from C++ (no Lua)" : "the baseline loop again (A/A control)");

@@ -14,7 +14,9 @@
 #include <string>
 #include <string_view>
 
-#include "cuda_copy.hpp"
+#include "copy_bw.hpp"
+#include "host_name.hpp"
+#include "cuda_support.hpp"
 #include "error.hpp"
 #include "gpu_topology.hpp"
 #include "job.hpp"
@@ -163,7 +165,7 @@ TEST_CASE("without a usable device: tensors, copies and topology refuse cleanly"
   const cs::CudaProbe p = cs::cuda_probe();
   CHECK(p.count == 0);
   CHECK_FALSE(p.error.empty());
-  const std::string host = cs::job::hostname();
+  const std::string host = cs::host_name();
   const std::string dev = error_of([] { Tensor::on_device(DType::float32, 16, 0); }, cs::ExitCode::bad_input);
 #ifdef COMMSCRIPT_HAVE_NCCL
   CHECK(dev.find("device tensor: no usable CUDA device on host " + host + " (cudaGetDeviceCount: ") == 0);
@@ -203,7 +205,7 @@ TEST_CASE("NCCL backend on a host without a device: InputError naming the host, 
       [] { cs::NcclCommunicator::create(std::make_unique<cs::SelfCommunicator>(), "world", 5); },
       cs::ExitCode::bad_input);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(msg.find("--backend nccl: no usable CUDA device on host " + cs::job::hostname() + " (cudaGetDeviceCount: ") == 0);
+  CHECK(msg.find("--backend nccl: no usable CUDA device on host " + cs::host_name() + " (cudaGetDeviceCount: ") == 0);
   CHECK(msg.back() == ')');
   CHECK(secs < 10);
 }
@@ -329,30 +331,6 @@ std::unique_ptr<cs::NcclCommunicator> one_rank() {
   return cs::NcclCommunicator::create(std::make_unique<cs::SelfCommunicator>(), "world", 60);
 }
 
-// Buffers as comm:bench lays them out (bindings/bind_comm.cpp), on the communicator's GPU.
-struct Buffers {
-  Tensor send, recv;
-};
-Buffers buffers(const cs::NcclCommunicator& c, Collective coll, size_t count, bool inplace, DType dt) {
-  const cs::Counts need = cs::collective_counts(coll, count, c.size());
-  const size_t me = static_cast<size_t>(c.rank());
-  auto alloc = [&](size_t n) { return Tensor::on_device(dt, n, c.device()); };
-  Buffers b;
-  if (!inplace) {
-    b.send = alloc(need.send);
-    b.recv = alloc(need.recv);
-  } else if (coll == Collective::allgather || coll == Collective::gather) {
-    b.recv = alloc(need.recv);
-    b.send = b.recv.slice(me * count, count);
-  } else if (coll == Collective::reduce_scatter || coll == Collective::scatter) {
-    b.send = alloc(need.send);
-    b.recv = b.send.slice(me * count, count);
-  } else {
-    b.send = b.recv = alloc(std::max(need.send, need.recv));
-  }
-  return b;
-}
-
 }  // namespace
 
 TEST_CASE("GPU: device tensors fill, get, set and copy through the host", "[.gpu]") {
@@ -386,7 +364,7 @@ TEST_CASE("GPU: every collective on a one-rank NCCL communicator gives the exact
       for (DType dt : {DType::float32, DType::int32}) {
         INFO(std::string(cs::collective_name(coll)) + (inplace ? " in place " : " ") + std::string(cs::dtype_name(dt)));
         const size_t count = cs::count_for_bytes(coll, size_t{1} << 20, cs::dtype_size(dt), c->size());
-        Buffers b = buffers(*c, coll, count, inplace, dt);
+        cs::BenchBuffers b = cs::bench_buffers(*c, coll, count, dt, inplace);
         const cs::Op op = cs::make_op(*c, coll, b.send, b.recv, ReduceOp::sum, 0, 0, 0, count);
         const cs::BenchResult r = cs::bench(*c, op, b.send, b.recv, spec);
         CHECK(r.checked);
@@ -399,7 +377,7 @@ TEST_CASE("GPU: CUDA-event times agree with the host clock", "[.gpu]") {
   NEED_GPU();
   auto c = one_rank();
   const size_t count = size_t{64} << 20 >> 2;  // 64 MiB of float32
-  Buffers b = buffers(*c, Collective::allreduce, count, false, DType::float32);
+  cs::BenchBuffers b = cs::bench_buffers(*c, Collective::allreduce, count, DType::float32, false);
   const cs::Op op = cs::make_op(*c, Collective::allreduce, b.send, b.recv, ReduceOp::sum, 0, -1, -1, count);
   cs::BenchSpec spec;
   spec.iters = 20;

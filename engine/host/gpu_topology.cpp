@@ -1,6 +1,7 @@
+#include "host_name.hpp"
 #include "gpu_topology.hpp"
 
-#include "cuda_copy.hpp"
+#include "cuda_support.hpp"
 
 #ifdef COMMSCRIPT_HAVE_NCCL
 #include <dlfcn.h>
@@ -11,7 +12,6 @@
 #include <map>
 #include <vector>
 
-#include "job.hpp"
 #include "topology.hpp"
 #endif
 
@@ -135,7 +135,7 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
   }
   const int n = p.count;
   json out;
-  out["host"] = job::hostname();
+  out["host"] = host_name();
   int rt = 0, drv = 0;
   cudaRuntimeGetVersion(&rt);
   cudaDriverGetVersion(&drv);

@@ -9,7 +9,7 @@
 #include <new>
 #include <string>
 
-#include "cuda_copy.hpp"
+#include "cuda_support.hpp"
 #include "error.hpp"
 #include "size.hpp"
 

@@ -27,6 +27,15 @@ struct BenchResult {
   int slowest_rank = 0;         // highest rank_mean_us
 };
 
+// The send and receive buffers of one timed collective, allocated where `comm` wants them. For
+// in-place runs both are views of one buffer laid out as NCCL defines it: allgather/gather
+// send = recv + rank x count; reduce_scatter/scatter recv = send + rank x count; otherwise the
+// same buffer.
+struct BenchBuffers {
+  Tensor send, recv;
+};
+BenchBuffers bench_buffers(const Communicator& comm, Collective coll, size_t count, DType dtype, bool inplace);
+
 // `op` must have been made by make_op for `comm` over the views `send`/`recv` (for in-place
 // variants, views of one buffer laid out as NCCL defines it). Allocates nothing and
 // calls nothing but the operation and the clock inside the timed loop.

@@ -1,3 +1,4 @@
+#include "host_name.hpp"
 #include "nccl_communicator.hpp"
 
 #include <sched.h>
@@ -11,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_copy.hpp"
+#include "cuda_support.hpp"
 #include "error.hpp"
 #include "job.hpp"
 #include "mpi_communicator.hpp"
@@ -263,7 +264,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
   ncclGetVersion(&version);
   const char* dev_env = std::getenv("COMMSCRIPT_DEVICE");
   const char* timing_env = std::getenv("COMMSCRIPT_TIMING");
-  const json mine = {{"host", job::hostname()},     {"count", probe.count},
+  const json mine = {{"host", host_name()},     {"count", probe.count},
                      {"error", probe.error},        {"nccl", version},
                      {"device", dev_env ? dev_env : ""}, {"timing", timing_env ? timing_env : ""}};
   std::vector<std::string> hosts, errors, dev_envs;

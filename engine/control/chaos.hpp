@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "op.hpp"
+#include "communicator.hpp"
 
 namespace cs {
 
@@ -48,7 +48,7 @@ struct ChaosRule {
 ChaosRule chaos_rule_from_json(const nlohmann::json& j);
 std::string_view chaos_kind_name(ChaosKind k);
 
-class Chaos {
+class Chaos final : public OpHook {
  public:
   static Chaos& instance();
 
@@ -60,8 +60,8 @@ class Chaos {
 
   // Called by Communicator::execute around the backend's run(). `op` may be replaced (desync).
   // Returns true when the operation must be skipped entirely (never happens: hang never returns).
-  void before(Op& op, uint64_t seq, std::string_view comm);
-  void after(const Op& op, uint64_t seq, int64_t start_ns);
+  void before(Op& op, uint64_t seq, std::string_view comm) override;
+  void after(const Op& op, uint64_t seq, int64_t start_ns) override;
 
   // Injections that fired on this rank, oldest first.
   nlohmann::json fired() const;

@@ -6,9 +6,6 @@
 #include "bindings.hpp"
 #include "error.hpp"
 #include "lua_support.hpp"
-#ifdef COMMSCRIPT_HAVE_NCCL
-#include "nccl_communicator.hpp"
-#endif
 #include "pattern.hpp"
 
 namespace cs::lua {
@@ -192,32 +189,7 @@ int c_bench(lua_State* L) {
   const int n = c.size();
   const size_t count = by_bytes ? count_for_bytes(coll, static_cast<size_t>(amount), dtype_size(dt), n)
                                 : static_cast<size_t>(amount);
-  const Counts need = collective_counts(coll, count, n);
-  const size_t me = static_cast<size_t>(c.rank());
-
-  // Host buffers, or on the rank's GPU when the communicator is NCCL's.
-#ifdef COMMSCRIPT_HAVE_NCCL
-  const auto* gpu = dynamic_cast<const NcclCommunicator*>(&c);
-#endif
-  auto alloc = [&](size_t elems) {
-#ifdef COMMSCRIPT_HAVE_NCCL
-    if (gpu) return Tensor::on_device(dt, elems, gpu->device());
-#endif
-    return Tensor::host(dt, elems);
-  };
-  Tensor send, recv;
-  if (!inplace) {
-    send = alloc(need.send);
-    recv = alloc(need.recv);
-  } else if (coll == Collective::allgather || coll == Collective::gather) {
-    recv = alloc(need.recv);  // NCCL: send = recv + rank*count
-    send = recv.slice(me * count, count);
-  } else if (coll == Collective::reduce_scatter || coll == Collective::scatter) {
-    send = alloc(need.send);  // NCCL: recv = send + rank*count
-    recv = send.slice(me * count, count);
-  } else {
-    send = recv = alloc(std::max(need.send, need.recv));
-  }
+  auto [send, recv] = bench_buffers(c, coll, count, dt, inplace);
   const int peer = (c.rank() + 1) % n, from = (c.rank() - 1 + n) % n;
   const Op op = make_op(c, coll, send, recv, redop, static_cast<int>(root), peer, from, count);
   const BenchResult r = bench(c, op, send, recv, spec);

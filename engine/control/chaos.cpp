@@ -133,21 +133,21 @@ void Chaos::install(std::vector<ChaosRule> rules, uint64_t seed) {
   // Every rank draws from its own stream, derived from the run's seed and its rank.
   rng_.seed(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(rank_) + 1);
   active_ = !rules_.empty();
-  Communicator::chaos_armed = active_.load();
+  Communicator::set_hook(active_.load() ? this : nullptr);
 }
 
 void Chaos::add(ChaosRule rule) {
   std::lock_guard<std::mutex> g(mu_);
   rules_.push_back(Armed{std::move(rule)});
   active_ = true;
-  Communicator::chaos_armed = true;
+  Communicator::set_hook(this);
 }
 
 void Chaos::clear() {
   std::lock_guard<std::mutex> g(mu_);
   rules_.clear();
   active_ = false;
-  Communicator::chaos_armed = false;
+  Communicator::set_hook(nullptr);
 }
 
 void Chaos::on_fire(std::function<void(const nlohmann::json&)> f) {

@@ -1,3 +1,4 @@
+#include "host_name.hpp"
 #include "job.hpp"
 
 #include <mpi.h>
@@ -53,12 +54,6 @@ int launcher_rank() {
   for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
     if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
   return -1;
-}
-
-std::string hostname() {
-  char h[256] = {0};
-  if (gethostname(h, sizeof h - 1) != 0) return "unknown";
-  return h;
 }
 
 int lowest_failing_rank(bool failed) {

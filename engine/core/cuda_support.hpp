@@ -1,14 +1,11 @@
 #pragma once
 // The CUDA side shared by the device code of the engine (tensors, the NCCL backend, GPU
-// topology), and nvbandwidth-style copy bandwidths between the host and the GPUs of this host
-// (shared/reference/benchmarks.md §4).
+// topology): probing for devices, error checks, the current-device guard.
 //
 // Everything here compiles without CUDA: then there is no device, and cuda_probe() says why.
 #include <cstddef>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #ifdef COMMSCRIPT_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -53,24 +50,5 @@ class DeviceGuard {
   int previous_ = -1;
 };
 #endif
-
-struct CopyBwSpec {
-  size_t bytes = size_t{64} << 20;  // per copy
-  int loops = 16;                   // copies between the two events of one sample
-  int samples = 3;                  // the median is reported
-  bool peer = true;                 // also GPU<->GPU
-};
-
-// Copy-engine bandwidths (cudaMemcpyAsync between CUDA events, GB/s = 1e9 B/s) of every GPU this
-// process sees, one pair at a time with nothing else running:
-//   {host, bytes, loops, samples, devices = [{index, name, pci_bus_id}],
-//    host_to_device = {pageable = [per GPU], pinned = [...]},
-//    device_to_host = {pageable = [...], pinned = [...]},
-//    device_local = [...]                      (a copy inside each GPU's memory),
-//    peer_access = [[bool]]                    (cudaDeviceCanAccessPeer(row, column)),
-//    peer = [[GB/s or null]]                   (GPU(row) -> GPU(column); null on the diagonal
-//                                               and where peer access is not possible)}
-// Throws InputError (no_device_message) when there is no usable device, UsageError on a bad spec.
-nlohmann::json gpu_copy_bandwidth(const CopyBwSpec& spec);
 
 }  // namespace cs

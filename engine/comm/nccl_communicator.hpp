@@ -56,12 +56,13 @@ class NcclCommunicator final : public Communicator {
   // CUDA-event timing of the timed loops, unless turned off (set_event_timing(false), or
   // COMMSCRIPT_TIMING=host in the environment) or chaos is armed (its delays are host time).
   bool device_timing() const override {
-    return event_timing_ && !chaos_armed.load(std::memory_order_relaxed);
+    return event_timing_ && !hooked();
   }
   double timed_execute_us(const Op& op) override;
   void set_event_timing(bool on) { event_timing_ = on; }
 
   int device() const { return device_; }
+  Tensor alloc(DType dtype, size_t count) const override { return Tensor::on_device(dtype, count, device_); }
   bool aborted() const { return comm_ == nullptr; }
 
   // RAS hook (faults-and-nccl-env.md §1.3). Called on a local deadline, before ncclCommAbort,

@@ -1,6 +1,7 @@
 // The `commscript` command: parse the command line, load the config and the recipe, start the
 // backend, run the recipe on every rank, write the report, and turn the outcome into the exit
 // code of the contract. Bad input is refused before anything communicates.
+#include "host_name.hpp"
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
@@ -308,7 +309,7 @@ void dump_own_ring(const Session& s) {
   const auto file = dir / ("rank-" + std::to_string(s.rank) + ".json");
   if (std::filesystem::exists(file, ec)) return;  // the coordinator's richer copy is already there
   std::ofstream(file)
-      << nlohmann::json{{"rank", s.rank}, {"host", job::hostname()}, {"ops", ops}}.dump(1) << "\n";
+      << nlohmann::json{{"rank", s.rank}, {"host", host_name()}, {"ops", ops}}.dump(1) << "\n";
 }
 
 // SIGTERM/SIGINT/SIGHUP arrive here (blocked in every other thread): mpirun sends SIGTERM to
@@ -623,7 +624,7 @@ int cli_main(int argc, char** argv) {
                    {"args", rargs}};
     if (d["recipe"]["options"].is_array() && d["recipe"]["options"].empty())
       d["recipe"]["options"] = nlohmann::json::object();
-    const auto hosts = s.world->allgather(job::hostname());
+    const auto hosts = s.world->allgather(host_name());
     nlohmann::json per_host = nlohmann::json::object();
     for (size_t r = 0; r < hosts.size(); ++r) per_host[hosts[r]].push_back(r);
     d["run"] = {{"replay_of", a.replay.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.replay)},
@@ -645,7 +646,7 @@ int cli_main(int argc, char** argv) {
   job::set_before_abort(save_partial_report);
 
   // Out-of-band view of all ranks: a coordinator thread on rank 0, a heartbeat from each rank.
-  const std::string host = job::hostname();
+  const std::string host = host_name();
   std::unique_ptr<Coordinator> coordinator;
   std::unique_ptr<HeartbeatClient> heartbeat;
   if (s.backend != "self") {  // mpi, and nccl (whose control plane is MPI)

@@ -5,12 +5,23 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "op.hpp"
 #include "progress.hpp"
 
 namespace cs {
+
+// Code that must see every operation before and after the backend runs it (fault injection,
+// control/chaos.hpp) installs one of these; the communicator layer knows nothing else about it.
+class OpHook {
+ public:
+  virtual ~OpHook() = default;
+  // Before the operation is recorded as started; may change `op` (what this rank calls).
+  virtual void before(Op& op, uint64_t seq, std::string_view comm) = 0;
+  virtual void after(const Op& op, uint64_t seq, int64_t start_ns) = 0;
+};
 
 class Communicator {
  public:
@@ -24,20 +35,21 @@ class Communicator {
   const std::string& name() const { return name_; }
   uint64_t seq() const { return seq_; }  // operations executed on this communicator
 
-  // Runs one operation (already checked by make_op). Returns its start time in ns. With chaos
-  // armed the operation goes through the injection points (chaos.hpp); otherwise the cost over
-  // the backend call is one predictable branch and the flight-recorder stores.
+  // Runs one operation (already checked by make_op). Returns its start time in ns. With a hook
+  // installed the operation goes through it; otherwise the cost over the backend call is one
+  // predictable branch and the flight-recorder stores.
   int64_t execute(const Op& op) {
-    if (chaos_armed.load(std::memory_order_relaxed)) [[unlikely]]
-      return execute_with_chaos(op);
+    if (OpHook* h = hook_.load(std::memory_order_relaxed)) [[unlikely]]
+      return execute_with_hook(*h, op);
     const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_, timeout_s_);
     run(op);
     Progress::instance().end();
     return t0;
   }
 
-  // True while any chaos rule is installed (set by Chaos).
-  static inline std::atomic<bool> chaos_armed{false};
+  // The process-wide operation hook (nullptr: none). Installed by whoever owns it.
+  static void set_hook(OpHook* h) { hook_.store(h, std::memory_order_relaxed); }
+  static bool hooked() { return hook_.load(std::memory_order_relaxed) != nullptr; }
 
   // The deadline of each operation in seconds (0: none). A backend that waits by polling gives
   // up `local_grace_s` later than that on its own, leaving the first word to the coordinator.
@@ -58,6 +70,10 @@ class Communicator {
     return static_cast<double>(now_ns() - t0) * 1e-3;
   }
 
+  // A buffer where this backend's operations expect their data: host memory by default, the
+  // rank's GPU for NCCL.
+  virtual Tensor alloc(DType dtype, size_t count) const { return Tensor::host(dtype, count); }
+
   // A new communicator of the ranks that passed the same color, ordered by key; nullptr for a
   // rank that passed a negative color. It inherits this communicator's deadline.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
@@ -74,7 +90,8 @@ class Communicator {
   virtual void run(const Op& op) = 0;
 
  private:
-  int64_t execute_with_chaos(const Op& op);
+  int64_t execute_with_hook(OpHook& h, const Op& op);
+  static inline std::atomic<OpHook*> hook_{nullptr};
 
  protected:
   double timeout_s_ = 0, local_grace_s_ = 0;

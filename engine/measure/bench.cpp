@@ -29,6 +29,25 @@ void fill_inputs(int rank, const Op& op, Tensor& send, Tensor& recv, uint32_t sa
 
 }  // namespace
 
+BenchBuffers bench_buffers(const Communicator& comm, Collective coll, size_t count, DType dtype, bool inplace) {
+  const Counts need = collective_counts(coll, count, comm.size());
+  const size_t me = static_cast<size_t>(comm.rank());
+  BenchBuffers b;
+  if (!inplace) {
+    b.send = comm.alloc(dtype, need.send);
+    b.recv = comm.alloc(dtype, need.recv);
+  } else if (coll == Collective::allgather || coll == Collective::gather) {
+    b.recv = comm.alloc(dtype, need.recv);
+    b.send = b.recv.slice(me * count, count);
+  } else if (coll == Collective::reduce_scatter || coll == Collective::scatter) {
+    b.send = comm.alloc(dtype, need.send);
+    b.recv = b.send.slice(me * count, count);
+  } else {
+    b.send = b.recv = comm.alloc(dtype, std::max(need.send, need.recv));
+  }
+  return b;
+}
+
 BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, const BenchSpec& spec) {
   if (spec.iters < 1) throw InputError("bench: iters must be at least 1");
   if (spec.warmup < 0) throw InputError("bench: warmup must not be negative");

@@ -10,6 +10,7 @@
 //       from /sys/class/net/<if> that have a device (virtual interfaces are left out).
 // `pci` is {bdf, class_id, vendor_id, device_id, vendor, driver, numa_node, local_cpus, pcie},
 // `pcie` as read_pcie_link() describes it.
+#include "host_name.hpp"
 #include "topology.hpp"
 
 #include <openssl/evp.h>
@@ -31,7 +32,6 @@
 #include <hwloc.h>
 #endif
 
-#include "job.hpp"
 
 extern char** environ;
 
@@ -551,7 +551,7 @@ std::string pci_address_of(const std::string& device_path) {
 json local_topology(const TopologyOptions& opt) {
   const std::string& root = opt.sysfs_root;
   json j;
-  j["host"] = job::hostname();
+  j["host"] = host_name();
   j["pid"] = static_cast<long long>(getpid());
   j["sysfs_root"] = root;
 

@@ -22,7 +22,8 @@ Summary summarize(std::vector<double> v) {
   for (double x : v) sum += x;
   out.min = v.front();
   out.max = v.back();
-  out.mean = sum / static_cast<double>(v.size());
+  // A sum of equal samples can round above their value: the mean never leaves [min, max].
+  out.mean = std::clamp(sum / static_cast<double>(v.size()), out.min, out.max);
   double ss = 0;
   for (double x : v) ss += (x - out.mean) * (x - out.mean);
   out.stdev = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "host_name.hpp"
 #include "bindings.hpp"
 #include "collective.hpp"
 #include "commscript_version.hpp"
@@ -127,7 +128,7 @@ int n_now(lua_State* L) {
   return 1;
 }
 int n_hostname(lua_State* L) {
-  lua_pushstring(L, job::hostname().c_str());
+  lua_pushstring(L, host_name().c_str());
   return 1;
 }
 int n_memory_available(lua_State* L) {
