@@ -1,14 +1,13 @@
 // The `commscript` command: parse the command line, load the config and the recipe, start the
 // backend, run the recipe on every rank, write the report, and turn the outcome into the exit
 // code of the contract. Bad input is refused before anything communicates.
-#include "host_name.hpp"
 #include "cli.hpp"
 
-#include <CLI/CLI.hpp>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -23,6 +22,7 @@
 #include "coordinator.hpp"
 #include "digest.hpp"
 #include "embedded.hpp"
+#include "host_name.hpp"
 #include "job.hpp"
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
@@ -90,14 +90,18 @@ std::optional<RecipeSource> find_recipe(const std::string& arg, std::string* why
     if (const embedded::File* f = embedded::find("recipes/" + base))
       return RecipeSource{"recipes/" + base, std::string(f->data, f->size), true};
   }
-  if (fs::exists(arg, ec)) *why = arg + ": not a regular file";
-  else *why = arg + ": recipe file not found (try --list for the bundled recipes)";
+  if (fs::exists(arg, ec))
+    *why = arg + ": not a regular file";
+  else
+    *why = arg + ": recipe file not found (try --list for the bundled recipes)";
   return std::nullopt;
 }
 
 void replay_warnings(const nlohmann::json& rep, const RecipeSource& src, const std::string& file) {
   if (job::launcher_rank() > 0) return;
-  auto warn = [&](const std::string& m) { std::fprintf(stderr, "commscript: replay %s: warning: %s\n", file.c_str(), m.c_str()); };
+  auto warn = [&](const std::string& m) {
+    std::fprintf(stderr, "commscript: replay %s: warning: %s\n", file.c_str(), m.c_str());
+  };
   const std::string was = rep.value("commscript", nlohmann::json::object()).value("version", "?");
   if (was != COMMSCRIPT_VERSION) warn("recorded with commscript " + was + ", this is " + COMMSCRIPT_VERSION);
   const int ranks = rep.value("run", nlohmann::json::object()).value("ranks", 0);
@@ -109,8 +113,10 @@ void replay_warnings(const nlohmann::json& rep, const RecipeSource& src, const s
   if (ranks && ranks != now)
     warn("recorded on " + std::to_string(ranks) + " ranks, now running on " + std::to_string(now));
   const std::string sha = rep["recipe"].value("sha256", "");
-  if (sha.empty()) warn("the report records no sha256 of the recipe source");
-  else if (sha != sha256_hex(src.text)) warn("the recorded source does not match its recorded sha256");
+  if (sha.empty())
+    warn("the report records no sha256 of the recipe source");
+  else if (sha != sha256_hex(src.text))
+    warn("the recorded source does not match its recorded sha256");
   std::error_code ec;
   if (!src.bundled && std::filesystem::is_regular_file(src.name, ec)) {
     std::ifstream in(src.name, std::ios::binary);
@@ -136,7 +142,7 @@ bool declare(LuaVm& vm, const RecipeSource& src, bool trusted, LuaFailure* f) {
     return false;
   }
   lua_pushboolean(L, trusted);
-  if (!vm.call(2, 1, f)) {  // [runner, recipe]
+  if (!vm.call(2, 1, f)) {                                            // [runner, recipe]
     if (f->code == ExitCode::runtime) f->code = ExitCode::bad_input;  // errors while loading: exit 1
     lua_pop(L, 1);
     return false;
@@ -304,12 +310,14 @@ void dump_own_ring(const Session& s) {
   nlohmann::json ops = nlohmann::json::array();
   const int64_t now = now_ns();
   for (const OpRecord& r : Progress::instance().recent())
-    ops.push_back({{"seq", r.seq}, {"op", collective_name(r.coll)}, {"bytes", r.bytes},
-                   {"comm", std::string(r.comm_name())}, {"started_ms_ago", static_cast<double>(now - r.start_ns) * 1e-6}});
+    ops.push_back({{"seq", r.seq},
+                   {"op", collective_name(r.coll)},
+                   {"bytes", r.bytes},
+                   {"comm", std::string(r.comm_name())},
+                   {"started_ms_ago", static_cast<double>(now - r.start_ns) * 1e-6}});
   const auto file = dir / ("rank-" + std::to_string(s.rank) + ".json");
   if (std::filesystem::exists(file, ec)) return;  // the coordinator's richer copy is already there
-  std::ofstream(file)
-      << nlohmann::json{{"rank", s.rank}, {"host", host_name()}, {"ops", ops}}.dump(1) << "\n";
+  std::ofstream(file) << nlohmann::json{{"rank", s.rank}, {"host", host_name()}, {"ops", ops}}.dump(1) << "\n";
 }
 
 // SIGTERM/SIGINT/SIGHUP arrive here (blocked in every other thread): mpirun sends SIGTERM to
@@ -324,14 +332,18 @@ void signal_loop(sigset_t set) {
     // The SIGTERM that follows a recipe error or a timeout verdict is the aftermath, not news.
     if (s->rank == 0 && !g_outcome_saved) {
       nlohmann::json inc = {{"kind", "killed"},
-                            {"signal", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP"},
-                            {"message", "the job was ended by a signal before the recipe finished (mpirun sends SIGTERM "
-                                        "to every rank when one of them dies)"}};
+                            {"signal", sig == SIGTERM  ? "SIGTERM"
+                                       : sig == SIGINT ? "SIGINT"
+                                                       : "SIGHUP"},
+                            {"message",
+                             "the job was ended by a signal before the recipe finished (mpirun sends SIGTERM "
+                             "to every rank when one of them dies)"}};
       if (Coordinator* c = g_coordinator.load()) {
         const auto ranks = c->snapshot();
         nlohmann::json dead = nlohmann::json::array();
         for (const auto& r : ranks)
-          if (r["state"].get<std::string>().rfind("dead", 0) == 0) dead.push_back({{"rank", r["rank"]}, {"host", r["host"]}});
+          if (r["state"].get<std::string>().rfind("dead", 0) == 0)
+            dead.push_back({{"rank", r["rank"]}, {"host", r["host"]}});
         inc["dead_ranks"] = dead;
         inc["ranks"] = ranks;
         if (!dead.empty()) {
@@ -358,12 +370,12 @@ void signal_loop(sigset_t set) {
 
 int cli_main(int argc, char** argv) {
   Args a;
-  CLI::App app{"commscript: diagnose, benchmark and stress-test distributed training communication",
-               "commscript"};
-  app.footer("usage: commscript [options] RECIPE[.lua] [recipe options]\n"
-             "       commscript RECIPE --help     prints the recipe's own options\n"
-             "exit codes: 0 ok, 1 bad input, 2 recipe error, 3 health verdict failed,\n"
-             "            4 data corruption, 5 timeout/hang, 70 internal error");
+  CLI::App app{"commscript: diagnose, benchmark and stress-test distributed training communication", "commscript"};
+  app.footer(
+      "usage: commscript [options] RECIPE[.lua] [recipe options]\n"
+      "       commscript RECIPE --help     prints the recipe's own options\n"
+      "exit codes: 0 ok, 1 bad input, 2 recipe error, 3 health verdict failed,\n"
+      "            4 data corruption, 5 timeout/hang, 70 internal error");
   app.prefix_command();  // everything from RECIPE on belongs to the recipe
   app.add_flag("--version", a.version, "print versions (commscript, MPI, LuaJIT, CUDA/NCCL) and exit");
   app.add_option("--config", a.config_file, "TOML file: [options], [env], [run] ...");
@@ -371,7 +383,9 @@ int cli_main(int argc, char** argv) {
       ->allow_extra_args(false);  // one value per --set: the next word may be the recipe
   app.add_option("--out", a.out, "output directory (default: commscript-runs/<recipe>-<time>-<pid>)");
   app.add_option("--backend", a.backend, "communication backend")->check(CLI::IsMember({"mpi", "self", "nccl"}));
-  app.add_option("--seed", a.seed, "seed for everything random in the run")->each([&](const std::string&) { a.seed_given = true; });
+  app.add_option("--seed", a.seed, "seed for everything random in the run")->each([&](const std::string&) {
+    a.seed_given = true;
+  });
   app.add_option("--timeout", a.timeout, "deadline of each operation in seconds (0: none; default 300)")
       ->check([](const std::string& v) {
         return v.find('-') == std::string::npos ? std::string() : "must not be negative";
@@ -404,8 +418,8 @@ int cli_main(int argc, char** argv) {
   nlohmann::json replayed;
   if (!a.replay.empty()) {
     if (!a.rest.empty())
-      return fail_early(ExitCode::bad_input, "--replay takes the recipe and its options from the report; remove '" +
-                                                 a.rest[0] + "'");
+      return fail_early(ExitCode::bad_input,
+                        "--replay takes the recipe and its options from the report; remove '" + a.rest[0] + "'");
     std::ifstream in(a.replay);
     if (!in) return fail_early(ExitCode::bad_input, a.replay + ": cannot open report");
     try {
@@ -419,7 +433,9 @@ int cli_main(int argc, char** argv) {
   }
   if (!a.rest.empty() && a.rest[0].size() > 1 && a.rest[0][0] == '-')
     return fail_early(ExitCode::bad_input, "unknown option '" + a.rest[0] + "' (see commscript --help)");
-  if (a.rest.empty() && replayed.is_null()) return fail_early(ExitCode::bad_input, "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
+  if (a.rest.empty() && replayed.is_null())
+    return fail_early(ExitCode::bad_input,
+                      "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
 #ifndef COMMSCRIPT_HAVE_NCCL
   if (a.backend == "nccl")
     return fail_early(ExitCode::bad_input, "--backend nccl: this commscript was built without CUDA/NCCL");
@@ -459,8 +475,10 @@ int cli_main(int argc, char** argv) {
         s.backend = run["backend"];
       // A report is data from someone else: it never lifts the sandbox by itself.
       if (run.value("trusted", false) && !s.trusted && prints_early())
-        std::fprintf(stderr, "commscript: replay %s: warning: the recorded run was --trusted; this one is sandboxed "
-                             "unless you pass --trusted\n", a.replay.c_str());
+        std::fprintf(stderr,
+                     "commscript: replay %s: warning: the recorded run was --trusted; this one is sandboxed "
+                     "unless you pass --trusted\n",
+                     a.replay.c_str());
     }
     if (!a.config_file.empty()) s.config = Config::load(a.config_file);
     for (const auto& kv : a.sets) s.config.set(kv);
@@ -491,7 +509,8 @@ int cli_main(int argc, char** argv) {
     for (auto& [k, v] : run_cfg.items()) {
       if (k == "timeout") {
         if (!v.is_number() || v.get<double>() < 0)
-          return fail_early(ExitCode::bad_input, "run.timeout must be a number of seconds >= 0, not " + v.dump() + where);
+          return fail_early(ExitCode::bad_input,
+                            "run.timeout must be a number of seconds >= 0, not " + v.dump() + where);
       } else if (k == "seed") {
         if (!v.is_number_integer() || v.get<int64_t>() < 0)
           return fail_early(ExitCode::bad_input, "run.seed must be a non-negative integer, not " + v.dump() + where);
@@ -508,7 +527,8 @@ int cli_main(int argc, char** argv) {
   std::vector<std::string> rargs;
   if (!replayed.is_null()) {
     const auto& rec = replayed["recipe"];
-    src = RecipeSource{rec.value("file", "replayed.lua"), rec["source"].get<std::string>(), rec.value("bundled", false)};
+    src =
+        RecipeSource{rec.value("file", "replayed.lua"), rec["source"].get<std::string>(), rec.value("bundled", false)};
     for (const auto& x : rec.value("args", nlohmann::json::array())) rargs.push_back(x.get<std::string>());
     replay_warnings(replayed, *src, a.replay);
   } else {
@@ -516,8 +536,8 @@ int cli_main(int argc, char** argv) {
     if (!src) return fail_early(ExitCode::bad_input, why);
     rargs.assign(a.rest.begin() + 1, a.rest.end());
   }
-  const bool recipe_help =
-      std::find_if(rargs.begin(), rargs.end(), [](const std::string& x) { return x == "--help" || x == "-h"; }) != rargs.end();
+  const bool recipe_help = std::find_if(rargs.begin(), rargs.end(),
+                                        [](const std::string& x) { return x == "--help" || x == "-h"; }) != rargs.end();
 
   // --help and --check need no ranks: answer them from the declarations alone.
   if (recipe_help || a.check) {
@@ -564,8 +584,8 @@ int cli_main(int argc, char** argv) {
       job::finalize();
       return static_cast<int>(e.code());
     } catch (const std::exception& e) {  // not agreed on: end every rank
-      job::abort(ExitCode::internal, "commscript: rank " + std::to_string(job::world_rank()) +
-                                         ": --backend nccl: " + e.what());
+      job::abort(ExitCode::internal,
+                 "commscript: rank " + std::to_string(job::world_rank()) + ": --backend nccl: " + e.what());
     }
 #else
     return fail_early(ExitCode::bad_input, "--backend nccl: this commscript was built without CUDA/NCCL");
@@ -692,11 +712,10 @@ int cli_main(int argc, char** argv) {
   Chaos::instance().install(chaos_rules, s.seed);
 
   // Each rank's own deadline: the fallback when no coordinator can judge (it normally acts first).
-  Watchdog watchdog(coordinator || heartbeat ? 10 : 0, s.rank, host,
-                    [&](const std::string& line) {
-                      save_report_with({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
-                                       static_cast<int>(ExitCode::timeout));
-                    });
+  Watchdog watchdog(coordinator || heartbeat ? 10 : 0, s.rank, host, [&](const std::string& line) {
+    save_report_with({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
+                     static_cast<int>(ExitCode::timeout));
+  });
 
   // runner.run(recipe, comm, opt, info)
   lua_getfield(L, -3, "run");
@@ -715,8 +734,8 @@ int cli_main(int argc, char** argv) {
     lua_setfield(L, -2, "baseline");
   }
   if (!vm.call(4, 1, &f)) {
-    std::string msg = "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) +
-                      f.message;
+    std::string msg =
+        "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) + f.message;
     if (!f.traceback.empty() && f.code == ExitCode::runtime) msg += "\n" + f.traceback;
     job::abort(f.code, msg);
   }

@@ -14,15 +14,15 @@ namespace {
 
 constexpr const char* kMT = "commscript.communicator";
 
-Communicator& check_comm(lua_State* L, int idx) {
-  return *check_box<Communicator>(L, idx, kMT, "communicator");
-}
+Communicator& check_comm(lua_State* L, int idx) { return *check_box<Communicator>(L, idx, kMT, "communicator"); }
 
 int check_rank_arg(lua_State* L, int idx, const Communicator& c, const char* what) {
   const int64_t r = check_integer(L, idx);
   if (r < 0 || r >= c.size())
-    luaL_argerror(L, idx, (std::string(what) + " " + std::to_string(r) + " is not a rank of a communicator of " +
-                           std::to_string(c.size())).c_str());
+    luaL_argerror(L, idx,
+                  (std::string(what) + " " + std::to_string(r) + " is not a rank of a communicator of " +
+                   std::to_string(c.size()))
+                      .c_str());
   return static_cast<int>(r);
 }
 
@@ -36,11 +36,26 @@ int run_op(lua_State* L, Communicator& c, const Op& op) {
   return 0;
 }
 
-int c_rank(lua_State* L) { lua_pushinteger(L, check_comm(L, 1).rank()); return 1; }
-int c_size(lua_State* L) { lua_pushinteger(L, check_comm(L, 1).size()); return 1; }
-int c_name(lua_State* L) { lua_pushstring(L, check_comm(L, 1).name().c_str()); return 1; }
-int c_backend(lua_State* L) { lua_pushstring(L, check_comm(L, 1).backend().c_str()); return 1; }
-int c_seq(lua_State* L) { lua_pushnumber(L, static_cast<double>(check_comm(L, 1).seq())); return 1; }
+int c_rank(lua_State* L) {
+  lua_pushinteger(L, check_comm(L, 1).rank());
+  return 1;
+}
+int c_size(lua_State* L) {
+  lua_pushinteger(L, check_comm(L, 1).size());
+  return 1;
+}
+int c_name(lua_State* L) {
+  lua_pushstring(L, check_comm(L, 1).name().c_str());
+  return 1;
+}
+int c_backend(lua_State* L) {
+  lua_pushstring(L, check_comm(L, 1).backend().c_str());
+  return 1;
+}
+int c_seq(lua_State* L) {
+  lua_pushnumber(L, static_cast<double>(check_comm(L, 1).seq()));
+  return 1;
+}
 
 // set_timeout(seconds) -> previous: the deadline of this communicator's operations (0: none)
 int c_set_timeout(lua_State* L) {
@@ -167,8 +182,8 @@ void set_num(lua_State* L, const char* k, double v) {
 int c_bench(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  static const char* const f[] = {"op", "bytes", "count", "dtype", "redop", "root", "inplace",
-                                  "iters", "warmup", "check", nullptr};
+  static const char* const f[] = {"op",      "bytes", "count",  "dtype", "redop", "root",
+                                  "inplace", "iters", "warmup", "check", nullptr};
   check_fields(L, 2, "bench", f);
   const Collective coll = check_collective(L, field_string(L, 2, "bench", "op", "allreduce"), "bench");
   const DType dt = dtype_from_string(field_string(L, 2, "bench", "dtype", "float32"));
@@ -187,8 +202,8 @@ int c_bench(lua_State* L) {
   const int64_t amount = by_bytes ? field_integer(L, 2, "bench", "bytes", 0) : field_integer(L, 2, "bench", "count", 0);
   if (amount < 0) luaL_argerror(L, 2, "size must not be negative");
   const int n = c.size();
-  const size_t count = by_bytes ? count_for_bytes(coll, static_cast<size_t>(amount), dtype_size(dt), n)
-                                : static_cast<size_t>(amount);
+  const size_t count =
+      by_bytes ? count_for_bytes(coll, static_cast<size_t>(amount), dtype_size(dt), n) : static_cast<size_t>(amount);
   auto [send, recv] = bench_buffers(c, coll, count, dt, inplace);
   const int peer = (c.rank() + 1) % n, from = (c.rank() - 1 + n) % n;
   const Op op = make_op(c, coll, send, recv, redop, static_cast<int>(root), peer, from, count);
@@ -254,8 +269,9 @@ int c_pingpong(lua_State* L) {
   const int64_t bytes = field_integer(L, 2, "pingpong", "bytes", 8);
   if (bytes < 0) luaL_argerror(L, 2, "field 'bytes': non-negative expected");
   Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
-  const Summary s = pingpong(c, static_cast<int>(peer), buf, static_cast<int>(field_integer(L, 2, "pingpong", "warmup", 10)),
-                             static_cast<int>(field_integer(L, 2, "pingpong", "iters", 100)));
+  const Summary s =
+      pingpong(c, static_cast<int>(peer), buf, static_cast<int>(field_integer(L, 2, "pingpong", "warmup", 10)),
+               static_cast<int>(field_integer(L, 2, "pingpong", "iters", 100)));
   lua_createtable(L, 0, 8);
   set_num(L, "bytes", static_cast<double>(bytes));
   set_num(L, "min_us", s.min);
@@ -320,33 +336,32 @@ void push_communicator(lua_State* L, std::shared_ptr<Communicator> c) { push_box
 
 void register_communicator(lua_State* L) {
   luaL_newmetatable(L, kMT);
-  static const luaL_Reg methods[] = {
-      {"rank", entry<c_rank>},
-      {"size", entry<c_size>},
-      {"name", entry<c_name>},
-      {"backend", entry<c_backend>},
-      {"seq", entry<c_seq>},
-      {"set_timeout", entry<c_set_timeout>},
-      {"barrier", entry<c_barrier>},
-      {"allreduce", entry<c_reducing<Collective::allreduce>>},
-      {"reduce_scatter", entry<c_reducing<Collective::reduce_scatter>>},
-      {"reduce", entry<c_reduce>},
-      {"allgather", entry<c_plain<Collective::allgather>>},
-      {"alltoall", entry<c_plain<Collective::alltoall>>},
-      {"broadcast", entry<c_rooted<Collective::broadcast>>},
-      {"gather", entry<c_rooted<Collective::gather>>},
-      {"scatter", entry<c_rooted<Collective::scatter>>},
-      {"send", entry<c_send>},
-      {"recv", entry<c_recv>},
-      {"sendrecv", entry<c_sendrecv>},
-      {"split", entry<c_split>},
-      {"check", entry<c_check>},
-      {"bench", entry<c_bench>},
-      {"pingpong", entry<c_pingpong>},
-      {"stream", entry<c_stream>},
-      {"allgather_value", entry<c_allgather_value>},
-      {"broadcast_value", entry<c_broadcast_value>},
-      {nullptr, nullptr}};
+  static const luaL_Reg methods[] = {{"rank", entry<c_rank>},
+                                     {"size", entry<c_size>},
+                                     {"name", entry<c_name>},
+                                     {"backend", entry<c_backend>},
+                                     {"seq", entry<c_seq>},
+                                     {"set_timeout", entry<c_set_timeout>},
+                                     {"barrier", entry<c_barrier>},
+                                     {"allreduce", entry<c_reducing<Collective::allreduce>>},
+                                     {"reduce_scatter", entry<c_reducing<Collective::reduce_scatter>>},
+                                     {"reduce", entry<c_reduce>},
+                                     {"allgather", entry<c_plain<Collective::allgather>>},
+                                     {"alltoall", entry<c_plain<Collective::alltoall>>},
+                                     {"broadcast", entry<c_rooted<Collective::broadcast>>},
+                                     {"gather", entry<c_rooted<Collective::gather>>},
+                                     {"scatter", entry<c_rooted<Collective::scatter>>},
+                                     {"send", entry<c_send>},
+                                     {"recv", entry<c_recv>},
+                                     {"sendrecv", entry<c_sendrecv>},
+                                     {"split", entry<c_split>},
+                                     {"check", entry<c_check>},
+                                     {"bench", entry<c_bench>},
+                                     {"pingpong", entry<c_pingpong>},
+                                     {"stream", entry<c_stream>},
+                                     {"allgather_value", entry<c_allgather_value>},
+                                     {"broadcast_value", entry<c_broadcast_value>},
+                                     {nullptr, nullptr}};
   lua_newtable(L);
   luaL_register(L, nullptr, methods);
   lua_setfield(L, -2, "__index");

@@ -1,18 +1,18 @@
 // commscript.native: the engine's plain functions (sizes, bandwidth factors, statistics, clock,
 // JSON, report output) and the constructors registered by the other bind_*.cpp files.
-#include <lua.hpp>
-
-#include <nlohmann/json.hpp>
-#include <cstring>
-#include <string>
 #include <unistd.h>
+
+#include <cstring>
+#include <lua.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
-#include "host_name.hpp"
 #include "bindings.hpp"
 #include "collective.hpp"
 #include "commscript_version.hpp"
 #include "digest.hpp"
+#include "host_name.hpp"
 #include "job.hpp"
 #include "lua_support.hpp"
 #include "progress.hpp"
@@ -46,8 +46,10 @@ int n_parse_size(lua_State* L) {
     return 1;
   }
   auto v = parse_size(check_string(L, 1));
-  if (v && *v <= (1ULL << 53)) lua_pushnumber(L, static_cast<double>(*v));
-  else lua_pushnil(L);
+  if (v && *v <= (1ULL << 53))
+    lua_pushnumber(L, static_cast<double>(*v));
+  else
+    lua_pushnil(L);
   return 1;
 }
 
@@ -82,7 +84,8 @@ int n_count_for_bytes(lua_State* L) {
   const int64_t bytes = check_integer(L, 2);
   if (bytes < 0) luaL_argerror(L, 2, "non-negative size expected");
   const DType t = dtype_from_string(check_string(L, 3));
-  lua_pushnumber(L, static_cast<double>(count_for_bytes(c, static_cast<size_t>(bytes), dtype_size(t), check_nranks(L, 4))));
+  lua_pushnumber(
+      L, static_cast<double>(count_for_bytes(c, static_cast<size_t>(bytes), dtype_size(t), check_nranks(L, 4))));
   return 1;
 }
 int n_dtype_size(lua_State* L) {
@@ -113,9 +116,15 @@ int n_summary(lua_State* L) {
   }
   const Summary s = summarize(std::move(v));
   lua_createtable(L, 0, 9);
-  const std::pair<const char*, double> f[] = {{"n", static_cast<double>(s.n)}, {"min", s.min}, {"mean", s.mean},
-                                              {"p50", s.p50}, {"p95", s.p95},  {"p99", s.p99},
-                                              {"max", s.max}, {"stdev", s.stdev}, {"cv", s.cv()}};
+  const std::pair<const char*, double> f[] = {{"n", static_cast<double>(s.n)},
+                                              {"min", s.min},
+                                              {"mean", s.mean},
+                                              {"p50", s.p50},
+                                              {"p95", s.p95},
+                                              {"p99", s.p99},
+                                              {"max", s.max},
+                                              {"stdev", s.stdev},
+                                              {"cv", s.cv()}};
   for (auto& [k, x] : f) {
     lua_pushnumber(L, x);
     lua_setfield(L, -2, k);
@@ -204,8 +213,10 @@ int n_report_set(lua_State* L) {
 int n_report_get(lua_State* L) {
   const std::string key = check_string(L, 1);
   auto& d = report(L).doc();
-  if (d.contains(key)) push_json(L, d[key]);
-  else lua_pushnil(L);
+  if (d.contains(key))
+    push_json(L, d[key]);
+  else
+    lua_pushnil(L);
   return 1;
 }
 int n_report_dir(lua_State* L) {
@@ -242,33 +253,32 @@ int n_config(lua_State* L) {
 
 void open_native(lua_State* L, Session* s) {
   lua_newtable(L);
-  static const luaL_Reg fns[] = {
-      {"parse_size", entry<n_parse_size>},
-      {"format_size", entry<n_format_size>},
-      {"busbw_factor", entry<n_busbw_factor>},
-      {"algbw_bytes", entry<n_algbw_bytes>},
-      {"count_for_bytes", entry<n_count_for_bytes>},
-      {"dtype_size", entry<n_dtype_size>},
-      {"has_root", entry<n_has_root>},
-      {"reduces", entry<n_reduces>},
-      {"summary", entry<n_summary>},
-      {"now", entry<n_now>},
-      {"hostname", entry<n_hostname>},
-      {"memory_available", entry<n_memory_available>},
-      {"json_encode", entry<n_json_encode>},
-      {"json_decode", entry<n_json_decode>},
-      {"sha256", entry<n_sha256>},
-      {"version_satisfies", entry<n_version_satisfies>},
-      {"is_version", entry<n_parse_version>},
-      {"report_result", entry<n_report_result>},
-      {"report_add", entry<n_report_add>},
-      {"report_set", entry<n_report_set>},
-      {"report_get", entry<n_report_get>},
-      {"report_dir", entry<n_report_dir>},
-      {"config", entry<n_config>},
-      {"array", entry<n_array>},
-      {"environ", entry<n_environ>},
-      {nullptr, nullptr}};
+  static const luaL_Reg fns[] = {{"parse_size", entry<n_parse_size>},
+                                 {"format_size", entry<n_format_size>},
+                                 {"busbw_factor", entry<n_busbw_factor>},
+                                 {"algbw_bytes", entry<n_algbw_bytes>},
+                                 {"count_for_bytes", entry<n_count_for_bytes>},
+                                 {"dtype_size", entry<n_dtype_size>},
+                                 {"has_root", entry<n_has_root>},
+                                 {"reduces", entry<n_reduces>},
+                                 {"summary", entry<n_summary>},
+                                 {"now", entry<n_now>},
+                                 {"hostname", entry<n_hostname>},
+                                 {"memory_available", entry<n_memory_available>},
+                                 {"json_encode", entry<n_json_encode>},
+                                 {"json_decode", entry<n_json_decode>},
+                                 {"sha256", entry<n_sha256>},
+                                 {"version_satisfies", entry<n_version_satisfies>},
+                                 {"is_version", entry<n_parse_version>},
+                                 {"report_result", entry<n_report_result>},
+                                 {"report_add", entry<n_report_add>},
+                                 {"report_set", entry<n_report_set>},
+                                 {"report_get", entry<n_report_get>},
+                                 {"report_dir", entry<n_report_dir>},
+                                 {"config", entry<n_config>},
+                                 {"array", entry<n_array>},
+                                 {"environ", entry<n_environ>},
+                                 {nullptr, nullptr}};
   for (const luaL_Reg* f = fns; f->name; ++f) {
     lua_pushlightuserdata(L, s);
     lua_pushcclosure(L, f->func, 1);

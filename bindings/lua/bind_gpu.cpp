@@ -2,8 +2,8 @@
 // native.gpu_copy_bandwidth{...}, also loaded as the module "cs.gpu" (which sandboxed recipes
 // may require). With CUDA it also installs the GPU probe of native.topology()
 // (engine/topology.hpp), so that the host topology names the GPUs and their links.
-#include "copy_bw.hpp"
 #include "bindings.hpp"
+#include "copy_bw.hpp"
 #include "cuda_support.hpp"
 #include "gpu_topology.hpp"
 #include "lua_support.hpp"

@@ -82,9 +82,11 @@ int t_slice(lua_State* L) {
   const int64_t n = check_integer(L, 3);
   if (first < 1) luaL_argerror(L, 2, "first index must be at least 1");
   if (n < 0) luaL_argerror(L, 3, "non-negative count expected");
-  if (static_cast<uint64_t>(first - 1) > t.count() || static_cast<uint64_t>(n) > t.count() - static_cast<uint64_t>(first - 1))
+  if (static_cast<uint64_t>(first - 1) > t.count() ||
+      static_cast<uint64_t>(n) > t.count() - static_cast<uint64_t>(first - 1))
     luaL_error(L, "slice(%d, %d): elements %d..%d are outside a tensor of %d elements", static_cast<int>(first),
-               static_cast<int>(n), static_cast<int>(first), static_cast<int>(first + n - 1), static_cast<int>(t.count()));
+               static_cast<int>(n), static_cast<int>(first), static_cast<int>(first + n - 1),
+               static_cast<int>(t.count()));
   push_box(L, std::make_shared<Tensor>(t.slice(static_cast<size_t>(first - 1), static_cast<size_t>(n))), kMT);
   return 1;
 }
@@ -120,11 +122,16 @@ Tensor& check_tensor(lua_State* L, int idx) { return *check_box<Tensor>(L, idx, 
 
 void register_tensor(lua_State* L) {
   luaL_newmetatable(L, kMT);
-  static const luaL_Reg methods[] = {
-      {"dtype", entry<t_dtype>}, {"count", entry<t_count>},   {"bytes", entry<t_bytes>},
-      {"get", entry<t_get>},     {"set", entry<t_set>},       {"fill", entry<t_fill>},
-      {"fill_pattern", entry<t_fill_pattern>}, {"slice", entry<t_slice>},
-      {"to_table", entry<t_to_table>}, {nullptr, nullptr}};
+  static const luaL_Reg methods[] = {{"dtype", entry<t_dtype>},
+                                     {"count", entry<t_count>},
+                                     {"bytes", entry<t_bytes>},
+                                     {"get", entry<t_get>},
+                                     {"set", entry<t_set>},
+                                     {"fill", entry<t_fill>},
+                                     {"fill_pattern", entry<t_fill_pattern>},
+                                     {"slice", entry<t_slice>},
+                                     {"to_table", entry<t_to_table>},
+                                     {nullptr, nullptr}};
   lua_newtable(L);
   luaL_register(L, nullptr, methods);
   lua_setfield(L, -2, "__index");

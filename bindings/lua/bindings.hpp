@@ -2,7 +2,6 @@
 // Registers the engine's objects with a Lua state as the table `commscript.native`
 // (package.loaded["commscript.native"]); stdlib/commscript.lua builds the public `cs` on it.
 #include <lua.hpp>
-
 #include <memory>
 
 #include "communicator.hpp"

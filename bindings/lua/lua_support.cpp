@@ -75,7 +75,8 @@ bool has_field(lua_State* L, int idx, const char* key) {
   return r;
 }
 
-double field_number(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key, double dflt) {
+double field_number(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key,
+                    double dflt) {
   lua_getfield(L, idx, key);
   double v = dflt;
   if (!lua_isnil(L, -1)) {
@@ -86,7 +87,8 @@ double field_number(lua_State* L, int idx, const char* /*fn: luaL_argerror finds
   return v;
 }
 
-int64_t field_integer(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key, int64_t dflt) {
+int64_t field_integer(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key,
+                      int64_t dflt) {
   lua_getfield(L, idx, key);
   int64_t v = dflt;
   if (!lua_isnil(L, -1)) {
@@ -99,7 +101,8 @@ int64_t field_integer(lua_State* L, int idx, const char* /*fn: luaL_argerror fin
   return v;
 }
 
-std::string field_string(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key, const std::string& dflt) {
+std::string field_string(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key,
+                         const std::string& dflt) {
   lua_getfield(L, idx, key);
   std::string v = dflt;
   if (!lua_isnil(L, -1)) {
@@ -159,11 +162,17 @@ static bool marked_array(lua_State* L, int idx) {
 void push_json(lua_State* L, const nlohmann::json& j) {
   luaL_checkstack(L, 4, "json nesting too deep");
   switch (j.type()) {
-    case nlohmann::json::value_t::null: lua_pushnil(L); break;
-    case nlohmann::json::value_t::boolean: lua_pushboolean(L, j.get<bool>()); break;
+    case nlohmann::json::value_t::null:
+      lua_pushnil(L);
+      break;
+    case nlohmann::json::value_t::boolean:
+      lua_pushboolean(L, j.get<bool>());
+      break;
     case nlohmann::json::value_t::number_integer:
     case nlohmann::json::value_t::number_unsigned:
-    case nlohmann::json::value_t::number_float: lua_pushnumber(L, j.get<double>()); break;
+    case nlohmann::json::value_t::number_float:
+      lua_pushnumber(L, j.get<double>());
+      break;
     case nlohmann::json::value_t::string: {
       const auto& s = j.get_ref<const std::string&>();
       lua_pushlstring(L, s.data(), s.size());
@@ -187,7 +196,9 @@ void push_json(lua_State* L, const nlohmann::json& j) {
       }
       break;
     }
-    default: lua_pushnil(L); break;
+    default:
+      lua_pushnil(L);
+      break;
   }
 }
 
@@ -195,16 +206,17 @@ nlohmann::json to_json(lua_State* L, int idx, int depth) {
   if (idx < 0) idx = lua_gettop(L) + idx + 1;
   if (depth > 64) luaL_error(L, "cannot convert to JSON: nesting deeper than 64 (a cycle?)");
   switch (lua_type(L, idx)) {
-    case LUA_TNIL: return nullptr;
+    case LUA_TNIL:
+      return nullptr;
     case LUA_TLIGHTUSERDATA:
       if (lua_touserdata(L, idx) == nullptr) return nullptr;  // cs.json.null
       luaL_error(L, "cannot convert a light userdata to JSON");
       return nullptr;
-    case LUA_TBOOLEAN: return static_cast<bool>(lua_toboolean(L, idx));
+    case LUA_TBOOLEAN:
+      return static_cast<bool>(lua_toboolean(L, idx));
     case LUA_TNUMBER: {
       const double d = lua_tonumber(L, idx);
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.007199254740992e15)
-        return static_cast<int64_t>(d);
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.007199254740992e15) return static_cast<int64_t>(d);
       if (!std::isfinite(d)) return nullptr;  // JSON has no NaN/inf
       return d;
     }
@@ -237,7 +249,8 @@ nlohmann::json to_json(lua_State* L, int idx, int depth) {
       lua_pushnil(L);
       while (lua_next(L, idx)) {
         std::string key;
-        if (lua_type(L, -2) == LUA_TSTRING) key = lua_tostring(L, -2);
+        if (lua_type(L, -2) == LUA_TSTRING)
+          key = lua_tostring(L, -2);
         else if (lua_type(L, -2) == LUA_TNUMBER) {
           lua_pushvalue(L, -2);
           key = lua_tostring(L, -1);

@@ -7,7 +7,6 @@
 //  - arguments are checked with the standard "bad argument #n to 'f' (...)" messages;
 //  - userdata box a shared_ptr, and a destroyed/closed object raises instead of crashing.
 #include <lua.hpp>
-
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>

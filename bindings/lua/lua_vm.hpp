@@ -2,7 +2,6 @@
 // One Lua state per rank, driven only from the rank's main thread. Stdlib modules come from the
 // binary (or from $COMMSCRIPT_STDLIB, a directory, when set: for development).
 #include <lua.hpp>
-
 #include <string>
 
 #include "error.hpp"

@@ -29,13 +29,13 @@ nlohmann::json collect() {
   cudaRuntimeGetVersion(&rt);
   const cudaError_t derr = cudaDriverGetVersion(&drv);
   auto fmt = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
-  j["backends"]["nccl"] = {{"header", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
-                                          std::to_string(NCCL_PATCH)},
-                           {"library", std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) +
-                                           "." + std::to_string(nccl % 100)},
-                           {"cuda_runtime", fmt(rt)},
-                           {"cuda_driver", derr == cudaSuccess && drv > 0 ? fmt(drv) : std::string("none (no driver)")},
-                           {"built", true}};
+  j["backends"]["nccl"] = {
+      {"header", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH)},
+      {"library",
+       std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) + "." + std::to_string(nccl % 100)},
+      {"cuda_runtime", fmt(rt)},
+      {"cuda_driver", derr == cudaSuccess && drv > 0 ? fmt(drv) : std::string("none (no driver)")},
+      {"built", true}};
 #else
   j["backends"]["nccl"] = {{"built", false}, {"why", "built without CUDA/NCCL"}};
 #endif
@@ -54,8 +54,8 @@ std::string version_text() {
   const auto& n = j["backends"]["nccl"];
   if (n["built"].get<bool>())
     s += "NCCL: header " + n["header"].get<std::string>() + ", library " + n["library"].get<std::string>() +
-         "\nCUDA: runtime " + n["cuda_runtime"].get<std::string>() + ", driver " +
-         n["cuda_driver"].get<std::string>() + "\n";
+         "\nCUDA: runtime " + n["cuda_runtime"].get<std::string>() + ", driver " + n["cuda_driver"].get<std::string>() +
+         "\n";
   else
     s += "NCCL/CUDA: not built (configure with the CUDA toolkit and NCCL present)\n";
   return s;

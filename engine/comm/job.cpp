@@ -1,4 +1,3 @@
-#include "host_name.hpp"
 #include "job.hpp"
 
 #include <mpi.h>
@@ -9,6 +8,8 @@
 #include <cstdlib>
 #include <thread>
 #include <vector>
+
+#include "host_name.hpp"
 
 namespace cs::job {
 

@@ -16,14 +16,22 @@ namespace {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::int8: return MPI_INT8_T;
-    case DType::uint8: return MPI_UINT8_T;
-    case DType::int32: return MPI_INT32_T;
-    case DType::uint32: return MPI_UINT32_T;
-    case DType::int64: return MPI_INT64_T;
-    case DType::uint64: return MPI_UINT64_T;
-    case DType::float32: return MPI_FLOAT;
-    case DType::float64: return MPI_DOUBLE;
+    case DType::int8:
+      return MPI_INT8_T;
+    case DType::uint8:
+      return MPI_UINT8_T;
+    case DType::int32:
+      return MPI_INT32_T;
+    case DType::uint32:
+      return MPI_UINT32_T;
+    case DType::int64:
+      return MPI_INT64_T;
+    case DType::uint64:
+      return MPI_UINT64_T;
+    case DType::float32:
+      return MPI_FLOAT;
+    case DType::float64:
+      return MPI_DOUBLE;
   }
   return MPI_BYTE;
 }
@@ -31,10 +39,14 @@ MPI_Datatype mpi_type(DType t) {
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return MPI_SUM;  // avg = sum, then a local division
-    case ReduceOp::prod: return MPI_PROD;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::avg:
+      return MPI_SUM;  // avg = sum, then a local division
+    case ReduceOp::prod:
+      return MPI_PROD;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
   }
   return MPI_SUM;
 }
@@ -68,8 +80,7 @@ char* at(void* p, size_t elems, DType t) { return static_cast<char*>(p) + elems 
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
-    : Communicator(std::move(name)), comm_(comm) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : Communicator(std::move(name)), comm_(comm) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -108,9 +119,9 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* c
     if (done) return;
     const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
     if (limit > 0 && waited > limit)
-      throw Error(ExitCode::timeout, "timeout: " + std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) +
-                                         " (" + format_size(op.bytes()) + "B, " + name() + ") after " +
-                                         std::to_string(static_cast<int>(waited)) + " s on rank " +
+      throw Error(ExitCode::timeout, "timeout: " + std::string(collective_name(op.coll)) + " #" +
+                                         std::to_string(seq()) + " (" + format_size(op.bytes()) + "B, " + name() +
+                                         ") after " + std::to_string(static_cast<int>(waited)) + " s on rank " +
                                          std::to_string(rank_) + ": the other ranks never completed it");
     // Past the first millisecond, sleep between polls: a rank waiting (for instance idle while
     // one pair is measured) must not take the CPU from the ranks doing the work.
@@ -139,33 +150,38 @@ void MpiCommunicator::run(const Op& op) {
   };
   switch (op.coll) {
     case Collective::barrier:
-      go("MPI_Barrier", [&] { return MPI_Barrier(comm_); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+      go(
+          "MPI_Barrier", [&] { return MPI_Barrier(comm_); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
       break;
     case Collective::allreduce: {
       const void* sb = op.send == op.recv ? MPI_IN_PLACE : op.send;
-      go("MPI_Allreduce", [&] { return MPI_Allreduce(sb, op.recv, c, t, mpi_op(op.redop), comm_); },
-         [&](MPI_Request* r) { return MPI_Iallreduce(sb, op.recv, c, t, mpi_op(op.redop), comm_, r); });
+      go(
+          "MPI_Allreduce", [&] { return MPI_Allreduce(sb, op.recv, c, t, mpi_op(op.redop), comm_); },
+          [&](MPI_Request* r) { return MPI_Iallreduce(sb, op.recv, c, t, mpi_op(op.redop), comm_, r); });
       if (op.redop == ReduceOp::avg) divide(op.recv, cz, op.dtype, size_);
       break;
     }
     case Collective::reduce: {
       const bool inplace = rank_ == op.root && op.send == op.recv;
       const void* sb = inplace ? MPI_IN_PLACE : op.send;
-      go("MPI_Reduce", [&] { return MPI_Reduce(sb, op.recv, c, t, mpi_op(op.redop), op.root, comm_); },
-         [&](MPI_Request* r) { return MPI_Ireduce(sb, op.recv, c, t, mpi_op(op.redop), op.root, comm_, r); });
+      go(
+          "MPI_Reduce", [&] { return MPI_Reduce(sb, op.recv, c, t, mpi_op(op.redop), op.root, comm_); },
+          [&](MPI_Request* r) { return MPI_Ireduce(sb, op.recv, c, t, mpi_op(op.redop), op.root, comm_, r); });
       if (op.redop == ReduceOp::avg && rank_ == op.root) divide(op.recv, cz, op.dtype, size_);
       break;
     }
     case Collective::broadcast:
       if (rank_ == op.root && op.send != op.recv) std::memcpy(op.recv, op.send, cz * dtype_size(op.dtype));
-      go("MPI_Bcast", [&] { return MPI_Bcast(op.recv, c, t, op.root, comm_); },
-         [&](MPI_Request* r) { return MPI_Ibcast(op.recv, c, t, op.root, comm_, r); });
+      go(
+          "MPI_Bcast", [&] { return MPI_Bcast(op.recv, c, t, op.root, comm_); },
+          [&](MPI_Request* r) { return MPI_Ibcast(op.recv, c, t, op.root, comm_, r); });
       break;
     case Collective::allgather: {
       const bool inplace = op.send == at(op.recv, cz * static_cast<size_t>(rank_), op.dtype);
       const void* sb = inplace ? MPI_IN_PLACE : op.send;
-      go("MPI_Allgather", [&] { return MPI_Allgather(sb, c, t, op.recv, c, t, comm_); },
-         [&](MPI_Request* r) { return MPI_Iallgather(sb, c, t, op.recv, c, t, comm_, r); });
+      go(
+          "MPI_Allgather", [&] { return MPI_Allgather(sb, c, t, op.recv, c, t, comm_); },
+          [&](MPI_Request* r) { return MPI_Iallgather(sb, c, t, op.recv, c, t, comm_, r); });
       break;
     }
     case Collective::reduce_scatter: {
@@ -174,31 +190,34 @@ void MpiCommunicator::run(const Op& op) {
       // NCCL's in-place result lives at send + rank*count; MPI's at the start of the buffer.
       const void* sb = inplace ? MPI_IN_PLACE : op.send;
       void* rb = inplace ? op.send : op.recv;
-      go("MPI_Reduce_scatter_block",
-         [&] { return MPI_Reduce_scatter_block(sb, rb, c, t, mpi_op(op.redop), comm_); },
-         [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(sb, rb, c, t, mpi_op(op.redop), comm_, r); });
+      go(
+          "MPI_Reduce_scatter_block", [&] { return MPI_Reduce_scatter_block(sb, rb, c, t, mpi_op(op.redop), comm_); },
+          [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(sb, rb, c, t, mpi_op(op.redop), comm_, r); });
       if (inplace && rank_ != 0) std::memmove(mine, op.send, cz * dtype_size(op.dtype));
       if (op.redop == ReduceOp::avg) divide(op.recv, cz, op.dtype, size_);
       break;
     }
     case Collective::alltoall: {
       const void* sb = op.send == op.recv ? MPI_IN_PLACE : op.send;
-      go("MPI_Alltoall", [&] { return MPI_Alltoall(sb, c, t, op.recv, c, t, comm_); },
-         [&](MPI_Request* r) { return MPI_Ialltoall(sb, c, t, op.recv, c, t, comm_, r); });
+      go(
+          "MPI_Alltoall", [&] { return MPI_Alltoall(sb, c, t, op.recv, c, t, comm_); },
+          [&](MPI_Request* r) { return MPI_Ialltoall(sb, c, t, op.recv, c, t, comm_, r); });
       break;
     }
     case Collective::gather: {
       const bool inplace = rank_ == op.root && op.send == at(op.recv, cz * static_cast<size_t>(rank_), op.dtype);
       const void* sb = inplace ? MPI_IN_PLACE : op.send;
-      go("MPI_Gather", [&] { return MPI_Gather(sb, c, t, op.recv, c, t, op.root, comm_); },
-         [&](MPI_Request* r) { return MPI_Igather(sb, c, t, op.recv, c, t, op.root, comm_, r); });
+      go(
+          "MPI_Gather", [&] { return MPI_Gather(sb, c, t, op.recv, c, t, op.root, comm_); },
+          [&](MPI_Request* r) { return MPI_Igather(sb, c, t, op.recv, c, t, op.root, comm_, r); });
       break;
     }
     case Collective::scatter: {
       const bool inplace = rank_ == op.root && op.recv == at(op.send, cz * static_cast<size_t>(rank_), op.dtype);
       void* rb = inplace ? MPI_IN_PLACE : op.recv;
-      go("MPI_Scatter", [&] { return MPI_Scatter(op.send, c, t, rb, c, t, op.root, comm_); },
-         [&](MPI_Request* r) { return MPI_Iscatter(op.send, c, t, rb, c, t, op.root, comm_, r); });
+      go(
+          "MPI_Scatter", [&] { return MPI_Scatter(op.send, c, t, rb, c, t, op.root, comm_); },
+          [&](MPI_Request* r) { return MPI_Iscatter(op.send, c, t, rb, c, t, op.root, comm_, r); });
       break;
     }
     case Collective::sendrecv:
@@ -221,12 +240,14 @@ void MpiCommunicator::run(const Op& op) {
       }
       break;
     case Collective::send:
-      go("MPI_Send", [&] { return MPI_Send(op.send, c, t, op.peer, op.tag, comm_); },
-         [&](MPI_Request* r) { return MPI_Isend(op.send, c, t, op.peer, op.tag, comm_, r); });
+      go(
+          "MPI_Send", [&] { return MPI_Send(op.send, c, t, op.peer, op.tag, comm_); },
+          [&](MPI_Request* r) { return MPI_Isend(op.send, c, t, op.peer, op.tag, comm_, r); });
       break;
     case Collective::recv:
-      go("MPI_Recv", [&] { return MPI_Recv(op.recv, c, t, op.peer, op.tag, comm_, MPI_STATUS_IGNORE); },
-         [&](MPI_Request* r) { return MPI_Irecv(op.recv, c, t, op.peer, op.tag, comm_, r); });
+      go(
+          "MPI_Recv", [&] { return MPI_Recv(op.recv, c, t, op.peer, op.tag, comm_, MPI_STATUS_IGNORE); },
+          [&](MPI_Request* r) { return MPI_Irecv(op.recv, c, t, op.peer, op.tag, comm_, r); });
       break;
   }
 }

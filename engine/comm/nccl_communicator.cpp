@@ -1,4 +1,3 @@
-#include "host_name.hpp"
 #include "nccl_communicator.hpp"
 
 #include <sched.h>
@@ -9,11 +8,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
 #include "cuda_support.hpp"
 #include "error.hpp"
+#include "host_name.hpp"
 #include "job.hpp"
 #include "mpi_communicator.hpp"
 #include "size.hpp"
@@ -90,7 +89,8 @@ int local_rank(const std::vector<std::string>& hosts, int rank) {
 int choose_device(int local, int count, const char* env, const std::string& host, int rank) {
   if (env && *env) {
     const std::string_view v(env);
-    const bool digits = v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const bool digits =
+        v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
     const long d = digits ? std::strtol(env, nullptr, 10) : -1;
     if (d < 0 || d >= count)
       throw InputError("--backend nccl: COMMSCRIPT_DEVICE='" + std::string(env) + "' on rank " + std::to_string(rank) +
@@ -110,8 +110,8 @@ void check_nccl_buffers(const Op& op, int rank, int device, const std::string& c
                          ((c != Collective::gather && c != Collective::reduce) || root);
   auto judge = [&](const BufferPlace& p, const char* which) {
     if (p.managed || (p.where == MemLocation::device && p.device == device)) return;
-    const std::string w = std::string(collective_name(c)) + " on communicator '" + comm_name + "': the " + which +
-                          " buffer ";
+    const std::string w =
+        std::string(collective_name(c)) + " on communicator '" + comm_name + "': the " + which + " buffer ";
     if (p.where == MemLocation::device)
       throw UsageError(w + "is on GPU " + std::to_string(p.device) + ", but this rank's NCCL communicator uses GPU " +
                        std::to_string(device));
@@ -124,25 +124,38 @@ void check_nccl_buffers(const Op& op, int rank, int device, const std::string& c
 
 ncclDataType_t nccl_dtype(DType t) {
   switch (t) {
-    case DType::int8: return ncclInt8;
-    case DType::uint8: return ncclUint8;
-    case DType::int32: return ncclInt32;
-    case DType::uint32: return ncclUint32;
-    case DType::int64: return ncclInt64;
-    case DType::uint64: return ncclUint64;
-    case DType::float32: return ncclFloat32;
-    case DType::float64: return ncclFloat64;
+    case DType::int8:
+      return ncclInt8;
+    case DType::uint8:
+      return ncclUint8;
+    case DType::int32:
+      return ncclInt32;
+    case DType::uint32:
+      return ncclUint32;
+    case DType::int64:
+      return ncclInt64;
+    case DType::uint64:
+      return ncclUint64;
+    case DType::float32:
+      return ncclFloat32;
+    case DType::float64:
+      return ncclFloat64;
   }
   return ncclUint8;
 }
 
 ncclRedOp_t nccl_redop(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::prod: return ncclProd;
-    case ReduceOp::min: return ncclMin;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::prod:
+      return ncclProd;
+    case ReduceOp::min:
+      return ncclMin;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::avg:
+      return ncclAvg;
   }
   return ncclSum;
 }
@@ -180,10 +193,20 @@ BufferPlace place_of(const void* p) {
     return b;
   }
   switch (a.type) {
-    case cudaMemoryTypeDevice: b.where = MemLocation::device; b.device = a.device; break;
-    case cudaMemoryTypeManaged: b.where = MemLocation::device; b.device = a.device; b.managed = true; break;
-    case cudaMemoryTypeHost: b.where = MemLocation::pinned; break;
-    default: break;
+    case cudaMemoryTypeDevice:
+      b.where = MemLocation::device;
+      b.device = a.device;
+      break;
+    case cudaMemoryTypeManaged:
+      b.where = MemLocation::device;
+      b.device = a.device;
+      b.managed = true;
+      break;
+    case cudaMemoryTypeHost:
+      b.where = MemLocation::pinned;
+      break;
+    default:
+      break;
   }
   return b;
 }
@@ -194,9 +217,9 @@ void agree(Communicator& ctl, const std::string& mine, ExitCode code, const std:
   for (size_t r = 0; r < all.size(); ++r) {
     const size_t colon = all[r].find(':');
     if (colon + 1 >= all[r].size()) continue;
-    throw Error(static_cast<ExitCode>(std::atoi(all[r].c_str())),
-                "--backend nccl: rank " + std::to_string(r) + " (host " + (r < hosts.size() ? hosts[r] : "?") +
-                    "): " + all[r].substr(colon + 1));
+    throw Error(static_cast<ExitCode>(std::atoi(all[r].c_str())), "--backend nccl: rank " + std::to_string(r) +
+                                                                      " (host " + (r < hosts.size() ? hosts[r] : "?") +
+                                                                      "): " + all[r].substr(colon + 1));
   }
 }
 
@@ -237,8 +260,10 @@ NcclCommunicator::~NcclCommunicator() {
         nanosleep(&ts, nullptr);
       }
     }
-    if (r == ncclSuccess) ncclCommDestroy(comm_);
-    else ncclCommAbort(comm_);
+    if (r == ncclSuccess)
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
     comm_ = nullptr;
   }
   if (scratch_) cudaFree(scratch_);
@@ -264,9 +289,12 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
   ncclGetVersion(&version);
   const char* dev_env = std::getenv("COMMSCRIPT_DEVICE");
   const char* timing_env = std::getenv("COMMSCRIPT_TIMING");
-  const json mine = {{"host", host_name()},     {"count", probe.count},
-                     {"error", probe.error},        {"nccl", version},
-                     {"device", dev_env ? dev_env : ""}, {"timing", timing_env ? timing_env : ""}};
+  const json mine = {{"host", host_name()},
+                     {"count", probe.count},
+                     {"error", probe.error},
+                     {"nccl", version},
+                     {"device", dev_env ? dev_env : ""},
+                     {"timing", timing_env ? timing_env : ""}};
   std::vector<std::string> hosts, errors, dev_envs;
   std::vector<int> counts, versions;
   for (const auto& s : ctl.allgather(mine.dump())) {
@@ -286,7 +314,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
   for (int r = 0; r < n; ++r) {
     const size_t i = static_cast<size_t>(r);
     if (counts[i] > 0) continue;
-    if (first_bad < 0) first_bad = r;
+    if (first_bad < 0)
+      first_bad = r;
     else if (hosts[i] != hosts[static_cast<size_t>(first_bad)] &&
              std::find(bad_hosts.begin(), bad_hosts.end(), hosts[i]) == bad_hosts.end())
       bad_hosts.push_back(hosts[i]);
@@ -307,8 +336,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
     std::map<std::string, int> seen;  // ranks met so far per host
     for (int r = 0; r < n; ++r) {
       const size_t i = static_cast<size_t>(r);
-      const int d = choose_device(seen[hosts[i]]++, counts[i], dev_envs[i].empty() ? nullptr : dev_envs[i].c_str(),
-                                  hosts[i], r);
+      const int d =
+          choose_device(seen[hosts[i]]++, counts[i], dev_envs[i].empty() ? nullptr : dev_envs[i].c_str(), hosts[i], r);
       if (r == me) dev = d;
     }
   }
@@ -333,7 +362,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
   }
   blob = c->ctrl_->broadcast(blob, 0);
   if (blob.empty() || blob[0] != '1' || blob.size() != 1 + sizeof id.internal)
-    throw Error(ExitCode::runtime, "--backend nccl: " + (blob.size() > 1 ? blob.substr(1) : std::string("no unique id")));
+    throw Error(ExitCode::runtime,
+                "--backend nccl: " + (blob.size() > 1 ? blob.substr(1) : std::string("no unique id")));
   std::memcpy(id.internal, blob.data() + 1, sizeof id.internal);
 
   // 4. Non-blocking init, polled against the deadline.
@@ -556,7 +586,8 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call) {
 void NcclCommunicator::run(const Op& op) {
   if (!comm_)
     throw Error(ExitCode::runtime, std::string(collective_name(op.coll)) + " on communicator '" + name() +
-                                       "': the communicator is unusable after an earlier failure (" + why_aborted_ + ")");
+                                       "': the communicator is unusable after an earlier failure (" + why_aborted_ +
+                                       ")");
   check_buffers(op);
   int cur = -1;
   if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
@@ -606,8 +637,7 @@ void NcclCommunicator::wait(const Op& op, const char* call, bool enqueueing, int
     if ((polls & every) != every) continue;
     if (!enqueueing) {
       ncclResult_t a = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress)
-        fail(op, call, a);
+      if (ncclCommGetAsyncError(comm_, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress) fail(op, call, a);
     }
     const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
     if (limit > 0 && waited > limit) timed_out(op, waited);

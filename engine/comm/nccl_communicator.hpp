@@ -55,9 +55,7 @@ class NcclCommunicator final : public Communicator {
 
   // CUDA-event timing of the timed loops, unless turned off (set_event_timing(false), or
   // COMMSCRIPT_TIMING=host in the environment) or chaos is armed (its delays are host time).
-  bool device_timing() const override {
-    return event_timing_ && !hooked();
-  }
+  bool device_timing() const override { return event_timing_ && !hooked(); }
   double timed_execute_us(const Op& op) override;
   void set_event_timing(bool on) { event_timing_ = on; }
 
@@ -104,7 +102,7 @@ class NcclCommunicator final : public Communicator {
   bool event_timing_ = true;
   const void* checked_[4] = {};  // buffers already found to be on this device
   unsigned checked_next_ = 0;
-  std::string why_aborted_;      // why comm_ is gone
+  std::string why_aborted_;  // why comm_ is gone
 };
 
 // ---- the parts that need no device (public for the tests) ----

@@ -17,8 +17,8 @@ static std::string where(const Communicator& c, Collective coll) {
   return std::string(collective_name(coll)) + " on communicator '" + c.name() + "'";
 }
 
-Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const Tensor& recv,
-           ReduceOp redop, int root, int peer, int recv_peer, size_t count) {
+Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const Tensor& recv, ReduceOp redop, int root,
+           int peer, int recv_peer, size_t count) {
   const int n = comm.size();
   const std::string w = where(comm, coll);
   Op op;
@@ -46,15 +46,13 @@ Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const 
     }
   }
   if (collective_has_root(coll) && (root < 0 || root >= n))
-    throw UsageError(w + ": root " + std::to_string(root) + " is not a rank of a communicator of " +
-                     std::to_string(n));
+    throw UsageError(w + ": root " + std::to_string(root) + " is not a rank of a communicator of " + std::to_string(n));
   auto check_peer = [&](int p, const char* what) {
     if (p < 0 || p >= n)
-      throw UsageError(w + ": " + what + " " + std::to_string(p) +
-                       " is not a rank of a communicator of " + std::to_string(n));
+      throw UsageError(w + ": " + what + " " + std::to_string(p) + " is not a rank of a communicator of " +
+                       std::to_string(n));
   };
-  if (coll == Collective::send || coll == Collective::recv || coll == Collective::sendrecv)
-    check_peer(peer, "peer");
+  if (coll == Collective::send || coll == Collective::recv || coll == Collective::sendrecv) check_peer(peer, "peer");
   if (coll == Collective::sendrecv) check_peer(recv_peer, "receive peer");
 
   if (count == static_cast<size_t>(-1)) {
@@ -62,12 +60,24 @@ Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const 
     const size_t un = static_cast<size_t>(n);
     switch (coll) {
       case Collective::allgather:
-      case Collective::gather: count = send.count(); break;
-      case Collective::reduce_scatter: count = recv.count(); break;
-      case Collective::scatter: count = recv.count(); break;
-      case Collective::alltoall: count = send.count() / un; break;
-      case Collective::recv: count = recv.count(); break;
-      default: count = send.count(); break;
+      case Collective::gather:
+        count = send.count();
+        break;
+      case Collective::reduce_scatter:
+        count = recv.count();
+        break;
+      case Collective::scatter:
+        count = recv.count();
+        break;
+      case Collective::alltoall:
+        count = send.count() / un;
+        break;
+      case Collective::recv:
+        count = recv.count();
+        break;
+      default:
+        count = send.count();
+        break;
     }
   }
   op.count = count;
@@ -79,8 +89,8 @@ Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const 
     throw UsageError(w + ": send tensor has " + std::to_string(send.count()) + " elements, needs " +
                      std::to_string(need.send));
   if (has_recv && (!root_only_recv || me_root) && recv.count() < need.recv)
-    throw UsageError(w + ": receive tensor has " + std::to_string(recv.count()) +
-                     " elements, needs " + std::to_string(need.recv));
+    throw UsageError(w + ": receive tensor has " + std::to_string(recv.count()) + " elements, needs " +
+                     std::to_string(need.recv));
   op.send = has_send ? send.data() : nullptr;
   op.recv = has_recv ? recv.data() : nullptr;
   return op;

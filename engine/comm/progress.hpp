@@ -16,9 +16,9 @@ struct OpRecord {
   uint64_t seq = 0;
   Collective coll = Collective::barrier;
   uint64_t bytes = 0;
-  int64_t start_ns = 0;  // steady clock
+  int64_t start_ns = 0;   // steady clock
   double deadline_s = 0;  // of this operation (0: none)
-  char comm[32] = {0};   // a copy: communicators may be gone when the record is read
+  char comm[32] = {0};    // a copy: communicators may be gone when the record is read
   std::string_view comm_name() const { return std::string_view(comm); }
 };
 

@@ -14,7 +14,8 @@ std::unique_ptr<Communicator> SelfCommunicator::split(int color, int) {
 void SelfCommunicator::run(const Op& op) {
   const size_t bytes = op.count * dtype_size(op.dtype);
   switch (op.coll) {
-    case Collective::barrier: return;
+    case Collective::barrier:
+      return;
     case Collective::send: {
       const char* p = static_cast<const char*>(op.send);
       mailbox_.emplace_back(p, p + bytes);
@@ -26,8 +27,8 @@ void SelfCommunicator::run(const Op& op) {
       std::vector<char> m = std::move(mailbox_.front());
       mailbox_.pop_front();
       if (m.size() != bytes)
-        throw Error(ExitCode::runtime, "recv of " + std::to_string(bytes) + " bytes matched a send of " +
-                                           std::to_string(m.size()));
+        throw Error(ExitCode::runtime,
+                    "recv of " + std::to_string(bytes) + " bytes matched a send of " + std::to_string(m.size()));
       std::memcpy(op.recv, m.data(), bytes);
       return;
     }

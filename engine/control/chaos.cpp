@@ -36,9 +36,11 @@ std::string_view chaos_kind_name(ChaosKind k) {
 }
 
 ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw InputError("chaos: each rule must be a table like { kind = \"delay\", ranks = [1], ms = 50 }");
-  static const std::set<std::string> known = {"kind", "ranks", "ops", "after", "every", "probability", "duration",
-                                              "ms", "jitter_ms", "factor", "status", "elements", "op", "limit"};
+  if (!j.is_object())
+    throw InputError("chaos: each rule must be a table like { kind = \"delay\", ranks = [1], ms = 50 }");
+  static const std::set<std::string> known = {"kind",        "ranks",    "ops", "after",     "every",
+                                              "probability", "duration", "ms",  "jitter_ms", "factor",
+                                              "status",      "elements", "op",  "limit"};
   for (auto& [k, v] : j.items())
     if (!known.count(k))
       throw InputError("chaos: unknown field '" + k +
@@ -63,24 +65,28 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
   };
   if (j.contains("ranks")) {
     const auto& rs = j["ranks"];
-    if (rs.is_number_integer()) r.ranks.insert(rs.get<int>());
+    if (rs.is_number_integer())
+      r.ranks.insert(rs.get<int>());
     else if (rs.is_array()) {
       for (const auto& x : rs) {
         if (!x.is_number_integer() || x.get<int>() < 0) throw InputError(w + "'ranks' must be a list of ranks");
         r.ranks.insert(x.get<int>());
       }
-    } else throw InputError(w + "'ranks' must be a list of ranks");
+    } else
+      throw InputError(w + "'ranks' must be a list of ranks");
   }
   if (j.contains("ops")) {
     const auto& os = j["ops"];
     std::vector<std::string> names;
-    if (os.is_string()) names.push_back(os.get<std::string>());
+    if (os.is_string())
+      names.push_back(os.get<std::string>());
     else if (os.is_array()) {
       for (const auto& x : os) {
         if (!x.is_string()) throw InputError(w + "'ops' must be a list of operation names");
         names.push_back(x.get<std::string>());
       }
-    } else throw InputError(w + "'ops' must be a list of operation names");
+    } else
+      throw InputError(w + "'ops' must be a list of operation names");
     for (const auto& n : names) {
       auto c = parse_collective(n);
       if (!c) throw InputError(w + "unknown operation '" + n + "' in 'ops'");
@@ -95,11 +101,20 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
   r.jitter_ms = num("jitter_ms", 0, 0, 3.6e6);
   r.limit = static_cast<uint64_t>(num("limit", 0, 0, 1e15));
   switch (r.kind) {
-    case ChaosKind::slow: r.factor = num("factor", 2, 1, 1000); break;
-    case ChaosKind::desync: r.factor = num("factor", 0, 1e-9, 1); break;
-    case ChaosKind::exit: r.status = static_cast<int>(num("status", 99, 1, 255)); break;
-    case ChaosKind::corrupt: r.elements = static_cast<uint64_t>(num("elements", 1, 1, 1e12)); break;
-    default: break;
+    case ChaosKind::slow:
+      r.factor = num("factor", 2, 1, 1000);
+      break;
+    case ChaosKind::desync:
+      r.factor = num("factor", 0, 1e-9, 1);
+      break;
+    case ChaosKind::exit:
+      r.status = static_cast<int>(num("status", 99, 1, 255));
+      break;
+    case ChaosKind::corrupt:
+      r.elements = static_cast<uint64_t>(num("elements", 1, 1, 1e12));
+      break;
+    default:
+      break;
   }
   if (j.contains("op")) {
     if (r.kind != ChaosKind::desync) throw InputError(w + "'op' applies to desync only");
@@ -177,9 +192,14 @@ bool Chaos::selects(Armed& a, const Op& op, uint64_t seq, ChaosKind kind) {
 }
 
 void Chaos::record(const ChaosRule& r, const Op& op, uint64_t seq, std::string_view comm, nlohmann::json extra) {
-  nlohmann::json e = {{"kind", chaos_kind_name(r.kind)}, {"rank", rank_},        {"host", host_},
-                      {"op", collective_name(op.coll)},  {"seq", seq},           {"comm", std::string(comm)},
-                      {"bytes", op.bytes()},             {"time", unix_time()}};
+  nlohmann::json e = {{"kind", chaos_kind_name(r.kind)},
+                      {"rank", rank_},
+                      {"host", host_},
+                      {"op", collective_name(op.coll)},
+                      {"seq", seq},
+                      {"comm", std::string(comm)},
+                      {"bytes", op.bytes()},
+                      {"time", unix_time()}};
   for (auto& [k, v] : extra.items()) e[k] = v;
   fired_.push_back(e);
   if (on_fire_) on_fire_(e);

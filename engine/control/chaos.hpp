@@ -29,18 +29,18 @@ enum class ChaosKind : uint8_t { delay, slow, hang, exit, corrupt, desync };
 
 struct ChaosRule {
   ChaosKind kind = ChaosKind::delay;
-  std::set<int> ranks;              // empty: every rank
-  std::set<Collective> ops;         // empty: every operation
-  uint64_t after = 0;               // fire only on operations with seq > after
-  uint64_t every = 1;               // ... and only every N-th eligible one
-  double probability = 1.0;         // ... with this probability (seeded)
-  double duration_s = 0;            // stop firing this long after the first firing (0: forever)
-  double ms = 0, jitter_ms = 0;     // delay
-  double factor = 0;                // slow (default 2), desync (count factor, default 0.5)
-  int status = 99;                  // exit (not one of commscript's own exit codes)
-  uint64_t elements = 1;            // corrupt: elements whose bit is flipped
-  std::string desync_op;            // desync: call this operation instead (e.g. "barrier")
-  uint64_t limit = 0;               // fire at most this many times (0: no limit; hang/exit: 1)
+  std::set<int> ranks;           // empty: every rank
+  std::set<Collective> ops;      // empty: every operation
+  uint64_t after = 0;            // fire only on operations with seq > after
+  uint64_t every = 1;            // ... and only every N-th eligible one
+  double probability = 1.0;      // ... with this probability (seeded)
+  double duration_s = 0;         // stop firing this long after the first firing (0: forever)
+  double ms = 0, jitter_ms = 0;  // delay
+  double factor = 0;             // slow (default 2), desync (count factor, default 0.5)
+  int status = 99;               // exit (not one of commscript's own exit codes)
+  uint64_t elements = 1;         // corrupt: elements whose bit is flipped
+  std::string desync_op;         // desync: call this operation instead (e.g. "barrier")
+  uint64_t limit = 0;            // fire at most this many times (0: no limit; hang/exit: 1)
 };
 
 // Parses a rule from the config's [[chaos]] tables / cs.chaos.inject{...}; throws InputError

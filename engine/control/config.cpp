@@ -1,9 +1,10 @@
 #include "config.hpp"
 
+#include <toml++/toml.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "error.hpp"
 
@@ -11,8 +12,8 @@ namespace cs {
 
 namespace {
 
-const char* const kSections[] = {"options", "env",      "run",   "thresholds", "scorecard",
-                                 "baseline", "chaos",   "rules", "recipe"};
+const char* const kSections[] = {"options",  "env",   "run",   "thresholds", "scorecard",
+                                 "baseline", "chaos", "rules", "recipe"};
 
 nlohmann::json to_json(const toml::node& n) {
   if (auto t = n.as_table()) {
@@ -45,8 +46,8 @@ void check_sections(const toml::table& t, const std::string& src) {
     if (!known) {
       std::string all;
       for (const char* s : kSections) all += (all.empty() ? "" : ", ") + std::string(s);
-      throw InputError(where(src, k.source()) + ": unknown section '" + std::string(k.str()) +
-                       "' (known: " + all + ")");
+      throw InputError(where(src, k.source()) + ": unknown section '" + std::string(k.str()) + "' (known: " + all +
+                       ")");
     }
     if (k.str() == "env") {
       if (!v.is_table()) throw InputError(where(src, v.source()) + ": [env] must be a table");
@@ -142,9 +143,12 @@ std::vector<std::pair<std::string, std::string>> Config::env() const {
   std::vector<std::pair<std::string, std::string>> out;
   const nlohmann::json env = section("env");  // keep it alive: items() is a view
   for (auto& [k, v] : env.items()) {
-    if (v.is_string()) out.emplace_back(k, v.get<std::string>());
-    else if (v.is_boolean()) out.emplace_back(k, v.get<bool>() ? "1" : "0");
-    else out.emplace_back(k, v.dump());
+    if (v.is_string())
+      out.emplace_back(k, v.get<std::string>());
+    else if (v.is_boolean())
+      out.emplace_back(k, v.get<bool>() ? "1" : "0");
+    else
+      out.emplace_back(k, v.dump());
   }
   return out;
 }

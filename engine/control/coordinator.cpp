@@ -99,8 +99,8 @@ nlohmann::json ring_json() {
 
 // ---------------------------------------------------------------- client
 
-HeartbeatClient::HeartbeatClient(const std::string& endpoint, int rank, const std::string& host,
-                                 bool same_host_as_root, int interval_ms)
+HeartbeatClient::HeartbeatClient(const std::string& endpoint, int rank, const std::string& host, bool same_host_as_root,
+                                 int interval_ms)
     : rank_(rank), interval_ms_(interval_ms) {
   const size_t colon = endpoint.rfind(':');
   if (colon == std::string::npos) return;
@@ -109,9 +109,8 @@ HeartbeatClient::HeartbeatClient(const std::string& endpoint, int rank, const st
   std::stringstream ss(endpoint.substr(0, colon));
   for (std::string ip; std::getline(ss, ip, ',');) ips.push_back(ip);
   // Loopback only reaches the coordinator from its own host (network namespace).
-  std::stable_partition(ips.begin(), ips.end(), [&](const std::string& ip) {
-    return same_host_as_root == (ip.rfind("127.", 0) == 0);
-  });
+  std::stable_partition(ips.begin(), ips.end(),
+                        [&](const std::string& ip) { return same_host_as_root == (ip.rfind("127.", 0) == 0); });
   for (const auto& ip : ips) {
     if (!same_host_as_root && ip.rfind("127.", 0) == 0) continue;
     fd_ = connect_to(ip, port, 1000);
@@ -244,8 +243,15 @@ nlohmann::json Coordinator::snapshot() const {
     const RankState& s = ranks_[r];
     std::string state = !s.hello ? "never connected" : s.dead ? "dead (connection closed)" : "alive";
     if (s.hello && !s.dead && now - s.last_hb_ns > 1500000000LL) state = "no heartbeat";
-    out.push_back({{"rank", r}, {"host", s.host}, {"pid", s.pid}, {"state", state}, {"op", s.coll},
-                   {"seq", s.op_seq}, {"comm", s.comm}, {"in_flight", s.in_flight}, {"ops_started", s.started}});
+    out.push_back({{"rank", r},
+                   {"host", s.host},
+                   {"pid", s.pid},
+                   {"state", state},
+                   {"op", s.coll},
+                   {"seq", s.op_seq},
+                   {"comm", s.comm},
+                   {"in_flight", s.in_flight},
+                   {"ops_started", s.started}});
   }
   return out;
 }
@@ -284,8 +290,8 @@ void Coordinator::loop() {
         unsigned long long started = 0, seq = 0, bytes = 0;
         int flying = 0;
         double age = 0, deadline = 0;
-        if (std::sscanf(line.c_str(), "HB %llu %d %llu %63s %llu %lf %127s %lf", &started, &flying, &seq, coll,
-                        &bytes, &age, comm, &deadline) == 8) {
+        if (std::sscanf(line.c_str(), "HB %llu %d %llu %63s %llu %lf %127s %lf", &started, &flying, &seq, coll, &bytes,
+                        &age, comm, &deadline) == 8) {
           s.deadline_s = deadline;
           if (started != s.started) s.progress_ns = now;
           s.started = started;
@@ -388,10 +394,11 @@ void Coordinator::loop() {
     if (o_.timeout_s > 0 && static_cast<double>(now - t_start) * 1e-9 > o_.timeout_s) {
       for (size_t r = 0; r < ranks_.size(); ++r)
         if (!ranks_[r].hello) {
-          nlohmann::json inc = {{"kind", "timeout"},
-                                {"line", "timeout: rank " + std::to_string(r) + " never reached the coordinator within " +
-                                             std::to_string(static_cast<int>(o_.timeout_s)) + " s"},
-                                {"missing", nlohmann::json::array({{{"rank", r}, {"state", "never connected"}}})}};
+          nlohmann::json inc = {
+              {"kind", "timeout"},
+              {"line", "timeout: rank " + std::to_string(r) + " never reached the coordinator within " +
+                           std::to_string(static_cast<int>(o_.timeout_s)) + " s"},
+              {"missing", nlohmann::json::array({{{"rank", r}, {"state", "never connected"}}})}};
           g.unlock();  // end_job locks again and never returns
           end_job(inc);
         }
@@ -470,7 +477,8 @@ nlohmann::json Coordinator::verdict(int stuck, int64_t now) const {
       arrived.push_back(r);  // already past it (e.g. a rooted op's early finisher)
       continue;
     } else {
-      const bool progressing = now - s.progress_ns < std::min<int64_t>(2000000000LL, static_cast<int64_t>(o_.timeout_s * 5e8));
+      const bool progressing =
+          now - s.progress_ns < std::min<int64_t>(2000000000LL, static_cast<int64_t>(o_.timeout_s * 5e8));
       who["state"] = progressing ? "slow" : "stuck";
       who["detail"] = std::string(progressing ? "still progressing, " : "no progress, ") +
                       (s.in_flight ? "in " + s.coll + " #" + std::to_string(s.op_seq) + " on " + s.comm
@@ -505,9 +513,9 @@ nlohmann::json Coordinator::verdict(int stuck, int64_t now) const {
               std::to_string(m["seq"].get<uint64_t>()) + " (" + format_size(m["bytes"].get<uint64_t>()) + "B);";
     line.pop_back();
   }
-  return {{"kind", "timeout"}, {"line", line},          {"op", ref.coll},     {"seq", ref.op_seq},
-          {"bytes", ref.bytes}, {"comm", ref.comm},      {"after_s", after_s}, {"timeout_s", ref.deadline_s},
-          {"missing", missing}, {"mismatch", mism},      {"arrived", arrived}, {"detected_by", "deadline"}};
+  return {{"kind", "timeout"},  {"line", line},     {"op", ref.coll},     {"seq", ref.op_seq},
+          {"bytes", ref.bytes}, {"comm", ref.comm}, {"after_s", after_s}, {"timeout_s", ref.deadline_s},
+          {"missing", missing}, {"mismatch", mism}, {"arrived", arrived}, {"detected_by", "deadline"}};
 }
 
 void Coordinator::end_job(nlohmann::json inc) {
@@ -561,7 +569,8 @@ void Coordinator::end_job(nlohmann::json inc) {
     for (size_t r = 0; r < ranks_.size(); ++r) {
       if (ranks_[r].ring.is_null()) continue;
       const auto f = dir / ("rank-" + std::to_string(r) + ".json");
-      std::ofstream(f) << nlohmann::json{{"rank", r}, {"host", ranks_[r].host}, {"ops", ranks_[r].ring}}.dump(1) << "\n";
+      std::ofstream(f) << nlohmann::json{{"rank", r}, {"host", ranks_[r].host}, {"ops", ranks_[r].ring}}.dump(1)
+                       << "\n";
       files.push_back(f.string());
     }
   }

@@ -10,16 +10,11 @@
 namespace cs {
 
 Report::Report(const std::filesystem::path& dir, bool writer) : writer_(writer), dir_(dir) {
-  doc_ = {{"schema", "commscript.report/1"},
-          {"commscript", nlohmann::json::object()},
-          {"recipe", nlohmann::json::object()},
-          {"run", nlohmann::json::object()},
-          {"env", nlohmann::json::object()},
-          {"topology", nlohmann::json::object()},
-          {"results", nlohmann::json::array()},
-          {"findings", nlohmann::json::array()},
-          {"scorecard", nlohmann::json::object()},
-          {"chaos", nlohmann::json::array()},
+  doc_ = {{"schema", "commscript.report/1"},       {"commscript", nlohmann::json::object()},
+          {"recipe", nlohmann::json::object()},    {"run", nlohmann::json::object()},
+          {"env", nlohmann::json::object()},       {"topology", nlohmann::json::object()},
+          {"results", nlohmann::json::array()},    {"findings", nlohmann::json::array()},
+          {"scorecard", nlohmann::json::object()}, {"chaos", nlohmann::json::array()},
           {"incidents", nlohmann::json::array()}};
   if (!writer_) return;
   std::error_code ec;

@@ -26,7 +26,7 @@ class Report {
   const std::filesystem::path& dir() const { return dir_; }
   nlohmann::json& doc() { return doc_; }
 
-  void add_result(const nlohmann::json& r);  // also appended to results.jsonl and flushed
+  void add_result(const nlohmann::json& r);                          // also appended to results.jsonl and flushed
   void add(const std::string& section, const nlohmann::json& item);  // findings, incidents, chaos
   size_t count(const std::string& section) const;
   // Writes report.json (via a temporary file and rename, so a reader never sees half of it).

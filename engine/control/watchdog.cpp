@@ -34,10 +34,9 @@ void Watchdog::loop() {
     const OpRecord op = p.current();
     char line[512];
     std::snprintf(line, sizeof line, "timeout: %s #%llu (%sB, %s) after %.1f s on rank %d (host %s)",
-                  std::string(collective_name(op.coll)).c_str(),
-                  static_cast<unsigned long long>(op.seq), format_size(op.bytes).c_str(),
-                  std::string(op.comm_name()).c_str(), static_cast<double>(now_ns() - start) * 1e-9, rank_,
-                  host_.c_str());
+                  std::string(collective_name(op.coll)).c_str(), static_cast<unsigned long long>(op.seq),
+                  format_size(op.bytes).c_str(), std::string(op.comm_name()).c_str(),
+                  static_cast<double>(now_ns() - start) * 1e-9, rank_, host_.c_str());
     std::fprintf(stderr, "%s\n", line);
     std::fflush(stderr);
     if (on_timeout_) on_timeout_(line);

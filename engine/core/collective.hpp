@@ -9,14 +9,23 @@
 namespace cs {
 
 enum class Collective : uint8_t {
-  allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter, sendrecv,
-  barrier, send, recv,
+  allreduce,
+  allgather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  alltoall,
+  gather,
+  scatter,
+  sendrecv,
+  barrier,
+  send,
+  recv,
 };
 
 inline constexpr Collective kBenchCollectives[] = {
-    Collective::allreduce, Collective::allgather, Collective::reduce_scatter,
-    Collective::broadcast, Collective::reduce,    Collective::alltoall,
-    Collective::gather,    Collective::scatter,   Collective::sendrecv};
+    Collective::allreduce, Collective::allgather, Collective::reduce_scatter, Collective::broadcast, Collective::reduce,
+    Collective::alltoall,  Collective::gather,    Collective::scatter,        Collective::sendrecv};
 
 std::string_view collective_name(Collective c);
 std::optional<Collective> parse_collective(std::string_view name);

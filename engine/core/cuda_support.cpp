@@ -28,7 +28,8 @@ std::string normalize_bdf(std::string_view bdf) {
   const size_t c1 = s.find(':');
   if (c1 == std::string::npos || s.find(':', c1 + 1) == std::string::npos) return s;
   std::string dom = s.substr(0, c1);
-  if (dom.empty() || !std::all_of(dom.begin(), dom.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
+  if (dom.empty() ||
+      !std::all_of(dom.begin(), dom.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
     return s;
   while (dom.size() > 4 && dom[0] == '0') dom.erase(0, 1);
   while (dom.size() < 4) dom.insert(0, "0");
@@ -41,10 +42,7 @@ CudaProbe cuda_probe() { return {0, "built without CUDA"}; }
 
 #else
 
-
-std::string cuda_error_text(cudaError_t e) {
-  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
+std::string cuda_error_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
 
 void cuda_check(cudaError_t e, const char* call) {
   if (e == cudaSuccess) return;

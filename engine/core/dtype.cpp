@@ -12,14 +12,22 @@ size_t dtype_size(DType t) {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::int8: return "int8";
-    case DType::uint8: return "uint8";
-    case DType::int32: return "int32";
-    case DType::uint32: return "uint32";
-    case DType::int64: return "int64";
-    case DType::uint64: return "uint64";
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
+    case DType::int8:
+      return "int8";
+    case DType::uint8:
+      return "uint8";
+    case DType::int32:
+      return "int32";
+    case DType::uint32:
+      return "uint32";
+    case DType::int64:
+      return "int64";
+    case DType::uint64:
+      return "uint64";
+    case DType::float32:
+      return "float32";
+    case DType::float64:
+      return "float64";
   }
   return "?";
 }

@@ -7,11 +7,11 @@ namespace cs {
 
 enum class ExitCode : int {
   ok = 0,
-  bad_input = 1,      // usage, config, recipe load, version range, option values
-  runtime = 2,        // a recipe error on any rank
-  health = 3,         // an error-severity finding or score below --fail-below
-  corruption = 4,     // wrong elements in a checked result
-  timeout = 5,        // a deadline passed: missing or stuck ranks
+  bad_input = 1,   // usage, config, recipe load, version range, option values
+  runtime = 2,     // a recipe error on any rank
+  health = 3,      // an error-severity finding or score below --fail-below
+  corruption = 4,  // wrong elements in a checked result
+  timeout = 5,     // a deadline passed: missing or stuck ranks
   internal = 70,
 };
 

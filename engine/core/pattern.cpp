@@ -32,8 +32,10 @@ T reduce_expected(const CheckSpec& s, size_t index) {
     int64_t mn = static_cast<int64_t>(static_cast<T>(acc)), mx = mn;
     for (int r = 1; r < s.nranks; ++r) {
       const int64_t v = pattern_value(r, index, s.op, s.salt);
-      if (s.op == ReduceOp::prod) acc *= static_cast<uint64_t>(v);
-      else acc += static_cast<uint64_t>(v);
+      if (s.op == ReduceOp::prod)
+        acc *= static_cast<uint64_t>(v);
+      else
+        acc += static_cast<uint64_t>(v);
       mn = std::min(mn, v);
       mx = std::max(mx, v);
     }
@@ -45,10 +47,18 @@ T reduce_expected(const CheckSpec& s, size_t index) {
     for (int r = 1; r < s.nranks; ++r) {
       const T v = static_cast<T>(pattern_value(r, index, s.op, s.salt));
       switch (s.op) {
-        case ReduceOp::prod: acc *= v; break;
-        case ReduceOp::min: acc = std::min(acc, v); break;
-        case ReduceOp::max: acc = std::max(acc, v); break;
-        default: acc += v; break;
+        case ReduceOp::prod:
+          acc *= v;
+          break;
+        case ReduceOp::min:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::max:
+          acc = std::max(acc, v);
+          break;
+        default:
+          acc += v;
+          break;
       }
     }
     if (s.op == ReduceOp::avg) acc /= static_cast<T>(s.nranks);
@@ -60,8 +70,7 @@ template <class T>
 bool same(T got, T want, ReduceOp op) {
   if constexpr (std::is_floating_point_v<T>) {
     // avg may be computed as a premultiplied sum by other backends (nccl-tests allows 2 ulp).
-    if (op == ReduceOp::avg)
-      return std::fabs(got - want) <= 2 * std::numeric_limits<T>::epsilon() * std::fabs(want);
+    if (op == ReduceOp::avg) return std::fabs(got - want) <= 2 * std::numeric_limits<T>::epsilon() * std::fabs(want);
   }
   return got == want;
 }
@@ -108,7 +117,8 @@ uint64_t count_wrong_t(const CheckSpec& s, const T* got) {
       for (size_t i = 0; i < c; ++i) expect(i, value(prev, i));
       break;
     }
-    default: break;
+    default:
+      break;
   }
   return wrong;
 }
@@ -117,12 +127,11 @@ uint64_t count_wrong_t(const CheckSpec& s, const T* got) {
 
 uint64_t count_wrong(const CheckSpec& spec, const Tensor& recv) {
   const Counts n = collective_counts(spec.coll, spec.count, spec.nranks);
-  const bool receives = !((spec.coll == Collective::reduce || spec.coll == Collective::gather) &&
-                          spec.rank != spec.root);
+  const bool receives =
+      !((spec.coll == Collective::reduce || spec.coll == Collective::gather) && spec.rank != spec.root);
   if (receives && recv.count() < n.recv) return n.recv;  // nothing of the result can be trusted
-  return visit_dtype(recv.dtype(), [&]<class T>() {
-    return count_wrong_t<T>(spec, static_cast<const T*>(recv.data()));
-  });
+  return visit_dtype(recv.dtype(),
+                     [&]<class T>() { return count_wrong_t<T>(spec, static_cast<const T*>(recv.data())); });
 }
 
 }  // namespace cs

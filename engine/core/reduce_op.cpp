@@ -8,11 +8,16 @@ namespace cs {
 
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::min: return "min";
-    case ReduceOp::max: return "max";
-    case ReduceOp::avg: return "avg";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::prod:
+      return "prod";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::avg:
+      return "avg";
   }
   return "?";
 }
@@ -25,8 +30,7 @@ ReduceOp reduce_op_from_string(std::string_view n) {
 
 void check_reduce_op(ReduceOp op, DType t) {
   if (op == ReduceOp::avg && !dtype_is_float(t))
-    throw InputError("reduction 'avg' is defined for float32 and float64 only, not " +
-                     std::string(dtype_name(t)));
+    throw InputError("reduction 'avg' is defined for float32 and float64 only, not " + std::string(dtype_name(t)));
 }
 
 }  // namespace cs

@@ -52,11 +52,16 @@ bool version_satisfies(const Version& v, std::string_view range) {
     }
     auto want = parse_version(term.substr(opr.size()));
     if (!want) throw InputError(bad + " ('" + std::string(term) + "' is not a comparison)");
-    if (opr == ">=") ok = ok && v >= *want;
-    else if (opr == "<=") ok = ok && v <= *want;
-    else if (opr == ">") ok = ok && v > *want;
-    else if (opr == "<") ok = ok && v < *want;
-    else ok = ok && v == *want;
+    if (opr == ">=")
+      ok = ok && v >= *want;
+    else if (opr == "<=")
+      ok = ok && v <= *want;
+    else if (opr == ">")
+      ok = ok && v > *want;
+    else if (opr == "<")
+      ok = ok && v < *want;
+    else
+      ok = ok && v == *want;
     any = true;
     if (comma == std::string_view::npos) break;
     range = range.substr(comma + 1);

@@ -20,12 +20,23 @@ std::optional<uint64_t> parse_size(std::string_view s) {
   unsigned shift = 0;
   if (!suf.empty()) {
     switch (std::toupper(static_cast<unsigned char>(suf.front()))) {
-      case 'B': shift = 0; break;
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      case 'T': shift = 40; break;
-      default: return std::nullopt;
+      case 'B':
+        shift = 0;
+        break;
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        return std::nullopt;
     }
     suf.remove_prefix(1);
     // Accept 64K, 64KB, 64KiB (all binary, as nccl-tests does).

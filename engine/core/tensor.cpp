@@ -17,9 +17,12 @@ namespace cs {
 
 std::string_view mem_location_name(MemLocation l) {
   switch (l) {
-    case MemLocation::host: return "host";
-    case MemLocation::pinned: return "pinned";
-    case MemLocation::device: return "device";
+    case MemLocation::host:
+      return "host";
+    case MemLocation::pinned:
+      return "pinned";
+    case MemLocation::device:
+      return "device";
   }
   return "?";
 }
@@ -34,12 +37,19 @@ struct Tensor::Storage {
   Storage& operator=(const Storage&) = delete;
   ~Storage() {
     switch (location) {
-      case MemLocation::host: std::free(ptr); break;
+      case MemLocation::host:
+        std::free(ptr);
+        break;
 #ifdef COMMSCRIPT_HAVE_NCCL
-      case MemLocation::pinned: cudaFreeHost(ptr); break;
-      case MemLocation::device: cudaFree(ptr); break;
+      case MemLocation::pinned:
+        cudaFreeHost(ptr);
+        break;
+      case MemLocation::device:
+        cudaFree(ptr);
+        break;
 #else
-      default: break;
+      default:
+        break;
 #endif
     }
   }
@@ -104,7 +114,8 @@ Tensor Tensor::pinned(DType dtype, size_t count) {
   if (e != cudaSuccess) {
     st->ptr = nullptr;
     cudaGetLastError();
-    throw InputError("cannot allocate a " + format_size(bytes) + "B pinned tensor: cudaHostAlloc: " + cuda_error_text(e));
+    throw InputError("cannot allocate a " + format_size(bytes) +
+                     "B pinned tensor: cudaHostAlloc: " + cuda_error_text(e));
   }
   st->location = MemLocation::pinned;
   std::memset(st->ptr, 0, bytes ? bytes : 1);
@@ -151,9 +162,12 @@ Tensor Tensor::on_device(DType dtype, size_t count, int device) {
 
 Tensor Tensor::allocate(MemLocation where, DType dtype, size_t count, int device) {
   switch (where) {
-    case MemLocation::pinned: return pinned(dtype, count);
-    case MemLocation::device: return on_device(dtype, count, device);
-    default: return host(dtype, count);
+    case MemLocation::pinned:
+      return pinned(dtype, count);
+    case MemLocation::device:
+      return on_device(dtype, count, device);
+    default:
+      return host(dtype, count);
   }
 }
 
@@ -187,8 +201,7 @@ static void copy_bytes(void* dst, const void* src, size_t n) {
 
 static void check_index(size_t i, size_t n) {
   if (i >= n)
-    throw UsageError("index " + std::to_string(i) + " is outside a tensor of " + std::to_string(n) +
-                     " elements");
+    throw UsageError("index " + std::to_string(i) + " is outside a tensor of " + std::to_string(n) + " elements");
 }
 
 double Tensor::get(size_t i) const {
@@ -212,7 +225,8 @@ static void check_value(DType t, double v) {
       // max + 1 is exact in double for every integer width (2^63 and 2^64 included), so the
       // upper bound is exclusive and never rounds a too-large value in.
       if (!(v >= static_cast<double>(std::numeric_limits<T>::min()) &&
-            v < static_cast<double>(std::numeric_limits<T>::max()) + 1.0) || v != std::floor(v))
+            v < static_cast<double>(std::numeric_limits<T>::max()) + 1.0) ||
+          v != std::floor(v))
         throw UsageError("value " + std::to_string(v) + " does not fit in " + std::string(dtype_name(t)));
     }
   });
@@ -262,8 +276,10 @@ void Tensor::copy_from(const Tensor& src) {
     throw UsageError("copy: source is " + std::to_string(src.count_) + " " + std::string(dtype_name(src.dtype_)) +
                      " elements, destination " + std::to_string(count_) + " " + std::string(dtype_name(dtype_)));
   if (bytes() == 0) return;
-  if (host_accessible() && src.host_accessible()) std::memmove(data(), src.data(), bytes());
-  else copy_bytes(data(), src.data(), bytes());
+  if (host_accessible() && src.host_accessible())
+    std::memmove(data(), src.data(), bytes());
+  else
+    copy_bytes(data(), src.data(), bytes());
 }
 
 Tensor Tensor::to_host() const {

@@ -1,7 +1,7 @@
-#include "host_name.hpp"
 #include "gpu_topology.hpp"
 
 #include "cuda_support.hpp"
+#include "host_name.hpp"
 
 #ifdef COMMSCRIPT_HAVE_NCCL
 #include <dlfcn.h>
@@ -21,13 +21,20 @@ using json = nlohmann::json;
 
 std::string topology_level_name(int level) {
   switch (level) {
-    case 0: return "internal";
-    case 10: return "PIX";
-    case 20: return "PXB";
-    case 30: return "PHB";
-    case 40: return "NODE";
-    case 50: return "SYS";
-    default: return "";
+    case 0:
+      return "internal";
+    case 10:
+      return "PIX";
+    case 20:
+      return "PXB";
+    case 30:
+      return "PHB";
+    case 40:
+      return "NODE";
+    case 50:
+      return "SYS";
+    default:
+      return "";
   }
 }
 
@@ -179,8 +186,10 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
     }
     char bus[32] = {0};
     std::string bdf;
-    if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) == cudaSuccess) bdf = normalize_bdf(bus);
-    else cudaGetLastError();
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) == cudaSuccess)
+      bdf = normalize_bdf(bus);
+    else
+      cudaGetLastError();
     g["pci_bus_id"] = bdf;
     if (!bdf.empty()) {
       index_of_bdf[bdf] = d;
@@ -196,7 +205,7 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
   }
 
   json access = json::array(), links = json::array(), path = json::array();
-  std::vector<std::vector<int>> nl(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
+  std::vector<std::vector<int> > nl(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
   for (int d = 0; d < n; ++d) {
     json& g = gpus[static_cast<size_t>(d)];
     const nvml::Device h = handles[static_cast<size_t>(d)];
@@ -242,7 +251,8 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
       lrow.push_back(have_nvml ? json(nl[static_cast<size_t>(a)][static_cast<size_t>(b)]) : json(nullptr));
       int level = -1;
       const nvml::Device ha = handles[static_cast<size_t>(a)], hb = handles[static_cast<size_t>(b)];
-      if (ha && hb && ml.common_ancestor && ml.common_ancestor(ha, hb, &level) == 0 && !topology_level_name(level).empty())
+      if (ha && hb && ml.common_ancestor && ml.common_ancestor(ha, hb, &level) == 0 &&
+          !topology_level_name(level).empty())
         prow.push_back(topology_level_name(level));
       else
         prow.push_back(nullptr);

@@ -3,9 +3,8 @@
 // node, memory, peer access between every pair, and NVLink state per GPU and per pair. NVML is
 // loaded at run time (dlopen "libnvidia-ml.so.1") when present, so the binary needs no driver
 // to start. Built only with CUDA (COMMSCRIPT_HAVE_NCCL); elsewhere there is no driver to ask.
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace cs {
 

@@ -10,7 +10,6 @@
 //       from /sys/class/net/<if> that have a device (virtual interfaces are left out).
 // `pci` is {bdf, class_id, vendor_id, device_id, vendor, driver, numa_node, local_cpus, pcie},
 // `pcie` as read_pcie_link() describes it.
-#include "host_name.hpp"
 #include "topology.hpp"
 
 #include <openssl/evp.h>
@@ -28,10 +27,11 @@
 #include <regex>
 #include <sstream>
 
+#include "host_name.hpp"
+
 #ifdef COMMSCRIPT_HAVE_HWLOC
 #include <hwloc.h>
 #endif
-
 
 extern char** environ;
 
@@ -123,18 +123,30 @@ std::string uevent_value(const fs::path& dir, const std::string& key) {
 
 std::string vendor_name(long long id) {
   switch (id) {
-    case 0x10de: return "NVIDIA";
-    case 0x15b3: return "Mellanox (NVIDIA)";
-    case 0x8086: return "Intel";
-    case 0x1002: return "AMD";
-    case 0x14e4: return "Broadcom";
-    case 0x1d0f: return "Amazon";
-    case 0x1af4: return "virtio";
-    case 0x1077: return "QLogic";
-    case 0x19e5: return "Huawei";
-    case 0x1da3: return "Habana";
-    case 0x1a03: return "ASPEED";
-    default: return {};
+    case 0x10de:
+      return "NVIDIA";
+    case 0x15b3:
+      return "Mellanox (NVIDIA)";
+    case 0x8086:
+      return "Intel";
+    case 0x1002:
+      return "AMD";
+    case 0x14e4:
+      return "Broadcom";
+    case 0x1d0f:
+      return "Amazon";
+    case 0x1af4:
+      return "virtio";
+    case 0x1077:
+      return "QLogic";
+    case 0x19e5:
+      return "Huawei";
+    case 0x1da3:
+      return "Habana";
+    case 0x1a03:
+      return "ASPEED";
+    default:
+      return {};
   }
 }
 
@@ -254,22 +266,28 @@ json net_nics(const std::string& root, const json& rdma) {
     nic["name"] = ifname;
     nic["kind"] = "net";
     if (auto t = read_ll(d / "type")) {
-      if (*t == 1) nic["type"] = "ethernet";
-      else if (*t == 32) nic["type"] = "infiniband";
-      else nic["type"] = *t;
+      if (*t == 1)
+        nic["type"] = "ethernet";
+      else if (*t == 32)
+        nic["type"] = "infiniband";
+      else
+        nic["type"] = *t;
     }
     if (auto s = read_text(d / "operstate")) nic["operstate"] = *s;
     if (auto s = read_ll(d / "speed"); s && *s > 0) nic["speed_mbps"] = *s;
     if (auto m = read_ll(d / "mtu")) nic["mtu"] = *m;
     auto ib = list_dir(d / "device/infiniband");
-    if (!ib.empty()) nic["rdma_device"] = ib.front();
+    if (!ib.empty())
+      nic["rdma_device"] = ib.front();
     else
       for (const auto& r : rdma)
         for (const auto& n : r.value("netdevs", json::array()))
           if (n == ifname) nic["rdma_device"] = r.value("name", "");
     const std::string bdf = pci_address_of((d / "device").string());
-    if (!bdf.empty()) nic["pci"] = read_pci(root, bdf);
-    else if (auto drv = uevent_value(d / "device", "DRIVER"); !drv.empty()) nic["driver"] = drv;
+    if (!bdf.empty())
+      nic["pci"] = read_pci(root, bdf);
+    else if (auto drv = uevent_value(d / "device", "DRIVER"); !drv.empty())
+      nic["driver"] = drv;
     out.push_back(std::move(nic));
   }
   return out;
@@ -365,7 +383,8 @@ json hwloc_summary() {
   }
   const unsigned api = hwloc_get_api_version();
   j["available"] = true;
-  j["api_version"] = std::to_string(api >> 16) + "." + std::to_string((api >> 8) & 0xff) + "." + std::to_string(api & 0xff);
+  j["api_version"] =
+      std::to_string(api >> 16) + "." + std::to_string((api >> 8) & 0xff) + "." + std::to_string(api & 0xff);
 #ifdef HWLOC_VERSION
   j["version"] = HWLOC_VERSION;  // of the headers built against
 #endif
@@ -463,25 +482,33 @@ int pcie_gen_from_speed(const std::string& speed) {
   char* end = nullptr;
   const double gts = std::strtod(s, &end);
   if (end == s || !(gts > 0)) return 0;
-  if (gts < 3.5) return 1;    // 2.5 GT/s
-  if (gts < 6.5) return 2;    // 5
-  if (gts < 12) return 3;     // 8
-  if (gts < 24) return 4;     // 16
-  if (gts < 48) return 5;     // 32
-  if (gts < 96) return 6;     // 64
-  return 7;                   // 128
+  if (gts < 3.5) return 1;  // 2.5 GT/s
+  if (gts < 6.5) return 2;  // 5
+  if (gts < 12) return 3;   // 8
+  if (gts < 24) return 4;   // 16
+  if (gts < 48) return 5;   // 32
+  if (gts < 96) return 6;   // 64
+  return 7;                 // 128
 }
 
 double pcie_lane_gbytes(int gen) {
   switch (gen) {
-    case 1: return 0.25;                          // 2.5 GT/s, 8b/10b
-    case 2: return 0.5;                           // 5 GT/s, 8b/10b
-    case 3: return 8.0 * 128.0 / 130.0 / 8.0;     // 128b/130b
-    case 4: return 16.0 * 128.0 / 130.0 / 8.0;
-    case 5: return 32.0 * 128.0 / 130.0 / 8.0;
-    case 6: return 64.0 * 242.0 / 256.0 / 8.0;    // PAM4, FLIT mode
-    case 7: return 128.0 * 242.0 / 256.0 / 8.0;
-    default: return 0.0;
+    case 1:
+      return 0.25;  // 2.5 GT/s, 8b/10b
+    case 2:
+      return 0.5;  // 5 GT/s, 8b/10b
+    case 3:
+      return 8.0 * 128.0 / 130.0 / 8.0;  // 128b/130b
+    case 4:
+      return 16.0 * 128.0 / 130.0 / 8.0;
+    case 5:
+      return 32.0 * 128.0 / 130.0 / 8.0;
+    case 6:
+      return 64.0 * 242.0 / 256.0 / 8.0;  // PAM4, FLIT mode
+    case 7:
+      return 128.0 * 242.0 / 256.0 / 8.0;
+    default:
+      return 0.0;
   }
 }
 
@@ -582,8 +609,10 @@ json local_topology(const TopologyOptions& opt) {
   j["numa"] = std::move(numa);
 
 #ifdef COMMSCRIPT_HAVE_HWLOC
-  if (opt.use_hwloc && fs::path(root).lexically_normal() == fs::path("/sys")) j["hwloc"] = hwloc_summary();
-  else j["hwloc"] = {{"available", false}, {"why", opt.use_hwloc ? "sysfs_root is not /sys" : "not asked for"}};
+  if (opt.use_hwloc && fs::path(root).lexically_normal() == fs::path("/sys"))
+    j["hwloc"] = hwloc_summary();
+  else
+    j["hwloc"] = {{"available", false}, {"why", opt.use_hwloc ? "sysfs_root is not /sys" : "not asked for"}};
 #else
   j["hwloc"] = {{"available", false}, {"why", "built without hwloc"}};
 #endif

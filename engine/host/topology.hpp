@@ -9,11 +9,10 @@
 // (tests/fixtures/sysfs/<case>/...). Nothing here throws for a missing or unreadable file: what
 // cannot be read is left out.
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cs {
 

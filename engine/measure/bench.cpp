@@ -98,8 +98,8 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   comm.allreduce_sum(w);
   r.wrong_by_rank = w;
   for (uint64_t x : w) r.wrong += x;
-  r.slowest_rank = static_cast<int>(std::max_element(r.rank_mean_us.begin(), r.rank_mean_us.end()) -
-                                    r.rank_mean_us.begin());
+  r.slowest_rank =
+      static_cast<int>(std::max_element(r.rank_mean_us.begin(), r.rank_mean_us.end()) - r.rank_mean_us.begin());
   const double sec = r.us.mean * 1e-6;
   if (sec > 0) {
     r.algbw = algbw_bytes(op.coll, op.count, dtype_size(op.dtype), op.nranks) / 1e9 / sec;
@@ -130,8 +130,8 @@ Summary pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iter
   return summarize(samples);
 }
 
-double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack, int window,
-                        int warmup, int iters) {
+double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack, int window, int warmup,
+                        int iters) {
   if (iters < 1 || window < 1) throw InputError("stream_bandwidth: iters and window must be at least 1");
   Op data = sender ? make_op(comm, Collective::send, buf, Tensor(), ReduceOp::sum, 0, peer)
                    : make_op(comm, Collective::recv, Tensor(), buf, ReduceOp::sum, 0, peer);

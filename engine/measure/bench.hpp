@@ -47,8 +47,8 @@ Summary pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iter
 
 // Streaming bandwidth to `peer` (OSU osu_bw): `window` sends back to back, then a 1-byte ack.
 // Returns GB/s as this rank measured it (the sender's figure is the one OSU reports).
-double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack,
-                        int window, int warmup, int iters);
+double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack, int window, int warmup,
+                        int iters);
 
 // Host memory-copy bandwidth (GB/s, 1e9): memcpy of `bytes` between two buffers, best of
 // `iters` timed copies after one untimed. The physical ceiling of shared-memory transport.

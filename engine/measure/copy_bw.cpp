@@ -120,8 +120,10 @@ nlohmann::json gpu_copy_bandwidth(const CopyBwSpec& spec) {
       {
         DeviceGuard g(a);  // the copy engine of the source pushes (nvbandwidth's "write")
         const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-        else cuda_check(e, "cudaDeviceEnablePeerAccess");
+        if (e == cudaErrorPeerAccessAlreadyEnabled)
+          cudaGetLastError();
+        else
+          cuda_check(e, "cudaDeviceEnablePeerAccess");
       }
       prow.push_back(measure(a, dev_a[static_cast<size_t>(b)].data(), dev_a[static_cast<size_t>(a)].data(), spec));
     }

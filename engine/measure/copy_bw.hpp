@@ -2,7 +2,6 @@
 // nvbandwidth-style copy bandwidths between the host and the GPUs of this host
 // (docs/building.md "GPU"; nvbandwidth's method without its spin kernel).
 #include <cstddef>
-
 #include <nlohmann/json.hpp>
 
 namespace cs {

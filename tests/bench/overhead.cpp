@@ -34,9 +34,9 @@
 #include <thread>
 #include <vector>
 
-#include "host_name.hpp"
 #include "bench.hpp"
 #include "bindings.hpp"
+#include "host_name.hpp"
 #include "job.hpp"
 #include "lua_vm.hpp"
 #include "mpi_communicator.hpp"
@@ -64,8 +64,7 @@ struct Sample {
 
 // The baseline's clock: exactly what cs::now_ns() does, written out here.
 inline int64_t plain_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -103,8 +102,7 @@ Sample baseline_loop(MPI_Comm comm, const Case& c) {
     if constexpr (K == Kind::allreduce)
       MPI_Allreduce(send.p, recv.p, count, MPI_FLOAT, MPI_SUM, comm);
     else
-      MPI_Sendrecv(send.p, count, MPI_FLOAT, peer, 0, recv.p, count, MPI_FLOAT, from, 0, comm,
-                   MPI_STATUS_IGNORE);
+      MPI_Sendrecv(send.p, count, MPI_FLOAT, peer, 0, recv.p, count, MPI_FLOAT, from, 0, comm, MPI_STATUS_IGNORE);
   };
   for (int i = 0; i < c.warmup; ++i) once();
   MPI_Barrier(comm);
@@ -120,8 +118,7 @@ Sample baseline_loop(MPI_Comm comm, const Case& c) {
 }
 
 Sample baseline(MPI_Comm comm, const Case& c) {
-  return c.kind == Kind::allreduce ? baseline_loop<Kind::allreduce>(comm, c)
-                                   : baseline_loop<Kind::sendrecv>(comm, c);
+  return c.kind == Kind::allreduce ? baseline_loop<Kind::allreduce>(comm, c) : baseline_loop<Kind::sendrecv>(comm, c);
 }
 
 // What a recipe writes. Called with (comm, op, bytes, iters, warmup).
@@ -258,11 +255,15 @@ int main(int argc, char** argv) {
   std::string side = "lua";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (a == "--scale" && i + 1 < argc) scale = std::atof(argv[++i]);
-    else if (a == "--verbose" || a == "-v") verbose = true;
-    else if (a == "--side" && i + 1 < argc && (std::string(argv[i + 1]) == "lua" || std::string(argv[i + 1]) == "direct" ||
-                                               std::string(argv[i + 1]) == "control"))
+    if (a == "--rounds" && i + 1 < argc)
+      rounds = std::atoi(argv[++i]);
+    else if (a == "--scale" && i + 1 < argc)
+      scale = std::atof(argv[++i]);
+    else if (a == "--verbose" || a == "-v")
+      verbose = true;
+    else if (a == "--side" && i + 1 < argc &&
+             (std::string(argv[i + 1]) == "lua" || std::string(argv[i + 1]) == "direct" ||
+              std::string(argv[i + 1]) == "control"))
       side = argv[++i];
     else {
       if (cs::job::launcher_rank() <= 0) usage();
@@ -311,14 +312,15 @@ int main(int argc, char** argv) {
 
     if (rank == 0) {
       std::printf("commscript overhead benchmark: %d ranks, %s, %u cores on %s\n", session.size,
-                  cs::mpi_library_version().c_str(), std::thread::hardware_concurrency(),
-                  cs::host_name().c_str());
+                  cs::mpi_library_version().c_str(), std::thread::hardware_concurrency(), cs::host_name().c_str());
       if (side != "lua")
-        std::printf("NOTE: --side %s: the commscript columns run %s\n", side.c_str(),
-                    side == "direct" ? "cs::bench() called from C++ (no Lua)" : "the baseline loop again (A/A control)");
-      std::printf("float32, per-iteration time = max over ranks; %d alternating rounds per case "
-                  "(p50: median of the rounds' p50s; mean: mean of the rounds' means)\n",
-                  rounds);
+        std::printf(
+            "NOTE: --side %s: the commscript columns run %s\n", side.c_str(),
+            side == "direct" ? "cs::bench() called from C++ (no Lua)" : "the baseline loop again (A/A control)");
+      std::printf(
+          "float32, per-iteration time = max over ranks; %d alternating rounds per case "
+          "(p50: median of the rounds' p50s; mean: mean of the rounds' means)\n",
+          rounds);
       if (session.size != 2) std::printf("note: the targets were set for 2 ranks\n");
       const double load = load1();
       std::printf("load average at start: %.2f%s\n", load,
@@ -333,8 +335,8 @@ int main(int argc, char** argv) {
       const size_t count = c.bytes / sizeof(float);
       cs::Tensor snd = cs::Tensor::host(cs::DType::float32, count), rcv = cs::Tensor::host(cs::DType::float32, count);
       const int n = w.size();
-      const cs::Op op = cs::make_op(w, coll, snd, rcv, cs::ReduceOp::sum, 0, (w.rank() + 1) % n,
-                                    (w.rank() - 1 + n) % n, count);
+      const cs::Op op =
+          cs::make_op(w, coll, snd, rcv, cs::ReduceOp::sum, 0, (w.rank() + 1) % n, (w.rank() - 1 + n) % n, count);
       cs::BenchSpec spec;
       spec.iters = c.iters;
       spec.warmup = c.warmup;
@@ -368,9 +370,10 @@ int main(int argc, char** argv) {
         row.base_mean.push_back(b.mean);
         row.cs_mean.push_back(s.mean);
         if (verbose && rank == 0) {
-          std::printf("  %-15s round %d: baseline p50 %10.3f mean %10.3f | commscript p50 %10.3f mean %10.3f | "
-                      "ratio p50 %.4f mean %.4f\n",
-                      c.label, r, b.p50, b.mean, s.p50, s.mean, s.p50 / b.p50, s.mean / b.mean);
+          std::printf(
+              "  %-15s round %d: baseline p50 %10.3f mean %10.3f | commscript p50 %10.3f mean %10.3f | "
+              "ratio p50 %.4f mean %.4f\n",
+              c.label, r, b.p50, b.mean, s.p50, s.mean, s.p50 / b.p50, s.mean / b.mean);
           std::fflush(stdout);
         }
       }
@@ -379,16 +382,16 @@ int main(int argc, char** argv) {
 
     if (rank == 0) {
       std::printf("\n%-15s %6s %15s %17s %9s %16s %18s %10s %6s %12s %13s\n", "case", "iters", "baseline_p50_us",
-                  "commscript_p50_us", "ratio_p50", "baseline_mean_us", "commscript_mean_us", "ratio_mean",
-                  "target", "paired_p50", "rounds_p50");
+                  "commscript_p50_us", "ratio_p50", "baseline_mean_us", "commscript_mean_us", "ratio_mean", "target",
+                  "paired_p50", "rounds_p50");
       for (const Row& r : rows) {
         const std::vector<double> rr = r.round_ratios();
         char target[16], range[32];
         std::snprintf(target, sizeof target, "<=%.0f%%", r.c->target * 100);
         std::snprintf(range, sizeof range, "%.3f..%.3f", rr.front(), rr.back());
         std::printf("%-15s %6d %15.3f %17.3f %9.4f %16.3f %18.3f %10.4f %6s %12.4f %13s\n", r.c->label, r.c->iters,
-                    r.bp50(), r.cp50(), r.ratio_p50(), r.bmean(), r.cmean(), r.ratio_mean(), target,
-                    r.paired_ratio(), range);
+                    r.bp50(), r.cp50(), r.ratio_p50(), r.bmean(), r.cmean(), r.ratio_mean(), target, r.paired_ratio(),
+                    range);
       }
       const double load = load1();
       std::printf("load average at end: %.2f (the ranks themselves count for ~%d)\n", load, session.size);
@@ -430,23 +433,29 @@ int main(int argc, char** argv) {
         cs_sr_p50.push_back(time_ns(n, [&] { return solo->execute(sr); }).p50);
       }
       // Medians over rounds, then the worst rank.
-      std::vector<double> m = {median(clock_p50), median(null_p50),  median(mpi_ar_p50),
+      std::vector<double> m = {median(clock_p50), median(null_p50),   median(mpi_ar_p50),
                                median(cs_ar_p50), median(mpi_sr_p50), median(cs_sr_p50)};
       MPI_Allreduce(MPI_IN_PLACE, m.data(), static_cast<int>(m.size()), MPI_DOUBLE, MPI_MAX, plain);
       if (rank == 0) {
         const double base8_ar = rows[0].bp50() * 1e3, base8_sr = rows[2].bp50() * 1e3;
         const double base4_ar = rows[1].bp50() * 1e3, base4_sr = rows[3].bp50() * 1e3;
-        std::printf("\nwhere the time goes: per-iteration p50 in ns on 1-rank communicators (no peer to wait "
-                    "for), %d iterations x %d rounds, max over ranks\n", n, rounds);
+        std::printf(
+            "\nwhere the time goes: per-iteration p50 in ns on 1-rank communicators (no peer to wait "
+            "for), %d iterations x %d rounds, max over ranks\n",
+            n, rounds);
         std::printf("  clock pair alone (t0 = now; t1 = now)            %8.1f ns (in both methods' samples)\n", m[0]);
-        std::printf("  execute() on a backend whose run() is empty      %8.1f ns -> bookkeeping %+.1f ns "
-                    "(Progress::begin after t0, virtual run(), Progress::end)\n", m[1], m[1] - m[0]);
-        std::printf("  allreduce 8B: MPI_Allreduce %8.1f ns, MpiCommunicator::execute %8.1f ns -> wrapper %+.1f ns "
-                    "= %+.2f %% of the 2-rank 8B p50, %+.4f %% of the 4MiB p50\n",
-                    m[2], m[3], m[3] - m[2], (m[3] - m[2]) / base8_ar * 100, (m[3] - m[2]) / base4_ar * 100);
-        std::printf("  sendrecv 8B:  MPI_Sendrecv  %8.1f ns, MpiCommunicator::execute %8.1f ns -> wrapper %+.1f ns "
-                    "= %+.2f %% of the 2-rank 8B p50, %+.4f %% of the 4MiB p50\n",
-                    m[4], m[5], m[5] - m[4], (m[5] - m[4]) / base8_sr * 100, (m[5] - m[4]) / base4_sr * 100);
+        std::printf(
+            "  execute() on a backend whose run() is empty      %8.1f ns -> bookkeeping %+.1f ns "
+            "(Progress::begin after t0, virtual run(), Progress::end)\n",
+            m[1], m[1] - m[0]);
+        std::printf(
+            "  allreduce 8B: MPI_Allreduce %8.1f ns, MpiCommunicator::execute %8.1f ns -> wrapper %+.1f ns "
+            "= %+.2f %% of the 2-rank 8B p50, %+.4f %% of the 4MiB p50\n",
+            m[2], m[3], m[3] - m[2], (m[3] - m[2]) / base8_ar * 100, (m[3] - m[2]) / base4_ar * 100);
+        std::printf(
+            "  sendrecv 8B:  MPI_Sendrecv  %8.1f ns, MpiCommunicator::execute %8.1f ns -> wrapper %+.1f ns "
+            "= %+.2f %% of the 2-rank 8B p50, %+.4f %% of the 4MiB p50\n",
+            m[4], m[5], m[5] - m[4], (m[5] - m[4]) / base8_sr * 100, (m[5] - m[4]) / base4_sr * 100);
         std::fflush(stdout);
       }
       MPI_Comm_free(&self);
@@ -464,12 +473,15 @@ int main(int argc, char** argv) {
         const bool noisy = pass != (pooled <= r.c->target) || iqr > r.c->target;
         char note[160] = "";
         if (noisy)
-          std::snprintf(note, sizeof note, "  [noisy: rounds' ratios IQR %.1f %%; rerun on a quiet host, NICE=-10 or "
-                        "more --rounds]", iqr * 100);
-        std::printf("%s %-15s commscript %+.2f %% vs the plain loop (paired p50; median of p50s %+.2f %%, mean "
-                    "%+.2f %%), target <= %.0f %%%s\n",
-                    pass ? "PASS" : "MISS", r.c->label, paired * 100, pooled * 100, (r.ratio_mean() - 1.0) * 100,
-                    r.c->target * 100, note);
+          std::snprintf(note, sizeof note,
+                        "  [noisy: rounds' ratios IQR %.1f %%; rerun on a quiet host, NICE=-10 or "
+                        "more --rounds]",
+                        iqr * 100);
+        std::printf(
+            "%s %-15s commscript %+.2f %% vs the plain loop (paired p50; median of p50s %+.2f %%, mean "
+            "%+.2f %%), target <= %.0f %%%s\n",
+            pass ? "PASS" : "MISS", r.c->label, paired * 100, pooled * 100, (r.ratio_mean() - 1.0) * 100,
+            r.c->target * 100, note);
       }
       std::fflush(stdout);
     }

@@ -70,8 +70,7 @@ TEST_CASE("bench: allreduce on a self communicator, checked", "[bench]") {
   const uint64_t seq0 = comm.seq();
   const auto t0 = std::chrono::steady_clock::now();
   const cs::BenchResult r = cs::bench(comm, op, send, recv, spec);
-  const double wall_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   // warm-up + timed iterations + the barrier before timing + the checked run.
   CHECK(comm.seq() - seq0 == 3 + 17 + 2);
 
@@ -102,8 +101,7 @@ TEST_CASE("bench: unchecked runs issue no check operation", "[bench]") {
   const uint64_t seq0 = comm.seq();
   const auto t0 = std::chrono::steady_clock::now();
   const cs::BenchResult r = cs::bench(comm, op, send, recv, cs::BenchSpec{2, 9, false});
-  const double wall_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   CHECK(comm.seq() - seq0 == 2 + 9 + 1);
   CHECK_FALSE(r.checked);
   CHECK(r.wrong == 0);

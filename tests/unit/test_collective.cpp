@@ -14,8 +14,8 @@ constexpr int kRankCounts[] = {1, 2, 3, 4, 5, 8, 16, 37, 1024};
 
 // Collectives whose count parameter is per rank: the buffers and the algbw bytes scale with n.
 bool per_rank_count(Collective c) {
-  return c == Collective::allgather || c == Collective::reduce_scatter ||
-         c == Collective::alltoall || c == Collective::gather || c == Collective::scatter;
+  return c == Collective::allgather || c == Collective::reduce_scatter || c == Collective::alltoall ||
+         c == Collective::gather || c == Collective::scatter;
 }
 
 }  // namespace
@@ -25,8 +25,8 @@ TEST_CASE("busbw factors are nccl-tests' (2(n-1)/n, (n-1)/n, 1)", "[collective]"
     INFO("nranks=" << n);
     const double dn = n;
     CHECK(cs::busbw_factor(Collective::allreduce, n) == Approx(2.0 * (dn - 1.0) / dn).epsilon(1e-15));
-    for (Collective c : {Collective::allgather, Collective::reduce_scatter, Collective::alltoall,
-                         Collective::gather, Collective::scatter}) {
+    for (Collective c : {Collective::allgather, Collective::reduce_scatter, Collective::alltoall, Collective::gather,
+                         Collective::scatter}) {
       INFO(cs::collective_name(c));
       CHECK(cs::busbw_factor(c, n) == Approx((dn - 1.0) / dn).epsilon(1e-15));
     }
@@ -46,16 +46,14 @@ TEST_CASE("busbw factors are nccl-tests' (2(n-1)/n, (n-1)/n, 1)", "[collective]"
   CHECK(cs::busbw_factor(Collective::broadcast, 8) == 1.0);
 }
 
-TEST_CASE("algbw bytes: count*size*n for per-rank-count collectives, count*size otherwise",
-          "[collective]") {
+TEST_CASE("algbw bytes: count*size*n for per-rank-count collectives, count*size otherwise", "[collective]") {
   for (int n : kRankCounts) {
     for (size_t es : {size_t{1}, size_t{4}, size_t{8}}) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{1} << 20}) {
         for (Collective c : cs::kBenchCollectives) {
           INFO(cs::collective_name(c) << " n=" << n << " es=" << es << " count=" << count);
-          const double want = per_rank_count(c)
-                                  ? static_cast<double>(count * es * static_cast<size_t>(n))
-                                  : static_cast<double>(count * es);
+          const double want = per_rank_count(c) ? static_cast<double>(count * es * static_cast<size_t>(n))
+                                                : static_cast<double>(count * es);
           CHECK(cs::algbw_bytes(c, count, es, n) == want);
         }
       }
@@ -124,10 +122,9 @@ TEST_CASE("count_for_bytes: the message size is max(send, recv) bytes", "[collec
 }
 
 TEST_CASE("collective names, roots and reductions", "[collective]") {
-  for (Collective c : {Collective::allreduce, Collective::allgather, Collective::reduce_scatter,
-                       Collective::broadcast, Collective::reduce, Collective::alltoall,
-                       Collective::gather, Collective::scatter, Collective::sendrecv,
-                       Collective::barrier, Collective::send, Collective::recv}) {
+  for (Collective c : {Collective::allreduce, Collective::allgather, Collective::reduce_scatter, Collective::broadcast,
+                       Collective::reduce, Collective::alltoall, Collective::gather, Collective::scatter,
+                       Collective::sendrecv, Collective::barrier, Collective::send, Collective::recv}) {
     const auto parsed = cs::parse_collective(cs::collective_name(c));
     REQUIRE(parsed.has_value());
     CHECK(*parsed == c);
@@ -139,10 +136,9 @@ TEST_CASE("collective names, roots and reductions", "[collective]") {
 
   for (Collective c : cs::kBenchCollectives) {
     INFO(cs::collective_name(c));
-    const bool rooted = c == Collective::broadcast || c == Collective::reduce ||
-                        c == Collective::gather || c == Collective::scatter;
-    const bool reduces = c == Collective::allreduce || c == Collective::reduce ||
-                         c == Collective::reduce_scatter;
+    const bool rooted =
+        c == Collective::broadcast || c == Collective::reduce || c == Collective::gather || c == Collective::scatter;
+    const bool reduces = c == Collective::allreduce || c == Collective::reduce || c == Collective::reduce_scatter;
     CHECK(cs::collective_has_root(c) == rooted);
     CHECK(cs::collective_reduces(c) == reduces);
   }

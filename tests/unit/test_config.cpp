@@ -1,4 +1,6 @@
 // A run's TOML file: parsing, errors with FILE:LINE:COL, --set overrides, [env].
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -6,7 +8,6 @@
 #include <fstream>
 #include <regex>
 #include <string>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -102,10 +103,9 @@ NCCL_P2P_DISABLE = false
   auto env = c.env();
   std::sort(env.begin(), env.end());
   using P = std::pair<std::string, std::string>;
-  CHECK(env == std::vector<P>{{"NCCL_DEBUG", "INFO"},
-                              {"NCCL_IB_DISABLE", "1"},
-                              {"NCCL_NTHREADS", "512"},
-                              {"NCCL_P2P_DISABLE", "0"}});
+  CHECK(env ==
+        std::vector<P>{
+            {"NCCL_DEBUG", "INFO"}, {"NCCL_IB_DISABLE", "1"}, {"NCCL_NTHREADS", "512"}, {"NCCL_P2P_DISABLE", "0"}});
   CHECK(cs::Config::parse("[options]\na = 1\n", "none.toml").env().empty());
 }
 
@@ -259,8 +259,7 @@ TEST_CASE("Config::set: malformed assignments throw InputError", "[config]") {
 TEST_CASE("Config::apply_env sets and overrides the process environment", "[config]") {
   ::setenv("CS_UNIT_TEST_OVERRIDDEN", "old", 1);
   ::unsetenv("CS_UNIT_TEST_NEW");
-  const cs::Config c = cs::Config::parse(
-      "[env]\nCS_UNIT_TEST_OVERRIDDEN = \"new\"\nCS_UNIT_TEST_NEW = 3\n", "e.toml");
+  const cs::Config c = cs::Config::parse("[env]\nCS_UNIT_TEST_OVERRIDDEN = \"new\"\nCS_UNIT_TEST_NEW = 3\n", "e.toml");
   c.apply_env();
   REQUIRE(std::getenv("CS_UNIT_TEST_OVERRIDDEN") != nullptr);
   CHECK(std::string(std::getenv("CS_UNIT_TEST_OVERRIDDEN")) == "new");

@@ -15,10 +15,10 @@
 #include <string_view>
 
 #include "copy_bw.hpp"
-#include "host_name.hpp"
 #include "cuda_support.hpp"
 #include "error.hpp"
 #include "gpu_topology.hpp"
+#include "host_name.hpp"
 #include "job.hpp"
 #include "op.hpp"
 #include "self_communicator.hpp"
@@ -68,16 +68,16 @@ TEST_CASE("half: exact values, rounding to nearest even, range limits", "[half]"
   CHECK(cs::float_to_half(1.0f) == 0x3c00);
   CHECK(cs::float_to_half(-2.0f) == 0xc000);
   CHECK(cs::float_to_half(9.0f) == 0x4880);
-  CHECK(cs::float_to_half(65504.0f) == 0x7bff);        // the largest half
-  CHECK(cs::float_to_half(65520.0f) == 0x7c00);        // rounds up to infinity
+  CHECK(cs::float_to_half(65504.0f) == 0x7bff);  // the largest half
+  CHECK(cs::float_to_half(65520.0f) == 0x7c00);  // rounds up to infinity
   CHECK(cs::float_to_half(1e10f) == 0x7c00);
   CHECK(cs::float_to_half(-std::numeric_limits<float>::infinity()) == 0xfc00);
   CHECK(cs::float_to_half(2049.0f) == cs::float_to_half(2048.0f));  // a tie goes to the even one
   CHECK(cs::float_to_half(2051.0f) == cs::float_to_half(2052.0f));
-  CHECK(cs::float_to_half(std::ldexp(1.0f, -24)) == 0x0001);   // the smallest subnormal
-  CHECK(cs::float_to_half(std::ldexp(1.0f, -25)) == 0x0000);   // half of it: the tie goes to 0
-  CHECK(cs::float_to_half(std::ldexp(3.0f, -25)) == 0x0002);   // 1.5 ulp: to the even 2
-  CHECK(cs::float_to_half(std::ldexp(1.0f, -14)) == 0x0400);   // the smallest normal
+  CHECK(cs::float_to_half(std::ldexp(1.0f, -24)) == 0x0001);  // the smallest subnormal
+  CHECK(cs::float_to_half(std::ldexp(1.0f, -25)) == 0x0000);  // half of it: the tie goes to 0
+  CHECK(cs::float_to_half(std::ldexp(3.0f, -25)) == 0x0002);  // 1.5 ulp: to the even 2
+  CHECK(cs::float_to_half(std::ldexp(1.0f, -14)) == 0x0400);  // the smallest normal
   CHECK(cs::float_to_half(1e-9f) == 0x0000);
   const uint16_t nan = cs::float_to_half(std::numeric_limits<float>::quiet_NaN());
   CHECK((nan & 0x7c00) == 0x7c00);
@@ -106,10 +106,10 @@ TEST_CASE("half: every non-NaN bit pattern survives half -> float -> half", "[ha
 TEST_CASE("bfloat16: truncation of float with rounding to nearest even", "[half]") {
   CHECK(cs::float_to_bfloat16(1.0f) == 0x3f80);
   CHECK(cs::float_to_bfloat16(-2.0f) == 0xc000);
-  CHECK(cs::float_to_bfloat16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);      // a tie: stays even
-  CHECK(cs::float_to_bfloat16(1.0f + std::ldexp(3.0f, -8)) == 0x3f82);      // a tie: up to even
+  CHECK(cs::float_to_bfloat16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);  // a tie: stays even
+  CHECK(cs::float_to_bfloat16(1.0f + std::ldexp(3.0f, -8)) == 0x3f82);  // a tie: up to even
   CHECK(cs::float_to_bfloat16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)) == 0x3f81);
-  CHECK(cs::float_to_bfloat16(bits_to_float(0x7f7fffff)) == 0x7f80);         // FLT_MAX rounds to inf
+  CHECK(cs::float_to_bfloat16(bits_to_float(0x7f7fffff)) == 0x7f80);  // FLT_MAX rounds to inf
   const uint16_t nan = cs::float_to_bfloat16(std::numeric_limits<float>::quiet_NaN());
   CHECK(std::isnan(cs::bfloat16_to_float(nan)));
   CHECK(cs::bfloat16_to_float(0x3f80) == 1.0f);
@@ -177,7 +177,8 @@ TEST_CASE("without a usable device: tensors, copies and topology refuse cleanly"
   CHECK(p.error == "built without CUDA");
   CHECK(dev.find("built without") != std::string::npos);
   CHECK_THROWS_AS(Tensor::pinned(DType::uint8, 16), cs::InputError);
-  CHECK(error_of([] { cs::gpu_copy_bandwidth({}); }, cs::ExitCode::bad_input).find("gpu_copy_bw: no usable CUDA device") == 0);
+  CHECK(error_of([] { cs::gpu_copy_bandwidth({}); }, cs::ExitCode::bad_input)
+            .find("gpu_copy_bw: no usable CUDA device") == 0);
 #endif
   std::string why;
   const nlohmann::json t = cs::gpu_topology({}, &why);
@@ -201,9 +202,9 @@ TEST_CASE("NCCL backend on a host without a device: InputError naming the host, 
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string msg = error_of(
-      [] { cs::NcclCommunicator::create(std::make_unique<cs::SelfCommunicator>(), "world", 5); },
-      cs::ExitCode::bad_input);
+  const std::string msg =
+      error_of([] { cs::NcclCommunicator::create(std::make_unique<cs::SelfCommunicator>(), "world", 5); },
+               cs::ExitCode::bad_input);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(msg.find("--backend nccl: no usable CUDA device on host " + cs::host_name() + " (cudaGetDeviceCount: ") == 0);
   CHECK(msg.back() == ')');
@@ -235,8 +236,11 @@ TEST_CASE("NCCL version codes <-> major.minor.patch", "[nccl]") {
 TEST_CASE("ranks that loaded different NCCL libraries are named", "[nccl]") {
   CHECK_NOTHROW(cs::check_nccl_versions({22809, 22809, 22809}));
   CHECK_NOTHROW(cs::check_nccl_versions({22809}));
-  const std::string msg =
-      error_of([] { cs::check_nccl_versions({22809, 22809, 22703, 22809, 22703, 21903}); }, cs::ExitCode::bad_input);
+  const std::string msg = error_of(
+      [] {
+        cs::check_nccl_versions({22809, 22809, 22703, 22809, 22703, 21903});
+      },
+      cs::ExitCode::bad_input);
   CHECK(msg.find("different NCCL libraries: 2.28.9 on ranks 0-1,3; 2.27.3 on ranks 2,4; 2.19.3 on rank 5") !=
         std::string::npos);
   CHECK(cs::format_rank_list({5, 0, 1, 2, 7, 8}) == "0-2,5,7-8");
@@ -274,8 +278,9 @@ TEST_CASE("the NCCL backend's make_op path refuses buffers it cannot use", "[ncc
   CHECK_NOTHROW(cs::check_nccl_buffers(ar, 0, 0, "world", gpu0, gpu0));
   CHECK_NOTHROW(cs::check_nccl_buffers(ar, 0, 1, "world", managed, gpu1));
   std::string msg = error_of([&] { cs::check_nccl_buffers(ar, 0, 0, "world", host, gpu0); }, cs::ExitCode::runtime);
-  CHECK(msg == "allreduce on communicator 'world': the send buffer is in host memory; --backend nccl needs buffers "
-               "on the rank's GPU (comm:bench allocates them there)");
+  CHECK(msg ==
+        "allreduce on communicator 'world': the send buffer is in host memory; --backend nccl needs buffers "
+        "on the rank's GPU (comm:bench allocates them there)");
   msg = error_of([&] { cs::check_nccl_buffers(ar, 0, 0, "world/s1.c0", gpu0, pinned); }, cs::ExitCode::runtime);
   CHECK(msg.find("allreduce on communicator 'world/s1.c0': the receive buffer is in pinned host memory") == 0);
   msg = error_of([&] { cs::check_nccl_buffers(ar, 0, 0, "world", gpu1, gpu0); }, cs::ExitCode::runtime);
@@ -321,10 +326,10 @@ TEST_CASE("engine dtypes and reductions map onto NCCL's", "[nccl]") {
 
 namespace {
 
-#define NEED_GPU()                                   \
-  if (!have_gpu()) {                                 \
-    WARN("no NVIDIA GPU: skipped");                  \
-    return;                                          \
+#define NEED_GPU()                  \
+  if (!have_gpu()) {                \
+    WARN("no NVIDIA GPU: skipped"); \
+    return;                         \
   }
 
 std::unique_ptr<cs::NcclCommunicator> one_rank() {

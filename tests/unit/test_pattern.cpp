@@ -25,8 +25,7 @@ using cs::ReduceOp;
 constexpr int kRankCounts[] = {1, 2, 3, 4, 8, 37};  // 37: int8 sums wrap, prod wraps to 0
 constexpr uint32_t kSalts[] = {0, 7};
 constexpr size_t kCount = 10;  // per-call count; covers every residue of the pattern's period
-constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
-                             ReduceOp::avg};
+constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg};
 
 // a + b and a * b in T, wrapping for integers (computed on the unsigned type: no UB).
 template <class T>
@@ -53,10 +52,14 @@ template <class T>
 T combine(ReduceOp op, T acc, T v) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return add(acc, v);
-    case ReduceOp::prod: return mul(acc, v);
-    case ReduceOp::min: return v < acc ? v : acc;
-    case ReduceOp::max: return v > acc ? v : acc;
+    case ReduceOp::avg:
+      return add(acc, v);
+    case ReduceOp::prod:
+      return mul(acc, v);
+    case ReduceOp::min:
+      return v < acc ? v : acc;
+    case ReduceOp::max:
+      return v > acc ? v : acc;
   }
   return acc;
 }
@@ -87,25 +90,33 @@ size_t send_len(Collective coll, size_t c, size_t n) {
   switch (coll) {
     case Collective::reduce_scatter:
     case Collective::scatter:
-    case Collective::alltoall: return c * n;
-    default: return c;
+    case Collective::alltoall:
+      return c * n;
+    default:
+      return c;
   }
 }
 
 // What rank `me` holds after the collective; nullopt-like empty vector + false for ranks that
 // receive nothing.
 template <class T>
-bool expected_recv(Collective coll, ReduceOp op, size_t me, size_t n, size_t root, size_t c,
-                   const Buffers<T>& send, std::vector<T>& out) {
+bool expected_recv(Collective coll, ReduceOp op, size_t me, size_t n, size_t root, size_t c, const Buffers<T>& send,
+                   std::vector<T>& out) {
   out.clear();
   switch (coll) {
-    case Collective::allreduce: out = reduce_ref(send, 0, c, op); return true;
+    case Collective::allreduce:
+      out = reduce_ref(send, 0, c, op);
+      return true;
     case Collective::reduce:
       if (me != root) return false;
       out = reduce_ref(send, 0, c, op);
       return true;
-    case Collective::reduce_scatter: out = reduce_ref(send, me * c, c, op); return true;
-    case Collective::broadcast: append(out, send[root], 0, c); return true;
+    case Collective::reduce_scatter:
+      out = reduce_ref(send, me * c, c, op);
+      return true;
+    case Collective::broadcast:
+      append(out, send[root], 0, c);
+      return true;
     case Collective::allgather:
       for (size_t r = 0; r < n; ++r) append(out, send[r], 0, c);
       return true;
@@ -113,12 +124,18 @@ bool expected_recv(Collective coll, ReduceOp op, size_t me, size_t n, size_t roo
       if (me != root) return false;
       for (size_t r = 0; r < n; ++r) append(out, send[r], 0, c);
       return true;
-    case Collective::scatter: append(out, send[root], me * c, c); return true;
+    case Collective::scatter:
+      append(out, send[root], me * c, c);
+      return true;
     case Collective::alltoall:
       for (size_t src = 0; src < n; ++src) append(out, send[src], me * c, c);
       return true;
-    case Collective::sendrecv: append(out, send[(me + n - 1) % n], 0, c); return true;
-    default: FAIL("not a bench collective"); return false;
+    case Collective::sendrecv:
+      append(out, send[(me + n - 1) % n], 0, c);
+      return true;
+    default:
+      FAIL("not a bench collective");
+      return false;
   }
 }
 
@@ -155,11 +172,9 @@ void check_collective_typed(DType dt, Collective coll) {
         for (size_t root : roots) {
           for (size_t me = 0; me < n; ++me) {
             INFO(std::string(cs::collective_name(coll))
-                 << " dtype=" << cs::dtype_name(dt) << " op=" << cs::reduce_op_name(op)
-                 << " nranks=" << nranks << " root=" << root << " rank=" << me
-                 << " salt=" << salt);
-            const cs::CheckSpec spec{coll,           op,         static_cast<int>(me), nranks,
-                                     static_cast<int>(root), kCount, salt};
+                 << " dtype=" << cs::dtype_name(dt) << " op=" << cs::reduce_op_name(op) << " nranks=" << nranks
+                 << " root=" << root << " rank=" << me << " salt=" << salt);
+            const cs::CheckSpec spec{coll, op, static_cast<int>(me), nranks, static_cast<int>(root), kCount, salt};
             std::vector<T> want;
             if (!expected_recv(coll, op, me, n, root, kCount, send, want)) {
               // Non-roots of reduce/gather receive nothing: whatever their buffer holds is fine.
@@ -200,14 +215,12 @@ void check_collective_typed(DType dt, Collective coll) {
 }
 
 void check_collective(Collective coll) {
-  for (DType dt : cs::kAllDTypes)
-    cs::visit_dtype(dt, [&]<class T>() { check_collective_typed<T>(dt, coll); });
+  for (DType dt : cs::kAllDTypes) cs::visit_dtype(dt, [&]<class T>() { check_collective_typed<T>(dt, coll); });
 }
 
 }  // namespace
 
-TEST_CASE("fill_pattern writes pattern_value, small nonzero values, rank- and salt-dependent",
-          "[pattern]") {
+TEST_CASE("fill_pattern writes pattern_value, small nonzero values, rank- and salt-dependent", "[pattern]") {
   for (DType dt : cs::kAllDTypes) {
     for (ReduceOp op : kOps) {
       INFO("dtype=" << cs::dtype_name(dt) << " op=" << cs::reduce_op_name(op));
@@ -222,8 +235,10 @@ TEST_CASE("fill_pattern writes pattern_value, small nonzero values, rank- and sa
         const double v = a.get(i);
         CHECK(v == static_cast<double>(cs::pattern_value(0, i, op, 0)));
         CHECK(b.get(i) == static_cast<double>(cs::pattern_value(1, i, op, 0)));
-        if (op == ReduceOp::prod) CHECK((v == 1.0 || v == 2.0));
-        else CHECK((v >= 1.0 && v <= 9.0));
+        if (op == ReduceOp::prod)
+          CHECK((v == 1.0 || v == 2.0));
+        else
+          CHECK((v >= 1.0 && v <= 9.0));
         rank_differs = rank_differs || a.get(i) != b.get(i);
         salt_differs = salt_differs || a.get(i) != c.get(i);
       }
@@ -245,9 +260,7 @@ TEST_CASE("fill_pattern of a slice starts the pattern at the slice's first eleme
 
 TEST_CASE("count_wrong: allreduce", "[pattern]") { check_collective(Collective::allreduce); }
 TEST_CASE("count_wrong: reduce (root only)", "[pattern]") { check_collective(Collective::reduce); }
-TEST_CASE("count_wrong: reduce_scatter", "[pattern]") {
-  check_collective(Collective::reduce_scatter);
-}
+TEST_CASE("count_wrong: reduce_scatter", "[pattern]") { check_collective(Collective::reduce_scatter); }
 TEST_CASE("count_wrong: broadcast", "[pattern]") { check_collective(Collective::broadcast); }
 TEST_CASE("count_wrong: allgather", "[pattern]") { check_collective(Collective::allgather); }
 TEST_CASE("count_wrong: gather (root only)", "[pattern]") { check_collective(Collective::gather); }

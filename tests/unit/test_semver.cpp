@@ -26,8 +26,8 @@ TEST_CASE("parse_version: 1, 1.2, 1.2.3", "[semver]") {
 }
 
 TEST_CASE("parse_version: rejects malformed versions", "[semver]") {
-  for (const char* bad : {"", "a", "1.", ".1", "1..2", "1.2.3.4", "1.x", "v1.0", "-1", "1.2-rc1",
-                          "1,2", "99999999999"}) {
+  for (const char* bad :
+       {"", "a", "1.", ".1", "1..2", "1.2.3.4", "1.x", "v1.0", "-1", "1.2-rc1", "1,2", "99999999999"}) {
     INFO("'" << bad << "'");
     CHECK_FALSE(cs::parse_version(bad).has_value());
   }
@@ -68,7 +68,7 @@ TEST_CASE("version_satisfies: ranges", "[semver]") {
   CHECK_FALSE(cs::version_satisfies(V("1.2.4"), "<=1.2.3"));
   CHECK_FALSE(cs::version_satisfies(V("1.3"), "<=1.2.3"));
 
-  CHECK(cs::version_satisfies(V("0.3.0"), " >= 0.3 ,  < 1.0 "));  // spaces anywhere
+  CHECK(cs::version_satisfies(V("0.3.0"), " >= 0.3 ,  < 1.0 "));        // spaces anywhere
   CHECK_FALSE(cs::version_satisfies(V("0.5.0"), ">=0.3, <1.0, >0.6"));  // every term must hold
   CHECK(cs::version_satisfies(V("0.7.0"), ">=0.3, <1.0, >0.6"));
   CHECK_FALSE(cs::version_satisfies(V("0.5.0"), ">=0.6, <0.4"));  // an empty range
@@ -76,8 +76,8 @@ TEST_CASE("version_satisfies: ranges", "[semver]") {
 
 TEST_CASE("version_satisfies: malformed ranges throw InputError", "[semver]") {
   const cs::Version v = V("0.1.0");
-  for (const char* bad : {"", " ", ">=", ">=0.1,", ",<1.0", ">=0.1,,<1.0", "~0.1", "^0.1",
-                          "=>0.1", ">>0.1", "abc", ">=0.1 <1.0", ">=x.y", "0.1.0.0", "!=0.1"}) {
+  for (const char* bad : {"", " ", ">=", ">=0.1,", ",<1.0", ">=0.1,,<1.0", "~0.1", "^0.1", "=>0.1", ">>0.1", "abc",
+                          ">=0.1 <1.0", ">=x.y", "0.1.0.0", "!=0.1"}) {
     INFO("'" << bad << "'");
     CHECK_THROWS_AS(cs::version_satisfies(v, bad), cs::InputError);
   }

@@ -35,8 +35,8 @@ TEST_CASE("parse_size: KB, KiB, lowercase and surrounding spaces", "[size]") {
 }
 
 TEST_CASE("parse_size: rejects what is not a size", "[size]") {
-  for (const char* bad : {"", " ", "abc", "-1", "+1", "1X", "1KK", "K", "1.5M", "1 K", "0x10",
-                          "1KiBB", "1Bi", "12a", "1e3"}) {
+  for (const char* bad :
+       {"", " ", "abc", "-1", "+1", "1X", "1KK", "K", "1.5M", "1 K", "0x10", "1KiBB", "1Bi", "12a", "1e3"}) {
     INFO("'" << bad << "'");
     CHECK_FALSE(cs::parse_size(bad).has_value());
   }
@@ -66,9 +66,8 @@ TEST_CASE("format_size: exact binary multiples get a suffix", "[size]") {
 }
 
 TEST_CASE("format_size and parse_size round trip", "[size]") {
-  for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{1023}, K,
-                     K + 1, 3 * K, 1536 * K, M, 5 * M, 6 * G, 3 * T, 4096 * T, UINT64_MAX,
-                     UINT64_MAX - 1023}) {
+  for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{1023}, K, K + 1, 3 * K, 1536 * K, M,
+                     5 * M, 6 * G, 3 * T, 4096 * T, UINT64_MAX, UINT64_MAX - 1023}) {
     INFO(v);
     CHECK(cs::parse_size(cs::format_size(v)) == v);
   }

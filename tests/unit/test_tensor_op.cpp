@@ -138,9 +138,9 @@ TEST_CASE("Tensor set refuses 2^63 for int64 and 2^64 for uint64", "[tensor]") {
   Tensor i64 = Tensor::host(DType::int64, 1);
   i64.set(0, 9223372036854774784.0);  // the largest double below 2^63 fits
   CHECK(static_cast<const int64_t*>(i64.data())[0] == INT64_C(9223372036854774784));
-  CHECK_THROWS_AS(i64.set(0, 9223372036854775808.0), cs::UsageError);  // 2^63
+  CHECK_THROWS_AS(i64.set(0, 9223372036854775808.0), cs::UsageError);   // 2^63
   CHECK_THROWS_AS(i64.set(0, -9223372036854777856.0), cs::UsageError);  // below -2^63
-  i64.set(0, -9223372036854775808.0);  // -2^63 is INT64_MIN: fits
+  i64.set(0, -9223372036854775808.0);                                   // -2^63 is INT64_MIN: fits
   CHECK(static_cast<const int64_t*>(i64.data())[0] == INT64_MIN);
 
   Tensor u64 = Tensor::host(DType::uint64, 1);
@@ -264,33 +264,25 @@ TEST_CASE("make_op rejects bad operations with a message naming the operation", 
                Catch::Contains("broadcast"));
   }
   SECTION("a send buffer too small for an explicit count") {
-    const std::string msg =
-        make_op_error(comm, Collective::allgather, f32_small, f32, ReduceOp::sum, 0, -1, -1, 8);
+    const std::string msg = make_op_error(comm, Collective::allgather, f32_small, f32, ReduceOp::sum, 0, -1, -1, 8);
     CHECK_THAT(msg, Catch::Contains("allgather"));
   }
   SECTION("root out of range") {
-    CHECK_THAT(make_op_error(comm, Collective::broadcast, f32, f32, ReduceOp::sum, 1),
-               Catch::Contains("broadcast"));
-    CHECK_THAT(make_op_error(comm, Collective::reduce, f32, f32, ReduceOp::sum, -1),
-               Catch::Contains("reduce"));
-    CHECK_THAT(make_op_error(comm, Collective::gather, f32, f32, ReduceOp::sum, 2),
-               Catch::Contains("gather"));
-    CHECK_THAT(make_op_error(comm, Collective::scatter, f32, f32, ReduceOp::sum, 1),
-               Catch::Contains("scatter"));
+    CHECK_THAT(make_op_error(comm, Collective::broadcast, f32, f32, ReduceOp::sum, 1), Catch::Contains("broadcast"));
+    CHECK_THAT(make_op_error(comm, Collective::reduce, f32, f32, ReduceOp::sum, -1), Catch::Contains("reduce"));
+    CHECK_THAT(make_op_error(comm, Collective::gather, f32, f32, ReduceOp::sum, 2), Catch::Contains("gather"));
+    CHECK_THAT(make_op_error(comm, Collective::scatter, f32, f32, ReduceOp::sum, 1), Catch::Contains("scatter"));
   }
   SECTION("peers out of range") {
     CHECK_THAT(make_op_error(comm, Collective::sendrecv, f32, f32, ReduceOp::sum, 0, 1, 0),
                Catch::Contains("sendrecv"));
     CHECK_THAT(make_op_error(comm, Collective::sendrecv, f32, f32, ReduceOp::sum, 0, 0, -1),
                Catch::Contains("sendrecv"));
-    CHECK_THAT(make_op_error(comm, Collective::send, f32, Tensor(), ReduceOp::sum, 0, 3),
-               Catch::Contains("send"));
+    CHECK_THAT(make_op_error(comm, Collective::send, f32, Tensor(), ReduceOp::sum, 0, 3), Catch::Contains("send"));
   }
   SECTION("missing tensors") {
-    CHECK_THAT(make_op_error(comm, Collective::allreduce, Tensor(), f32, ReduceOp::sum),
-               Catch::Contains("allreduce"));
-    CHECK_THAT(make_op_error(comm, Collective::allgather, f32, Tensor(), ReduceOp::sum),
-               Catch::Contains("allgather"));
+    CHECK_THAT(make_op_error(comm, Collective::allreduce, Tensor(), f32, ReduceOp::sum), Catch::Contains("allreduce"));
+    CHECK_THAT(make_op_error(comm, Collective::allgather, f32, Tensor(), ReduceOp::sum), Catch::Contains("allgather"));
   }
 }
 
@@ -304,8 +296,7 @@ TEST_CASE("make_op rejects avg on an integer dtype, naming the operation", "[op]
   CHECK_THAT(msg, Catch::Contains("allreduce"));
   CHECK_THAT(make_op_error(comm, Collective::reduce_scatter, i32, i32b, ReduceOp::avg),
              Catch::Contains("reduce_scatter"));
-  CHECK_THAT(make_op_error(comm, Collective::reduce, i32, i32b, ReduceOp::avg, 0),
-             Catch::Contains("reduce"));
+  CHECK_THAT(make_op_error(comm, Collective::reduce, i32, i32b, ReduceOp::avg, 0), Catch::Contains("reduce"));
   // Non-reducing collectives ignore the reduction; float dtypes accept avg.
   CHECK_NOTHROW(cs::make_op(comm, Collective::broadcast, i32, i32b, ReduceOp::avg, 0));
   const Tensor f = Tensor::host(DType::float64, 8), g = Tensor::host(DType::float64, 8);

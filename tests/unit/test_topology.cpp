@@ -2,12 +2,13 @@
 // NUMA nodes of a binding, InfiniBand ports and their rates, Ethernet speed, PCIe links trained
 // below their maximum, GPUs found by PCI class, the binary's hash, NCCL_* variables, the GPU
 // probe hook; and the parsers (CPU lists, PCIe speeds, IB rates, PCI addresses).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "topology.hpp"
 
@@ -307,6 +308,8 @@ TEST_CASE("local_topology on this machine", "[topology]") {
   CHECK(t["cpu"]["count"].get<int>() >= 1);
   CHECK(t["exe"]["sha256"].get<std::string>().size() == 64);
   CHECK(t["nics"].is_array());
-  if (t["hwloc"]["available"] == true) CHECK(t["hwloc"]["pus"].get<int>() >= 1);
-  else CHECK(t["hwloc"]["why"].is_string());
+  if (t["hwloc"]["available"] == true)
+    CHECK(t["hwloc"]["pus"].get<int>() >= 1);
+  else
+    CHECK(t["hwloc"]["why"].is_string());
 }
