@@ -10,16 +10,8 @@
 -- evaluate(run, rules) -> findings (ctx.report:finding's schema), in rule order.
 -- load(paths) -> rules from site files: each file returns a list of rules; it runs with
 -- `require` limited to commscript's modules and the safe Lua globals (no os, io, ffi, load).
+local median = require("cs.stats").median
 local M = {}
-
-local function median(list)
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  if n == 0 then return nil end
-  return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
-end
 
 local function host_of(run, rank)
   return run.rank_hosts and run.rank_hosts[rank + 1] or nil

@@ -16,7 +16,18 @@ function M.percentile(list, p)
   return s[rank]
 end
 
-function M.median(list) return M.percentile(list, 50) end
+-- The median: the middle value, or the mean of the two middle values of an even-sized list
+-- (median{1, 2, 3, 10} = 2.5). nil for an empty list. The one median of the stdlib: diagnose,
+-- rules, alerts and the recipes use this one.
+function M.median(list)
+  local s = {}
+  for i, v in ipairs(list) do s[i] = v end
+  local n = #s
+  if n == 0 then return nil end
+  table.sort(s)
+  if n % 2 == 1 then return s[(n + 1) / 2] end
+  return (s[n / 2] + s[n / 2 + 1]) / 2
+end
 
 function M.mean(list)
   if #list == 0 then return nil end
