@@ -20,7 +20,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "soak",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "mixed collectives for a duration; per-interval summaries; latency/utilisation/error alerts",
   options = {
@@ -99,14 +99,11 @@ function recipe.run(ctx)
     reference = config_reference(ctx.config),
   }
 
-  local fired_list = {}
+  local found = cs.findings.collector(ctx)
+  local fired_list = found.list
   local function report(list)
-    for _, a in ipairs(list) do
-      ctx.report:finding { severity = a.severity, subject = a.subject, message = a.message,
-                           evidence = a.evidence, remedy = a.remedy }
-      ctx.log("# ALERT [%s] %s", a.severity, a.message)
-      fired_list[#fired_list + 1] = a
-    end
+    found:add(list)
+    cs.findings.print(ctx, list, { prefix = "# ALERT ", remedy = false })
   end
 
   -- Per interval, for the summary line.

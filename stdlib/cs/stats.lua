@@ -36,6 +36,15 @@ function M.mean(list)
   return sum / #list
 end
 
+-- A bench result's bus bandwidth at its p50 time (busbw x mean time / p50 time): one
+-- descheduled iteration can inflate a mean a hundredfold on a shared host, so comparisons with
+-- a baseline (the scorecard's reference, the regression rule) use the median. busbw when the
+-- result has no p50.
+function M.busbw_at_p50(r)
+  if r.p50_us and r.p50_us > 0 and r.time_us then return r.busbw * r.time_us / r.p50_us end
+  return r.busbw
+end
+
 -- Relative difference of `value` from `reference`: (value - reference) / reference.
 function M.relative(value, reference)
   if reference == 0 then return value == 0 and 0 or math.huge end
