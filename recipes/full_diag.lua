@@ -113,7 +113,7 @@ function recipe.run(ctx)
 
   -- 2. environment: every rank audits its own; the same finding on several ranks becomes one
   stage("environment")
-  local e = cs.env.collect(ctx, {})
+  local e = cs.env.collect(ctx, { nics = (topology.hosts[ctx.host] or {}).nics })
   found:add(e.findings)
   ctx.log("environment: %d variable(s) audited on rank 0, %d finding(s)", e.audited or 0, #e.findings)
 

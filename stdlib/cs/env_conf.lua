@@ -209,7 +209,4 @@ function M.full_audit(vars, opts)
 end
 
 
--- Shared with the other parts of cs.env (not part of its API).
-M.internal = { read_file = read_file }
-
 return M

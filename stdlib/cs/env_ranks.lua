@@ -1,7 +1,7 @@
 -- cs.env, part 5 of 5: across ranks. snapshot (the variables worth comparing, secrets left
 -- out), compare (what differs between ranks), dedupe (one finding for the same finding on
 -- several ranks), collect (the whole audit over a job, collective), and this host's network
--- interfaces and RDMA devices.
+-- interfaces and RDMA devices (from the engine: native.interfaces, native.topology's NICs).
 local R = require "cs.env_registry"
 local P = require "cs.env_parse"
 local A = require "cs.env_combos"
@@ -10,7 +10,7 @@ local text = require "cs.text"
 local findings_mod = require "cs.findings"
 local set_of, show, has_prefix = P.internal.set_of, P.internal.show, P.internal.has_prefix
 local sort_findings, is_audited = A.sort_findings, A.internal.is_audited
-local read_file = F.internal.read_file
+local native = require "commscript.native"
 local M = {}
 
 -- ---------------------------------------------------------------------------------------------
@@ -191,7 +191,8 @@ M.format_table = findings_mod.table
 -- becomes one with the ranks listed (dedupe), and variables that differ between ranks are
 -- added (compare). Every rank returns the same findings, so reporting them on every rank gives
 -- every rank the same exit code. opts: nccl_version, strict, extra (conf files), host_checks
--- (default true: NCCL_SOCKET_IFNAME / NCCL_IB_HCA against this host), vars (default
+-- (default true: NCCL_SOCKET_IFNAME / NCCL_IB_HCA against this host), nics (this host's NIC
+-- list from a topology already collected; default native.topology's), vars (default
 -- cs.environ()). `files`, `audited` and `from_files` are rank 0's.
 function M.collect(ctx, opts)
   opts = opts or {}
@@ -206,7 +207,8 @@ function M.collect(ctx, opts)
                   home = opts.home, system_file = opts.system_file, nvlink = opts.nvlink }
   if opts.host_checks ~= false then
     aopts.interfaces = M.interfaces()
-    aopts.hcas = M.rdma_devices()
+    -- the engine's NIC list: the caller's topology when it has one, else this host's
+    aopts.hcas = M.rdma_devices(opts.nics or native.topology(nil, { hwloc = false }).nics)
   end
   local findings, conf = F.full_audit(vars, aopts)
 
@@ -237,36 +239,25 @@ end
 -- ---------------------------------------------------------------------------------------------
 -- what this host has (reads /proc and /sys; for the recipe, not for tests)
 -- ---------------------------------------------------------------------------------------------
--- Network interface names from /proc/net/dev (nil when it cannot be read).
-function M.interfaces(path)
-  local text = read_file(path or "/proc/net/dev")
-  if not text then return nil end
-  local l = {}
-  for line in text:gmatch("[^\n]+") do
-    local n = line:match("^%s*([^%s:|]+):")
-    if n then l[#l + 1] = n end
-  end
-  table.sort(l)
-  return l
+-- This host's network interface names, sorted: the engine's list (native.interfaces, the
+-- kernel's if_nameindex, virtual interfaces included: NCCL_SOCKET_IFNAME may name lo or a bond).
+function M.interfaces()
+  return native.interfaces()
 end
 
--- RDMA device names, from /sys/class/infiniband_verbs/uverbsN/ibdev (no directory listing, so
--- no fork from an MPI process). nil when this host has no verbs class at all (nothing to check
--- against), {} when it has the class but no device.
-function M.rdma_devices(root)
-  root = root or "/sys/class/infiniband_verbs"
-  local d = io.open(root, "r")
-  if not d then return nil end
-  d:close()
+-- The RDMA device names (InfiniBand, RoCE, EFA ...) among a NIC list of the engine's topology
+-- (native.topology().nics, or a host's nics in cs.topo's model), sorted. nil when the list is
+-- nil or has no RDMA device (nothing to check NCCL_IB_HCA against).
+function M.rdma_devices(nics)
+  if type(nics) ~= "table" then return nil end
   local l, seen = {}, {}
-  for i = 0, 63 do
-    local f = io.open(("%s/uverbs%d/ibdev"):format(root, i), "r")
-    if f then
-      local name = (f:read("*l") or ""):match("^%s*(.-)%s*$")
-      f:close()
-      if name ~= "" and not seen[name] then seen[name] = true; l[#l + 1] = name end
+  for _, nic in ipairs(nics) do
+    if nic.kind == "rdma" and type(nic.name) == "string" and not seen[nic.name] then
+      seen[nic.name] = true
+      l[#l + 1] = nic.name
     end
   end
+  if #l == 0 then return nil end
   table.sort(l)
   return l
 end

@@ -146,22 +146,32 @@ function TestSnapshot:test_subset()
                        OMPI_MCA_pml = "ucx", CUDA_VISIBLE_DEVICES = "0" })
 end
 
-function TestSnapshot:test_interfaces_from_proc()
-  local d = tmpdir()
-  write(d .. "/dev", "Inter-|   Receive\n face |bytes\n    lo: 1 2 3\n  eth0: 4 5 6\nib0: 7\n")
-  lu.assertEquals(env.interfaces(d .. "/dev"), { "eth0", "ib0", "lo" })
-  lu.assertNil(env.interfaces(d .. "/nope"))
-  os.execute("rm -rf '" .. d .. "'")
+function TestSnapshot:test_interfaces_from_the_engine()
+  local l = env.interfaces()
+  lu.assertIsTable(l)
+  lu.assertEquals(l, require("commscript.native").interfaces())
+  local has_lo = false
+  for i, n in ipairs(l) do
+    if n == "lo" then has_lo = true end
+    if i > 1 then lu.assertTrue(l[i - 1] < n, "sorted, no duplicates") end
+  end
+  lu.assertTrue(has_lo, "the loopback interface (virtual) is listed: " .. table.concat(l, ","))
 end
 
-function TestSnapshot:test_rdma_devices_from_sysfs()
-  local d = tmpdir()
-  lu.assertNil(env.rdma_devices(d .. "/infiniband_verbs"))  -- no verbs class: nothing to check against
-  os.execute("mkdir -p '" .. d .. "/infiniband_verbs/uverbs0' '" .. d .. "/infiniband_verbs/uverbs2'")
-  write(d .. "/infiniband_verbs/uverbs0/ibdev", "mlx5_1\n")
-  write(d .. "/infiniband_verbs/uverbs2/ibdev", "mlx5_0\n")
-  lu.assertEquals(env.rdma_devices(d .. "/infiniband_verbs"), { "mlx5_0", "mlx5_1" })
-  os.execute("rm -rf '" .. d .. "'")
+function TestSnapshot:test_rdma_devices_from_the_engine_nics()
+  lu.assertNil(env.rdma_devices(nil))
+  lu.assertNil(env.rdma_devices {})   -- no RDMA device: nothing to check against
+  lu.assertNil(env.rdma_devices { { name = "eth0", kind = "net" } })
+  lu.assertEquals(env.rdma_devices { { name = "mlx5_1", kind = "rdma" }, { name = "ib0", kind = "net" },
+                                     { name = "mlx5_0", kind = "rdma" }, { name = "mlx5_1", kind = "rdma" } },
+                  { "mlx5_0", "mlx5_1" })
+end
+
+function TestSnapshot:test_rdma_devices_of_a_fixture_sysfs()
+  -- this file is <root>/tests/lua/test_env_ranks.lua (the chunk name is "@" .. its path)
+  local root = (debug.getinfo(1, "S").source:sub(2):match("^(.*)/[^/]*$") or ".") .. "/../.."
+  local t = require("commscript.native").topology(root .. "/tests/fixtures/sysfs/dual_numa", { hwloc = false })
+  lu.assertEquals(env.rdma_devices(t.nics), { "mlx5_0" })
 end
 
 function recipe.run(ctx)
