@@ -1,5 +1,5 @@
 -- The main job: is the fabric healthy, and if not, which rank, host, link or setting is to
--- blame, with the evidence and what to do. The flow of scorecard.md:
+-- blame, with the evidence and what to do (docs/full_diag-and-scorecard.md). The flow:
 --   topology -> environment -> bandwidth sweep -> pattern -> localisation -> scorecard
 -- The helpers are stdlib functions (docs/stdlib.md): cs.diagnose.straggler_vote,
 -- cs.scorecard.inputs, cs.rules.from_config, cs.findings.

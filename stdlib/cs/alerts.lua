@@ -1,4 +1,4 @@
--- cs.alerts: the scorecard's alerts (reference/scorecard.md) as pure functions over a stream of
+-- cs.alerts: soak's alerts (docs/reference.md, soak) as pure functions over a stream of
 -- measurements, so that a long-running recipe (recipes/soak.lua) can fire them as findings and
 -- tests can drive them with made-up numbers. No communication, no clock, no report: the caller
 -- feeds measurements and interval boundaries and reports what comes back.

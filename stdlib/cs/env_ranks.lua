@@ -42,8 +42,8 @@ local function per_rank_by_design(name)
 end
 
 -- Settings that change which algorithm, protocol, channels, buffers or transports a
--- communicator uses: ranks that disagree on them can mismatch and hang (our judgment; the
--- reference calls differing env "a classic cause of hangs", scorecard.md §1).
+-- communicator uses: ranks that disagree on them can mismatch and hang (our judgment: differing
+-- environments between ranks are a classic cause of hangs).
 M.MUST_AGREE = set_of {
   "NCCL_ALGO", "NCCL_PROTO", "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_NTHREADS",
   "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_CTAS", "NCCL_MIN_CTAS", "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS",

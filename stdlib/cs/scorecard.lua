@@ -1,4 +1,4 @@
--- The scorecard of scorecard.md: four parts, each 0-100, weighted into a total, banded.
+-- The scorecard (docs/full_diag-and-scorecard.md): four parts, each 0-100, weighted into a total, banded.
 -- Every part records its reference, the measured values it used and its formula, so a reader
 -- can see why the total is what it is. Weights, targets and bands come from the config's
 -- [scorecard] table (defaults below); the card says which were used.

@@ -1,4 +1,4 @@
--- LuaUnit tests of stdlib/cs/rules.lua (the diagnosis rules of scorecard.md): every builtin rule
+-- LuaUnit tests of stdlib/cs/rules.lua (the diagnosis rules of docs/full_diag-and-scorecard.md): every builtin rule
 -- with a made-up `run` that passes (no finding) and one that fails (a finding with the right
 -- severity, subject and numbers); site rule files loaded, evaluated, and refused when broken.
 -- Run: commscript --backend self --trusted tests/lua/test_rules.lua

@@ -1,4 +1,4 @@
--- LuaUnit tests of stdlib/cs/scorecard.lua (scorecard.md): each part's score from known inputs,
+-- LuaUnit tests of stdlib/cs/scorecard.lua (docs/full_diag-and-scorecard.md): each part's score from known inputs,
 -- worked out by hand; the 30/25/25/20 weights and the weighted total; renormalisation when a
 -- part is missing; the bands at their edges; config overrides; formulas that carry the numbers.
 -- Run: commscript --backend self --trusted tests/lua/test_scorecard.lua
@@ -40,7 +40,7 @@ local function only(key, m, cfg)
   return part(card, key), card
 end
 
--- The four parts of scorecard.md with numbers whose scores are easy to work out by hand:
+-- The four parts of the scorecard with numbers whose scores are easy to work out by hand:
 --   bandwidth: 4.25 / 10 = 0.425 utilisation, / 0.85 -> 50
 --   latency:   all-reduce 100 x 10/20 = 50; point-to-point 100 x 2/1 = 200 -> 100; mean 75
 --   balance:   100 x 8/10 x (1 - 0.25) = 60
