@@ -20,17 +20,19 @@ namespace cs::lua {
 
 namespace {
 
-// topology([sysfs_root [, {hwloc = true}]]): hwloc = false leaves out hwloc's summary (the
-// ranks of a host other than the first do not need it).
+// topology([sysfs_root [, {hwloc = true, exe = true}]]): hwloc = false leaves out hwloc's summary
+// (the ranks of a host other than the first do not need it); exe = false the binary's path, size
+// and sha256 (the env audit only wants the NICs).
 int n_topology(lua_State* L) {
   TopologyOptions opt;
   if (!lua_isnoneornil(L, 1)) opt.sysfs_root = check_string(L, 1);
   if (opt.sysfs_root.empty()) luaL_argerror(L, 1, "a directory expected");
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char* const allowed[] = {"hwloc", nullptr};
+    static const char* const allowed[] = {"hwloc", "exe", nullptr};
     check_fields(L, 2, "topology", allowed);
     opt.use_hwloc = field_bool(L, 2, "topology", "hwloc", true);
+    if (!field_bool(L, 2, "topology", "exe", true)) opt.exe_path.clear();  // no binary hash
   }
   opt.versions = nlohmann::json::parse(versions_json());
   push_json(L, local_topology(opt));

@@ -208,7 +208,7 @@ function M.collect(ctx, opts)
   if opts.host_checks ~= false then
     aopts.interfaces = M.interfaces()
     -- the engine's NIC list: the caller's topology when it has one, else this host's
-    aopts.hcas = M.rdma_devices(opts.nics or native.topology(nil, { hwloc = false }).nics)
+    aopts.hcas = M.rdma_devices(opts.nics or native.topology(nil, { hwloc = false, exe = false }).nics)
   end
   local findings, conf = F.full_audit(vars, aopts)
 

@@ -174,6 +174,12 @@ function TestSnapshot:test_rdma_devices_of_a_fixture_sysfs()
   lu.assertEquals(env.rdma_devices(t.nics), { "mlx5_0" })
 end
 
+function TestSnapshot:test_topology_without_the_binary_hash()
+  local native = require "commscript.native"
+  lu.assertNil(native.topology(nil, { hwloc = false, exe = false }).exe)
+  lu.assertEquals(#native.topology(nil, { hwloc = false }).exe.sha256, 64)
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
