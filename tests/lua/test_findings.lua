@@ -1,5 +1,6 @@
 -- LuaUnit tests of cs.findings (collect, report, print, table: the printer full_diag, soak and
--- env_audit share) and cs.text (rank ranges, sizes, plurals).
+-- env_audit share), cs.text (rank ranges, sizes, plurals) and cs.selftest's option checks (its
+-- run is tested end to end by tests/e2e/test_chaos.py).
 -- Run: commscript --backend self --trusted tests/lua/test_findings.lua
 local cs = require "commscript"
 local lu = require "luaunit"
@@ -9,7 +10,7 @@ local text = require "cs.text"
 local recipe = cs.recipe {
   name = "test_findings",
   version = "0.1.0",
-  summary = "LuaUnit tests of cs.findings and cs.text",
+  summary = "LuaUnit tests of cs.findings, cs.text and cs.selftest",
 }
 
 -- A ctx whose report and log are recorded.
@@ -90,12 +91,37 @@ function TestText:test_size_plural_cut_show()
   lu.assertEquals(text.show("x"), "x")
 end
 
+TestSelftest = {}
+
+local function raised(f, ...)
+  local ok, e = pcall(f, ...)
+  lu.assertFalse(ok)
+  return e
+end
+
+function TestSelftest:test_target()
+  local st = require "cs.selftest"
+  local function ctx(size, rank) return { size = size, opt = { rank = rank }, recipe = { name = "chaos_x" } } end
+  lu.assertEquals(st.target(ctx(4, -1)), 3)
+  lu.assertEquals(st.target(ctx(4, 1)), 1)
+  lu.assertEquals(st.target(ctx(3, -1), 3), 2)
+  local e = raised(st.target, ctx(1, -1))
+  lu.assertEquals(e.code, cs.exit.bad_input)
+  lu.assertEquals(e.message, "chaos_x needs at least 2 ranks")
+  e = raised(st.target, ctx(2, -1), 3)
+  lu.assertEquals(e.message, "chaos_x needs at least 3 ranks")
+  e = raised(st.target, ctx(4, 4))
+  lu.assertEquals(e.code, cs.exit.bad_input)
+  lu.assertEquals(e.message, "--rank 4 is not a rank")
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
   local fails = runner:runSuiteByInstances {
     { "TestFindings", TestFindings },
     { "TestText", TestText },
+    { "TestSelftest", TestSelftest },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end
