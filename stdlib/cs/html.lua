@@ -102,9 +102,11 @@ local function ranges(list)
   return require("cs.text").ranges(rs, ", ")
 end
 
-local EXIT = { [0] = "ok: the recipe ran and nothing failed", [1] = "bad input", [2] = "recipe runtime error",
-  [3] = "health verdict failed", [4] = "data corruption detected", [5] = "timeout / hang detected",
-  [70] = "internal error" }
+local X = require("commscript").exit  -- the codes, one table (stdlib/commscript.lua)
+local EXIT = { [X.ok] = "ok: the recipe ran and nothing failed", [X.bad_input] = "bad input",
+  [X.runtime] = "recipe runtime error", [X.health] = "health verdict failed",
+  [X.corruption] = "data corruption detected", [X.timeout] = "timeout / hang detected",
+  [X.internal] = "internal error" }
 local SIG = { [1] = "SIGHUP", [2] = "SIGINT", [6] = "SIGABRT", [9] = "SIGKILL", [11] = "SIGSEGV", [15] = "SIGTERM" }
 local function exit_meaning(c)
   if EXIT[c] then return EXIT[c] end
