@@ -121,9 +121,10 @@ function recipe.run(ctx)
   stage("bandwidth sweep")
   local measured, stragglers = bandwidth_sweep(ctx, tier, elapsed, found)
 
-  -- 4. pattern and 5. localisation
+  -- 4. pattern and 5. localisation, while the budget lasts (rank 0's clock decides for every rank)
   local loc = { hosts = {}, ranks = {}, links = {} }
-  if ctx.size >= 2 and elapsed() <= tier.budget then
+  local in_budget = ctx.comm:broadcast_value(elapsed() <= tier.budget, 0)
+  if ctx.size >= 2 and in_budget then
     measured.matrix, loc = pattern_and_localisation(ctx, tier, stage)
   elseif ctx.size >= 2 then
     found:add { { severity = "info", subject = { stage = "pattern" },
