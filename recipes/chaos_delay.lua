@@ -4,7 +4,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "chaos_delay",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a delayed rank must be named as the straggler, and no other",
   options = {
@@ -21,7 +21,7 @@ function recipe.run(ctx)
   end
   local target = ctx.opt.rank < 0 and ctx.size - 1 or ctx.opt.rank
   if target >= ctx.size then cs.raise(cs.exit.bad_input, ("--rank %d is not a rank"):format(target), 0) end
-  local hosts = ctx.comm:allgather_value(ctx.host)
+  local hosts = ctx.hosts
 
   -- --ms 0 injects nothing: then nobody may be named (the false-positive check).
   local injected = ctx.opt.ms > 0 and { target } or {}

@@ -4,7 +4,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "chaos_desync",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a rank calling a different operation must be reported as a mismatch (exit 5)",
   options = {
@@ -17,14 +17,7 @@ local recipe = cs.recipe {
 }
 
 function recipe.run(ctx)
-  local target = ctx.opt.rank < 0 and ctx.size - 1 or ctx.opt.rank
-  if ctx.size < 2 then cs.raise(cs.exit.bad_input, "chaos_desync needs at least 2 ranks", 0) end
-  if target >= ctx.size then cs.raise(cs.exit.bad_input, ("--rank %d is not a rank"):format(target), 0) end
-  ctx.comm:set_timeout(ctx.opt.deadline)
-  cs.chaos.inject { kind = "desync", ranks = { target }, after = ctx.comm:seq() + ctx.opt.after, op = ctx.opt.calls }
-  local t, r = cs.tensor("float32", 1024), cs.tensor("float32", 4096)
-  for _ = 1, ctx.opt.after + 10 do ctx.comm:allreduce(t, r) end
-  error(("self-test failed: rank %d was told to desync, yet every all-reduce completed"):format(target))
+  cs.selftest.run(ctx, { kind = "desync", op = ctx.opt.calls, recv_elements = 4096 })
 end
 
 return recipe

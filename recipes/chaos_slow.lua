@@ -4,7 +4,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "chaos_slow",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a slowed rank's links must be localised to it",
   options = {
@@ -21,7 +21,7 @@ function recipe.run(ctx)
   if ctx.size < 4 then cs.raise(cs.exit.bad_input, "chaos_slow needs at least 4 ranks to tell a rank from a link", 0) end
   local target = ctx.opt.rank < 0 and ctx.size - 1 or ctx.opt.rank
   if target >= ctx.size then cs.raise(cs.exit.bad_input, ("--rank %d is not a rank"):format(target), 0) end
-  local hosts = ctx.comm:allgather_value(ctx.host)
+  local hosts = ctx.hosts
 
   -- --factor 1 injects nothing: then nobody may be named (the false-positive check).
   local injected = ctx.opt.factor > 1 and { target } or {}

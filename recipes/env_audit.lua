@@ -8,7 +8,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "env_audit",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "lint NCCL/PyTorch/UCX environment variables and NCCL config files on every rank; name what differs between ranks",
   options = {
@@ -38,7 +38,7 @@ local function nccl_version(ctx)
   return nil, "any version up to " .. env.registry.NCCL_LATEST .. " (commscript is built without NCCL)"
 end
 
-local function plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
+local plural = cs.text.plural
 
 function recipe.run(ctx)
   local o = ctx.opt
@@ -48,7 +48,7 @@ function recipe.run(ctx)
   local a = env.collect(ctx, { nccl_version = ver, strict = o.strict, host_checks = o.host_checks,
                                extra = o.conf ~= "" and { o.conf } or nil })
   local merged, counts = a.findings, a.counts
-  for _, f in ipairs(merged) do ctx.report:finding(f) end
+  cs.findings.collector(ctx):add(merged)
   ctx.report:set("env_audit", {
     recipe_version = recipe.version, nccl_version = ver or "any", strict = o.strict,
     ranks = ctx.size, hosts = a.nhosts, conf_files = cs.array(a.files),
@@ -71,7 +71,7 @@ function recipe.run(ctx)
     ctx.log("# no findings: NCCL will read every variable as written")
     return
   end
-  for _, line in ipairs(env.format_table(merged, ctx.size)) do ctx.log("%s", line) end
+  for _, line in ipairs(cs.findings.table(merged, ctx.size)) do ctx.log("%s", line) end
   ctx.log("# %s, %s, %s", plural(counts.error, "error"), plural(counts.warn, "warning"), plural(counts.info, "note"))
   ctx.log("# to see what NCCL itself reads: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV prints 'NAME set by environment to N.'")
 end

@@ -1,5 +1,5 @@
 -- Soak: mixed collectives for a while, measured with comm:bench and checked, with a summary line
--- per interval on rank 0 and the scorecard's alerts (reference/scorecard.md) fired as findings:
+-- per interval on rank 0 and alerts (cs.alerts) fired as findings:
 --   latency over its threshold 3 times in a row (same op+size)      -> warn
 --   bandwidth utilisation below --util-min for a whole interval      -> warn
 --   error rate (measurements with wrong elements) above the maximum  -> error (exit 3; exit 4
@@ -20,7 +20,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "soak",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "mixed collectives for a duration; per-interval summaries; latency/utilisation/error alerts",
   options = {
@@ -67,9 +67,12 @@ local function config_reference(config)
   end
 end
 
+local US_PER_S, US_PER_MS = 1e6, 1e3
+local MS_FROM_US = 10 * US_PER_MS  -- times from 10 ms up are printed in ms, from 1 s up in s
+
 local function fmt_us(us)
-  if us >= 1e6 then return ("%.2fs"):format(us / 1e6) end
-  if us >= 1e4 then return ("%.1fms"):format(us / 1e3) end
+  if us >= US_PER_S then return ("%.2fs"):format(us / US_PER_S) end
+  if us >= MS_FROM_US then return ("%.1fms"):format(us / US_PER_MS) end
   return ("%.1fus"):format(us)
 end
 
@@ -99,14 +102,11 @@ function recipe.run(ctx)
     reference = config_reference(ctx.config),
   }
 
-  local fired_list = {}
+  local found = cs.findings.collector(ctx)
+  local fired_list = found.list
   local function report(list)
-    for _, a in ipairs(list) do
-      ctx.report:finding { severity = a.severity, subject = a.subject, message = a.message,
-                           evidence = a.evidence, remedy = a.remedy }
-      ctx.log("# ALERT [%s] %s", a.severity, a.message)
-      fired_list[#fired_list + 1] = a
-    end
+    found:add(list)
+    cs.findings.print(ctx, list, { prefix = "# ALERT ", remedy = false })
   end
 
   -- Per interval, for the summary line.

@@ -24,7 +24,7 @@ local cs = {
   chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()
 }
 
--- Exit codes of the contract (DESIGN.md).
+-- Exit codes of the contract (docs/reference.md, "Exit codes"): the one table in Lua.
 cs.exit = { ok = 0, bad_input = 1, runtime = 2, health = 3, corruption = 4, timeout = 5, internal = 70 }
 
 local error_mt = { __tostring = function(e) return e.message end }

@@ -4,7 +4,7 @@
 // a control communicator beside it (MPI for the world) that carries the unique id, the checks
 // every rank must agree on, and the result gathering of the Communicator interface.
 //
-// NCCL has no collective timeout (shared/reference/faults-and-nccl-env.md §0): communicators
+// NCCL has no collective timeout (docs/building.md, "The NCCL backend"): communicators
 // are created non-blocking (config.blocking = 0), and every wait polls cudaStreamQuery and
 // ncclCommGetAsyncError against the operation's deadline; past it the communicator is aborted
 // (ncclCommAbort) and the operation fails with a timeout error that names it. Timed loops
@@ -63,7 +63,7 @@ class NcclCommunicator final : public Communicator {
   Tensor alloc(DType dtype, size_t count) const override { return Tensor::on_device(dtype, count, device_); }
   bool aborted() const { return comm_ == nullptr; }
 
-  // RAS hook (faults-and-nccl-env.md §1.3). Called on a local deadline, before ncclCommAbort,
+  // RAS hook (NCCL's RAS service). Called on a local deadline, before ncclCommAbort,
   // with the operation that timed out and the communicator's name; what it returns (if not
   // empty) is appended to the timeout error. The intended probe connects to NCCL's RAS service
   // (NCCL_RAS_ADDR, default localhost:28028; NCCL >= 2.24, JSON from 2.28.7), sends

@@ -1,7 +1,7 @@
 #pragma once
 // Fault injection at the engine's operation entry point, the same for every backend
-// (DESIGN.md "Chaos"). A plan is a list of rules; each rule selects operations by rank, kind of
-// operation, sequence number, period, probability and duration, and does one thing to them:
+// (docs/hangs-chaos-replay.md, "Chaos injection"). A plan is a list of rules; each rule selects operations by rank,
+// kind of operation, sequence number, period, probability and duration, and does one thing to them:
 //   delay   sleep `ms` (+ uniform jitter up to `jitter_ms`) before the operation
 //   slow    after the operation, sleep (factor - 1) x its duration: the rank's transfers take
 //           `factor` times as long

@@ -1,5 +1,5 @@
 #pragma once
-// Out-of-band view of every rank, independent of MPI (faults-and-nccl-env.md §3.3): each rank
+// Out-of-band view of every rank, independent of MPI (docs/hangs-chaos-replay.md): each rank
 // streams a heartbeat (its operation in flight, sequence number, injections) over TCP to a
 // coordinator thread on rank 0. When an operation passes its deadline, the coordinator names the
 // ranks that never arrived, telling dead (connection closed), stuck (no progress, or no

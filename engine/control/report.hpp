@@ -1,5 +1,5 @@
 #pragma once
-// The run's outputs (DESIGN.md "Outputs", a contract): report.json with schema
+// The run's outputs (docs/reference.md, "Outputs": a contract): report.json with schema
 // commscript.report/1 and results.jsonl, one line per measurement, flushed as it is taken.
 // Only the writing rank (rank 0) touches files; the others keep an empty document.
 #include <cstdio>

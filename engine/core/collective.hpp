@@ -1,6 +1,6 @@
 #pragma once
 // The operations every backend implements, and how nccl-tests turns their times into bandwidth
-// (nccl-tests src/*.cu *GetBw; shared/reference/benchmarks.md §1.5).
+// (nccl-tests src/*.cu *GetBw; the factors are listed in docs/reference.md, bw_sweep).
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,5 @@
 #pragma once
-// Engine errors carry the exit code of the contract (DESIGN.md, "Exit codes").
+// Engine errors carry the exit code of the contract (docs/reference.md, "Exit codes").
 #include <stdexcept>
 #include <string>
 

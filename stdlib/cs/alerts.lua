@@ -1,4 +1,4 @@
--- cs.alerts: the scorecard's alerts (reference/scorecard.md) as pure functions over a stream of
+-- cs.alerts: soak's alerts (docs/reference.md, soak) as pure functions over a stream of
 -- measurements, so that a long-running recipe (recipes/soak.lua) can fire them as findings and
 -- tests can drive them with made-up numbers. No communication, no clock, no report: the caller
 -- feeds measurements and interval boundaries and reports what comes back.
@@ -58,25 +58,11 @@ local DEFAULTS = {
   error_rate_max = 0.05,
 }
 
-local function median(list)
-  if #list == 0 then return nil end
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  return s[math.max(1, math.ceil(#s / 2))]   -- nearest rank, as cs.stats.median
-end
+local median = require("cs.stats").median
 
 local function key_of(op, bytes) return op .. "/" .. tostring(bytes) end
 
-local function size_text(bytes)
-  -- cs.format_size without requiring the engine (keeps the module loadable anywhere).
-  local units = { "K", "M", "G", "T" }
-  local n, u = bytes, ""
-  for _, unit in ipairs(units) do
-    if n >= 1024 and n % 1024 == 0 then n, u = n / 1024, unit else break end
-  end
-  return ("%d%s"):format(n, u)
-end
+local size_text = require("commscript.native").format_size  -- 65536 -> "64K", the engine's
 
 local Alerts = {}
 Alerts.__index = Alerts

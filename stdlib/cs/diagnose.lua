@@ -12,18 +12,11 @@
 --   the median of its pairs over the median of the ranks' medians. A rank whose score exceeds
 --   opts.factor (default 1.5) is a suspect; a pair whose value exceeds opts.link_factor
 --   (default 2) x the reference while neither of its ranks is a suspect is a slow link.
+local stats = require "cs.stats"
 local M = {}
 
-local function median(list)
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  if n == 0 then return nil end
-  if n % 2 == 1 then return s[(n + 1) / 2] end
-  return (s[n / 2] + s[n / 2 + 1]) / 2
-end
-M.median = median
+local median = stats.median
+M.median = median  -- the same function as cs.stats.median (kept: recipes call it)
 
 function M.stragglers(times, opts)
   opts = opts or {}
@@ -46,6 +39,40 @@ function M.stragglers(times, opts)
   end
   table.sort(out, function(a, b) return a.lateness > b.lateness end)
   return out
+end
+
+-- straggler_vote([opts]) -> a vote over several measurements: vote:add(rank_times) after each
+-- (stragglers() of that measurement), vote:result() -> the ranks flagged in at least two
+-- thirds of them, once at least opts.min_votes (default 3) measurements
+-- voted: { rank, lateness = median lateness, median = median of the medians, score, sizes =
+-- "k/n", op = opts.op }, by rank. One noisy measurement does not make a straggler.
+function M.straggler_vote(opts)
+  opts = opts or {}
+  local min_votes = opts.min_votes or 3
+  local vote = { n = 0, by_rank = {} }
+  function vote:add(rank_times)
+    self.n = self.n + 1
+    for _, s in ipairs(M.stragglers(rank_times, opts)) do
+      local v = self.by_rank[s.rank] or { n = 0, lateness = {}, median = {} }
+      v.n = v.n + 1
+      v.lateness[#v.lateness + 1] = s.lateness
+      v.median[#v.median + 1] = s.median
+      self.by_rank[s.rank] = v
+    end
+  end
+  function vote:result()
+    local out = {}
+    for rank, v in pairs(self.by_rank) do
+      if self.n >= min_votes and 3 * v.n >= 2 * self.n then  -- v.n >= ceil(2n/3), in integers
+        local lateness, med = median(v.lateness), median(v.median)
+        out[#out + 1] = { rank = rank, lateness = lateness, median = med, score = lateness / med, op = opts.op,
+                          sizes = v.n .. "/" .. self.n }
+      end
+    end
+    table.sort(out, function(a, b) return a.rank < b.rank end)
+    return out
+  end
+  return vote
 end
 
 function M.localize(n, pair_values, opts)

@@ -1,8 +1,10 @@
--- The environment variables the env audit knows, as data. Built from
--- ../shared/reference/faults-and-nccl-env.md (NCCL 2.30.7 source and env.rst, PyTorch
--- ProcessGroupNCCL); every entry names the section it comes from in its `src` field
--- ("1.5" = §1.5 of that file) so a finding can cite it. Entries marked src = "ext" do not come
--- from the reference (the common UCX names, a few PyTorch names): they only make a name "known".
+-- The environment variables the env audit knows, as data (docs/stdlib.md, cs.env). Built from
+-- NCCL 2.30.7's source and docs/env.rst and PyTorch's ProcessGroupNCCL, through the project's
+-- research notes on NCCL's environment; every entry names the section of those notes it comes
+-- from in its `src` field ("1.5" = §1.5), which findings carry as evidence.reference
+-- ("faults-and-nccl-env.md §1.5"; the notes are not in this repository). Entries marked
+-- src = "ext" do not come from the notes (the common UCX names, a few PyTorch names): they only
+-- make a name "known".
 --
 -- An NCCL entry (M.nccl[NAME]):
 --   type      how NCCL parses the value:
@@ -396,5 +398,15 @@ end
 M.AUDITED_PREFIXES = { "NCCL_", "TORCH_NCCL_", "TORCH_FR_", "UCX_" }
 -- The prefixes env.snapshot keeps (TORCH_FR_: the flight recorder's names, §2.2).
 M.SNAPSHOT_PREFIXES = { "NCCL_", "TORCH_NCCL_", "TORCH_FR_", "UCX_", "OMPI_", "CUDA_" }
+
+-- Names whose values are never copied into a snapshot or a report (credentials the launcher or
+-- a plugin may export). The one secret-name filter of the stdlib.
+M.SECRET_PATTERNS = { "precondition_transports", "SECRET", "TOKEN", "PASSWORD" }
+function M.is_secret(name)
+  for _, p in ipairs(M.SECRET_PATTERNS) do
+    if name:find(p, 1, true) then return true end
+  end
+  return false
+end
 
 return M

@@ -95,23 +95,18 @@ local function section(id, title, body)
   return fmt('<section id="%s"><h2>%s</h2>\n%s\n</section>\n', id, esc(title), body)
 end
 
+-- "0-3, 5" (the numbers of a report list; cs.text.ranges)
 local function ranges(list)
-  local rs, out = {}, {}
+  local rs = {}
   for _, v in ipairs(T(list)) do if num(v) then rs[#rs + 1] = v end end
-  table.sort(rs)
-  local i = 1
-  while i <= #rs do
-    local j = i
-    while j < #rs and rs[j + 1] == rs[j] + 1 do j = j + 1 end
-    out[#out + 1] = j > i and fnum(rs[i]) .. "-" .. fnum(rs[j]) or fnum(rs[i])
-    i = j + 1
-  end
-  return concat(out, ", ")
+  return require("cs.text").ranges(rs, ", ")
 end
 
-local EXIT = { [0] = "ok: the recipe ran and nothing failed", [1] = "bad input", [2] = "recipe runtime error",
-  [3] = "health verdict failed", [4] = "data corruption detected", [5] = "timeout / hang detected",
-  [70] = "internal error" }
+local X = require("commscript").exit  -- the codes, one table (stdlib/commscript.lua)
+local EXIT = { [X.ok] = "ok: the recipe ran and nothing failed", [X.bad_input] = "bad input",
+  [X.runtime] = "recipe runtime error", [X.health] = "health verdict failed",
+  [X.corruption] = "data corruption detected", [X.timeout] = "timeout / hang detected",
+  [X.internal] = "internal error" }
 local SIG = { [1] = "SIGHUP", [2] = "SIGINT", [6] = "SIGABRT", [9] = "SIGKILL", [11] = "SIGSEGV", [15] = "SIGTERM" }
 local function exit_meaning(c)
   if EXIT[c] then return EXIT[c] end

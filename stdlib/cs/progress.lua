@@ -4,10 +4,11 @@ local native = require "commscript.native"
 local M = {}
 
 M.rank = 0  -- this process's rank, set by the runner; only rank 0 prints
+M.DEFAULT_INTERVAL_S = 2  -- seconds between progress lines (and before the first)
 
 function M.new(t)
   local p = { total = t.total or 0, done = 0, label = t.label or "progress", rank = t.rank or M.rank,
-              interval = t.interval or 2, started = native.now() }
+              interval = t.interval or M.DEFAULT_INTERVAL_S, started = native.now() }
   p.last = p.started
   function p:step(what)
     self.done = self.done + 1

@@ -10,16 +10,9 @@
 -- evaluate(run, rules) -> findings (ctx.report:finding's schema), in rule order.
 -- load(paths) -> rules from site files: each file returns a list of rules; it runs with
 -- `require` limited to commscript's modules and the safe Lua globals (no os, io, ffi, load).
+local stats = require "cs.stats"
+local median = stats.median
 local M = {}
-
-local function median(list)
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  if n == 0 then return nil end
-  return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
-end
 
 local function host_of(run, rank)
   return run.rank_hosts and run.rank_hosts[rank + 1] or nil
@@ -128,10 +121,7 @@ M.builtin = {
       local tol = (run.thresholds or {}).baseline_tolerance or 0.25
       -- Medians, not means: one descheduled iteration can inflate a mean a hundredfold on a
       -- shared host, so bandwidth is taken at the p50 time (busbw x mean / p50).
-      local function bw50(r)
-        if r.p50_us and r.p50_us > 0 and r.time_us then return r.busbw * r.time_us / r.p50_us end
-        return r.busbw
-      end
+      local bw50 = stats.busbw_at_p50
       local function t50(r) return r.p50_us or r.time_us end
       local old = {}
       for _, r in ipairs(base.results) do
@@ -237,6 +227,19 @@ function M.load(paths)
     end
   end
   return out
+end
+
+-- from_config(config) -> the built-in rules, then those of the site files the config's
+-- [rules] files names (a string or a list). A broken rule file is bad input (exit 1): call this
+-- before measuring.
+function M.from_config(config)
+  local list = {}
+  for _, r in ipairs(M.builtin) do list[#list + 1] = r end
+  local site = type(config) == "table" and (config.rules or {}).files
+  if site then
+    for _, r in ipairs(M.load(type(site) == "table" and site or { site })) do list[#list + 1] = r end
+  end
+  return list
 end
 
 return M

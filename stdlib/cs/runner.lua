@@ -2,9 +2,10 @@
 -- run with a ctx, and reduce the outcome to an exit code. Not for recipes to call.
 local native = require "commscript.native"
 local options = require "cs.options"
+local EXIT = require("commscript").exit  -- the exit codes, one table (stdlib/commscript.lua)
 local M = {}
 
-local function bad(msg) error({ code = 1, message = msg }, 0) end
+local function bad(msg) error({ code = EXIT.bad_input, message = msg }, 0) end
 
 -- Captured before any recipe runs: a recipe must not be able to change what the sandbox uses.
 local str_match, str_format, real_getmetatable, real_require = string.match, string.format, getmetatable, require
@@ -132,14 +133,27 @@ local function new_report(state)
   return rep
 end
 
+-- The job's hosts: hosts[r + 1] is rank r's host name, and how many distinct hosts there are.
+-- Collective (one allgather): every rank builds its ctx.
+local function job_hosts(comm, host)
+  local hosts = comm:allgather_value(host)
+  local seen, n = {}, 0
+  for _, h in ipairs(hosts) do
+    if not seen[h] then seen[h], n = true, n + 1 end
+  end
+  return hosts, n
+end
+
 -- Runs recipe.run(ctx); returns the exit code its outcome asks for (0, 3 or 4).
 function M.run(r, comm, opt, info)
   local state = { wrong = 0, errors = 0 }
   local rank = comm:rank()
   require("cs.progress").rank = rank
+  local host = native.hostname()
+  local hosts, nhosts = job_hosts(comm, host)
   local ctx = {
     rank = rank, size = comm:size(), comm = comm, opt = opt,
-    report = new_report(state), host = native.hostname(), out_dir = native.report_dir(),
+    report = new_report(state), host = host, hosts = hosts, nhosts = nhosts, out_dir = native.report_dir(),
     seed = info.seed, config = native.config(), recipe = { name = r.name, version = r.version },
     backend = comm:backend(), baseline = info.baseline, fail_below = info.fail_below,
   }
@@ -151,21 +165,21 @@ function M.run(r, comm, opt, info)
     end
   end
   r.run(ctx)
-  if state.wrong > 0 then return 4 end
-  if state.errors > 0 then return 3 end
+  if state.wrong > 0 then return EXIT.corruption end
+  if state.errors > 0 then return EXIT.health end
   -- --fail-below: the recipe's scorecard (report key "scorecard", field total) decides.
   if info.fail_below then
     local sc = native.report_get("scorecard")
     local total = type(sc) == "table" and sc.total
     if type(total) ~= "number" then
-      error({ code = 1, message = ("--fail-below: recipe %s computes no scorecard"):format(r.name) }, 0)
+      error({ code = EXIT.bad_input, message = ("--fail-below: recipe %s computes no scorecard"):format(r.name) }, 0)
     end
     if total < info.fail_below then
       ctx.log("score %.1f is below --fail-below %.1f", total, info.fail_below)
-      return 3
+      return EXIT.health
     end
   end
-  return 0
+  return EXIT.ok
 end
 
 return M

@@ -1,4 +1,4 @@
--- The scorecard of scorecard.md: four parts, each 0-100, weighted into a total, banded.
+-- The scorecard (docs/full_diag-and-scorecard.md): four parts, each 0-100, weighted into a total, banded.
 -- Every part records its reference, the measured values it used and its formula, so a reader
 -- can see why the total is what it is. Weights, targets and bands come from the config's
 -- [scorecard] table (defaults below); the card says which were used.
@@ -13,7 +13,22 @@
 --   m.stability = { cv = median iteration cv, p99_over_p50 =, operations =, errors =,
 --                   timeouts =, wrong = }
 --   Parts with no measurement are left out and the remaining weights are renormalised.
+--
+-- check_config(cfg) -> raises bad input (exit 1) when [scorecard] is malformed: call it before
+--   measuring, so that a typo costs no sweep.
+-- inputs(ctx, m) -> the `m` of compute() from what full_diag measured (collective: every rank
+--   calls it, with the same m). m.sweep = { op = { results, smallest size first } }, m.matrix
+--   (cs.p2p.matrix, optional), m.cvs (the results' cvs), m.operations, m.wrong. The bandwidth
+--   reference is the config's bandwidth_reference_gbps, else the baseline's all-reduce at the
+--   largest size (busbw at its p50 time, as the regression rule compares), else on one host the
+--   host memory-copy bandwidth; latency targets default to 10 us (collective) and 2 us
+--   (point-to-point) on one host, 100 and 50 us across hosts.
+local stats = require "cs.stats"
 local M = {}
+
+-- Default latency targets, us: shared memory on one host, a network across hosts.
+M.LATENCY_TARGET_US = { one_host = 10, hosts = 100 }
+M.P2P_LATENCY_TARGET_US = { one_host = 2, hosts = 50 }
 
 M.defaults = {
   weights = { bandwidth = 0.30, latency = 0.25, balance = 0.25, stability = 0.20 },
@@ -159,6 +174,78 @@ function M.render(card)
     lines[#lines + 1] = ("  %-10s %5.1f  weight %.2f  %s"):format(p.name, p.score, p.weight, p.formula)
   end
   return table.concat(lines, "\n")
+end
+
+function M.check_config(cfg)
+  local ok, err = pcall(M.compute, {}, cfg or {})
+  if not ok then
+    require("commscript").raise(require("commscript").exit.bad_input, "[scorecard]: " .. tostring(err), 0)
+  end
+end
+
+-- The bandwidth reference and where it comes from.
+local function bandwidth_reference(ctx, cfg, big)
+  if cfg.bandwidth_reference_gbps then
+    return cfg.bandwidth_reference_gbps, "config [scorecard] bandwidth_reference_gbps"
+  end
+  local reference, source
+  if type(ctx.baseline) == "table" and big then
+    for _, r in ipairs(ctx.baseline.results or {}) do
+      if r.op == "allreduce" and r.bytes == big.bytes and r.placement == "out-of-place" then
+        reference = stats.busbw_at_p50(r)
+        source = "baseline " .. tostring((ctx.baseline.run or {}).start) .. " (busbw at its p50 time)"
+      end
+    end
+  end
+  if not reference and ctx.nhosts == 1 then
+    reference = ctx.comm:broadcast_value(require("commscript").copy_bandwidth(), 0)
+    source = "host memory-copy bandwidth (the ceiling of shared-memory transport)"
+  end
+  return reference, source
+end
+
+-- Per rank, the median bandwidth of its pairs; all pair latencies.
+local function matrix_values(matrix, size)
+  local lat_values, rank_bw = {}, {}
+  if not matrix then return lat_values, rank_bw end
+  for a = 1, size do
+    local row = {}
+    for b = 1, size do
+      if matrix.lat[a][b] then lat_values[#lat_values + 1] = matrix.lat[a][b] end
+      if matrix.bw[a][b] then row[#row + 1] = matrix.bw[a][b] end
+    end
+    rank_bw[a] = stats.median(row)
+  end
+  return lat_values, rank_bw
+end
+
+function M.inputs(ctx, m)
+  local cfg = ctx.config.scorecard or {}
+  local ar = m.sweep.allreduce or {}
+  local big, small = ar[#ar], ar[1]
+  local reference, source = bandwidth_reference(ctx, cfg, big)
+  local single = ctx.nhosts == 1
+  local lat_target = cfg.latency_target_us or (single and M.LATENCY_TARGET_US.one_host or M.LATENCY_TARGET_US.hosts)
+  local p2p_target = cfg.p2p_latency_target_us
+    or (single and M.P2P_LATENCY_TARGET_US.one_host or M.P2P_LATENCY_TARGET_US.hosts)
+  local lat_values, rank_bw = matrix_values(m.matrix, ctx.size)
+  local worst, worst_is
+  for a, v in ipairs(rank_bw) do
+    if not worst or v < worst then worst, worst_is = v, "rank " .. (a - 1) end
+  end
+  return {
+    bandwidth = big and reference and { busbw = big.busbw, reference = reference, source = source, op = "allreduce",
+                                        bytes = big.bytes },
+    latency = small and {
+      collective_us = small.p50_us, collective_target_us = lat_target,
+      p2p_us = stats.median(lat_values), p2p_target_us = #lat_values > 0 and p2p_target or nil,
+      source = cfg.latency_target_us and "config"
+        or (single and "default for one host (shared memory)" or "default for several hosts") },
+    balance = worst and { worst = worst, median = stats.median(rank_bw), worst_is = worst_is,
+                          spread = big and stats.summary(big.rank_mean_us).cv,
+                          what = "median bandwidth of each rank's pairs (GB/s)" },
+    stability = { cv = stats.median(m.cvs), operations = m.operations, wrong = m.wrong, errors = 0, timeouts = 0 },
+  }
 end
 
 return M

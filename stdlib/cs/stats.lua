@@ -16,13 +16,33 @@ function M.percentile(list, p)
   return s[rank]
 end
 
-function M.median(list) return M.percentile(list, 50) end
+-- The median: the middle value, or the mean of the two middle values of an even-sized list
+-- (median{1, 2, 3, 10} = 2.5). nil for an empty list. The one median of the stdlib: diagnose,
+-- rules, alerts and the recipes use this one.
+function M.median(list)
+  local s = {}
+  for i, v in ipairs(list) do s[i] = v end
+  local n = #s
+  if n == 0 then return nil end
+  table.sort(s)
+  if n % 2 == 1 then return s[(n + 1) / 2] end
+  return (s[n / 2] + s[n / 2 + 1]) / 2
+end
 
 function M.mean(list)
   if #list == 0 then return nil end
   local sum = 0
   for _, v in ipairs(list) do sum = sum + v end
   return sum / #list
+end
+
+-- A bench result's bus bandwidth at its p50 time (busbw x mean time / p50 time): one
+-- descheduled iteration can inflate a mean a hundredfold on a shared host, so comparisons with
+-- a baseline (the scorecard's reference, the regression rule) use the median. busbw when the
+-- result has no p50.
+function M.busbw_at_p50(r)
+  if r.p50_us and r.p50_us > 0 and r.time_us then return r.busbw * r.time_us / r.p50_us end
+  return r.busbw
 end
 
 -- Relative difference of `value` from `reference`: (value - reference) / reference.

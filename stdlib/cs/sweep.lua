@@ -48,7 +48,7 @@ function M.check_memory(ctx, bytes, what)
   end
   local need = bytes * local_ranks
   if mem ~= math.huge and need > mem then
-    error({ code = 1, message = ("%s needs %s of memory on host %s (%d ranks x %s), only %s is available"):format(
+    error({ code = require("commscript").exit.bad_input, message = ("%s needs %s of memory on host %s (%d ranks x %s), only %s is available"):format(
       what, native.format_size(need), ctx.host, local_ranks, native.format_size(bytes),
       native.format_size(math.floor(mem / 1048576) * 1048576)) }, 0)
   end

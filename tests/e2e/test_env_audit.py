@@ -77,7 +77,7 @@ class EnvAudit(cs_e2e.TestCase):
         self.assertIn("no findings", r.stdout)
         rep = r.report()
         self.assertEqual(rep["recipe"]["name"], "env_audit")
-        self.assertEqual(rep["recipe"]["version"], "1.0.0")
+        self.assertEqual(rep["recipe"]["version"], "1.1.0")
         self.assertEqual(rep["env_audit"]["counts"], {"error": 0, "warn": 0, "info": 0})
 
     def test_realistic_good_settings_give_no_warning(self):

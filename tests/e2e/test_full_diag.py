@@ -1,4 +1,4 @@
-"""full_diag end to end (scorecard.md): a healthy 4-rank run is healthy (three times), its
+"""full_diag end to end (docs/full_diag-and-scorecard.md): a healthy 4-rank run is healthy (three times), its
 report's scorecard adds up (recomputed here from the parts, the matrix and the sweep), the
 matrix and the sweep's numbers are consistent; injected faults are named (a slow rank by the
 localisation, a late rank as a straggler) and nothing else is; --fail-below; --baseline (no

@@ -335,6 +335,37 @@ function TestLocalize:test_median()
   lu.assertEquals(l, { 5, 1, 4 }, "the input is not sorted in place")
 end
 
+TestStragglerVote = {}
+
+-- Four ranks; rank 3 arrives late (waits the least) in the measurements listed in `late`.
+local function votes(n, late)
+  local v = cs.diagnose.straggler_vote { op = "allreduce" }
+  for i = 1, n do v:add(late[i] and { 100, 101, 99, 10 } or { 100, 101, 99, 100 }) end
+  return v:result()
+end
+
+function TestStragglerVote:test_two_thirds_of_the_measurements_decide()
+  local s = votes(4, { true, true, true, false })
+  lu.assertEquals(#s, 1)
+  lu.assertEquals(s[1].rank, 3)
+  lu.assertEquals(s[1].sizes, "3/4")
+  lu.assertEquals(s[1].op, "allreduce")
+  lu.assertEquals(s[1].lateness, 90)   -- the others' median 100 minus its 10
+  lu.assertEquals(s[1].median, 99.5)   -- the median of {100, 101, 99, 10}
+  lu.assertAlmostEquals(s[1].score, 90 / 99.5, 1e-12)
+  -- 2 of 3 is two thirds: flagged; 2 of 4 is not
+  lu.assertEquals(#votes(3, { true, false, true }), 1)
+  lu.assertEquals(#votes(4, { true, false, true, false }), 0)
+  -- 6 of 9 (two thirds exactly, no rounding up to 7)
+  lu.assertEquals(#votes(9, { true, true, true, true, true, true }), 1)
+  lu.assertEquals(#votes(9, { true, true, true, true, true }), 0)
+end
+
+function TestStragglerVote:test_fewer_than_three_measurements_vote_nothing()
+  lu.assertEquals(votes(2, { true, true }), {})
+  lu.assertEquals(votes(0, {}), {})
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
@@ -342,6 +373,7 @@ function recipe.run(ctx)
     { "TestRoundRobin", TestRoundRobin },
     { "TestStragglers", TestStragglers },
     { "TestLocalize", TestLocalize },
+    { "TestStragglerVote", TestStragglerVote },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end

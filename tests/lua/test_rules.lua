@@ -1,4 +1,4 @@
--- LuaUnit tests of stdlib/cs/rules.lua (the diagnosis rules of scorecard.md): every builtin rule
+-- LuaUnit tests of stdlib/cs/rules.lua (the diagnosis rules of docs/full_diag-and-scorecard.md): every builtin rule
 -- with a made-up `run` that passes (no finding) and one that fails (a finding with the right
 -- severity, subject and numbers); site rule files loaded, evaluated, and refused when broken.
 -- Run: commscript --backend self --trusted tests/lua/test_rules.lua
@@ -552,6 +552,20 @@ function TestSiteRules:test_a_broken_file_after_a_good_one_is_named()
   lu.assertNotStrContains(msg, good)
 end
 
+TestFromConfig = {}
+
+function TestFromConfig:test_builtin_then_site_files()
+  local rules = require "cs.rules"
+  local list = rules.from_config {}
+  lu.assertEquals(#list, #rules.builtin)
+  for i, r in ipairs(rules.builtin) do lu.assertIs(list[i], r) end
+  lu.assertEquals(#rules.from_config { rules = {} }, #rules.builtin)
+  local ok, e = pcall(rules.from_config, { rules = { files = "/nonexistent/rules.lua" } })
+  lu.assertFalse(ok)
+  lu.assertEquals(e.code, 1)
+  lu.assertStrContains(e.message, "/nonexistent/rules.lua")
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
@@ -566,6 +580,7 @@ function recipe.run(ctx)
     { "TestBelowTarget", TestBelowTarget },
     { "TestEvaluate", TestEvaluate },
     { "TestSiteRules", TestSiteRules },
+    { "TestFromConfig", TestFromConfig },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end

@@ -294,6 +294,8 @@ function TestRun:test_ctx()
   lu.assertEquals(type(seen.log), "function")
   lu.assertEquals(type(seen.report.result), "function")
   lu.assertEquals(seen.out_dir, seen.report.dir)
+  lu.assertEquals(seen.hosts, { seen.host })
+  lu.assertEquals(seen.nhosts, 1)
 end
 
 function TestRun:test_wrong_elements_exit_4()

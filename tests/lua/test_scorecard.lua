@@ -1,4 +1,4 @@
--- LuaUnit tests of stdlib/cs/scorecard.lua (scorecard.md): each part's score from known inputs,
+-- LuaUnit tests of stdlib/cs/scorecard.lua (docs/full_diag-and-scorecard.md): each part's score from known inputs,
 -- worked out by hand; the 30/25/25/20 weights and the weighted total; renormalisation when a
 -- part is missing; the bands at their edges; config overrides; formulas that carry the numbers.
 -- Run: commscript --backend self --trusted tests/lua/test_scorecard.lua
@@ -40,7 +40,7 @@ local function only(key, m, cfg)
   return part(card, key), card
 end
 
--- The four parts of scorecard.md with numbers whose scores are easy to work out by hand:
+-- The four parts of the scorecard with numbers whose scores are easy to work out by hand:
 --   bandwidth: 4.25 / 10 = 0.425 utilisation, / 0.85 -> 50
 --   latency:   all-reduce 100 x 10/20 = 50; point-to-point 100 x 2/1 = 200 -> 100; mean 75
 --   balance:   100 x 8/10 x (1 - 0.25) = 60
@@ -358,6 +358,65 @@ function TestFormulas:test_render()
   lu.assertStrContains(lines[5], " 64.0  weight 0.20")
 end
 
+TestInputs = {}
+
+-- A ctx as full_diag's: config, baseline, hosts; comm only for the one-host copy bandwidth.
+local function fake_ctx(t)
+  return { size = t.size or 2, nhosts = t.nhosts or 2, config = { scorecard = t.scorecard }, baseline = t.baseline,
+           comm = { broadcast_value = function(_, v) return v end } }
+end
+
+local function ar(bytes, busbw, p50, time, rank_mean)
+  return { op = "allreduce", bytes = bytes, busbw = busbw, p50_us = p50, time_us = time, cv = 0.1,
+           rank_mean_us = rank_mean or { 10, 10 }, placement = "out-of-place" }
+end
+
+local SWEEP = { allreduce = { ar(8, 0.01, 5, 6), ar(1048576, 10, 100, 100) } }
+
+function TestInputs:test_reference_from_the_baseline_at_its_p50()
+  -- the baseline's mean time 200 us, p50 100 us: at the p50, 4 GB/s x 200 / 100 = 8 GB/s
+  local base = { run = { start = "2026-01-01T00:00:00Z" }, results = { ar(1048576, 4, 100, 200) } }
+  local m = sc.inputs(fake_ctx { baseline = base }, { sweep = SWEEP, cvs = { 0.1, 0.3 }, operations = 2, wrong = 0 })
+  lu.assertEquals(m.bandwidth.reference, 8)
+  lu.assertEquals(m.bandwidth.busbw, 10)
+  lu.assertEquals(m.bandwidth.bytes, 1048576)
+  lu.assertStrContains(m.bandwidth.source, "baseline 2026-01-01T00:00:00Z")
+  lu.assertEquals(m.stability.cv, 0.2)
+  lu.assertEquals(m.latency.collective_us, 5)
+  lu.assertEquals(m.latency.collective_target_us, sc.LATENCY_TARGET_US.hosts)
+  lu.assertNil(m.balance)  -- no matrix
+  lu.assertEquals(cs.stats.busbw_at_p50(base.results[1]), 8)
+end
+
+function TestInputs:test_config_reference_wins_and_one_host_defaults()
+  local m = sc.inputs(fake_ctx { scorecard = { bandwidth_reference_gbps = 25 }, nhosts = 1 },
+    { sweep = SWEEP, cvs = {}, operations = 2, wrong = 0 })
+  lu.assertEquals(m.bandwidth.reference, 25)
+  lu.assertEquals(m.latency.collective_target_us, sc.LATENCY_TARGET_US.one_host)
+  lu.assertEquals(m.latency.source, "default for one host (shared memory)")
+end
+
+function TestInputs:test_balance_from_the_matrix()
+  local matrix = { lat = { { nil, 3 }, { 5, nil } }, bw = { { nil, 2 }, { 4, nil } } }
+  local m = sc.inputs(fake_ctx { scorecard = { bandwidth_reference_gbps = 25 } },
+    { sweep = SWEEP, matrix = matrix, cvs = {}, operations = 2, wrong = 0 })
+  lu.assertEquals(m.balance.worst, 2)
+  lu.assertEquals(m.balance.worst_is, "rank 0")
+  lu.assertEquals(m.balance.median, 3)
+  lu.assertEquals(m.latency.p2p_us, 4)
+  lu.assertEquals(m.latency.p2p_target_us, sc.P2P_LATENCY_TARGET_US.hosts)
+end
+
+function TestInputs:test_check_config_is_bad_input()
+  sc.check_config(nil)
+  sc.check_config { weights = { bandwidth = 1 } }
+  local ok, e = pcall(sc.check_config, { weights = { bandwith = 1 } })
+  lu.assertFalse(ok)
+  lu.assertEquals(e.code, cs.exit.bad_input)
+  lu.assertStrContains(e.message, "[scorecard]: ")
+  lu.assertStrContains(e.message, "unknown weight 'bandwith'")
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
@@ -370,6 +429,7 @@ function recipe.run(ctx)
     { "TestBands", TestBands },
     { "TestConfigWeights", TestConfigWeights },
     { "TestFormulas", TestFormulas },
+    { "TestInputs", TestInputs },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end

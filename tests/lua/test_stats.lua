@@ -60,9 +60,20 @@ function TestPercentile:test_bad_p()
   lu.assertStrContains(error_of(cs.stats.percentile, { 1, 2 }, "50"), "percentile: p must be in [0, 100]")
 end
 
-function TestPercentile:test_median_is_nearest_rank_not_interpolated()
+function TestPercentile:test_median_is_the_mean_of_the_middle_two()
   lu.assertEquals(cs.stats.median({ 3, 1, 2 }), 2)
-  lu.assertEquals(cs.stats.median({ 4, 1, 3, 2 }), 2)
+  lu.assertEquals(cs.stats.median({ 4, 1, 3, 2 }), 2.5)
+  lu.assertEquals(cs.stats.median({ 1, 2, 3, 10 }), 2.5)
+  lu.assertEquals(cs.stats.median({ 7 }), 7)
+  -- percentile stays nearest-rank: p50 of an even list is the lower middle value
+  lu.assertEquals(cs.stats.percentile({ 1, 2, 3, 10 }, 50), 2)
+  local l = { 5, 1, 4 }
+  cs.stats.median(l)
+  lu.assertEquals(l, { 5, 1, 4 }, "the input is not sorted in place")
+end
+
+function TestPercentile:test_one_median_in_the_stdlib()
+  lu.assertIs(cs.diagnose.median, cs.stats.median)
 end
 
 TestMeanRelative = {}

@@ -1,5 +1,5 @@
 // Buffer shapes, count_for_bytes, algbw bytes and busbw factors, against the nccl-tests table
-// (src/<coll>.cu *GetBw; shared/reference/benchmarks.md §1.5).
+// (src/<coll>.cu *GetBw; the factors are listed in docs/reference.md, bw_sweep).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>

@@ -1,0 +1,42 @@
+-- The detection self-tests (chaos_hang, chaos_exit, chaos_desync ...): inject one fault on one
+-- rank, then run all-reduces until the machinery that should catch it (the watchdog, the
+-- coordinator, the result check) ends the job. A self-test that completes has failed.
+--   selftest.target(ctx [, min_ranks])  -> the rank --rank names (-1: the last); bad input
+--                                          (exit 1) when there are too few ranks or no such rank
+--   selftest.run(ctx, fault)            -> sets ctx.opt.deadline as the per-operation timeout,
+--                                          injects fault (a cs.chaos.inject table: kind, and
+--                                          status/op ...) on the target after ctx.opt.after
+--                                          operations, runs all-reduces, and raises (exit 2,
+--                                          naming the recipe's line) when every one completed
+local cs = require "commscript"
+local M = {}
+
+-- Elements of the all-reduces the self-tests run.
+M.ELEMENTS = 1024
+-- Operations past the fault before the self-test gives up and says it failed.
+M.EXTRA_OPS = 10
+
+function M.target(ctx, min_ranks)
+  local name = ctx.recipe.name
+  min_ranks = min_ranks or 2
+  if ctx.size < min_ranks then cs.raise(cs.exit.bad_input, ("%s needs at least %d ranks"):format(name, min_ranks), 0) end
+  local target = ctx.opt.rank < 0 and ctx.size - 1 or ctx.opt.rank
+  if target >= ctx.size then cs.raise(cs.exit.bad_input, ("--rank %d is not a rank"):format(target), 0) end
+  return target
+end
+
+function M.run(ctx, fault)
+  local target = M.target(ctx)
+  ctx.comm:set_timeout(ctx.opt.deadline)
+  local inject = { ranks = { target }, after = ctx.comm:seq() + ctx.opt.after }
+  -- fault.recv_elements: a larger receive buffer, for faults that call an operation with other
+  -- counts (desync into an all-gather); not a chaos field
+  for k, v in pairs(fault) do if k ~= "recv_elements" then inject[k] = v end end
+  cs.chaos.inject(inject)
+  local t, r = cs.tensor("float32", M.ELEMENTS), cs.tensor("float32", fault.recv_elements or M.ELEMENTS)
+  for _ = 1, ctx.opt.after + M.EXTRA_OPS do ctx.comm:allreduce(t, r) end
+  cs.raise(cs.exit.runtime, ("self-test failed: rank %d was told to %s, yet every all-reduce completed"):format(
+    target, fault.kind), 2)
+end
+
+return M
