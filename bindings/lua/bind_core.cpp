@@ -16,6 +16,7 @@
 #include "job.hpp"
 #include "lua_support.hpp"
 #include "progress.hpp"
+#include "run_inputs.hpp"
 #include "semver.hpp"
 #include "session.hpp"
 #include "size.hpp"
@@ -244,6 +245,11 @@ int n_array(lua_State* L) {
   mark_array(L, 1);
   return 1;
 }
+// env_policy() -> {snapshot_prefixes = {...}, secret_patterns = {...}}: the engine's one policy.
+int n_env_policy(lua_State* L) {
+  push_json(L, {{"snapshot_prefixes", env_snapshot_prefixes()}, {"secret_patterns", env_secret_patterns()}});
+  return 1;
+}
 int n_config(lua_State* L) {
   push_json(L, session(L).config.data());
   return 1;
@@ -255,6 +261,7 @@ void open_native(lua_State* L, Session* s) {
   lua_newtable(L);
   static const luaL_Reg fns[] = {{"parse_size", entry<n_parse_size>},
                                  {"format_size", entry<n_format_size>},
+                                 {"env_policy", entry<n_env_policy>},
                                  {"busbw_factor", entry<n_busbw_factor>},
                                  {"algbw_bytes", entry<n_algbw_bytes>},
                                  {"count_for_bytes", entry<n_count_for_bytes>},

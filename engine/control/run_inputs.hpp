@@ -47,9 +47,14 @@ Replayed replay_settings(const nlohmann::json& report, const std::string& path);
 // --baseline: the text of an earlier commscript.report/1 (parsed again by the recipe side).
 std::string load_baseline(const std::string& path);
 
-// NCCL_*, UCX_*, OMPI_*, TORCH_NCCL_*, CUDA_*, COMMSCRIPT_*, MPICH_*, PMIX_MCA_* variables of
-// this process, without credentials (names containing SECRET, TOKEN, PASSWORD, or the launcher's
-// precondition_transports key).
+// The one policy for which environment variables a report records (the Lua stdlib reads it
+// through native.env_policy): the prefixes kept, and the name fragments that mark a credential
+// (its value is never copied).
+const std::vector<std::string>& env_snapshot_prefixes();
+const std::vector<std::string>& env_secret_patterns();
+bool is_secret_env_name(const std::string& name);
+
+// This process's variables with one of those prefixes, credentials left out.
 nlohmann::json env_snapshot();
 
 }  // namespace cs

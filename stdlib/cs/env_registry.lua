@@ -396,12 +396,12 @@ end
 
 -- The prefixes the audit looks at (everything else is only snapshotted).
 M.AUDITED_PREFIXES = { "NCCL_", "TORCH_NCCL_", "TORCH_FR_", "UCX_" }
--- The prefixes env.snapshot keeps (TORCH_FR_: the flight recorder's names, §2.2).
-M.SNAPSHOT_PREFIXES = { "NCCL_", "TORCH_NCCL_", "TORCH_FR_", "UCX_", "OMPI_", "CUDA_" }
-
--- Names whose values are never copied into a snapshot or a report (credentials the launcher or
--- a plugin may export). The one secret-name filter of the stdlib.
-M.SECRET_PATTERNS = { "precondition_transports", "SECRET", "TOKEN", "PASSWORD" }
+-- The prefixes env.snapshot keeps, and the names whose values are never copied into a snapshot
+-- or a report (credentials the launcher or a plugin may export): the engine's one policy, also
+-- used for report.json's "env" section.
+local policy = require("commscript.native").env_policy()
+M.SNAPSHOT_PREFIXES = policy.snapshot_prefixes
+M.SECRET_PATTERNS = policy.secret_patterns
 function M.is_secret(name)
   for _, p in ipairs(M.SECRET_PATTERNS) do
     if name:find(p, 1, true) then return true end
