@@ -8,7 +8,9 @@
 -- confirm(ctx, suspects, good, args, factor) -> list of confirmed suspects: each suspect is
 --   re-measured alone against a known-good partner and kept only when it is still more than
 --   `factor` times the time of two known-good ranks measured the same way.
--- args: { op = "sendrecv", bytes =, iters =, warmup =, field = "min_us" }
+-- args: { op = "sendrecv", bytes =, iters =, warmup =, field = "min_us" }: `field` of comm:bench's
+--   result; the default, min_us, is the fastest iteration of the sampled pass (noise only adds
+--   time); "time_us" would be the whole-loop headline (docs/timing.md).
 local pairs_mod = require "cs.pairs"
 local M = {}
 
