@@ -15,7 +15,8 @@
 # Sizes 8 B, 1 KiB, 64 KiB, 1 MiB, 4 MiB, 2 ranks. Iterations per size (the same for OSU
 # allreduce, the plain loop and bw_sweep): 5000/5000/1000/200/50, warm-up a tenth (>= 5).
 # Latency: osu_latency and latency.lua with their defaults (10000 / 1000 above 8 KiB, warm-up
-# 100 / 10), the plain ping-pong likewise; IMB with -iter 1000 for every size.
+# 100 / 10), one size per launch; the plain ping-pong likewise. IMB with its own defaults
+# (repetitions min(1000, 40 MiB / size), at most 10 s per size), as users run it.
 #
 # Each cell of the table is the median over rounds; each ratio is taken within a round (the two
 # runs next to each other in time) and shown as min / median / max over rounds. The load average
@@ -96,8 +97,10 @@ tool_osu() {
       awk -v s="$s" '$1 == s { print $2 }' | while read -r v; do emit osu allreduce "$s" "$v"; done
   done
   if [[ "$NP" == 2 ]]; then
-    run_mpi "$OSU_LAT" -m "8:4194304" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ { print $1, $2 }' |
-      while read -r b v; do emit osu pingpong "$b" "$v"; done
+    for s in "${SIZES[@]}"; do
+      run_mpi "$OSU_LAT" -m "$s:$s" 2>/dev/null | awk -v s="$s" '$1 == s { print $2 }' |
+        while read -r v; do emit osu pingpong "$s" "$v"; done
+    done
   fi
 }
 
@@ -107,7 +110,7 @@ tool_imb() {
   local list="Allreduce Sendrecv"
   [[ "$NP" == 2 ]] && list="$list PingPong"
   # shellcheck disable=SC2086
-  run_mpi "$IMB_BIN" $list -msglen "$WORK/imb_lens.txt" -npmin "$NP" -iter 1000 -iter_policy off -time 1000 2>/dev/null |
+  run_mpi "$IMB_BIN" $list -msglen "$WORK/imb_lens.txt" -npmin "$NP" 2>/dev/null |
     awk '/# Benchmarking/ { b = $3 } $1 ~ /^[0-9]+$/ && b != "" {
            if (b == "PingPong") print "pingpong", $1, $3;
            else if (b == "Allreduce") print "allreduce", $1, $5;
@@ -146,8 +149,11 @@ PY
   done
   if [[ "$NP" == 2 ]]; then
     d="$WORK/cs-lat-r$ROUND"
-    run_mpi "$CS" --out "$d" latency --min 8 --max 4M --no-bw >/dev/null
-    python3 - "$d/results.jsonl" <<'PY' | while read -r t o b v; do emit "$t" "$o" "$b" "$v"; done
+    for s in "${SIZES[@]}"; do
+      run_mpi "$CS" --out "$d-$s" latency --min "$s" --max "$s" --no-bw >/dev/null
+      cat "$d-$s/results.jsonl"
+    done >"$d.jsonl"
+    python3 - "$d.jsonl" <<'PY' | while read -r t o b v; do emit "$t" "$o" "$b" "$v"; done
 import json, sys
 for line in open(sys.argv[1]):
     x = json.loads(line)
