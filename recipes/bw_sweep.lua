@@ -1,5 +1,7 @@
 -- Collective bandwidth sweep: what nccl-tests' *_perf binaries measure, for every collective,
--- with the same table, busbw factors and #wrong check, plus p50/p99/cv per size.
+-- with the same table, busbw factors and #wrong check. time/algbw/busbw are nccl-tests' own
+-- definition (whole loop / iters, mean over ranks); i_p50/i_p99/i_cv% per size come from a
+-- separate per-iteration pass (docs/timing.md).
 local cs = require "commscript"
 
 local ALL = { "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall",
@@ -9,7 +11,7 @@ for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
 
 local recipe = cs.recipe {
   name = "bw_sweep",
-  version = "1.0.0",
+  version = "2.0.0",
   requires = ">=0.1, <1.0",
   summary = "collective bandwidth sweep (nccl-tests table: algbw, busbw, #wrong)",
   options = {
@@ -17,7 +19,8 @@ local recipe = cs.recipe {
     min = { default = "8", help = "smallest message size", type = "size" },
     max = { default = "32M", help = "largest message size", type = "size" },
     factor = { 2, "multiplicative step between sizes", type = "number", min = 1.0001 },
-    iters = { 20, "timed iterations per size", min = 1 },
+    iters = { 20, "timed iterations per size (the headline loop)", min = 1 },
+    samples = { 0, "per-iteration samples per size (i_p50, i_p99, i_cv%); 0: as many as --iters", min = 0 },
     warmup = { 5, "untimed iterations per size", min = 0 },
     dtype = { default = "float32", help = "element type", choices = cs.dtypes },
     op = { default = "sum", help = "reduction", choices = { "sum", "prod", "min", "max", "avg" } },
@@ -57,17 +60,21 @@ function recipe.run(ctx)
   local progress = cs.progress.new { total = #ops * #sizes, label = "bw_sweep", rank = ctx.rank }
   local total_wrong, bw_sum, bw_rows = 0, 0, 0
 
-  ctx.log("# commscript bw_sweep %s: %d ranks, backend %s, dtype %s, iters %d, warmup %d, check %s",
-    recipe.version, ctx.size, ctx.backend, o.dtype, o.iters, o.warmup, tostring(o.check))
+  ctx.log("# commscript bw_sweep %s: %d ranks, backend %s, dtype %s, iters %d, warmup %d, samples %d, check %s",
+    recipe.version, ctx.size, ctx.backend, o.dtype, o.iters, o.warmup, o.samples > 0 and o.samples or o.iters,
+    tostring(o.check))
+  ctx.log("# time: whole loop / iters, mean over ranks (nccl-tests); algbw, busbw from it; "
+    .. "i_p50, i_p99, i_cv%: a separate per-iteration pass, slowest rank per iteration")
   for _, op in ipairs(ops) do
     ctx.log("#\n# %s", op)
-    ctx.log(cs.bwtable.header())
+    ctx.log(cs.bwtable.header { inplace = o.inplace })
     for _, bytes in ipairs(sizes) do
       if cs.count_for_bytes(op, bytes, o.dtype, ctx.size) > 0 then
         local row = {}
         for _, inplace in ipairs(o.inplace and { false, true } or { false }) do
           local r = ctx.comm:bench { op = op, bytes = bytes, dtype = o.dtype, redop = o.op, root = o.root,
-                                     inplace = inplace, iters = o.iters, warmup = o.warmup, check = o.check }
+                                     inplace = inplace, iters = o.iters, warmup = o.warmup, check = o.check,
+                                     samples = o.samples > 0 and o.samples or o.iters }
           r.placement = inplace and "in-place" or "out-of-place"
           row[inplace and "ip" or "oop"] = r
           ctx.report:result(r)

@@ -1,21 +1,36 @@
--- Point-to-point latency and bandwidth between pairs of ranks: what osu_latency (ping-pong,
--- half the round trip) and osu_bw (a window of messages in flight, then an acknowledgement)
--- measure, one pair at a time, with p50/p99 of the latency.
+-- Point-to-point latency and bandwidth between pairs of ranks, defined as osu_latency and osu_bw
+-- (OMB 7.4) define them, one pair at a time:
+--   latency:   `warmup` untimed round trips, then `iters` round trips timed as one loop; one-way
+--              latency = loop time / (2 x iters). 10000 iterations and 100 warm-up up to 8 KiB,
+--              1000 and 10 above (OSU's LAT_LOOP_* / LAT_SKIP_*, LARGE_MESSAGE_SIZE 8192).
+--   bandwidth: per iteration a window of 64 messages, then a 1-byte acknowledgement; `bw_iters`
+--              iterations timed as one loop after `bw_warmup`: 100 and 10 up to 8 KiB, 20 and 2
+--              above (BW_LOOP_* / BW_SKIP_*); MB/s = bytes x window x iters / 1e6 / seconds.
+--   sizes:     0 B (latency only) to 4 MiB by powers of two (OSU's pt2pt range).
+-- p50/p99/max come from a separate pass of `samples` round trips each timed on its own, so
+-- their clock reads do not reach the latency column (docs/timing.md).
 local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "latency",
-  version = "1.0.0",
+  version = "2.0.0",
   requires = ">=0.1, <1.0",
   summary = "point-to-point latency and bandwidth between rank pairs (osu_latency / osu_bw)",
   options = {
-    min = { default = "1", help = "smallest message size", type = "size" },
-    max = { default = "1M", help = "largest message size", type = "size" },
+    min = { default = "0", help = "smallest message size (osu_latency: 0)", type = "size" },
+    max = { default = "4M", help = "largest message size (OSU pt2pt: 4M)", type = "size" },
     factor = { 2, "multiplicative step between sizes", type = "number", min = 1.0001 },
-    iters = { 100, "timed ping-pong round trips per size", min = 1 },
-    warmup = { 10, "untimed round trips (and bandwidth windows) per size", min = 0 },
+    large = { default = "8K", help = "sizes above this use the *_large counts (OSU LARGE_MESSAGE_SIZE)", type = "size" },
+    iters = { 10000, "timed ping-pong round trips per size up to --large", min = 1 },
+    iters_large = { 1000, "timed ping-pong round trips per size above --large", min = 1 },
+    warmup = { 100, "untimed round trips per size up to --large", min = 0 },
+    warmup_large = { 10, "untimed round trips per size above --large", min = 0 },
+    samples = { 1000, "round trips of the separate per-iteration pass (p50/p99/max); at most the iterations", min = 1 },
     window = { 64, "messages in flight per bandwidth iteration (osu_bw's window)", min = 1 },
-    bw_iters = { 20, "timed bandwidth windows per size", min = 1 },
+    bw_iters = { 100, "timed bandwidth windows per size up to --large", min = 1 },
+    bw_iters_large = { 20, "timed bandwidth windows per size above --large", min = 1 },
+    bw_warmup = { 10, "untimed bandwidth windows per size up to --large", min = 0 },
+    bw_warmup_large = { 2, "untimed bandwidth windows per size above --large", min = 0 },
     bw = { true, "also measure streaming bandwidth (--no-bw: latency only)" },
     pairs = { default = "zero", help = "zero: rank 0 with every other rank; all: every pair of ranks",
               choices = { "zero", "all" } },
@@ -36,16 +51,26 @@ local function make_pairs(mode, n)
 end
 
 
+-- OSU's counts for one size: (iters, warmup, bw_iters, bw_warmup).
+local function counts(o, bytes)
+  if bytes > o.large then return o.iters_large, o.warmup_large, o.bw_iters_large, o.bw_warmup_large end
+  return o.iters, o.warmup, o.bw_iters, o.bw_warmup
+end
+
 -- Runs on the two ranks of the pair: every size, ping-pong then (if enabled) streaming.
 local function measure_pair(ctx, sizes, peer, sender)
   local o, rows = ctx.opt, {}
   for _, bytes in ipairs(sizes) do
-    local pp = ctx.comm:pingpong { peer = peer, bytes = bytes, iters = o.iters, warmup = o.warmup }
-    local row = { bytes = bytes, min_us = pp.min_us, mean_us = pp.mean_us, p50_us = pp.p50_us,
-                  p99_us = pp.p99_us, max_us = pp.max_us, cv = pp.cv }
+    local iters, warmup, bw_iters, bw_warmup = counts(o, bytes)
+    local pp = ctx.comm:pingpong { peer = peer, bytes = bytes, iters = iters, warmup = warmup,
+                                   samples = math.min(o.samples, iters) }
+    local row = { bytes = bytes, latency_us = pp.latency_us, samples = pp.samples, mean_us = pp.mean_us,
+                  min_us = pp.min_us, p50_us = pp.p50_us, p99_us = pp.p99_us, max_us = pp.max_us, cv = pp.cv,
+                  iters = iters, warmup = warmup }
     if o.bw and bytes > 0 then
       row.gbs = ctx.comm:stream { peer = peer, sender = sender, bytes = bytes, window = o.window,
-                                  iters = o.bw_iters, warmup = o.warmup }
+                                  iters = bw_iters, warmup = bw_warmup }
+      row.bw_iters, row.bw_warmup = bw_iters, bw_warmup
     end
     rows[#rows + 1] = row
   end
@@ -69,10 +94,12 @@ function recipe.run(ctx)
   local pairs_list = make_pairs(o.pairs, ctx.size)
   local progress = cs.progress.new { total = #pairs_list, label = "latency", rank = ctx.rank }
 
-  ctx.log("# commscript latency %s: %d ranks, backend %s, pairs %s (%d), iters %d, warmup %d, window %d, bw-iters %d",
-    recipe.version, ctx.size, ctx.backend, o.pairs, #pairs_list, o.iters, o.warmup, o.window, o.bw_iters)
-  ctx.log("# latency: half the ping-pong round trip of the lower rank; bandwidth: as the sender (the lower rank) "
-    .. "measured it, MB/s = 1e6 B/s")
+  ctx.log("# commscript latency %s: %d ranks, backend %s, pairs %s (%d), iters %d/%d, warmup %d/%d (up to/above %s), "
+    .. "samples %d, window %d, bw-iters %d/%d, bw-warmup %d/%d",
+    recipe.version, ctx.size, ctx.backend, o.pairs, #pairs_list, o.iters, o.iters_large, o.warmup, o.warmup_large,
+    cs.format_size(o.large), o.samples, o.window, o.bw_iters, o.bw_iters_large, o.bw_warmup, o.bw_warmup_large)
+  ctx.log("# latency: the lower rank's ping-pong loop time / (2 x iters) (osu_latency); p50/p99/max: a separate "
+    .. "pass, half of each round trip; bandwidth: as the sender (the lower rank) measured it, MB/s = 1e6 B/s (osu_bw)")
 
   for _, pair in ipairs(pairs_list) do
     local a, b = pair[1], pair[2]
@@ -94,28 +121,32 @@ function recipe.run(ctx)
           cs.raise(cs.exit.internal, ("latency: pair %d-%d returned no measurement for %d bytes"):format(a, b, bytes), 0)
         end
         local mbps = s.gbs and s.gbs * 1000 or nil
-        ctx.log(ROW, bytes, s.mean_us, s.p50_us, s.p99_us, s.max_us, mbps and ("%.2f"):format(mbps) or "-")
-        if s.mean_us < best_lat then best_lat = s.mean_us end
+        ctx.log(ROW, bytes, s.latency_us, s.p50_us, s.p99_us, s.max_us, mbps and ("%.2f"):format(mbps) or "-")
+        if s.latency_us < best_lat then best_lat = s.latency_us end
         if mbps and mbps > best_bw then best_bw, best_bw_bytes = mbps, bytes end
         ctx.report:result {
           kind = "p2p",
+          timing = "loop",
           pair = { a, b },
           hosts = { hosts[a + 1], hosts[b + 1] },
           bytes = bytes,
-          latency_us = s.mean_us,
+          latency_us = s.latency_us,
+          samples = s.samples,
+          iter_mean_us = s.mean_us,
           min_us = s.min_us,
           p50_us = s.p50_us,
           p99_us = s.p99_us,
           max_us = s.max_us,
           cv = s.cv,
-          peer_latency_us = r and r.mean_us or nil,
+          peer_latency_us = r and r.latency_us or nil,
           bw_MBps = mbps,
           bw_GBps = s.gbs,
           receiver_bw_GBps = r and r.gbs or nil,
-          iters = o.iters,
-          warmup = o.warmup,
+          iters = s.iters,
+          warmup = s.warmup,
           window = o.bw and s.gbs and o.window or nil,
-          bw_iters = o.bw and s.gbs and o.bw_iters or nil,
+          bw_iters = s.bw_iters,
+          bw_warmup = s.bw_warmup,
         }
       end
       if o.bw and best_bw > 0 then

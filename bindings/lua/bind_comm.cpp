@@ -1,6 +1,8 @@
 // Lua view of a Communicator: the collectives as methods, the timed loops (bench, pingpong,
 // stream), split, and plain-data exchange for orchestration between timed regions.
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bench.hpp"
 #include "bindings.hpp"
@@ -178,12 +180,21 @@ void set_num(lua_State* L, const char* k, double v) {
   lua_setfield(L, -2, k);
 }
 
-// bench{op=, bytes=|count=, dtype=, redop=, root=, inplace=, iters=, warmup=, check=}
+void set_list(lua_State* L, const char* k, const std::vector<double>& v) {
+  lua_createtable(L, static_cast<int>(v.size()), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    lua_pushnumber(L, v[i]);
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  lua_setfield(L, -2, k);
+}
+
+// bench{op=, bytes=|count=, dtype=, redop=, root=, inplace=, iters=, warmup=, samples=, check=}
 int c_bench(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  static const char* const f[] = {"op",      "bytes", "count",  "dtype", "redop", "root",
-                                  "inplace", "iters", "warmup", "check", nullptr};
+  static const char* const f[] = {"op",      "bytes", "count",  "dtype", "redop",   "root",
+                                  "inplace", "iters", "warmup", "check", "samples", nullptr};
   check_fields(L, 2, "bench", f);
   const Collective coll = check_collective(L, field_string(L, 2, "bench", "op", "allreduce"), "bench");
   const DType dt = dtype_from_string(field_string(L, 2, "bench", "dtype", "float32"));
@@ -195,6 +206,8 @@ int c_bench(lua_State* L) {
   spec.warmup = static_cast<int>(field_integer(L, 2, "bench", "warmup", 5));
   spec.check = field_bool(L, 2, "bench", "check", true);
   if (spec.iters < 1) luaL_argerror(L, 2, "field 'iters': at least 1 expected");
+  spec.samples = static_cast<int>(field_integer(L, 2, "bench", "samples", spec.iters));
+  if (spec.samples < 1) luaL_argerror(L, 2, "field 'samples': at least 1 expected");
   if (spec.warmup < 0) luaL_argerror(L, 2, "field 'warmup': non-negative expected");
   const bool by_bytes = has_field(L, 2, "bytes");
   if (by_bytes == has_field(L, 2, "count"))
@@ -224,7 +237,19 @@ int c_bench(lua_State* L) {
   set_num(L, "ranks", n);
   set_num(L, "iters", spec.iters);
   set_num(L, "warmup", spec.warmup);
-  set_num(L, "time_us", r.us.mean);
+  // Headline: whole-loop time / iters, mean (min, max) over ranks; algbw, busbw from time_us.
+  lua_pushstring(L, "loop");
+  lua_setfield(L, -2, "timing");
+  set_num(L, "time_us", r.time_us);
+  set_num(L, "time_rank_min_us", r.time_rank_min_us);
+  set_num(L, "time_rank_max_us", r.time_rank_max_us);
+  set_list(L, "rank_time_us", r.rank_time_us);
+  set_num(L, "algbw", r.algbw);
+  set_num(L, "busbw", r.busbw);
+  set_num(L, "busbw_factor", busbw_factor(coll, n));
+  // Sampled pass: per-iteration times, the slowest rank per iteration.
+  set_num(L, "samples", spec.samples);
+  set_num(L, "iter_mean_us", r.us.mean);
   set_num(L, "min_us", r.us.min);
   set_num(L, "p50_us", r.us.p50);
   set_num(L, "p95_us", r.us.p95);
@@ -232,19 +257,11 @@ int c_bench(lua_State* L) {
   set_num(L, "max_us", r.us.max);
   set_num(L, "stdev_us", r.us.stdev);
   set_num(L, "cv", r.us.cv());
-  set_num(L, "algbw", r.algbw);
-  set_num(L, "busbw", r.busbw);
-  set_num(L, "busbw_factor", busbw_factor(coll, n));
+  set_list(L, "rank_mean_us", r.rank_mean_us);
+  set_num(L, "slowest_rank", r.slowest_rank);
   if (r.checked) set_num(L, "wrong", static_cast<double>(r.wrong));
   lua_pushboolean(L, r.checked);
   lua_setfield(L, -2, "checked");
-  set_num(L, "slowest_rank", r.slowest_rank);
-  lua_createtable(L, n, 0);
-  for (int i = 0; i < n; ++i) {
-    lua_pushnumber(L, r.rank_mean_us[static_cast<size_t>(i)]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  lua_setfield(L, -2, "rank_mean_us");
   lua_newtable(L);  // ranks (0-based numbers) whose result had wrong elements
   int k = 1;
   for (size_t i = 0; i < r.wrong_by_rank.size(); ++i)
@@ -257,29 +274,41 @@ int c_bench(lua_State* L) {
   return 1;
 }
 
-// pingpong{peer=, bytes=, iters=, warmup=} -> {min_us, mean_us, p50_us, p99_us, max_us}
+// pingpong{peer=, bytes=, iters=, warmup=, samples=} -> {latency_us (headline), sampled mean_us,
+// min_us, p50_us, p99_us, max_us, cv}
 int c_pingpong(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  static const char* const f[] = {"peer", "bytes", "iters", "warmup", nullptr};
+  static const char* const f[] = {"peer", "bytes", "iters", "warmup", "samples", nullptr};
   check_fields(L, 2, "pingpong", f);
   const int64_t peer = field_integer(L, 2, "pingpong", "peer", -1);
   if (peer < 0 || peer >= c.size() || peer == c.rank())
     luaL_argerror(L, 2, "field 'peer': another rank of the communicator expected");
   const int64_t bytes = field_integer(L, 2, "pingpong", "bytes", 8);
   if (bytes < 0) luaL_argerror(L, 2, "field 'bytes': non-negative expected");
+  const int64_t iters = field_integer(L, 2, "pingpong", "iters", 100);
+  const int64_t warmup = field_integer(L, 2, "pingpong", "warmup", 10);
+  const int64_t samples = field_integer(L, 2, "pingpong", "samples", iters);
+  if (iters < 1 || iters > INT32_MAX) luaL_argerror(L, 2, "field 'iters': at least 1 expected");
+  if (warmup < 0 || warmup > INT32_MAX) luaL_argerror(L, 2, "field 'warmup': non-negative expected");
+  if (samples < 1 || samples > INT32_MAX) luaL_argerror(L, 2, "field 'samples': at least 1 expected");
   Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
-  const Summary s =
-      pingpong(c, static_cast<int>(peer), buf, static_cast<int>(field_integer(L, 2, "pingpong", "warmup", 10)),
-               static_cast<int>(field_integer(L, 2, "pingpong", "iters", 100)));
-  lua_createtable(L, 0, 8);
+  const PingPongResult r = pingpong(c, static_cast<int>(peer), buf, static_cast<int>(warmup), static_cast<int>(iters),
+                                    static_cast<int>(samples));
+  lua_createtable(L, 0, 12);
+  lua_pushstring(L, "loop");
+  lua_setfield(L, -2, "timing");
   set_num(L, "bytes", static_cast<double>(bytes));
-  set_num(L, "min_us", s.min);
-  set_num(L, "mean_us", s.mean);
-  set_num(L, "p50_us", s.p50);
-  set_num(L, "p99_us", s.p99);
-  set_num(L, "max_us", s.max);
-  set_num(L, "cv", s.cv());
+  set_num(L, "iters", static_cast<double>(iters));
+  set_num(L, "warmup", static_cast<double>(warmup));
+  set_num(L, "latency_us", r.latency_us);
+  set_num(L, "samples", static_cast<double>(samples));
+  set_num(L, "min_us", r.us.min);
+  set_num(L, "mean_us", r.us.mean);
+  set_num(L, "p50_us", r.us.p50);
+  set_num(L, "p99_us", r.us.p99);
+  set_num(L, "max_us", r.us.max);
+  set_num(L, "cv", r.us.cv());
   return 1;
 }
 

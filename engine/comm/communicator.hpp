@@ -64,9 +64,10 @@ class Communicator {
   // to name missing ranks before a rank gives up on its own (0 when there is no judge).
   static void set_judge_grace(double s) { judge_grace_s_.store(s, std::memory_order_relaxed); }
 
-  // Device timing hook for bench(): a backend whose timed operations run on a GPU returns true,
-  // and bench() then takes each iteration's time from timed_execute_us() (CUDA events around
-  // the operation) instead of the host clock around execute().
+  // Device timing hook for bench()'s sampled pass: a backend whose timed operations run on a GPU
+  // returns true, and bench() then takes each sampled iteration's time from timed_execute_us()
+  // (CUDA events around the operation) instead of the host clock around execute(). The headline
+  // loop is timed by time_loop_us() either way.
   virtual bool device_timing() const { return false; }
   // Runs `op` through execute() and returns its device time in us. Only called when
   // device_timing() is true.
@@ -74,6 +75,10 @@ class Communicator {
     const int64_t t0 = execute(op);
     return static_cast<double>(now_ns() - t0) * 1e-3;
   }
+
+  // Runs `op` `iters` times back to back (no per-iteration synchronisation) and returns the
+  // total elapsed time in microseconds by the backend's clock (host steady clock by default).
+  virtual double time_loop_us(const Op& op, size_t iters);
 
   // A buffer where this backend's operations expect their data: host memory by default, the
   // rank's GPU for NCCL.

@@ -50,25 +50,33 @@ BenchBuffers bench_buffers(const Communicator& comm, Collective coll, size_t cou
 
 BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, const BenchSpec& spec) {
   if (spec.iters < 1) throw InputError("bench: iters must be at least 1");
+  if (spec.samples < 1) throw InputError("bench: samples must be at least 1");
   if (spec.warmup < 0) throw InputError("bench: warmup must not be negative");
   BenchResult r;
   const size_t iters = static_cast<size_t>(spec.iters);
-  std::vector<double> samples(iters);
+  const size_t nsamples = static_cast<size_t>(spec.samples);
+  std::vector<double> samples(nsamples);  // allocated before anything is timed
   if (spec.check) fill_inputs(comm.rank(), op, send, recv, 0);
 
-  // Blocking calls inside the timed region, as OSU and nccl-tests time them; the watchdog
+  // Blocking calls inside the timed regions, as OSU and nccl-tests time them; the watchdog
   // covers a hang there out of band.
   Op timed = op;
   timed.blocking = true;
-  for (int i = 0; i < spec.warmup; ++i) comm.execute(timed);
   Op barrier;
   barrier.coll = Collective::barrier;
   barrier.nranks = comm.size();
+
+  // Headline: warm-up, barrier, the whole loop on the backend's clock.
+  for (int i = 0; i < spec.warmup; ++i) comm.execute(timed);
+  comm.execute(barrier);
+  const double loop_us = comm.time_loop_us(timed, iters);
+
+  // Sampled pass: its own barrier, one sample per iteration.
   comm.execute(barrier);
   if (comm.device_timing()) {  // CUDA events around each iteration (nccl-tests -I)
-    for (size_t i = 0; i < iters; ++i) samples[i] = comm.timed_execute_us(timed);
+    for (size_t i = 0; i < nsamples; ++i) samples[i] = comm.timed_execute_us(timed);
   } else {
-    for (size_t i = 0; i < iters; ++i) {
+    for (size_t i = 0; i < nsamples; ++i) {
       const int64_t t0 = comm.execute(timed);
       const int64_t t1 = now_ns();
       samples[i] = static_cast<double>(t1 - t0) * 1e-3;
@@ -86,9 +94,21 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
     r.checked = true;
   }
 
+  // Everything below is between ranks, after the timed regions.
+  r.rank_time_us = comm.allgather(loop_us / static_cast<double>(iters));
+  double sum = 0;
+  r.time_rank_min_us = r.time_rank_max_us = r.rank_time_us.front();
+  for (double t : r.rank_time_us) {
+    sum += t;
+    r.time_rank_min_us = std::min(r.time_rank_min_us, t);
+    r.time_rank_max_us = std::max(r.time_rank_max_us, t);
+  }
+  // The mean of doubles can round a hair outside [min, max]; it never may.
+  r.time_us = std::clamp(sum / static_cast<double>(r.rank_time_us.size()), r.time_rank_min_us, r.time_rank_max_us);
+
   double mine = 0;
-  for (double s : samples) mine += s;
-  mine /= static_cast<double>(iters);
+  for (double x : samples) mine += x;
+  mine /= static_cast<double>(nsamples);
   r.rank_mean_us = comm.allgather(mine);
   comm.allreduce_max(samples);
   r.iter_us = samples;
@@ -100,7 +120,7 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   for (uint64_t x : w) r.wrong += x;
   r.slowest_rank =
       static_cast<int>(std::max_element(r.rank_mean_us.begin(), r.rank_mean_us.end()) - r.rank_mean_us.begin());
-  const double sec = r.us.mean * 1e-6;
+  const double sec = r.time_us * 1e-6;
   if (sec > 0) {
     r.algbw = algbw_bytes(op.coll, op.count, dtype_size(op.dtype), op.nranks) / 1e9 / sec;
     r.busbw = r.algbw * busbw_factor(op.coll, op.nranks);
@@ -108,15 +128,14 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   return r;
 }
 
-Summary pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters) {
-  if (iters < 1) throw InputError("pingpong: iters must be at least 1");
+PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters, int samples) {
+  if (iters < 1 || samples < 1) throw InputError("pingpong: iters and samples must be at least 1");
+  if (warmup < 0) throw InputError("pingpong: warmup must not be negative");
   Op s = make_op(comm, Collective::send, buf, Tensor(), ReduceOp::sum, 0, peer);
   Op rv = make_op(comm, Collective::recv, Tensor(), buf, ReduceOp::sum, 0, peer);
   s.blocking = rv.blocking = true;  // timed: what osu_latency times
   const bool first = comm.rank() < peer;
-  std::vector<double> samples(static_cast<size_t>(iters));
-  for (int i = -warmup; i < iters; ++i) {
-    const int64_t t0 = now_ns();
+  auto round_trip = [&] {
     if (first) {
       comm.execute(s);
       comm.execute(rv);
@@ -124,26 +143,39 @@ Summary pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iter
       comm.execute(rv);
       comm.execute(s);
     }
-    const int64_t t1 = now_ns();
-    if (i >= 0) samples[static_cast<size_t>(i)] = static_cast<double>(t1 - t0) * 1e-3 / 2.0;
+  };
+  std::vector<double> sampled(static_cast<size_t>(samples));
+  for (int i = 0; i < warmup; ++i) round_trip();
+  const int64_t t0 = now_ns();
+  for (int i = 0; i < iters; ++i) round_trip();
+  const int64_t t1 = now_ns();
+  PingPongResult r;
+  r.latency_us = static_cast<double>(t1 - t0) * 1e-3 / (2.0 * iters);
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const int64_t a = now_ns();
+    round_trip();
+    sampled[i] = static_cast<double>(now_ns() - a) * 1e-3 / 2.0;
   }
-  return summarize(samples);
+  r.us = summarize(sampled);
+  return r;
 }
 
 double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack, int window, int warmup,
                         int iters) {
   if (iters < 1 || window < 1) throw InputError("stream_bandwidth: iters and window must be at least 1");
+  if (warmup < 0) throw InputError("stream_bandwidth: warmup must not be negative");
   Op data = sender ? make_op(comm, Collective::send, buf, Tensor(), ReduceOp::sum, 0, peer)
                    : make_op(comm, Collective::recv, Tensor(), buf, ReduceOp::sum, 0, peer);
   Op a = sender ? make_op(comm, Collective::recv, Tensor(), ack, ReduceOp::sum, 0, peer)
                 : make_op(comm, Collective::send, ack, Tensor(), ReduceOp::sum, 0, peer);
   data.blocking = a.blocking = true;  // timed: what osu_bw times
-  int64_t t0 = 0;
-  for (int i = -warmup; i < iters; ++i) {
-    if (i == 0) t0 = now_ns();
+  auto one = [&] {
     for (int w = 0; w < window; ++w) comm.execute(data);
     comm.execute(a);
-  }
+  };
+  for (int i = 0; i < warmup; ++i) one();
+  const int64_t t0 = now_ns();
+  for (int i = 0; i < iters; ++i) one();
   const double sec = static_cast<double>(now_ns() - t0) * 1e-9;
   return static_cast<double>(buf.bytes()) * window * iters / 1e9 / sec;
 }

@@ -1,7 +1,13 @@
 #pragma once
-// Timed loops, in C++ only: warm-up, N iterations with one sample per iteration on every rank
-// (steady clock; CUDA events when the communicator times on the device), then per iteration the
-// slowest rank's time counts (nccl-tests -I style).
+// Timed loops, in C++ only (docs/timing.md). Two measurements of one operation, never mixed:
+//  - the headline, the way nccl-tests, OSU and IMB take it: warm-up, barrier, `iters` calls back
+//    to back timed as a whole by Communicator::time_loop_us(), divided by `iters` on every rank;
+//    then the mean over ranks (nccl-tests -a 1, OSU's "Avg Latency", IMB t_avg), with the min
+//    and max over ranks (IMB t_min/t_max). algbw and busbw come from that mean.
+//  - the distribution: a separate sampled pass after a second barrier, one clock read (or a
+//    pair of CUDA events) per iteration on every rank; per iteration the slowest rank counts
+//    (nccl-tests -I), and each rank's own mean per-iteration time feeds the straggler vote.
+//    Its clock reads and bookkeeping never reach the headline.
 #include <cstdint>
 #include <vector>
 
@@ -12,19 +18,27 @@ namespace cs {
 
 struct BenchSpec {
   int warmup = 5;
-  int iters = 20;
+  int iters = 20;     // headline loop
   bool check = true;  // fill with the pattern, run once more after timing and count wrong elements
+  int samples = 20;   // sampled pass (per-iteration times), >= 1
 };
 
 struct BenchResult {
-  std::vector<double> iter_us;       // per iteration, max over ranks
+  // Headline (whole-loop time / iters).
+  double time_us = 0;                // mean over ranks of each rank's loop time / iters
+  double time_rank_min_us = 0;       // min over ranks of the same
+  double time_rank_max_us = 0;       // max over ranks of the same
+  std::vector<double> rank_time_us;  // per rank: its loop time / iters
+  double algbw = 0, busbw = 0;       // GB/s (1e9), from time_us
+  // Sampled pass.
+  std::vector<double> iter_us;       // per sampled iteration, max over ranks
   Summary us;                        // of iter_us
-  std::vector<double> rank_mean_us;  // per rank: its own mean time
-  uint64_t wrong = 0;                // summed over ranks (0 when not checked)
+  std::vector<double> rank_mean_us;  // per rank: its own mean per-iteration time
+  int slowest_rank = 0;              // highest rank_mean_us
+  // Check.
+  uint64_t wrong = 0;  // summed over ranks (0 when not checked)
   std::vector<uint64_t> wrong_by_rank;
   bool checked = false;
-  double algbw = 0, busbw = 0;  // GB/s (1e9), from us.mean
-  int slowest_rank = 0;         // highest rank_mean_us
 };
 
 // The send and receive buffers of one timed collective, allocated where `comm` wants them. For
@@ -41,12 +55,20 @@ BenchBuffers bench_buffers(const Communicator& comm, Collective coll, size_t cou
 // calls nothing but the operation and the clock inside the timed loop.
 BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, const BenchSpec& spec);
 
-// Ping-pong between this rank and `peer` (OSU osu_latency): one-way latency = round trip / 2.
-// The rank with the lower number sends first. Each sample is one round trip / 2, in us.
-Summary pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters);
+// Ping-pong between this rank and `peer`, as osu_latency: `warmup` untimed round trips, then
+// `iters` round trips timed as a whole; latency = total / (2 x iters). The rank with the lower
+// number sends first. Then a sampled pass of `samples` round trips, each timed (half the round
+// trip), for the distribution. Both ranks return their own figures (OSU prints the sender's).
+struct PingPongResult {
+  double latency_us = 0;  // headline: loop time / (2 x iters)
+  Summary us;             // sampled pass: per round trip / 2
+};
+PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters, int samples);
 
-// Streaming bandwidth to `peer` (OSU osu_bw): `window` sends back to back, then a 1-byte ack.
-// Returns GB/s as this rank measured it (the sender's figure is the one OSU reports).
+// Streaming bandwidth to `peer`, as osu_bw: per iteration `window` messages of buf, then a
+// 1-byte acknowledgement from the receiver; `warmup` untimed iterations, then `iters` timed as
+// a whole. Returns GB/s (1e9) as this rank measured it (OSU reports the sender's). The sends are
+// blocking calls back to back where osu_bw posts the window as MPI_Isend + MPI_Waitall.
 double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack, int window, int warmup,
                         int iters);
 

@@ -7,10 +7,13 @@
 //   - baseline:   a plain loop on an MPI_Comm_dup of MPI_COMM_WORLD: warm-up, barrier, then per
 //                 iteration t0 = steady_clock, one MPI call, t1 = steady_clock; the samples are
 //                 reduced with MPI_Allreduce(MAX) so that each iteration counts its slowest rank
-//                 (the method of engine/bench.cpp, nccl-tests -I style);
+//                 (the method of bench()'s sampled pass, nccl-tests -I style);
 //   - commscript: the user's path: a Lua chunk in a cs::LuaVm over a cs::Session whose world is
 //                 MpiCommunicator::world(), calling comm:bench{op=, bytes=, iters=, warmup=,
-//                 check=false} (bindings/bind_comm.cpp c_bench -> engine bench()).
+//                 check=false} (bindings/bind_comm.cpp c_bench -> engine bench()); compared here
+//                 is bench()'s sampled pass (p50_us, iter_mean_us: per-iteration samples, like
+//                 the baseline's), not its whole-loop headline time_us (for that, see
+//                 scripts/compare_anchors.sh).
 // The two alternate (A B, then B A, ...) to cancel drift. Per round each method gives the p50
 // and the mean of its per-iteration samples; the table shows the median over rounds of the p50s
 // and the mean over rounds of the means, ratio = commscript / baseline, and paired_p50: the
@@ -125,7 +128,7 @@ Sample baseline(MPI_Comm comm, const Case& c) {
 constexpr const char* kChunk = R"lua(
 local comm, op, bytes, iters, warmup = ...
 local r = comm:bench{op = op, bytes = bytes, iters = iters, warmup = warmup, check = false}
-return r.p50_us, r.time_us, r.iters
+return r.p50_us, r.iter_mean_us, r.samples
 )lua";
 
 struct LuaSide {

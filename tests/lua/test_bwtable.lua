@@ -1,4 +1,5 @@
--- LuaUnit tests of stdlib/cs/bwtable.lua (the nccl-tests table with p50/p99/cv columns).
+-- LuaUnit tests of stdlib/cs/bwtable.lua (the nccl-tests table with the sampled pass's
+-- i_p50/i_p99/i_cv% columns).
 -- Run: commscript --backend self --trusted tests/lua/test_bwtable.lua
 local cs = require "commscript"
 local lu = require "luaunit"
@@ -44,8 +45,8 @@ function TestHeader:test_column_names()
   lu.assertStrContains(l[1], "in-place")
   lu.assertTrue(l[1]:find("out-of-place", 1, true) < l[1]:find(" in-place", 1, true))
   lu.assertEquals(words(l[2]), { "#", "size", "count", "type", "redop", "root",
-    "time", "algbw", "busbw", "#wrong", "p50", "p99", "cv%",
-    "time", "algbw", "busbw", "#wrong", "p50", "p99", "cv%" })
+    "time", "algbw", "busbw", "#wrong", "i_p50", "i_p99", "i_cv%",
+    "time", "algbw", "busbw", "#wrong", "i_p50", "i_p99", "i_cv%" })
   lu.assertEquals(words(l[3]), { "#", "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(us)",
     "(us)", "(GB/s)", "(GB/s)", "(us)", "(us)" })
 end
@@ -53,18 +54,50 @@ end
 TestRow = {}
 
 function TestRow:test_values_formatted()
-  local row = cs.bwtable.row(result(), result { time_us = 99.999, algbw = 10.5, busbw = 15.75, wrong = 3,
-                                               p50_us = 98, p99_us = 101, cv = 0.001 })
+  local row = cs.bwtable.row(result { p99_us = 140.26 }, result { time_us = 99.999, algbw = 10.5, busbw = 15.75,
+                                               wrong = 3, p50_us = 98, p99_us = 101, cv = 0.001 })
+  -- Times as nccl-tests prints them: 2 decimals below 100 us, 1 below 10000, then none.
   lu.assertEquals(words(row), { "1048576", "262144", "float32", "sum", "-1",
-    "123.46", "8.49", "12.74", "0", "120.50", "140.25", "5.1",
-    "100.00", "10.50", "15.75", "3", "98.00", "101.00", "0.1" })
+    "123.5", "8.49", "12.74", "0", "120.5", "140.3", "5.1",
+    "100.00", "10.50", "15.75", "3", "98.00", "101.0", "0.1" })  -- 99.999 < 100: 2 decimals
+  local w = words(cs.bwtable.row(result { time_us = 12345.6, p50_us = 99.994, p99_us = 10000 }))
+  lu.assertEquals({ w[6], w[10], w[11] }, { "12346", "99.99", "10000" })
 end
 
 function TestRow:test_unchecked_is_NA()
   local row = cs.bwtable.row(result { checked = false, wrong = nil }, nil)
   local w = words(row)
   lu.assertEquals(w[9], "N/A")
-  lu.assertEquals(#w, 12, "the missing in-place half is blank")
+  lu.assertEquals(#w, 12)
+end
+
+-- Without an in-place run the in-place half is absent from the header and the rows: no
+-- trailing blank columns, and every line ends where the out-of-place half ends.
+function TestRow:test_in_place_half_absent_when_not_run()
+  local h = lines_of(cs.bwtable.header { inplace = false })
+  lu.assertEquals(#h, 3)
+  lu.assertStrContains(h[1], "out-of-place")
+  lu.assertNil(h[1]:find("in-place", 1, true), "no in-place title")
+  lu.assertEquals(words(h[2]), { "#", "size", "count", "type", "redop", "root",
+    "time", "algbw", "busbw", "#wrong", "i_p50", "i_p99", "i_cv%" })
+  local row = cs.bwtable.row(result())
+  lu.assertEquals(#words(row), 12)
+  lu.assertEquals(#row, #h[2], "the row ends with the header's last column")
+  lu.assertNil(row:find("%s$"), "no trailing blanks")
+  for i = 1, 3 do lu.assertNil(h[i]:find("%s$"), "no trailing blanks in header line " .. i) end
+end
+
+-- With an in-place run its half is filled, in the columns the header names.
+function TestRow:test_in_place_half_present_when_run()
+  local h = lines_of(cs.bwtable.header { inplace = true })
+  lu.assertStrContains(h[1], "in-place")
+  lu.assertEquals(#words(h[2]), 20)
+  local row = cs.bwtable.row(result(), result { time_us = 7.25 })
+  local w = words(row)
+  lu.assertEquals(#w, 19)
+  lu.assertEquals(w[13], "7.25")
+  lu.assertEquals(#row, #h[2])
+  lu.assertEquals(cs.bwtable.header(), cs.bwtable.header { inplace = true }, "in-place by default")
 end
 
 function TestRow:test_only_in_place()
@@ -72,6 +105,41 @@ function TestRow:test_only_in_place()
   lu.assertEquals(#w, 12)
   lu.assertEquals(w[1], "1048576")
   lu.assertEquals(w[6], "5.00")
+end
+
+-- Huge values keep every column's width (precision shrinks, then exponent notation), so each
+-- value still ends under its header label.
+function TestRow:test_widths_hold_at_huge_values()
+  local head = lines_of(cs.bwtable.header())[2]
+  local big = result { bytes = 2 ^ 46, count = 2 ^ 44, time_us = 1.5e9, algbw = 123456.789, busbw = 1e6,
+                       wrong = 1e9, p50_us = 2e10, p99_us = 12345.6, cv = 123.4 }
+  local function ends(s)
+    local e = {}
+    for stop in s:gmatch("%S+()") do e[#e + 1] = stop end
+    return e
+  end
+  local he = ends(head)
+  table.remove(he, 1)
+  for _, row in ipairs { cs.bwtable.row(big, big), cs.bwtable.row(result(), big), cs.bwtable.row(big, result()) } do
+    lu.assertEquals(#row, #head, row)
+    lu.assertEquals(ends(row), he, row)
+  end
+  local w = words(cs.bwtable.row(big, nil))
+  lu.assertEquals(w[6], "1.50e+09", "time")
+  lu.assertEquals(w[7], "123457", "algbw: no decimals left")
+  lu.assertEquals(w[8], "1000000", "busbw")
+  lu.assertEquals(w[9], "1e+09", "#wrong")
+  lu.assertStrContains(w[1], "e+13", false)
+  lu.assertTrue(math.abs(tonumber(w[1]) / 2 ^ 46 - 1) < 1e-6, "size in exponent notation, still the number")
+  lu.assertEquals(tonumber(w[6]), 1.5e9)
+end
+
+function TestRow:test_fit()
+  lu.assertEquals(cs.bwtable.fit(3.14159, 7, 2), "   3.14")
+  lu.assertEquals(cs.bwtable.fit(123456.7, 7, 2), " 123457")
+  lu.assertEquals(cs.bwtable.fit(12345678, 7, 2), "1.2e+07")
+  lu.assertEquals(#cs.bwtable.fit(1e300, 7, 2), 7)
+  lu.assertEquals(#cs.bwtable.fit(-1e300, 7, 2), 7)
 end
 
 -- Every value ends in the same column as its header label (nccl-tests' right alignment).

@@ -223,7 +223,7 @@ function TestCollectiveErrors:test_pingpong_and_stream_need_another_rank()
   lu.assertStrContains(error_of(function() local _ = C:stream { peer = 0, bytes = 8 } end),
     "(field 'peer': another rank of the communicator expected)")
   lu.assertStrContains(error_of(function() local _ = C:pingpong { peer = 1, size = 8 } end),
-    "unknown field 'size'; known: peer, bytes, iters, warmup")
+    "unknown field 'size'; known: peer, bytes, iters, warmup, samples")
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -236,18 +236,27 @@ local function bench(t)
 end
 
 local function assert_consistent(r, what)
+  lu.assertEquals(r.timing, "loop", what .. ": the headline is the loop's")
   lu.assertTrue(r.time_us > 0, what .. ": time_us > 0")
-  -- algbw (GB/s) recomputed from the bytes the collective moves and the mean time.
+  -- The headline: one rank, so the over-ranks mean, min and max are its own loop time / iters.
+  lu.assertEquals(#r.rank_time_us, r.ranks)
+  lu.assertEquals(r.rank_time_us[1], r.time_us, what .. ": one rank's loop time is the mean")
+  lu.assertTrue(r.time_rank_min_us <= r.time_us and r.time_us <= r.time_rank_max_us, what .. ": min <= time <= max")
+  lu.assertEquals(r.time_rank_min_us, r.time_us)
+  lu.assertEquals(r.time_rank_max_us, r.time_us)
+  -- algbw (GB/s) recomputed from the bytes the collective moves and the headline time.
   local moved = cs.algbw_bytes(r.op, r.count, r.dtype, r.ranks)
   assert_rel(r.algbw, moved / (r.time_us * 1e-6) / 1e9, what .. ": algbw")
   lu.assertEquals(r.busbw_factor, cs.busbw_factor(r.op, r.ranks), what .. ": busbw_factor")
   assert_rel(r.busbw, r.algbw * r.busbw_factor, what .. ": busbw")
+  -- The sampled pass: its own distribution.
+  lu.assertTrue(r.samples >= 1, what .. ": samples")
   lu.assertTrue(r.min_us <= r.p50_us and r.p50_us <= r.p95_us and r.p95_us <= r.p99_us and r.p99_us <= r.max_us,
     what .. ": min <= p50 <= p95 <= p99 <= max")
-  lu.assertTrue(r.min_us <= r.time_us and r.time_us <= r.max_us, what .. ": min <= mean <= max")
-  lu.assertAlmostEquals(r.cv, r.stdev_us / r.time_us, 1e-9)
+  lu.assertTrue(r.min_us <= r.iter_mean_us and r.iter_mean_us <= r.max_us, what .. ": min <= iter mean <= max")
+  lu.assertAlmostEquals(r.cv, r.stdev_us / r.iter_mean_us, 1e-9)
   lu.assertEquals(#r.rank_mean_us, r.ranks)
-  assert_rel(r.rank_mean_us[1], r.time_us, what .. ": one rank's mean is the mean")
+  assert_rel(r.rank_mean_us[1], r.iter_mean_us, what .. ": one rank's sampled mean is the sampled mean")
   lu.assertEquals(r.slowest_rank, 0)
 end
 
@@ -326,8 +335,14 @@ end
 
 function TestBench:test_seq_advances_by_the_timed_loop()
   local s0 = C:seq()
-  bench { op = "allreduce", bytes = 64, iters = 5, warmup = 3, check = false }
-  lu.assertTrue(C:seq() - s0 >= 8, "warmup + iters operations at least")
+  local r = bench { op = "allreduce", bytes = 64, iters = 5, warmup = 3, check = false }
+  lu.assertEquals(r.samples, 5, "the sampled pass runs iters samples by default")
+  -- warm-up, barrier, the loop, barrier, the sampled pass
+  lu.assertEquals(C:seq() - s0, 3 + 1 + 5 + 1 + 5)
+  s0 = C:seq()
+  r = bench { op = "allreduce", bytes = 64, iters = 50, warmup = 0, samples = 7, check = true }
+  lu.assertEquals(r.samples, 7)
+  lu.assertEquals(C:seq() - s0, 0 + 1 + 50 + 1 + 7 + 1, "and the checked run")
 end
 
 function TestBench:test_bench_errors()
@@ -341,6 +356,8 @@ function TestBench:test_bench_errors()
     "(field 'iters': at least 1 expected)")
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = 8, warmup = -1 } end),
     "(field 'warmup': non-negative expected)")
+  lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = 8, samples = 0 } end),
+    "(field 'samples': at least 1 expected)")
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = -8 } end),
     "size must not be negative")
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = 8, iter = 3 } end),

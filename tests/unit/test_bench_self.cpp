@@ -26,9 +26,9 @@ double mean_of(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
-void check_timing(const cs::BenchResult& r, const cs::Op& op, int iters, double wall_us) {
-  REQUIRE(r.iter_us.size() == static_cast<size_t>(iters));
-  CHECK(r.us.n == static_cast<size_t>(iters));
+void check_timing(const cs::BenchResult& r, const cs::Op& op, int samples, double wall_us) {
+  REQUIRE(r.iter_us.size() == static_cast<size_t>(samples));
+  CHECK(r.us.n == static_cast<size_t>(samples));
   double total = 0;
   for (double x : r.iter_us) {
     CHECK(x >= 0.0);
@@ -43,6 +43,14 @@ void check_timing(const cs::BenchResult& r, const cs::Op& op, int iters, double 
   CHECK(r.us.mean == Approx(mean_us).epsilon(1e-12));
   REQUIRE(mean_us > 0.0);
 
+  // The headline: one rank, so its own loop time / iters is the mean, the min and the max.
+  REQUIRE(r.rank_time_us.size() == 1);
+  CHECK(r.time_us == r.rank_time_us[0]);
+  CHECK(r.time_rank_min_us == r.time_us);
+  CHECK(r.time_rank_max_us == r.time_us);
+  REQUIRE(r.time_us > 0.0);
+  CHECK(r.time_us <= wall_us);
+
   const double es = static_cast<double>(cs::dtype_size(op.dtype));
   const double n = op.nranks;
   const bool per_rank = op.coll == Collective::allgather || op.coll == Collective::reduce_scatter ||
@@ -50,14 +58,54 @@ void check_timing(const cs::BenchResult& r, const cs::Op& op, int iters, double 
                         op.coll == Collective::scatter;
   const double bytes = static_cast<double>(op.count) * es * (per_rank ? n : 1.0);
   CHECK(cs::algbw_bytes(op.coll, op.count, cs::dtype_size(op.dtype), op.nranks) == bytes);
-  const double algbw = bytes / 1e9 / (mean_us * 1e-6);
+  const double algbw = bytes / 1e9 / (r.time_us * 1e-6);  // from the headline, not the samples
   CHECK(std::fabs(r.algbw - algbw) <= 1e-9 * algbw);
   CHECK(r.busbw == r.algbw * cs::busbw_factor(op.coll, op.nranks));
 
   REQUIRE(r.rank_mean_us.size() == 1);
-  CHECK(r.rank_mean_us[0] == Approx(mean_us).epsilon(1e-12));
+  CHECK(r.rank_mean_us[0] == Approx(mean_us).epsilon(1e-12));  // the sampled pass's own mean
   CHECK(r.slowest_rank == 0);
 }
+
+// A communicator of `n` ranks seen from rank 0 whose operations do nothing and whose loop clock
+// is virtual: time_loop_us returns exactly `per_iter_us` x iters, and the other ranks' loop
+// averages are `others` (what allgather returns after rank 0's own). Every number of the
+// headline is then known exactly.
+class VirtualClockComm final : public cs::Communicator {
+ public:
+  VirtualClockComm(int n, double per_iter_us, std::vector<double> others)
+      : Communicator("virtual"), n_(n), per_iter_us_(per_iter_us), others_(std::move(others)) {}
+  int rank() const override { return 0; }
+  int size() const override { return n_; }
+  std::string backend() const override { return "virtual"; }
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+  double time_loop_us(const cs::Op& op, size_t iters) override {
+    for (size_t i = 0; i < iters; ++i) execute(op);
+    loops_ += 1;
+    return per_iter_us_ * static_cast<double>(iters);
+  }
+  void allreduce_max(std::vector<double>&) override {}
+  void allreduce_sum(std::vector<uint64_t>&) override {}
+  std::vector<double> allgather(double v) override {
+    std::vector<double> all{v};
+    all.insert(all.end(), others_.begin(), others_.end());
+    all.resize(static_cast<size_t>(n_), v);
+    return all;
+  }
+  std::vector<std::string> allgather(const std::string& s) override {
+    return std::vector<std::string>(static_cast<size_t>(n_), s);
+  }
+  std::string broadcast(const std::string& s, int) override { return s; }
+  int loops_ = 0;
+
+ protected:
+  void run(const cs::Op&) override {}
+
+ private:
+  int n_;
+  double per_iter_us_;
+  std::vector<double> others_;
+};
 
 }  // namespace
 
@@ -65,20 +113,21 @@ TEST_CASE("bench: allreduce on a self communicator, checked", "[bench]") {
   cs::SelfCommunicator comm;
   Tensor send = Tensor::host(DType::float32, 4096), recv = Tensor::host(DType::float32, 4096);
   const cs::Op op = cs::make_op(comm, Collective::allreduce, send, recv, ReduceOp::sum);
-  const cs::BenchSpec spec{3, 17, true};
+  const cs::BenchSpec spec{3, 17, true, 11};
 
   const uint64_t seq0 = comm.seq();
   const auto t0 = std::chrono::steady_clock::now();
   const cs::BenchResult r = cs::bench(comm, op, send, recv, spec);
   const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  // warm-up + timed iterations + the barrier before timing + the checked run.
-  CHECK(comm.seq() - seq0 == 3 + 17 + 2);
+  // warm-up + the loop + the barrier before it + the barrier before the sampled pass + the
+  // sampled pass + the checked run.
+  CHECK(comm.seq() - seq0 == 3 + 17 + 1 + 1 + 11 + 1);
 
   CHECK(r.checked);
   CHECK(r.wrong == 0);
   REQUIRE(r.wrong_by_rank.size() == 1);
   CHECK(r.wrong_by_rank[0] == 0);
-  check_timing(r, op, 17, wall_us);
+  check_timing(r, op, 11, wall_us);
   CHECK(r.busbw == 0.0);  // allreduce on one rank moves nothing over a bus: 2(n-1)/n = 0
 
   // The checked run left the salted pattern of rank 0 in recv (one rank: the sum is the input).
@@ -90,8 +139,8 @@ TEST_CASE("bench: allreduce on a self communicator, checked", "[bench]") {
 
   // A second bench on the same communicator keeps counting.
   const uint64_t seq1 = comm.seq();
-  cs::bench(comm, op, send, recv, cs::BenchSpec{0, 1, true});
-  CHECK(comm.seq() - seq1 == 0 + 1 + 2);
+  cs::bench(comm, op, send, recv, cs::BenchSpec{0, 1, true, 1});
+  CHECK(comm.seq() - seq1 == 0 + 1 + 1 + 1 + 1 + 1);
 }
 
 TEST_CASE("bench: unchecked runs issue no check operation", "[bench]") {
@@ -100,9 +149,9 @@ TEST_CASE("bench: unchecked runs issue no check operation", "[bench]") {
   const cs::Op op = cs::make_op(comm, Collective::broadcast, send, recv, ReduceOp::sum, 0);
   const uint64_t seq0 = comm.seq();
   const auto t0 = std::chrono::steady_clock::now();
-  const cs::BenchResult r = cs::bench(comm, op, send, recv, cs::BenchSpec{2, 9, false});
+  const cs::BenchResult r = cs::bench(comm, op, send, recv, cs::BenchSpec{2, 9, false, 9});
   const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(comm.seq() - seq0 == 2 + 9 + 1);
+  CHECK(comm.seq() - seq0 == 2 + 9 + 1 + 1 + 9);
   CHECK_FALSE(r.checked);
   CHECK(r.wrong == 0);
   check_timing(r, op, 9, wall_us);
@@ -120,10 +169,10 @@ TEST_CASE("bench: every bench collective and dtype checks clean on one rank", "[
         cs::SelfCommunicator comm;
         Tensor send = Tensor::host(dt, 257), recv = Tensor::host(dt, 257);
         const cs::Op op = cs::make_op(comm, c, send, recv, rop, 0, 0, 0);
-        const cs::BenchResult r = cs::bench(comm, op, send, recv, cs::BenchSpec{1, 2, true});
+        const cs::BenchResult r = cs::bench(comm, op, send, recv, cs::BenchSpec{1, 2, true, 2});
         CHECK(r.checked);
         CHECK(r.wrong == 0);
-        CHECK(comm.seq() == 1 + 2 + 2);
+        CHECK(comm.seq() == 1 + 2 + 1 + 1 + 2 + 1);
         // What bench() checked is really in the buffer: the salted pattern, computed here.
         Tensor want = Tensor::host(dt, 257);
         cs::fill_pattern(want, 0, rop, 1);
@@ -164,5 +213,61 @@ TEST_CASE("bench: rejects bad specs", "[bench]") {
   const cs::Op op = cs::make_op(comm, Collective::allreduce, send, recv);
   CHECK_THROWS_AS(cs::bench(comm, op, send, recv, cs::BenchSpec{0, 0, true}), cs::InputError);
   CHECK_THROWS_AS(cs::bench(comm, op, send, recv, cs::BenchSpec{-1, 5, true}), cs::InputError);
+  CHECK_THROWS_AS(cs::bench(comm, op, send, recv, cs::BenchSpec{0, 5, true, 0}), cs::InputError);
   CHECK(comm.seq() == 0);  // nothing ran
+}
+
+TEST_CASE("bench: the headline is the loop's time / iters, averaged over ranks (virtual clock)", "[bench]") {
+  // Rank 0's loop takes 7.5 us per iteration; ranks 1..3 report 6, 9.5 and 7 us.
+  VirtualClockComm comm(4, 7.5, {6.0, 9.5, 7.0});
+  Tensor send = Tensor::host(DType::float32, 1 << 18), recv = Tensor::host(DType::float32, 1 << 18);
+  const cs::Op op = cs::make_op(comm, Collective::allreduce, send, recv, ReduceOp::sum);
+  const cs::BenchResult r = cs::bench(comm, op, send, recv, cs::BenchSpec{2, 40, false, 5});
+  CHECK(comm.loops_ == 1);
+  CHECK(comm.seq() == 2 + 40 + 1 + 1 + 5);
+  REQUIRE(r.rank_time_us == std::vector<double>{7.5, 6.0, 9.5, 7.0});
+  CHECK(r.time_us == 7.5);  // (7.5 + 6 + 9.5 + 7) / 4, exact in binary
+  CHECK(r.time_rank_min_us == 6.0);
+  CHECK(r.time_rank_max_us == 9.5);
+  CHECK(r.time_rank_min_us <= r.time_us);
+  CHECK(r.time_us <= r.time_rank_max_us);
+  // algbw = 1 MiB / 7.5 us; busbw = algbw x 2(n-1)/n = x 1.5 for 4 ranks.
+  const double algbw = 1048576.0 / 1e9 / 7.5e-6;
+  CHECK(r.algbw == Approx(algbw).epsilon(1e-14));
+  CHECK(r.busbw == Approx(algbw * 1.5).epsilon(1e-14));
+  CHECK(r.busbw == Approx(1048576.0 * 1.5 / 7.5e3).epsilon(1e-14));  // GB/s = B/ns
+  // The sampled pass is separate: its samples are the host clock around each (empty) call, so
+  // they have nothing to do with the virtual 7.5 us.
+  CHECK(r.iter_us.size() == 5);
+  CHECK(r.us.max < 7.5);
+  REQUIRE(r.rank_mean_us.size() == 4);
+}
+
+TEST_CASE("bench: the over-ranks mean stays within [min, max] for any spread", "[bench]") {
+  for (double spread : {0.0, 1e-9, 0.3, 5.0, 1e6}) {
+    INFO("spread " << spread);
+    VirtualClockComm comm(3, 0.1 + spread, {0.1, 0.1 + spread / 3});
+    Tensor send = Tensor::host(DType::float64, 3), recv = Tensor::host(DType::float64, 3);
+    const cs::Op op = cs::make_op(comm, Collective::sendrecv, send, recv, ReduceOp::sum, 0, 1, 2);
+    const cs::BenchResult r = cs::bench(comm, op, send, recv, cs::BenchSpec{0, 3, false, 1});
+    // Rank 0's own value went through x iters / iters: equal up to rounding.
+    CHECK(r.time_rank_min_us == Approx(0.1).epsilon(1e-15));
+    CHECK(r.time_rank_max_us == Approx(0.1 + spread).epsilon(1e-15));
+    CHECK(r.time_rank_min_us <= r.time_us);
+    CHECK(r.time_us <= r.time_rank_max_us);
+    CHECK(r.time_us == Approx((0.1 + spread + 0.1 + 0.1 + spread / 3) / 3).epsilon(1e-12));
+    CHECK(r.busbw == Approx(24.0 / 1e9 / (r.time_us * 1e-6)).epsilon(1e-12));  // sendrecv: factor 1
+  }
+}
+
+TEST_CASE("Communicator::time_loop_us: the default runs the op iters times on the host clock", "[bench]") {
+  cs::SelfCommunicator comm;
+  Tensor send = Tensor::host(DType::float32, 16), recv = Tensor::host(DType::float32, 16);
+  const cs::Op op = cs::make_op(comm, Collective::allreduce, send, recv, ReduceOp::sum);
+  const auto t0 = std::chrono::steady_clock::now();
+  const double us = comm.time_loop_us(op, 250);
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(comm.seq() == 250);
+  CHECK(us > 0.0);
+  CHECK(us <= wall_us);
 }
