@@ -16,6 +16,7 @@
 #include "job.hpp"
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
+#include "progress.hpp"
 #include "run_inputs.hpp"
 #include "versions.hpp"
 
@@ -161,6 +162,7 @@ void describe_run(Session& s, lua_State* L, const RecipeSource& src, const std::
               {"config", s.config.data()},
               {"duration_s", nullptr},
               {"exit_code", nullptr}};
+  if (s.embedded) d["run"]["embedded"] = s.host_mpi;
   d["env"] = env_snapshot();
   d["topology"] = {{"hosts", per_host}};
 }
@@ -188,7 +190,16 @@ int call_runner(LuaVm& vm, Session& s) {
     std::string msg =
         "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) + f.message;
     if (!f.traceback.empty() && f.code == ExitCode::runtime) msg += "\n" + f.traceback;
-    job::abort(f.code, msg);
+    if (!s.embedded) job::abort(f.code, msg);
+    // Embedded: this run ends, the host's process does not. A rank that gave up because the
+    // run was cancelled elsewhere is aftermath: the failure that cancelled it was reported.
+    lua_settop(L, 3);
+    Progress::instance().end();  // the operation that threw is no longer in flight
+    if (const int cancelled = job::cancel_code()) return cancelled;
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    s.last_error = msg;
+    incidents::fail_run(f.code, msg);
+    return static_cast<int>(f.code);
   }
   const int code = static_cast<int>(lua_tointeger(L, -1));
   lua_pop(L, 1);
@@ -301,10 +312,16 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
     if (s.rank == low)
       std::fprintf(stderr, "commscript: %s%s\n", s.size > 1 ? ("rank " + std::to_string(low) + ": ").c_str() : "",
                    f.message.c_str());
+    s.last_error =
+        !f.message.empty() ? f.message : "rank " + std::to_string(low) + " could not load the recipe or its options";
     return static_cast<int>(ExitCode::bad_input);
   }
   // Stack: [runner, recipe, opt]
-  if (!open_report(s, info.out, string_field(L, -2, "name"))) return static_cast<int>(ExitCode::bad_input);
+  if (!open_report(s, info.out, string_field(L, -2, "name"))) {
+    if (s.embedded) s.last_error = "cannot open the output directory " + s.out_dir;
+    return static_cast<int>(ExitCode::bad_input);
+  }
+  job::clear_cancel();
   const auto t_start = std::chrono::steady_clock::now();
   describe_run(s, L, src, rargs, info);
   incidents::attach(&s);
@@ -324,6 +341,9 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
     code = finish_report(vm, s, std::move(fired), secs, code);
     lua_settop(L, 0);
   }
+  // Embedded: every rank gets rank 0's report (on the control communicator: the world's may
+  // hold requests a cancelled run abandoned).
+  if (s.embedded) s.report_json = job::broadcast_from_root(s.rank == 0 ? s.report->doc().dump() : std::string());
   job::set_before_abort(nullptr);
   incidents::detach();
   return code;

@@ -3,6 +3,8 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +20,76 @@ bool g_mpi = false;
 MPI_Comm g_ctrl = MPI_COMM_NULL;  // out-of-band messages between ranks
 constexpr int kTagAbort = 7001;
 void (*g_before_abort)(ExitCode, const std::string&) = nullptr;
+std::atomic<int> g_cancel{0};
 }  // namespace
+
+void attach(MPI_Comm comm) {
+  MPI_Comm_dup(comm, &g_ctrl);
+  MPI_Comm_set_errhandler(g_ctrl, MPI_ERRORS_RETURN);
+  g_mpi = true;
+}
+
+void detach() {
+  if (g_ctrl != MPI_COMM_NULL) MPI_Comm_free(&g_ctrl);
+  g_ctrl = MPI_COMM_NULL;
+  g_mpi = false;
+}
+
+int ctrl_rank() {
+  if (!g_mpi || g_ctrl == MPI_COMM_NULL) return 0;
+  int r = 0;
+  MPI_Comm_rank(g_ctrl, &r);
+  return r;
+}
+
+int ctrl_size() {
+  if (!g_mpi || g_ctrl == MPI_COMM_NULL) return 1;
+  int n = 1;
+  MPI_Comm_size(g_ctrl, &n);
+  return n;
+}
+
+std::string broadcast_from_root(const std::string& s) {
+  if (!g_mpi || g_ctrl == MPI_COMM_NULL) return s;
+  unsigned long long n = s.size();
+  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, g_ctrl);
+  std::string out = ctrl_rank() == 0 ? s : std::string(static_cast<size_t>(n), '\0');
+  for (size_t off = 0; off < out.size();) {  // in pieces: MPI counts are int
+    const int chunk = static_cast<int>(std::min<size_t>(out.size() - off, 1u << 30));
+    MPI_Bcast(out.data() + off, chunk, MPI_CHAR, 0, g_ctrl);
+    off += static_cast<size_t>(chunk);
+  }
+  return out;
+}
+
+std::vector<std::string> allgather_strings(const std::string& s) {
+  if (!g_mpi || g_ctrl == MPI_COMM_NULL) return {s};
+  const int n = ctrl_size();
+  int len = static_cast<int>(s.size());
+  std::vector<int> lens(static_cast<size_t>(n)), offs(static_cast<size_t>(n));
+  MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, g_ctrl);
+  int total = 0;
+  for (int r = 0; r < n; ++r) {
+    offs[static_cast<size_t>(r)] = total;
+    total += lens[static_cast<size_t>(r)];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Allgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, g_ctrl);
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r)
+    out.push_back(all.substr(static_cast<size_t>(offs[static_cast<size_t>(r)]),
+                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
+  return out;
+}
+
+void request_cancel(int code) {
+  int none = 0;
+  g_cancel.compare_exchange_strong(none, code > 0 ? code : static_cast<int>(ExitCode::runtime));
+}
+
+int cancel_code() { return g_cancel.load(std::memory_order_relaxed); }
+
+void clear_cancel() { g_cancel = 0; }
 
 void init_mpi(int* argc, char*** argv) {
   int provided = 0;
@@ -66,8 +137,8 @@ int launcher_size() {
 
 int lowest_failing_rank(bool failed) {
   if (!g_mpi) return failed ? 0 : -1;
-  const int n = world_size();
-  int mine = failed ? world_rank() : n, low = n;
+  const int n = ctrl_size();
+  int mine = failed ? ctrl_rank() : n, low = n;
   MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, g_ctrl);
   return low == n ? -1 : low;
 }

@@ -1,7 +1,10 @@
 #pragma once
 // The process-level side of a run: MPI start and end, which rank this is before MPI exists,
 // agreement between ranks on an outcome, and bringing the whole job down with one message.
+#include <mpi.h>
+
 #include <string>
+#include <vector>
 
 #include "error.hpp"
 
@@ -13,6 +16,26 @@ bool mpi_active();
 int world_rank();
 int world_size();
 void finalize();
+
+// Embedding (libcommscript): the host started MPI; the job's control traffic (agreement, the
+// report's broadcast) runs on a duplicate of `comm`, the communicator the host lent. detach()
+// frees that duplicate and leaves MPI as the host had it.
+void attach(MPI_Comm comm);
+void detach();
+// Rank and size within the control communicator (the world, or the host's communicator).
+int ctrl_rank();
+int ctrl_size();
+// Rank 0's string on every rank of the control communicator (a collective).
+std::string broadcast_from_root(const std::string& s);
+// Every rank's string, by rank (a collective on the control communicator).
+std::vector<std::string> allgather_strings(const std::string& s);
+
+// Cancellation of an embedded run (which must return to its host instead of ending the
+// process): the first failure's exit code, set from any thread (the heartbeat client hearing
+// the coordinator, the watchdog); polled waits and injected hangs give up when it is set.
+void request_cancel(int code);
+int cancel_code();  // 0: not cancelled
+void clear_cancel();
 
 // The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
 // SLURM_PROCID), or -1. Lets ranks decide who prints before MPI is initialised.

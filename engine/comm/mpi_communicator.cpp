@@ -8,6 +8,7 @@
 #include <string>
 
 #include "error.hpp"
+#include "job.hpp"
 #include "size.hpp"
 
 namespace cs {
@@ -98,6 +99,12 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
   return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(c, "world"));
 }
 
+std::unique_ptr<MpiCommunicator> MpiCommunicator::of(MPI_Comm host) {
+  MPI_Comm c;
+  check(MPI_Comm_dup(host, &c), "MPI_Comm_dup");
+  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(c, "world"));
+}
+
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   MPI_Comm c;
   check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &c), "MPI_Comm_split");
@@ -113,9 +120,21 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
 void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* call) {
   const int64_t t0 = now_ns();
   const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
+  constexpr int64_t kCancelGraceNs = 3000000000LL;
+  int64_t cancel_t0 = 0;
   for (unsigned spins = 0;; ++spins) {
     int done = 0;
     check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), call);
+    // An embedded run that a failure elsewhere ended (job.hpp) stops at its next operation. One
+    // in flight gets a short while to complete first (a rank released from an injected hang
+    // still joins it), so that no request is left pending on buffers that are about to go.
+    if (const int code = job::cancel_code()) {
+      if (!cancel_t0) cancel_t0 = now_ns();
+      if (done || now_ns() - cancel_t0 > kCancelGraceNs)
+        throw Error(static_cast<ExitCode>(code), std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) +
+                                                     " on rank " + std::to_string(rank_) + (done ? "" : " abandoned") +
+                                                     ": the run was ended by a failure elsewhere");
+    }
     if (done) return;
     const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
     if (limit > 0 && waited > limit)

@@ -14,6 +14,8 @@ class MpiCommunicator final : public Communicator {
  public:
   // A duplicate of MPI_COMM_WORLD, so that engine traffic never matches user traffic.
   static std::unique_ptr<MpiCommunicator> world();
+  // A duplicate of a communicator a host program lent (embedding); it plays the world.
+  static std::unique_ptr<MpiCommunicator> of(MPI_Comm host);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }

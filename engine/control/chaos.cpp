@@ -9,6 +9,7 @@
 
 #include "communicator.hpp"
 #include "error.hpp"
+#include "job.hpp"
 #include "progress.hpp"
 
 namespace cs {
@@ -144,6 +145,7 @@ void Chaos::set_identity(int rank, std::string host) {
 void Chaos::install(std::vector<ChaosRule> rules, uint64_t seed) {
   std::lock_guard<std::mutex> g(mu_);
   rules_.clear();
+  fired_ = nlohmann::json::array();  // a new run (an embedding host may run several)
   for (auto& r : rules) rules_.push_back(Armed{std::move(r)});
   // Every rank draws from its own stream, derived from the run's seed and its rank.
   rng_.seed(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(rank_) + 1);
@@ -245,7 +247,9 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
     std::fflush(nullptr);
     _exit(exit_status);
   }
-  while (hang) std::this_thread::sleep_for(std::chrono::seconds(1));  // until the job is ended
+  // Until the job is ended, or (embedded) the run is cancelled: then the rank arrives after all,
+  // so that the operations the others are blocked in complete and the run can end cleanly.
+  while (hang && !job::cancel_code()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 void Chaos::after(const Op& op, uint64_t seq, int64_t start_ns) {

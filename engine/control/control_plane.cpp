@@ -5,6 +5,7 @@
 #include "chaos.hpp"
 #include "host_name.hpp"
 #include "incidents.hpp"
+#include "job.hpp"
 
 namespace cs {
 
@@ -18,6 +19,7 @@ ControlPlane::ControlPlane(Session& s) {
         co.nranks = s.size;
         co.timeout_s = s.timeout_s;
         co.out_dir = s.out_dir;
+        co.end_process = !s.embedded;
         co.on_timeout = [](const nlohmann::json& inc) { incidents::save(inc, static_cast<int>(ExitCode::timeout)); };
         co.on_death = [](const nlohmann::json& inc) {
           // A rank that failed (recipe error, timeout) and was then ended is not news.
@@ -50,15 +52,20 @@ ControlPlane::ControlPlane(Session& s) {
   });
 
   // Each rank's own deadline: the fallback when no coordinator can judge (it normally acts first).
-  watchdog_ = std::make_unique<Watchdog>(judged ? kWatchdogGraceS : 0, s.rank, host, [](const std::string& line) {
-    incidents::save({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
-                    static_cast<int>(ExitCode::timeout));
-  });
+  watchdog_ = std::make_unique<Watchdog>(
+      judged ? kWatchdogGraceS : 0, s.rank, host,
+      [](const std::string& line) {
+        incidents::save({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
+                        static_cast<int>(ExitCode::timeout));
+      },
+      !s.embedded);
 }
 
 nlohmann::json ControlPlane::fired_injections(Session& s) {
   nlohmann::json fired = nlohmann::json::array();
-  for (const auto& part : s.world->allgather(Chaos::instance().fired().dump()))
+  // Embedded, on the control communicator: a cancelled run may have left the world's requests pending.
+  const std::string mine = Chaos::instance().fired().dump();
+  for (const auto& part : s.embedded ? job::allgather_strings(mine) : s.world->allgather(mine))
     for (auto& e : nlohmann::json::parse(part)) fired.push_back(e);
   return fired;
 }

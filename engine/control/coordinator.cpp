@@ -19,6 +19,7 @@
 
 #include "error.hpp"
 #include "flight_recorder.hpp"
+#include "job.hpp"
 #include "progress.hpp"
 #include "size.hpp"
 
@@ -154,6 +155,7 @@ void HeartbeatClient::loop() {
         in.erase(0, nl + 1);
         if (cmd == "DUMP") send_line("RING " + flight_ring_json().dump());
         if (cmd == "ACK") acked_ = true;
+        if (cmd.rfind("CANCEL ", 0) == 0) job::request_cancel(std::atoi(cmd.c_str() + 7));
       }
     }
   }
@@ -216,6 +218,14 @@ Coordinator::~Coordinator() {
 nlohmann::json Coordinator::events() const {
   std::lock_guard<std::mutex> g(mu_);
   return events_;
+}
+
+void Coordinator::cancel_all(int code) {
+  std::lock_guard<std::mutex> g(mu_);
+  judged_ = true;
+  const std::string line = "CANCEL " + std::to_string(code) + "\n";
+  for (int fd : fds_)
+    if (fd >= 0) write_all(fd, line);
 }
 
 nlohmann::json Coordinator::snapshot() const {
@@ -374,7 +384,7 @@ void Coordinator::loop() {
       }
     }
     // Setup has a deadline too: a rank that never connects is missing.
-    if (o_.timeout_s > 0 && static_cast<double>(now - t_start) * 1e-9 > o_.timeout_s) {
+    if (o_.timeout_s > 0 && !judged_ && static_cast<double>(now - t_start) * 1e-9 > o_.timeout_s) {
       for (size_t r = 0; r < ranks_.size(); ++r)
         if (!ranks_[r].hello) {
           nlohmann::json inc = {
@@ -382,8 +392,10 @@ void Coordinator::loop() {
               {"line", "timeout: rank " + std::to_string(r) + " never reached the coordinator within " +
                            std::to_string(static_cast<int>(o_.timeout_s)) + " s"},
               {"missing", nlohmann::json::array({{{"rank", r}, {"state", "never connected"}}})}};
-          g.unlock();  // end_job locks again and never returns
+          g.unlock();  // end_job locks again and (unless embedded) never returns
           end_job(inc);
+          g.lock();
+          break;
         }
     }
     if (!deaths.empty() && o_.on_death) {
@@ -408,6 +420,7 @@ void Coordinator::loop() {
         std::lock_guard<std::mutex> g2(mu_);
         if (fds_[static_cast<size_t>(f.rank)] >= 0) write_all(fds_[static_cast<size_t>(f.rank)], "ACK\n");
       }
+      if (!o_.end_process) cancel_all(failures.front().code);
       continue;
     }
     check_deadlines(now);
@@ -426,10 +439,11 @@ void Coordinator::check_deadlines(int64_t now) {
       worst_ms = ms;
     }
   }
-  if (worst < 0) return;
+  if (worst < 0 || judged_) return;
   nlohmann::json inc = verdict(worst, now);
-  mu_.unlock();  // end_job takes the lock itself and never returns
+  mu_.unlock();  // end_job takes the lock itself and (unless embedded) never returns
   end_job(inc);
+  mu_.lock();
 }
 
 nlohmann::json Coordinator::verdict(int stuck, int64_t now) const {
@@ -556,6 +570,10 @@ void Coordinator::end_job(nlohmann::json inc) {
   inc["ranks"] = snapshot();
   if (o_.on_timeout) o_.on_timeout(inc);
   std::fflush(nullptr);
+  if (!o_.end_process) {  // embedded: the run ends, the host's process goes on
+    cancel_all(static_cast<int>(ExitCode::timeout));
+    return;
+  }
   _exit(static_cast<int>(ExitCode::timeout));
 }
 

@@ -61,6 +61,9 @@ class Coordinator {
     // The first rank whose connection closed without saying goodbye: it died. Called once, on
     // the coordinator thread, before mpirun gets to end the others (and rank 0).
     std::function<void(const nlohmann::json& incident)> on_death;
+    // false for an embedded run (job.hpp): a verdict (timeout, a rank's failure) cancels the
+    // run on every rank (CANCEL over the heartbeat connections) instead of ending the process.
+    bool end_process = true;
   };
   explicit Coordinator(Options o);
   ~Coordinator();
@@ -73,6 +76,8 @@ class Coordinator {
   nlohmann::json snapshot() const;
   // Injections the ranks reported.
   nlohmann::json events() const;
+  // Tells every rank to give up the run with `code` (job::request_cancel on each; embedded runs).
+  void cancel_all(int code);
 
  private:
   struct RankState;
@@ -89,6 +94,7 @@ class Coordinator {
   std::vector<int> fds_;  // by rank, -1 when not (or no longer) connected
   nlohmann::json events_ = nlohmann::json::array();
   int first_death_ = -1;
+  bool judged_ = false;  // a verdict was given (embedded: the run is cancelled, judge no more)
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -72,7 +72,10 @@ void on_signal(int sig) {
 
 }  // namespace
 
-void attach(Session* s) { g_session = s; }
+void attach(Session* s) {
+  g_outcome_saved = false;  // a process may run several recipes (embedding)
+  g_session = s;
+}
 
 void attach_control_plane(Coordinator* c, HeartbeatClient* hb) {
   g_coordinator = c;
@@ -114,6 +117,18 @@ void on_abort(ExitCode code, const std::string& message) {
   if (s->rank == 0) {
     save({{"kind", "error"}, {"rank", 0}, {"exit_code", static_cast<int>(code)}, {"message", message}},
          static_cast<int>(code));
+  } else if (HeartbeatClient* hb = g_heartbeat.load()) {
+    hb->report_failure(static_cast<int>(code), message, kFailureAckMs);
+  }
+}
+
+void fail_run(ExitCode code, const std::string& message) {
+  Session* s = g_session.load();
+  if (!s) return;
+  if (s->rank == 0) {
+    save({{"kind", "error"}, {"rank", 0}, {"exit_code", static_cast<int>(code)}, {"message", message}},
+         static_cast<int>(code));
+    if (Coordinator* c = g_coordinator.load()) c->cancel_all(static_cast<int>(code));
   } else if (HeartbeatClient* hb = g_heartbeat.load()) {
     hb->report_failure(static_cast<int>(code), message, kFailureAckMs);
   }

@@ -31,6 +31,11 @@ bool outcome_saved();
 // asks the coordinator (rank 0's thread, outside MPI) to save it before MPI_Abort.
 void on_abort(ExitCode code, const std::string& message);
 
+// The same for an embedded run, which must return to its host: records the failure (rank 0
+// saves it; another rank reports it to the coordinator) and cancels the run on the other ranks
+// (job::request_cancel through the coordinator) instead of ending the process.
+void fail_run(ExitCode code, const std::string& message);
+
 // SIGTERM/SIGINT/SIGHUP go to one thread from now on (call before MPI starts its threads, which
 // inherit the mask): mpirun sends SIGTERM to every rank when one dies or the job is cancelled.
 // That thread records what is known (the rank's flight recorder, rank 0's incident) and ends the

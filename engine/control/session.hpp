@@ -28,6 +28,12 @@ class Session {
   double fail_below = -1;         // --fail-below: exit 3 when the score is lower
   int rank = 0;
   int size = 1;
+  // Embedded in a host program (libcommscript): a failure ends the run, never the process; no
+  // signal thread; the ranks agree on the outcome and every rank gets the report.
+  bool embedded = false;
+  nlohmann::json host_mpi;  // embedded: what the host's MPI is (recorded in run.embedded)
+  std::string last_error;   // the message of the failure that ended the run, if any
+  std::string report_json;  // embedded: the final report.json, on every rank
 };
 
 }  // namespace cs

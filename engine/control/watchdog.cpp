@@ -5,13 +5,19 @@
 #include <chrono>
 #include <cstdio>
 
+#include "job.hpp"
 #include "progress.hpp"
 #include "size.hpp"
 
 namespace cs {
 
-Watchdog::Watchdog(double grace_s, int rank, std::string host, std::function<void(const std::string&)> on_timeout)
-    : grace_s_(grace_s), rank_(rank), host_(std::move(host)), on_timeout_(std::move(on_timeout)) {
+Watchdog::Watchdog(double grace_s, int rank, std::string host, std::function<void(const std::string&)> on_timeout,
+                   bool end_process)
+    : grace_s_(grace_s),
+      rank_(rank),
+      host_(std::move(host)),
+      on_timeout_(std::move(on_timeout)),
+      end_process_(end_process) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -41,6 +47,10 @@ void Watchdog::loop() {
     std::fflush(stderr);
     if (on_timeout_) on_timeout_(line);
     std::fflush(stdout);
+    if (!end_process_) {  // embedded: end the run, not the host's process; one verdict per run
+      job::request_cancel(5);
+      return;
+    }
     _exit(5);
   }
 }

@@ -14,7 +14,10 @@ class Watchdog {
   // Each operation carries its own deadline (Communicator::set_timeout, recorded by Progress);
   // the watchdog acts `grace_s` after it. An operation without a deadline is never timed out.
   // `on_timeout` receives the one-line verdict before the exit.
-  Watchdog(double grace_s, int rank, std::string host, std::function<void(const std::string&)> on_timeout);
+  // With end_process false (an embedded run) it cancels the run (job::request_cancel) instead of
+  // ending the process; an operation blocked inside MPI then returns only if its peers arrive.
+  Watchdog(double grace_s, int rank, std::string host, std::function<void(const std::string&)> on_timeout,
+           bool end_process = true);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -26,6 +29,7 @@ class Watchdog {
   int rank_;
   std::string host_;
   std::function<void(const std::string&)> on_timeout_;
+  bool end_process_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -1,0 +1,121 @@
+/* libcommscript: run commscript recipes inside another program, on a communicator that program
+ * already has (docs/embedding.md).
+ *
+ * A C API (any language can bind it): opaque handles, int return codes (CS_OK or a negative
+ * CS_E_* code) and a message for the last failure; no exception crosses it, and it never ends the
+ * host's process (no exit(), no MPI_Abort) unless the host asks for that. A recipe's own outcome is
+ * not an API failure: cs_run() succeeds and cs_result_exit_code() says what the command line's
+ * exit code would have been (0 ok, 1 bad input, 2 recipe error, 3 verdict failed, 4 corruption,
+ * 5 timeout/hang).
+ *
+ * Runs are collective: every rank of the attached communicator calls cs_run() with the same
+ * arguments. Only the thread that called MPI_Init calls MPI from inside commscript; the threads a
+ * run starts (coordinator, heartbeat, watchdog) use TCP, not MPI, and end with the run.
+ */
+#ifndef COMMSCRIPT_COMMSCRIPT_H
+#define COMMSCRIPT_COMMSCRIPT_H
+
+#include <stdint.h>
+
+#define COMMSCRIPT_API_VERSION_MAJOR 1
+#define COMMSCRIPT_API_VERSION_MINOR 0
+#define COMMSCRIPT_API_VERSION_PATCH 0
+#define COMMSCRIPT_API_VERSION \
+  (COMMSCRIPT_API_VERSION_MAJOR * 10000 + COMMSCRIPT_API_VERSION_MINOR * 100 + COMMSCRIPT_API_VERSION_PATCH)
+
+#if defined(__GNUC__)
+#define CS_API __attribute__((visibility("default")))
+#else
+#define CS_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Return codes of the API calls (a recipe's exit code is separate: cs_result_exit_code). */
+enum {
+  CS_OK = 0,
+  CS_E_INVALID = -1,   /* a null pointer, a bad argument or option (the message says which) */
+  CS_E_NOT_FOUND = -2, /* no such recipe (file, search path, or bundled) */
+  CS_E_MPI = -3,       /* MPI refused (MPI_COMM_NULL, an intercommunicator, MPI finalized ...) */
+  CS_E_STATE = -4,     /* the call does not fit the session's state (no communicator attached ...) */
+  CS_E_INTERNAL = -70  /* a failure inside commscript; the message says what */
+};
+
+typedef struct cs_session cs_session; /* one host-side session: options + communicator */
+typedef struct cs_result cs_result;   /* one finished run: exit code, report, output directory */
+
+/* The API this library implements (compare with COMMSCRIPT_API_VERSION from the header you
+ * compiled against: the same major is compatible) and commscript's own version ("0.1.0"). */
+CS_API int cs_api_version(void);
+CS_API const char* cs_version(void);
+
+typedef struct cs_session_options {
+  int struct_size;         /* sizeof(cs_session_options): set by cs_session_options_init */
+  const char* recipe_path; /* ':'-separated directories searched for NAME.lua before the bundled
+                              recipes; NULL: bundled recipes and file paths only */
+  const char* out_dir;     /* parent of each run's output directory; NULL: commscript-runs/ */
+  int trusted;             /* 1 lifts the recipe sandbox (like --trusted); 0 by default */
+  double deadline_s;       /* each operation's deadline in s (like --timeout); < 0: the default (300) */
+  uint64_t seed;           /* seed of everything random */
+  int seed_given;          /* 1 when seed above is to be used */
+  int init_mpi;            /* 1 (default): if MPI is not initialised, initialise it (FUNNELED) and finalize at exit */
+} cs_session_options;
+
+/* Fills *opts with the defaults. */
+CS_API void cs_session_options_init(cs_session_options* opts);
+
+/* Opens a session (opts may be NULL: the defaults). No collective; does not touch MPI unless MPI
+ * is not initialised and opts->init_mpi is set. *out is NULL on failure. */
+CS_API int cs_session_open(const cs_session_options* opts, cs_session** out);
+
+/* Attaches the host's communicator, given by its Fortran handle (MPI_Comm_c2f(comm); mpi4py:
+ * comm.py2f()). The session uses duplicates of it, never the host's own traffic. Without a call,
+ * the session runs on MPI_COMM_WORLD. MPI_COMM_NULL and intercommunicators are refused. */
+CS_API int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm);
+
+/* The message of the last failed call on this session ("" when none); valid until the next
+ * call on it. cs_last_error(NULL) gives the last failure of cs_session_open on this thread. */
+CS_API const char* cs_last_error(const cs_session* s);
+
+/* What the host's MPI is: initialised by the host (1) or by commscript (0), and the thread level
+ * MPI provides (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE). Any pointer may be NULL. */
+CS_API int cs_session_mpi_info(const cs_session* s, int* initialized_by_host, int* thread_level);
+
+/* Runs a recipe on every rank of the attached communicator (a collective).
+ *   recipe:  a bundled name ("bw_sweep"), NAME searched in recipe_path, or a file path
+ *   argv:    the recipe's options as on the command line ({"--max", "1M"}), argc entries
+ *   sets:    config overrides "key=value" (like --set; no section means options.KEY), nsets entries
+ *   config:  a TOML config file (like --config), or NULL
+ *   out_dir: this run's output directory, or NULL for a new one under the session's out_dir
+ * On CS_OK, *result holds the run (free it with cs_result_free); the recipe's outcome is its exit
+ * code. A run that a recipe error or a hang ended returns here too, on every rank, with its code
+ * (2, 5) and its report. Input refused before anything ran (a recipe that does not load, an
+ * unknown or invalid recipe option, a bad config value) is CS_E_INVALID; an unknown recipe is
+ * CS_E_NOT_FOUND; cs_last_error() says why. */
+CS_API int cs_run(cs_session* s, const char* recipe, const char* const* argv, int argc, const char* const* sets,
+                  int nsets, const char* config, const char* out_dir, cs_result** result);
+
+CS_API int cs_result_exit_code(const cs_result* r);           /* the contract's exit code; -1 if r is NULL */
+CS_API const char* cs_result_report_json(const cs_result* r); /* report.json (every rank gets rank 0's) */
+CS_API const char* cs_result_out_dir(const cs_result* r);     /* the directory the run wrote */
+CS_API const char* cs_result_error(const cs_result* r);       /* the message of the failure, "" when none */
+CS_API void cs_result_free(cs_result* r);
+
+/* Closes the session (NULL is allowed). Frees its duplicate communicators; MPI stays as it is. */
+CS_API void cs_session_close(cs_session* s);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* With <mpi.h> included first: attach an MPI_Comm directly. */
+#if defined(MPI_VERSION)
+static inline int cs_session_attach_comm(cs_session* s, MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) return cs_session_attach_comm_f(s, (int64_t)MPI_Comm_c2f(MPI_COMM_NULL));
+  return cs_session_attach_comm_f(s, (int64_t)MPI_Comm_c2f(comm));
+}
+#endif
+
+#endif /* COMMSCRIPT_COMMSCRIPT_H */
