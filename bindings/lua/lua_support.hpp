@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "dtype.hpp"
 #include "error.hpp"
+#include "reduce_op.hpp"
 
 namespace cs::lua {
 
@@ -58,6 +60,10 @@ bool has_field(lua_State* L, int idx, const char* key);
 // Raises when the table at idx has a key not in `allowed` (nullptr-terminated).
 void check_fields(lua_State* L, int idx, const char* fn, const char* const* allowed);
 int64_t check_integer(lua_State* L, int idx);
+// A dtype or reduction named by a recipe: an unknown name is a bug in the recipe (exit 2, a
+// UsageError), not bad user input, wherever the engine's parser would say InputError.
+DType dtype_arg(std::string_view name);
+ReduceOp redop_arg(std::string_view name);
 
 // ---- userdata boxing shared_ptr<T> ----
 template <class T>
