@@ -9,7 +9,7 @@ for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
 
 local recipe = cs.recipe {
   name = "bw_sweep",
-  version = "1.0.0",
+  version = "1.0.1",
   requires = ">=0.1, <1.0",
   summary = "collective bandwidth sweep (nccl-tests table: algbw, busbw, #wrong)",
   options = {
@@ -17,8 +17,8 @@ local recipe = cs.recipe {
     min = { default = "8", help = "smallest message size", type = "size" },
     max = { default = "32M", help = "largest message size", type = "size" },
     factor = { 2, "multiplicative step between sizes", type = "number", min = 1.0001 },
-    iters = { 20, "timed iterations per size", min = 1 },
-    warmup = { 5, "untimed iterations per size", min = 0 },
+    iters = { 20, "timed iterations per size", min = 1, max = 100000000 },
+    warmup = { 5, "untimed iterations per size", min = 0, max = 100000000 },
     dtype = { default = "float32", help = "element type", choices = cs.dtypes },
     op = { default = "sum", help = "reduction", choices = { "sum", "prod", "min", "max", "avg" } },
     root = { 0, "root of rooted collectives", min = 0 },

@@ -12,12 +12,16 @@ int error_tostring(lua_State* L) {
 }
 }  // namespace
 
-void raise(lua_State* L, ExitCode code, const std::string& message) {
-  lua_createtable(L, 0, 2);
+void raise(lua_State* L, ExitCode code, const std::string& message, bool limit) {
+  lua_createtable(L, 0, 3);
   lua_pushinteger(L, static_cast<int>(code));
   lua_setfield(L, -2, "code");
   lua_pushlstring(L, message.data(), message.size());
   lua_setfield(L, -2, "message");
+  if (limit) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "limit");
+  }
   if (luaL_newmetatable(L, "commscript.error")) {
     lua_pushcfunction(L, error_tostring);
     lua_setfield(L, -2, "__tostring");
@@ -30,13 +34,12 @@ void raise(lua_State* L, ExitCode code, const std::string& message) {
 ExitCode error_code(lua_State* L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE) return ExitCode::runtime;
   lua_getfield(L, idx, "code");
-  // A recipe may raise error{code=} itself: only the documented failure codes 1..5 pass; 0, 70,
-  // 256, NaN, 1e10 or a string become 2, so that a failed run never exits 0 (nor wraps to 0).
+  // A recipe may raise error{code=} itself: only the failure codes 1..5 pass; 0, 70 (commscript's
+  // own bugs), 256, NaN, 1e10 or a string become 2, so a failed run never exits 0 (nor wraps to 0).
   const double d = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 2.0;
   lua_pop(L, 1);
-  const bool documented = d >= 1 && d <= 5 && d == std::floor(d);
-  if (documented) return static_cast<ExitCode>(static_cast<int>(d));
-  return d == static_cast<double>(ExitCode::internal) ? ExitCode::internal : ExitCode::runtime;
+  if (d >= 1 && d <= 5 && d == std::floor(d)) return static_cast<ExitCode>(static_cast<int>(d));
+  return ExitCode::runtime;
 }
 
 std::string error_message(lua_State* L, int idx) {

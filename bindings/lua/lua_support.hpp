@@ -18,7 +18,8 @@
 namespace cs::lua {
 
 // Pushes an error object {code=, message=} (with __tostring) and raises it.
-[[noreturn]] void raise(lua_State* L, ExitCode code, const std::string& message);
+// `limit`: an engine limit (C-stack depth, time budget) ended the code: see LuaFailure::limit.
+[[noreturn]] void raise(lua_State* L, ExitCode code, const std::string& message, bool limit = false);
 // The exit code carried by the error value at `idx` (runtime for plain strings).
 ExitCode error_code(lua_State* L, int idx);
 // The message of the error value at `idx`.

@@ -115,14 +115,19 @@ size_t c_stack_allowance() {
   return total / 2;
 }
 
+// Raises a recipe error marked as an engine limit (LuaFailure::limit).
+[[noreturn]] void raise_limit(lua_State* L, const std::string& message) {
+  lua::raise(L, ExitCode::runtime, message, true);
+}
+
 // Raises a Lua error when the C stack below the outermost LuaVm::call is deeper than allowed.
 void check_c_stack(lua_State* L, Guard* g) {
   const char probe = 0;
   if (g && g->stack_base && g->stack_base > &probe && static_cast<size_t>(g->stack_base - &probe) > g->stack_limit)
-    lua::raise(L, ExitCode::runtime,
-               "C stack overflow: recursion through C functions (a string.gsub callback or __index that calls "
-               "gsub, nested coroutines) went deeper than " +
-                   std::to_string(g->stack_limit >> 10) + " KiB of C stack");
+    raise_limit(L,
+                "C stack overflow: recursion through C functions (a string.gsub callback or __index that calls "
+                "gsub, nested coroutines) went deeper than " +
+                    std::to_string(g->stack_limit >> 10) + " KiB of C stack");
 }
 
 void guard_hook(lua_State* L, lua_Debug*) {
@@ -132,10 +137,9 @@ void guard_hook(lua_State* L, lua_Debug*) {
   if (g->budget && std::chrono::steady_clock::now() > g->deadline) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", g->budget_s);
-    lua::raise(L, ExitCode::runtime,
-               std::string("the recipe's top level ran for more than ") + buf +
-                   " s (an endless loop?): the top level only declares (cs.recipe{...}); work belongs in "
-                   "recipe.run(ctx)");
+    raise_limit(L, std::string("the recipe's top level ran for more than ") + buf +
+                       " s (an endless loop?): the top level only declares (cs.recipe{...}); work belongs in "
+                       "recipe.run(ctx)");
   }
 }
 
@@ -209,13 +213,21 @@ int traceback_handler(lua_State* L) {
   luaL_traceback(L, L, nullptr, 1);
   const std::string tb = lua_tostring(L, -1);
   lua_pop(L, 1);
-  lua_createtable(L, 0, 3);
+  bool limit = false;
+  if (lua_istable(L, 1)) {
+    lua_getfield(L, 1, "limit");
+    limit = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, 0, 4);
   lua_pushinteger(L, static_cast<int>(code));
   lua_setfield(L, -2, "code");
   lua_pushstring(L, msg.c_str());
   lua_setfield(L, -2, "message");
   lua_pushstring(L, tb.c_str());
   lua_setfield(L, -2, "traceback");
+  lua_pushboolean(L, limit);
+  lua_setfield(L, -2, "limit");
   return 1;
 }
 
@@ -297,6 +309,9 @@ static void read_failure(lua_State* L, LuaFailure* f) {
     if (lua_istable(L, -1)) {
       lua_getfield(L, -1, "traceback");
       if (lua_isstring(L, -1)) f->traceback = lua_tostring(L, -1);
+      lua_pop(L, 1);
+      lua_getfield(L, -1, "limit");
+      f->limit = lua_toboolean(L, -1);
       lua_pop(L, 1);
     }
   }

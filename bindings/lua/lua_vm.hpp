@@ -15,6 +15,9 @@ struct LuaFailure {
   ExitCode code = ExitCode::runtime;
   std::string message;    // "recipes/x.lua:12: ..."
   std::string traceback;  // "stack traceback: ..."
+  // An engine limit ended the code (C-stack depth, the top level's time budget): a recipe error
+  // (exit 2) even where other errors of loading are bad input.
+  bool limit = false;
 };
 
 class LuaVm {

@@ -150,7 +150,7 @@ class BadInput(cs_e2e.TestCase):
     def test_list(self):
         r = self.cs(["--list"], out=False, timeout=30)
         self.assertExit(r, cs_e2e.OK, max_s=MAX_S)
-        self.assertRegex(r.stdout, r"(?m)^bw_sweep\s+1\.0\.0\s+\S")
+        self.assertRegex(r.stdout, r"(?m)^bw_sweep\s+1\.0\.1\s+\S")
         self.assertNotIn("does not load", r.stdout)
 
     def test_recipe_help(self):

@@ -2,6 +2,7 @@
 loads) must not run code outside the sandbox. Each escape writes a marker file when it works;
 the test checks that the marker is absent and that the refusal says why. Each of these tests
 failed before the fix (cs.sandbox, the embedded loader and text-only loading in lua_vm.cpp)."""
+import json
 import os
 import shutil
 import subprocess
@@ -145,6 +146,37 @@ class Escapes(cs_e2e.TestCase):
         self.assertExit(r, cs_e2e.BAD_INPUT)
         self.assertNotEscaped(r)
         self.assertIn("precompiled bytecode is refused", r.stderr, r.describe())
+
+    # ---- the engine's own Lua ----
+    def test_recipe_cannot_replace_the_report_renderer(self):
+        path = self.recipe("html", '  require("cs.html").render = function() return "<script>pwned()</script>" end\n'
+                                   '  cs.html.render = function() return "<script>pwned()</script>" end')
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+        with open(r.path("report.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertNotIn("pwned", page)
+        self.assertIn("<html", page.lower())
+
+    def test_replay_does_not_apply_loader_variables_without_trusted(self):
+        # A stdlib directory whose runner escapes: COMMSCRIPT_STDLIB would swap the whole stdlib.
+        self.evil_module("evil_stdlib/cs/runner.lua")
+        path = self.recipe("replay_env", "")
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+        rep = r.report()
+        rep["run"]["config"]["env"] = {"COMMSCRIPT_STDLIB": os.path.join(self.tmp, "evil_stdlib"),
+                                       "LD_PRELOAD": "/nonexistent/evil.so", "LUA_PATH": "/x/?.lua",
+                                       "NCCL_NET_PLUGIN": "evil", "NCCL_DEBUG": "WARN"}
+        rp = self.write("report.json", json.dumps(rep))
+        r = self.cs(["--replay", rp], env={"COMMSCRIPT_STDLIB": ""})
+        self.assertExit(r, cs_e2e.OK)
+        self.assertNotEscaped(r)
+        self.assertRegex(r.stderr, r"not applying COMMSCRIPT_STDLIB, LD_PRELOAD, LUA_PATH, NCCL_NET_PLUGIN from the "
+                                   r"report's \[env\]", r.describe())
+        env = r.report()["env"]
+        self.assertEqual(env.get("NCCL_DEBUG"), "WARN", "the configuration variables still apply")
+        self.assertNotIn("evil_stdlib", env.get("COMMSCRIPT_STDLIB", ""))
 
     # ---- shared standard tables ----
     def test_rule_file_gets_its_own_string_table(self):
