@@ -51,10 +51,12 @@ end
 -- A name that is no module is nil; a module that fails to load raises its own error.
 setmetatable(cs, {
   __index = function(t, k)
-    if type(k) ~= "string" then return nil end
+    -- Only plain names of embedded, non-internal modules (cs.sandbox's rule): cs["../x"] and
+    -- cs.runner are nil, and nothing reaches LuaJIT's file searchers.
+    if type(k) ~= "string" or not require("cs.sandbox").allowed("cs." .. k) then return nil end
     local ok, mod = pcall(require, "cs." .. k)
     if ok then rawset(t, k, mod); return mod end
-    if tostring(mod):find("module 'cs." .. k .. "' not found", 1, true) then return nil end
+    if tostring(mod):find("no module 'cs." .. k .. "' in commscript's stdlib", 1, true) then return nil end
     error(mod, 2)
   end,
 })

@@ -5,7 +5,12 @@
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,6 +40,7 @@ struct Args {
   uint64_t seed = 0;
   bool seed_given = false, backend_given = false;
   double timeout = -1;
+  bool timeout_given = false;
   bool version = false, list = false, check = false, trusted = false;
   std::vector<std::string> rest;  // RECIPE [recipe options]
 };
@@ -45,6 +51,78 @@ bool prints_early() { return job::launcher_rank() <= 0; }
 int fail_early(ExitCode code, const std::string& msg) {
   if (prints_early()) std::fprintf(stderr, "commscript: %s\n", msg.c_str());
   return static_cast<int>(code);
+}
+
+// commscript's own options, for did-you-mean.
+const char* const kOptionNames[] = {"--version",    "--config", "--set",   "--out",      "--backend", "--seed",
+                                    "--timeout",    "--list",   "--check", "--no-check", "--trusted", "--baseline",
+                                    "--fail-below", "--replay", "--help",  nullptr};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// "; did you mean --timeout?" when an option of commscript is close to `given`, else "".
+std::string did_you_mean(const std::string& given) {
+  const std::string name = given.substr(0, given.find('='));
+  if (name.size() > 64) return "";
+  const char* best = nullptr;
+  size_t best_d = 0;
+  for (const char* const* o = kOptionNames; *o; ++o) {
+    const size_t d = edit_distance(name, *o);
+    if (d <= std::max<size_t>(1, name.size() / 3) && (!best || d < best_d)) best = *o, best_d = d;
+  }
+  return best ? std::string("; did you mean ") + best + "?" : "";
+}
+
+// "--check false": a flag takes no separate value; the word would become the recipe's name.
+std::optional<int> flag_with_separate_value(int argc, char** argv) {
+  static const char* const kFlags[] = {"--check", "--trusted", "--list", "--version", nullptr};
+  static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "1", "0", nullptr};
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.empty() || a[0] != '-') return std::nullopt;  // the recipe: what follows is its own
+    for (const char* const* f = kFlags; *f; ++f) {
+      if (a != *f) continue;
+      std::string w = argv[i + 1];
+      for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (const char* const* x = kWords; *x; ++x)
+        if (w == *x) {
+          const std::string how = a == "--check" ? " or --no-check" : "";
+          return fail_early(ExitCode::bad_input, a + " is a flag and takes no separate value: write " + a + how +
+                                                     " (or " + a + "=" + argv[i + 1] + ")");
+        }
+    }
+    // options that take a value: skip it
+    for (const char* o :
+         {"--config", "--set", "--out", "--backend", "--seed", "--timeout", "--baseline", "--fail-below", "--replay"})
+      if (a == o) ++i;
+  }
+  return std::nullopt;
+}
+
+// A number option's text: finite, and not negative when `non_negative` (CLI11 would read "-1" as
+// 2^64-1 for --seed and "nan" as a number).
+CLI::Validator finite_number(bool non_negative) {
+  return CLI::Validator(
+      [non_negative](std::string& v) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double d = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end) return "'" + v + "' is not a number";
+        if (!std::isfinite(d) || errno == ERANGE) return "'" + v + "' is not a finite number";
+        if (non_negative && (d < 0 || (!v.empty() && v[0] == '-'))) return "must not be negative";
+        return std::string();
+      },
+      "NUMBER");
 }
 
 // ---- phase 1: the command line. Returns an exit code when the process is done (--help, errors).
@@ -64,21 +142,21 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
   app.add_option("--backend", a.backend, "communication backend")
       ->check(CLI::IsMember({"mpi", "self", "nccl"}))
       ->each([&](const std::string&) { a.backend_given = true; });
-  app.add_option("--seed", a.seed, "seed for everything random in the run")->each([&](const std::string&) {
-    a.seed_given = true;
-  });
-  app.add_option("--timeout", a.timeout, "deadline of each operation in seconds (0: none; default 300)")
-      ->check([](const std::string& v) {
-        return v.find('-') == std::string::npos ? std::string() : "must not be negative";
-      });
+  app.add_option("--seed", a.seed, "seed for everything random in the run")
+      ->check(finite_number(true))
+      ->each([&](const std::string&) { a.seed_given = true; });
+  app.add_option("--timeout", a.timeout, "deadline of each operation in seconds (0: none; default 300; at most 7 days)")
+      ->check(finite_number(true))
+      ->each([&](const std::string&) { a.timeout_given = true; });
   app.add_flag("--list", a.list, "list the bundled recipes with versions and summaries");
-  app.add_flag("--check", a.check, "load and validate the recipe and its options, run nothing");
+  app.add_flag("--check,!--no-check", a.check, "load and validate the recipe and its options, run nothing");
   app.add_flag("--trusted", a.trusted, "lift the recipe sandbox (os, io, ffi, require of any module)");
   app.add_option("--baseline", a.baseline, "an earlier report.json: regressions beyond the tolerance become findings");
   app.add_option("--fail-below", a.fail_below, "exit 3 when the scorecard's total is below this (0-100)")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(finite_number(true) & CLI::Range(0.0, 100.0));
   app.add_option("--replay", a.replay,
                  "run again what an earlier report.json recorded (recipe source, options, config, chaos, seed)");
+  if (auto done = flag_with_separate_value(argc, argv)) return done;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -97,7 +175,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
     return fail_early(ExitCode::bad_input,
                       "--replay takes the recipe and its options from the report; remove '" + a.rest[0] + "'");
   if (!a.rest.empty() && a.rest[0].size() > 1 && a.rest[0][0] == '-')
-    return fail_early(ExitCode::bad_input, "unknown option '" + a.rest[0] + "' (see commscript --help)");
+    return fail_early(ExitCode::bad_input,
+                      "unknown option '" + a.rest[0] + "'" + did_you_mean(a.rest[0]) + " (see commscript --help)");
   if (a.rest.empty() && a.replay.empty())
     return fail_early(ExitCode::bad_input,
                       "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
@@ -153,7 +232,7 @@ std::optional<int> load_inputs(const Args& a, int argc, char** argv, Session& s,
   s.trusted = a.trusted;
   s.fail_below = a.fail_below;
   s.argv.assign(argv, argv + argc);
-  std::optional<double> timeout = a.timeout >= 0 ? std::optional<double>(a.timeout) : std::nullopt;
+  std::optional<double> timeout = a.timeout_given ? std::optional<double>(a.timeout) : std::nullopt;
   std::optional<uint64_t> seed = a.seed_given ? std::optional<uint64_t>(a.seed) : std::nullopt;
   const std::string where = a.config_file.empty() ? "" : " (in " + a.config_file + ")";
   nlohmann::json replayed;
@@ -166,6 +245,19 @@ std::optional<int> load_inputs(const Args& a, int argc, char** argv, Session& s,
       if (!seed) seed = r.seed;
       if (!timeout) timeout = r.timeout_s;
       if (!a.backend_given && r.backend) s.backend = *r.backend;
+      // Nor does it reach the loader: without --trusted, the recorded [env] is applied only for
+      // the known configuration families, less what loads code or names files.
+      if (!s.trusted) {
+        const std::vector<std::string> skipped = s.config.drop_env(env_var_unsafe_to_replay);
+        if (!skipped.empty() && prints_early()) {
+          std::string names;
+          for (const auto& n : skipped) names += (names.empty() ? "" : ", ") + n;
+          std::fprintf(stderr,
+                       "commscript: replay %s: not applying %s from the report's [env] (they can load code, start "
+                       "programs or write files; --trusted applies them)\n",
+                       a.replay.c_str(), names.c_str());
+        }
+      }
       // A report is data from someone else: it never lifts the sandbox by itself.
       if (r.was_trusted && !s.trusted && prints_early())
         std::fprintf(stderr,
@@ -175,6 +267,7 @@ std::optional<int> load_inputs(const Args& a, int argc, char** argv, Session& s,
     }
     if (!a.config_file.empty()) s.config = Config::load(a.config_file);
     for (const auto& kv : a.sets) s.config.set(kv);
+    s.config.check();  // again after --set, before [env] is applied or anything is measured
     s.config.apply_env();
     in.info.chaos = chaos_plan(s.config, s.backend, where);
     const RunSettings rs = run_settings(s.config, timeout, seed, where);

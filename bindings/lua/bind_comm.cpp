@@ -29,7 +29,7 @@ int check_rank_arg(lua_State* L, int idx, const Communicator& c, const char* wha
 }
 
 ReduceOp opt_redop(lua_State* L, int idx) {
-  return lua_isnoneornil(L, idx) ? ReduceOp::sum : reduce_op_from_string(check_string(L, idx));
+  return lua_isnoneornil(L, idx) ? ReduceOp::sum : redop_arg(check_string(L, idx));
 }
 
 int run_op(lua_State* L, Communicator& c, const Op& op) {
@@ -160,7 +160,7 @@ int c_check(lua_State* L) {
   if (lua_istable(L, 4)) {
     static const char* const f[] = {"op", "root", "salt", "count", nullptr};
     check_fields(L, 4, "check", f);
-    s.op = reduce_op_from_string(field_string(L, 4, "check", "op", "sum"));
+    s.op = redop_arg(field_string(L, 4, "check", "op", "sum"));
     s.root = static_cast<int>(field_integer(L, 4, "check", "root", 0));
     s.salt = static_cast<uint32_t>(field_integer(L, 4, "check", "salt", 0));
     s.count = static_cast<size_t>(field_integer(L, 4, "check", "count", -1));
@@ -189,6 +189,20 @@ void set_list(lua_State* L, const char* k, const std::vector<double>& v) {
   lua_setfield(L, -2, k);
 }
 
+// The most iterations (or warm-up iterations) one bench call takes: an int, and samples that fit.
+constexpr int64_t kMaxIters = 100000000;
+
+// An iteration-like field, range-checked before it is narrowed to int.
+int count_field(lua_State* L, int idx, const char* fn, const char* key, int64_t dflt, int64_t lo) {
+  const int64_t v = field_integer(L, idx, fn, key, dflt);
+  if (v < lo || v > kMaxIters)
+    luaL_argerror(L, idx,
+                  ("field '" + std::string(key) + "': " + std::to_string(lo) + " to " + std::to_string(kMaxIters) +
+                   " expected, got " + std::to_string(v))
+                      .c_str());
+  return static_cast<int>(v);
+}
+
 // bench{op=, bytes=|count=, dtype=, redop=, root=, inplace=, iters=, warmup=, samples=, check=}
 int c_bench(lua_State* L) {
   Communicator& c = check_comm(L, 1);
@@ -197,18 +211,16 @@ int c_bench(lua_State* L) {
                                   "inplace", "iters", "warmup", "check", "samples", nullptr};
   check_fields(L, 2, "bench", f);
   const Collective coll = check_collective(L, field_string(L, 2, "bench", "op", "allreduce"), "bench");
-  const DType dt = dtype_from_string(field_string(L, 2, "bench", "dtype", "float32"));
-  const ReduceOp redop = reduce_op_from_string(field_string(L, 2, "bench", "redop", "sum"));
+  const DType dt = dtype_arg(field_string(L, 2, "bench", "dtype", "float32"));
+  const ReduceOp redop = redop_arg(field_string(L, 2, "bench", "redop", "sum"));
   const int64_t root = field_integer(L, 2, "bench", "root", 0);
   const bool inplace = field_bool(L, 2, "bench", "inplace", false);
   BenchSpec spec;
-  spec.iters = static_cast<int>(field_integer(L, 2, "bench", "iters", 20));
-  spec.warmup = static_cast<int>(field_integer(L, 2, "bench", "warmup", 5));
+  // Range-checked before narrowing: 4294967297 iterations must not become 1.
+  spec.iters = count_field(L, 2, "bench", "iters", 20, 1);
+  spec.warmup = count_field(L, 2, "bench", "warmup", 5, 0);
   spec.check = field_bool(L, 2, "bench", "check", true);
-  if (spec.iters < 1) luaL_argerror(L, 2, "field 'iters': at least 1 expected");
-  spec.samples = static_cast<int>(field_integer(L, 2, "bench", "samples", spec.iters));
-  if (spec.samples < 1) luaL_argerror(L, 2, "field 'samples': at least 1 expected");
-  if (spec.warmup < 0) luaL_argerror(L, 2, "field 'warmup': non-negative expected");
+  spec.samples = count_field(L, 2, "bench", "samples", spec.iters, 1);
   const bool by_bytes = has_field(L, 2, "bytes");
   if (by_bytes == has_field(L, 2, "count"))
     luaL_argerror(L, 2, "exactly one of the fields 'bytes' and 'count' expected");
@@ -286,15 +298,11 @@ int c_pingpong(lua_State* L) {
     luaL_argerror(L, 2, "field 'peer': another rank of the communicator expected");
   const int64_t bytes = field_integer(L, 2, "pingpong", "bytes", 8);
   if (bytes < 0) luaL_argerror(L, 2, "field 'bytes': non-negative expected");
-  const int64_t iters = field_integer(L, 2, "pingpong", "iters", 100);
-  const int64_t warmup = field_integer(L, 2, "pingpong", "warmup", 10);
-  const int64_t samples = field_integer(L, 2, "pingpong", "samples", iters);
-  if (iters < 1 || iters > INT32_MAX) luaL_argerror(L, 2, "field 'iters': at least 1 expected");
-  if (warmup < 0 || warmup > INT32_MAX) luaL_argerror(L, 2, "field 'warmup': non-negative expected");
-  if (samples < 1 || samples > INT32_MAX) luaL_argerror(L, 2, "field 'samples': at least 1 expected");
+  const int iters = count_field(L, 2, "pingpong", "iters", 100, 1);
+  const int warmup = count_field(L, 2, "pingpong", "warmup", 10, 0);
+  const int samples = count_field(L, 2, "pingpong", "samples", iters, 1);
   Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
-  const PingPongResult r = pingpong(c, static_cast<int>(peer), buf, static_cast<int>(warmup), static_cast<int>(iters),
-                                    static_cast<int>(samples));
+  const PingPongResult r = pingpong(c, static_cast<int>(peer), buf, warmup, iters, samples);
   lua_createtable(L, 0, 12);
   lua_pushstring(L, "loop");
   lua_setfield(L, -2, "timing");
@@ -325,10 +333,10 @@ int c_stream(lua_State* L) {
   if (bytes < 1) luaL_argerror(L, 2, "field 'bytes': positive expected");
   Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
   Tensor ack = Tensor::host(DType::uint8, 1);
-  const double gbs = stream_bandwidth(c, static_cast<int>(peer), field_bool(L, 2, "stream", "sender", c.rank() < peer),
-                                      buf, ack, static_cast<int>(field_integer(L, 2, "stream", "window", 64)),
-                                      static_cast<int>(field_integer(L, 2, "stream", "warmup", 2)),
-                                      static_cast<int>(field_integer(L, 2, "stream", "iters", 10)));
+  const double gbs =
+      stream_bandwidth(c, static_cast<int>(peer), field_bool(L, 2, "stream", "sender", c.rank() < peer), buf, ack,
+                       count_field(L, 2, "stream", "window", 64, 1), count_field(L, 2, "stream", "warmup", 2, 0),
+                       count_field(L, 2, "stream", "iters", 10, 1));
   lua_pushnumber(L, gbs);
   return 1;
 }

@@ -75,7 +75,7 @@ int n_busbw_factor(lua_State* L) {
 int n_algbw_bytes(lua_State* L) {
   const Collective c = check_coll(L, 1);
   const int64_t count = check_integer(L, 2);
-  const DType t = dtype_from_string(check_string(L, 3));
+  const DType t = dtype_arg(check_string(L, 3));
   lua_pushnumber(L, algbw_bytes(c, static_cast<size_t>(count), dtype_size(t), check_nranks(L, 4)));
   return 1;
 }
@@ -84,13 +84,13 @@ int n_count_for_bytes(lua_State* L) {
   const Collective c = check_coll(L, 1);
   const int64_t bytes = check_integer(L, 2);
   if (bytes < 0) luaL_argerror(L, 2, "non-negative size expected");
-  const DType t = dtype_from_string(check_string(L, 3));
+  const DType t = dtype_arg(check_string(L, 3));
   lua_pushnumber(
       L, static_cast<double>(count_for_bytes(c, static_cast<size_t>(bytes), dtype_size(t), check_nranks(L, 4))));
   return 1;
 }
 int n_dtype_size(lua_State* L) {
-  lua_pushinteger(L, static_cast<lua_Integer>(dtype_size(dtype_from_string(check_string(L, 1)))));
+  lua_pushinteger(L, static_cast<lua_Integer>(dtype_size(dtype_arg(check_string(L, 1)))));
   return 1;
 }
 int n_has_root(lua_State* L) {
@@ -204,8 +204,16 @@ int n_report_add(lua_State* L) {
 int n_report_set(lua_State* L) {
   const std::string key = check_string(L, 1);
   luaL_checkany(L, 2);
-  if (key == "schema" || key == "results" || key == "findings")
-    luaL_argerror(L, 1, "this section is written by the engine");
+  // Sections the engine writes (and the renderer and --replay read with a fixed shape): a recipe
+  // replacing them would make the report lie or fail to write. Use report:finding for findings.
+  static const char* const kEngineOwned[] = {"schema",  "commscript", "recipe",    "run",   "env",
+                                             "results", "findings",   "incidents", "chaos", nullptr};
+  for (const char* const* k = kEngineOwned; *k; ++k)
+    if (key == *k)
+      raise(L, ExitCode::runtime,
+            "report:set: section '" + key +
+                "' is written by the engine (engine-owned: schema, commscript, recipe, run, env, results, findings, "
+                "incidents, chaos); use report:finding for findings, or a key of your own");
   auto v = to_json(L, 2);
   if (v.is_array() && v.empty()) v = nlohmann::json::object();
   report(L).doc()[key] = v;

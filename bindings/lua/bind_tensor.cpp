@@ -26,11 +26,11 @@ int t_new(lua_State* L) {
   if (lua_istable(L, 1)) {
     static const char* const fields[] = {"dtype", "count", nullptr};
     check_fields(L, 1, "tensor", fields);
-    dt = dtype_from_string(field_string(L, 1, "tensor", "dtype", "float32"));
+    dt = dtype_arg(field_string(L, 1, "tensor", "dtype", "float32"));
     count = field_integer(L, 1, "tensor", "count", -1);
     if (count < 0) luaL_argerror(L, 1, "field 'count': non-negative integer expected");
   } else {
-    dt = dtype_from_string(check_string(L, 1));
+    dt = dtype_arg(check_string(L, 1));
     count = check_integer(L, 2);
     if (count < 0) luaL_argerror(L, 2, "non-negative count expected");
   }
@@ -69,7 +69,7 @@ int t_fill(lua_State* L) {
 int t_fill_pattern(lua_State* L) {
   Tensor& t = check_tensor(L, 1);
   const int64_t rank = check_integer(L, 2);
-  const ReduceOp op = reduce_op_from_string(luaL_optstring(L, 3, "sum"));
+  const ReduceOp op = redop_arg(luaL_optstring(L, 3, "sum"));
   const int64_t salt = lua_isnoneornil(L, 4) ? 0 : check_integer(L, 4);
   if (rank < 0) luaL_argerror(L, 2, "non-negative rank expected");
   fill_pattern(t, static_cast<int>(rank), op, static_cast<uint32_t>(salt));

@@ -12,12 +12,16 @@ int error_tostring(lua_State* L) {
 }
 }  // namespace
 
-void raise(lua_State* L, ExitCode code, const std::string& message) {
-  lua_createtable(L, 0, 2);
+void raise(lua_State* L, ExitCode code, const std::string& message, bool limit) {
+  lua_createtable(L, 0, 3);
   lua_pushinteger(L, static_cast<int>(code));
   lua_setfield(L, -2, "code");
   lua_pushlstring(L, message.data(), message.size());
   lua_setfield(L, -2, "message");
+  if (limit) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "limit");
+  }
   if (luaL_newmetatable(L, "commscript.error")) {
     lua_pushcfunction(L, error_tostring);
     lua_setfield(L, -2, "__tostring");
@@ -30,9 +34,12 @@ void raise(lua_State* L, ExitCode code, const std::string& message) {
 ExitCode error_code(lua_State* L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE) return ExitCode::runtime;
   lua_getfield(L, idx, "code");
-  const int c = lua_isnumber(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 2;
+  // A recipe may raise error{code=} itself: only the failure codes 1..5 pass; 0, 70 (commscript's
+  // own bugs), 256, NaN, 1e10 or a string become 2, so a failed run never exits 0 (nor wraps to 0).
+  const double d = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 2.0;
   lua_pop(L, 1);
-  return static_cast<ExitCode>(c);
+  if (d >= 1 && d <= 5 && d == std::floor(d)) return static_cast<ExitCode>(static_cast<int>(d));
+  return ExitCode::runtime;
 }
 
 std::string error_message(lua_State* L, int idx) {
@@ -44,6 +51,22 @@ std::string error_message(lua_State* L, int idx) {
   }
   if (lua_isstring(L, idx)) return lua_tostring(L, idx);
   return std::string("(error object is a ") + luaL_typename(L, idx) + " value)";
+}
+
+DType dtype_arg(std::string_view name) {
+  try {
+    return dtype_from_string(name);
+  } catch (const InputError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+ReduceOp redop_arg(std::string_view name) {
+  try {
+    return reduce_op_from_string(name);
+  } catch (const InputError& e) {
+    throw UsageError(e.what());
+  }
 }
 
 std::string check_string(lua_State* L, int idx) {

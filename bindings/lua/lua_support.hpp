@@ -11,12 +11,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "dtype.hpp"
 #include "error.hpp"
+#include "reduce_op.hpp"
 
 namespace cs::lua {
 
 // Pushes an error object {code=, message=} (with __tostring) and raises it.
-[[noreturn]] void raise(lua_State* L, ExitCode code, const std::string& message);
+// `limit`: an engine limit (C-stack depth, time budget) ended the code: see LuaFailure::limit.
+[[noreturn]] void raise(lua_State* L, ExitCode code, const std::string& message, bool limit = false);
 // The exit code carried by the error value at `idx` (runtime for plain strings).
 ExitCode error_code(lua_State* L, int idx);
 // The message of the error value at `idx`.
@@ -58,6 +61,10 @@ bool has_field(lua_State* L, int idx, const char* key);
 // Raises when the table at idx has a key not in `allowed` (nullptr-terminated).
 void check_fields(lua_State* L, int idx, const char* fn, const char* const* allowed);
 int64_t check_integer(lua_State* L, int idx);
+// A dtype or reduction named by a recipe: an unknown name is a bug in the recipe (exit 2, a
+// UsageError), not bad user input, wherever the engine's parser would say InputError.
+DType dtype_arg(std::string_view name);
+ReduceOp redop_arg(std::string_view name);
 
 // ---- userdata boxing shared_ptr<T> ----
 template <class T>

@@ -1,5 +1,9 @@
 #include "lua_vm.hpp"
 
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -8,8 +12,18 @@
 #include "bindings.hpp"
 #include "embedded.hpp"
 #include "lua_support.hpp"
+#include "session.hpp"
 
 namespace cs {
+
+struct Guard {
+  const char* stack_base = nullptr;  // frame of the outermost LuaVm::call
+  size_t stack_limit = 0;            // bytes of C stack Lua may use below it
+  int calls = 0;                     // LuaVm::call nesting
+  bool budget = false;
+  double budget_s = 0;
+  std::chrono::steady_clock::time_point deadline;
+};
 
 namespace embedded {
 const File* find(std::string_view path) {
@@ -23,9 +37,35 @@ namespace {
 
 const char* kRecipeChunkKey = "commscript.recipe_chunk";
 
-// package.loaders entry: modules of the stdlib by name ("cs.stats" -> stdlib/cs/stats.lua).
+// A module name of commscript's namespaces: "commscript", "commscript.x", "cs.x", "cs.x.y".
+bool ours(std::string_view name) {
+  return name == "commscript" || name.rfind("commscript.", 0) == 0 || name.rfind("cs.", 0) == 0;
+}
+
+// Plain dotted names only: nothing that could walk out of the stdlib directory ("cs...x").
+bool plain_module_name(std::string_view name) {
+  if (name.empty() || name.front() == '.' || name.back() == '.') return false;
+  char prev = 0;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+    if (!ok || (c == '.' && prev == '.')) return false;
+    prev = c;
+  }
+  return true;
+}
+
+// package.loaders entry: modules of the stdlib by name ("cs.stats" -> stdlib/cs/stats.lua). A
+// name in commscript's namespaces that is not embedded is an error here, so it never falls
+// through to LuaJIT's searchers (./cs/x.lua, ./cs/x.so, LUA_PATH, LUA_CPATH): those load
+// unsandboxed code. Stdlib chunks are text only.
 int embedded_loader(lua_State* L) {
   std::string name = luaL_checkstring(L, 1);
+  if (!ours(name)) {
+    lua_pushfstring(L, "\n\tno module '%s' in commscript's stdlib", name.c_str());
+    return 1;
+  }
+  if (!plain_module_name(name))
+    return luaL_error(L, "module '%s' not found: not a module name (letters, digits, '_' and '.')", name.c_str());
   std::string rel = name;
   for (char& c : rel)
     if (c == '.') c = '/';
@@ -37,17 +77,116 @@ int embedded_loader(lua_State* L) {
       std::stringstream ss;
       ss << in.rdbuf();
       const std::string src = ss.str();
-      if (luaL_loadbuffer(L, src.data(), src.size(), ("@" + path).c_str()) != 0) return lua_error(L);
+      if (luaL_loadbufferx(L, src.data(), src.size(), ("@" + path).c_str(), "t") != 0) return lua_error(L);
       return 1;
     }
   }
   const embedded::File* f = embedded::find(rel);
-  if (!f) {
-    lua_pushfstring(L, "\n\tno module '%s' in commscript's stdlib", name.c_str());
-    return 1;
-  }
-  if (luaL_loadbuffer(L, f->data, f->size, ("@" + rel).c_str()) != 0) return lua_error(L);
+  if (!f)
+    return luaL_error(L, "module '%s' not found:\n\tno module '%s' in commscript's stdlib", name.c_str(), name.c_str());
+  if (luaL_loadbufferx(L, f->data, f->size, ("@" + rel).c_str(), "t") != 0) return lua_error(L);
   return 1;
+}
+
+// ---- the guard: C-stack depth and the time budget of a recipe's top level ----
+// LuaJIT bounds its own stack but not the C stack: recursion through C (a string.gsub callback
+// calling gsub, nested coroutines) ran into SIGSEGV. A count hook measures how deep the C stack
+// is below the outermost LuaVm::call and raises a Lua error past half the stack. The same hook
+// ends a top level that runs past its budget (an endless loop under --list/--help/--check).
+// Count hooks run in the interpreter only: the budget is applied with the JIT off (runner.lua).
+const char kGuardKey = 0;
+constexpr int kHookEvery = 200;  // VM instructions between checks
+
+Guard* guard_of(lua_State* L) {
+  lua_pushlightuserdata(L, const_cast<char*>(&kGuardKey));
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  auto* g = static_cast<Guard*>(lua_touserdata(L, -1));
+  lua_pop(L, 1);
+  return g;
+}
+
+size_t c_stack_allowance() {
+  // Half of the stack this thread may use: RLIMIT_STACK (threads get the same by default), or
+  // 8 MiB when unlimited; never more than 16 MiB.
+  rlimit rl{};
+  size_t total = 8u << 20;
+  if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) total = static_cast<size_t>(rl.rlim_cur);
+  if (total > (32u << 20)) total = 32u << 20;
+  return total / 2;
+}
+
+// Raises a recipe error marked as an engine limit (LuaFailure::limit).
+[[noreturn]] void raise_limit(lua_State* L, const std::string& message) {
+  lua::raise(L, ExitCode::runtime, message, true);
+}
+
+// Raises a Lua error when the C stack below the outermost LuaVm::call is deeper than allowed.
+void check_c_stack(lua_State* L, Guard* g) {
+  const char probe = 0;
+  if (g && g->stack_base && g->stack_base > &probe && static_cast<size_t>(g->stack_base - &probe) > g->stack_limit)
+    raise_limit(L,
+                "C stack overflow: recursion through C functions (a string.gsub callback or __index that calls "
+                "gsub, nested coroutines) went deeper than " +
+                    std::to_string(g->stack_limit >> 10) + " KiB of C stack");
+}
+
+void guard_hook(lua_State* L, lua_Debug*) {
+  Guard* g = guard_of(L);
+  if (!g) return;
+  check_c_stack(L, g);
+  if (g->budget && std::chrono::steady_clock::now() > g->deadline) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", g->budget_s);
+    raise_limit(L, std::string("the recipe's top level ran for more than ") + buf +
+                       " s (an endless loop?): the top level only declares (cs.recipe{...}); work belongs in "
+                       "recipe.run(ctx)");
+  }
+}
+
+// The library functions through which Lua recurses on the C stack: string.gsub (a function or
+// table replacement calls back into Lua) and coroutine.resume/wrap (LuaJIT's coroutines share
+// the C stack). Compiled code runs no hooks, so these check the depth themselves, replaced in
+// the library tables (string methods, too: the string metatable's __index is that table).
+int guarded_call(lua_State* L) {
+  check_c_stack(L, guard_of(L));
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+int guarded_wrap(lua_State* L) {
+  check_c_stack(L, guard_of(L));
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  lua_pushcclosure(L, guarded_call, 1);
+  return 1;
+}
+
+void guard_library_function(lua_State* L, const char* lib, const char* fn, lua_CFunction guard) {
+  lua_getglobal(L, lib);
+  lua_getfield(L, -1, fn);
+  lua_pushcclosure(L, guard, 1);
+  lua_setfield(L, -2, fn);
+  lua_pop(L, 1);
+}
+
+// native.budget(seconds | nil): start (or end) the time budget of the code that runs next.
+int n_budget(lua_State* L) {
+  Guard* g = guard_of(L);
+  if (!g) return 0;
+  if (lua_isnoneornil(L, 1)) {
+    g->budget = false;
+    return 0;
+  }
+  const double s = luaL_checknumber(L, 1);
+  if (!(s > 0 && s < 1e6)) luaL_argerror(L, 1, "seconds between 0 and 1e6 expected");
+  g->budget = true;
+  g->budget_s = s;
+  g->deadline = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+  return 0;
 }
 
 // Error handler: turns any error value into {code, message, traceback}; when the error did not
@@ -74,32 +213,86 @@ int traceback_handler(lua_State* L) {
   luaL_traceback(L, L, nullptr, 1);
   const std::string tb = lua_tostring(L, -1);
   lua_pop(L, 1);
-  lua_createtable(L, 0, 3);
+  bool limit = false;
+  if (lua_istable(L, 1)) {
+    lua_getfield(L, 1, "limit");
+    limit = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, 0, 4);
   lua_pushinteger(L, static_cast<int>(code));
   lua_setfield(L, -2, "code");
   lua_pushstring(L, msg.c_str());
   lua_setfield(L, -2, "message");
   lua_pushstring(L, tb.c_str());
   lua_setfield(L, -2, "traceback");
+  lua_pushboolean(L, limit);
+  lua_setfield(L, -2, "limit");
   return 1;
 }
 
 }  // namespace
 
-LuaVm::LuaVm(Session* session) : L_(luaL_newstate()) {
+LuaVm::LuaVm(Session* session)
+    : L_(luaL_newstate()), trusted_(session && session->trusted), guard_(std::make_unique<Guard>()) {
   if (!L_) throw Error(ExitCode::internal, "cannot create a Lua state");
   luaL_openlibs(L_);
-  // Our loader goes right after package.preload's, before the file-system searchers.
-  lua_getglobal(L_, "table");
-  lua_getfield(L_, -1, "insert");
+  // Our loader goes right after package.preload's. Sandboxed, it is the last one: no file-system
+  // searcher is left, and package.path/cpath (from LUA_PATH/LUA_CPATH) are emptied. --trusted
+  // keeps LuaJIT's searchers for other modules (luaunit in the tests), never for cs.* names.
   lua_getglobal(L_, "package");
   lua_getfield(L_, -1, "loaders");
-  lua_remove(L_, -2);
-  lua_pushinteger(L_, 2);
-  lua_pushcfunction(L_, embedded_loader);
-  lua_call(L_, 3, 0);
-  lua_pop(L_, 1);
+  if (!trusted_) {
+    for (int i = static_cast<int>(lua_objlen(L_, -1)); i >= 2; --i) {
+      lua_pushnil(L_);
+      lua_rawseti(L_, -2, i);
+    }
+    lua_pushcfunction(L_, embedded_loader);
+    lua_rawseti(L_, -2, 2);
+    lua_pushstring(L_, "");
+    lua_setfield(L_, -3, "path");
+    lua_pushstring(L_, "");
+    lua_setfield(L_, -3, "cpath");
+    lua_pop(L_, 2);
+  } else {
+    lua_pop(L_, 2);
+    lua_getglobal(L_, "table");
+    lua_getfield(L_, -1, "insert");
+    lua_getglobal(L_, "package");
+    lua_getfield(L_, -1, "loaders");
+    lua_remove(L_, -2);
+    lua_pushinteger(L_, 2);
+    lua_pushcfunction(L_, embedded_loader);
+    lua_call(L_, 3, 0);
+    lua_pop(L_, 1);
+  }
+  guard_->stack_limit = c_stack_allowance();
+  lua_pushlightuserdata(L_, const_cast<char*>(&kGuardKey));
+  lua_pushlightuserdata(L_, guard_.get());
+  lua_rawset(L_, LUA_REGISTRYINDEX);
+  lua_sethook(L_, guard_hook, LUA_MASKCOUNT, kHookEvery);
+  guard_library_function(L_, "string", "gsub", guarded_call);
+  guard_library_function(L_, "coroutine", "resume", guarded_call);
+  guard_library_function(L_, "coroutine", "wrap", guarded_wrap);
   lua::open_native(L_, session);
+  // Extras of the native module that belong to the VM: the top-level budget and --trusted.
+  lua_getglobal(L_, "package");
+  lua_getfield(L_, -1, "loaded");
+  lua_getfield(L_, -1, "commscript.native");
+  if (lua_istable(L_, -1)) {
+    lua_pushcfunction(L_, n_budget);
+    lua_setfield(L_, -2, "budget");
+    lua_pushboolean(L_, trusted_);
+    lua_pushcclosure(
+        L_,
+        [](lua_State* L) -> int {
+          lua_pushvalue(L, lua_upvalueindex(1));
+          return 1;
+        },
+        1);
+    lua_setfield(L_, -2, "trusted");
+  }
+  lua_pop(L_, 3);
 }
 
 LuaVm::~LuaVm() { lua_close(L_); }
@@ -117,13 +310,26 @@ static void read_failure(lua_State* L, LuaFailure* f) {
       lua_getfield(L, -1, "traceback");
       if (lua_isstring(L, -1)) f->traceback = lua_tostring(L, -1);
       lua_pop(L, 1);
+      lua_getfield(L, -1, "limit");
+      f->limit = lua_toboolean(L, -1);
+      lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);
 }
 
 bool LuaVm::load(const std::string& source, const std::string& name, LuaFailure* f) {
-  if (luaL_loadbuffer(L_, source.data(), source.size(), ("@" + name).c_str()) == 0) return true;
+  // Precompiled LuaJIT bytecode is never verified (a known way out of the VM; mutated files
+  // crash it): sandboxed, only source text loads, --check included.
+  if (!trusted_ && !source.empty() && source[0] == '\x1b') {
+    if (f) {
+      f->code = ExitCode::bad_input;
+      f->message = name + ": precompiled Lua bytecode is refused: a sandboxed recipe must be Lua source (--trusted " +
+                   "lifts it)";
+    }
+    return false;
+  }
+  if (luaL_loadbufferx(L_, source.data(), source.size(), ("@" + name).c_str(), trusted_ ? "bt" : "t") == 0) return true;
   if (f) {
     f->code = ExitCode::bad_input;
     f->message = lua_tostring(L_, -1);
@@ -136,7 +342,9 @@ bool LuaVm::call(int nargs, int nresults, LuaFailure* f) {
   const int base = lua_gettop(L_) - nargs;
   lua_pushcfunction(L_, traceback_handler);
   lua_insert(L_, base);
+  if (guard_->calls++ == 0) guard_->stack_base = static_cast<const char*>(__builtin_frame_address(0));
   const int rc = lua_pcall(L_, nargs, nresults, base);
+  if (--guard_->calls == 0) guard_->stack_base = nullptr;
   lua_remove(L_, base);
   if (rc == 0) return true;
   if (rc == LUA_ERRMEM && f) {

@@ -2,17 +2,22 @@
 // One Lua state per rank, driven only from the rank's main thread. Stdlib modules come from the
 // binary (or from $COMMSCRIPT_STDLIB, a directory, when set: for development).
 #include <lua.hpp>
+#include <memory>
 #include <string>
 
 #include "error.hpp"
 
 namespace cs {
 class Session;
+struct Guard;
 
 struct LuaFailure {
   ExitCode code = ExitCode::runtime;
   std::string message;    // "recipes/x.lua:12: ..."
   std::string traceback;  // "stack traceback: ..."
+  // An engine limit ended the code (C-stack depth, the top level's time budget): a recipe error
+  // (exit 2) even where other errors of loading are bad input.
+  bool limit = false;
 };
 
 class LuaVm {
@@ -24,6 +29,7 @@ class LuaVm {
   lua_State* state() const { return L_; }
 
   // Compiles `source` as chunk `@name` and pushes the function. Syntax errors: bad_input.
+  // Source text only (no bytecode) unless the session is --trusted.
   bool load(const std::string& source, const std::string& name, LuaFailure* f);
   // Calls the function below its nargs arguments under the traceback handler.
   bool call(int nargs, int nresults, LuaFailure* f);
@@ -34,6 +40,8 @@ class LuaVm {
 
  private:
   lua_State* L_;
+  bool trusted_;
+  std::unique_ptr<Guard> guard_;  // C-stack depth and top-level budget (lua_vm.cpp)
 };
 
 }  // namespace cs

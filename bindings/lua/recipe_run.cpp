@@ -37,7 +37,7 @@ bool declare(LuaVm& vm, const RecipeSource& src, bool trusted, LuaFailure* f) {
   }
   lua_pushboolean(L, trusted);
   if (!vm.call(2, 1, f)) {  // [runner, recipe]
-    if (f->code == ExitCode::runtime) f->code = ExitCode::bad_input;
+    if (f->code == ExitCode::runtime && !f->limit) f->code = ExitCode::bad_input;
     lua_pop(L, 1);
     return false;
   }
@@ -207,7 +207,7 @@ int call_runner(LuaVm& vm, Session& s) {
 }
 
 // Rank 0 writes the final report.json and report.html. Returns the exit code to use.
-int finish_report(LuaVm& vm, Session& s, nlohmann::json fired, double secs, int code) {
+int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
   if (!s.report->writer()) return code;
   std::lock_guard<std::recursive_mutex> g(s.report->mutex());
   auto& d = s.report->doc();
@@ -221,7 +221,9 @@ int finish_report(LuaVm& vm, Session& s, nlohmann::json fired, double secs, int 
     std::fprintf(stderr, "commscript: %s\n", e.what());
     code = static_cast<int>(ExitCode::internal);
   }
-  write_html(vm, *s.report);
+  // Never in the recipe's Lua state: a recipe that replaced require("cs.html").render would
+  // write the shared page (<script> included). A fresh state has the embedded renderer as is.
+  write_html_standalone(s);
   return code;
 }
 
@@ -338,7 +340,7 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
     Chaos::instance().clear();
     plane.stop_heartbeat();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    code = finish_report(vm, s, std::move(fired), secs, code);
+    code = finish_report(s, std::move(fired), secs, code);
     lua_settop(L, 0);
   }
   // Embedded: every rank gets rank 0's report (on the control communicator: the world's may

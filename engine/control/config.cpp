@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -59,7 +60,62 @@ void check_sections(const toml::table& t, const std::string& src) {
   }
 }
 
+bool finite_number(const nlohmann::json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
+
+// Every leaf of `v` (a table, or tables of tables `depth` deep) a finite number; `positive`
+// names the keys that must be > 0.
+void check_numbers(const nlohmann::json& v, const std::string& path, const std::string& src, int depth,
+                   std::initializer_list<const char*> positive = {}) {
+  if (!v.is_object()) throw InputError(src + ": " + path + " must be a table, not " + v.dump());
+  for (auto& [k, x] : v.items()) {
+    const std::string p = path + "." + k;
+    if (x.is_object() && depth > 0) {
+      check_numbers(x, p, src, depth - 1);
+      continue;
+    }
+    if (!finite_number(x)) throw InputError(src + ": " + p + " must be a finite number, not " + x.dump());
+    for (const char* pk : positive)
+      if (k == pk && !(x.get<double>() > 0)) throw InputError(src + ": " + p + " must be > 0, not " + x.dump());
+    if (x.get<double>() < 0) throw InputError(src + ": " + p + " must not be negative, not " + x.dump());
+  }
+}
+
 }  // namespace
+
+void Config::check() const {
+  const std::string& src = path_.empty() ? std::string("config") : path_;
+  if (!data_.is_object()) throw InputError(src + ": the config must be a table");
+  for (auto& [k, v] : data_.items()) {
+    if (k == "chaos") {
+      if (!v.is_array()) throw InputError(src + ": chaos must be an array of tables ([[chaos]] in TOML)");
+      continue;
+    }
+    if (!v.is_object()) throw InputError(src + ": [" + k + "] must be a table, not " + v.dump());
+  }
+  const nlohmann::json env = section("env");  // keep it alive: items() is a view
+  for (auto& [k, v] : env.items()) {
+    if (k.empty() || k.find('=') != std::string::npos)
+      throw InputError(src + ": env: '" + k + "' is not a variable name");
+    if (v.is_object() || v.is_array() || v.is_null())
+      throw InputError(src + ": env." + k + " must be a string, number or boolean");
+  }
+  // What full_diag, the scorecard and the rules read, checked before anything is measured.
+  if (data_.contains("rules")) {
+    for (auto& [k, v] : data_["rules"].items()) {
+      if (k != "files") throw InputError(src + ": unknown setting rules." + k + " (known: files)");
+      bool ok = v.is_string() || v.is_array();
+      if (v.is_array())
+        for (auto& f : v) ok = ok && f.is_string();
+      if (!ok) throw InputError(src + ": rules.files must be a file name or a list of them, not " + v.dump());
+    }
+  }
+  if (data_.contains("thresholds"))
+    check_numbers(data_["thresholds"], "thresholds", src, 2, {"busbw_min_gbps", "latency_max_us"});
+  if (data_.contains("scorecard"))
+    check_numbers(data_["scorecard"], "scorecard", src, 1,
+                  {"bandwidth_reference_gbps", "latency_target_us", "p2p_latency_target_us", "bandwidth_good",
+                   "cv_limit", "error_rate_limit"});
+}
 
 Config Config::parse(const std::string& text, const std::string& src) {
   Config c;
@@ -71,6 +127,7 @@ Config Config::parse(const std::string& text, const std::string& src) {
   } catch (const toml::parse_error& e) {
     throw InputError(where(src, e.source()) + ": " + std::string(e.description()));
   }
+  c.check();
   return c;
 }
 
@@ -84,6 +141,7 @@ Config Config::from_json(const nlohmann::json& data, const std::string& src) {
   Config c;
   c.path_ = src;
   c.data_ = data;
+  c.check();
   return c;
 }
 

@@ -26,6 +26,19 @@ class Config {
   nlohmann::json section(const std::string& name) const;  // {} when absent
   std::vector<std::pair<std::string, std::string>> env() const;
   void apply_env() const;  // setenv for every [env] entry (overrides the inherited value)
+  // The types of the sections commscript reads ([env], [rules], [thresholds], [scorecard], every
+  // section a table): InputError naming the field. parse/from_json check; call again after set().
+  void check() const;
+  // Removes the [env] entries for which `drop(name)` is true; returns their names.
+  template <class Pred>
+  std::vector<std::string> drop_env(Pred drop) {
+    std::vector<std::string> out;
+    if (!data_.contains("env") || !data_["env"].is_object()) return out;
+    for (auto& [k, v] : data_["env"].items())
+      if (drop(k)) out.push_back(k);
+    for (const auto& k : out) data_["env"].erase(k);
+    return out;
+  }
 
  private:
   std::string path_;

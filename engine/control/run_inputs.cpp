@@ -1,5 +1,8 @@
 #include "run_inputs.hpp"
 
+#include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -9,13 +12,28 @@ extern char** environ;
 
 namespace cs {
 
+double check_timeout(double t, const std::string& what, const std::string& where) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", t);
+  if (!std::isfinite(t))
+    throw InputError(what + " must be a finite number of seconds (0 for none), not " + buf + where);
+  if (t < 0) throw InputError(what + " must not be negative (0 for none), not " + std::string(buf) + where);
+  if (t > 0 && t < kMinTimeoutS)
+    throw InputError(what + " " + buf + " s is below the shortest deadline, " +
+                     std::to_string(kMinTimeoutS).substr(0, 5) + " s (0 for none)" + where);
+  if (t > kMaxTimeoutS)
+    throw InputError(what + " " + buf + " s is beyond the longest deadline, " +
+                     std::to_string(static_cast<long>(kMaxTimeoutS)) + " s (7 days; 0 for none)" + where);
+  return t;
+}
+
 RunSettings run_settings(const Config& config, std::optional<double> timeout, std::optional<uint64_t> seed,
                          const std::string& where) {
   const nlohmann::json run = config.section("run");
   for (auto& [k, v] : run.items()) {
     if (k == "timeout") {
-      if (!v.is_number() || v.get<double>() < 0)
-        throw InputError("run.timeout must be a number of seconds >= 0, not " + v.dump() + where);
+      if (!v.is_number()) throw InputError("run.timeout must be a number of seconds, not " + v.dump() + where);
+      check_timeout(v.get<double>(), "run.timeout", where);
     } else if (k == "seed") {
       if (!v.is_number_integer() || v.get<int64_t>() < 0)
         throw InputError("run.seed must be a non-negative integer, not " + v.dump() + where);
@@ -24,6 +42,7 @@ RunSettings run_settings(const Config& config, std::optional<double> timeout, st
     }
   }
   RunSettings r;
+  if (timeout) check_timeout(*timeout, "--timeout", "");
   r.timeout_s = timeout ? *timeout : run.value("timeout", kDefaultTimeoutS);
   r.seed = seed ? *seed : run.value("seed", static_cast<uint64_t>(0));
   return r;
@@ -67,11 +86,71 @@ nlohmann::json parse_report(const std::string& text, const std::string& what) {
 
 }  // namespace
 
+namespace {
+
+// The fields of a commscript.report/1 that a replay reads, with their types: a report is data
+// from someone else, so every one is checked before any is used, naming the field.
+void expect(bool ok, const std::string& path, const std::string& field, const std::string& want,
+            const nlohmann::json& got) {
+  if (ok) return;
+  std::string g = got.dump();
+  if (g.size() > 60) g = g.substr(0, 57) + "...";
+  throw InputError(path + ": field " + field + " must be " + want + ", not " + g);
+}
+
+void check_replay_fields(const nlohmann::json& rep, const std::string& path) {
+  expect(rep.is_object(), path, "(top level)", "an object", rep);
+  expect(rep.contains("schema") && rep["schema"].is_string() && rep["schema"] == "commscript.report/1", path, "schema",
+         "\"commscript.report/1\"", rep.value("schema", nlohmann::json()));
+  expect(rep.contains("recipe"), path, "recipe", "an object with the recipe's source", nlohmann::json());
+  const auto& rec = rep["recipe"];
+  expect(rec.is_object(), path, "recipe", "an object", rec);
+  expect(rec.contains("source") && rec["source"].is_string(), path, "recipe.source", "a string (the recipe's text)",
+         rec.value("source", nlohmann::json()));
+  for (const char* k : {"file", "sha256", "name", "version"})
+    if (rec.contains(k)) expect(rec[k].is_string(), path, std::string("recipe.") + k, "a string", rec[k]);
+  if (rec.contains("bundled")) expect(rec["bundled"].is_boolean(), path, "recipe.bundled", "a boolean", rec["bundled"]);
+  if (rec.contains("args")) {
+    expect(rec["args"].is_array(), path, "recipe.args", "a list of strings", rec["args"]);
+    for (size_t i = 0; i < rec["args"].size(); ++i)
+      expect(rec["args"][i].is_string(), path, "recipe.args[" + std::to_string(i) + "]", "a string", rec["args"][i]);
+  }
+  if (rec.contains("options")) expect(rec["options"].is_object(), path, "recipe.options", "an object", rec["options"]);
+  if (rep.contains("commscript")) {
+    const auto& c = rep["commscript"];
+    expect(c.is_object(), path, "commscript", "an object", c);
+    if (c.contains("version")) expect(c["version"].is_string(), path, "commscript.version", "a string", c["version"]);
+  }
+  if (rep.contains("run")) {
+    const auto& run = rep["run"];
+    expect(run.is_object(), path, "run", "an object", run);
+    if (run.contains("config")) expect(run["config"].is_object(), path, "run.config", "an object", run["config"]);
+    if (run.contains("seed"))
+      expect(run["seed"].is_number_unsigned() || (run["seed"].is_number_integer() && run["seed"].get<int64_t>() >= 0),
+             path, "run.seed", "a non-negative integer", run["seed"]);
+    if (run.contains("timeout_s")) {
+      expect(run["timeout_s"].is_number(), path, "run.timeout_s", "a number of seconds", run["timeout_s"]);
+      check_timeout(run["timeout_s"].get<double>(), path + ": run.timeout_s", "");
+    }
+    if (run.contains("backend"))
+      expect(run["backend"].is_string() &&
+                 (run["backend"] == "mpi" || run["backend"] == "self" || run["backend"] == "nccl"),
+             path, "run.backend", "one of \"mpi\", \"self\", \"nccl\"", run["backend"]);
+    if (run.contains("trusted")) expect(run["trusted"].is_boolean(), path, "run.trusted", "a boolean", run["trusted"]);
+    if (run.contains("ranks"))
+      expect(run["ranks"].is_number_integer() && run["ranks"].get<int64_t>() >= 0 &&
+                 run["ranks"].get<int64_t>() < (int64_t{1} << 31),
+             path, "run.ranks", "a non-negative integer", run["ranks"]);
+  }
+  for (const char* k : {"results", "findings", "incidents", "chaos"})
+    if (rep.contains(k)) expect(rep[k].is_array(), path, k, "a list", rep[k]);
+}
+
+}  // namespace
+
 nlohmann::json load_replay(const std::string& path) {
   nlohmann::json rep = parse_report(read_file(path, path), path);
-  if (!rep.is_object() || rep.value("schema", "") != "commscript.report/1" || !rep.contains("recipe") ||
-      !rep["recipe"].is_object() || !rep["recipe"].contains("source"))
-    throw InputError(path + ": not a commscript.report/1 with the recipe's source");
+  check_replay_fields(rep, path);
   return rep;
 }
 
@@ -90,12 +169,37 @@ Replayed replay_settings(const nlohmann::json& report, const std::string& path) 
   return r;
 }
 
+bool env_var_unsafe_to_replay(const std::string& name) {
+  // Known configuration families only ...
+  static const char* const kConfig[] = {"NCCL_", "UCX_",   "OMPI_MCA_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_",
+                                        "CUDA_", "MPICH_", "PMIX_MCA_", "FI_",         "GLOO_",
+                                        "OMP_",  "MV2_",   "I_MPI_",    "HCOLL_",      "SHARP_"};
+  bool family = false;
+  for (const char* p : kConfig) family = family || name.rfind(p, 0) == 0;
+  if (!family) return true;  // COMMSCRIPT_*, LUA_*, LD_*, DYLD_*, PATH, GCONV_PATH, ... and anything unknown
+  // ... less what loads code, starts programs or names files to write: plugins (NCCL_NET_PLUGIN),
+  // launch agents (OMPI_MCA_plm_rsh_agent), library and module paths, debug/dump files.
+  std::string up;
+  for (char c : name) up += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const char* bad : {"PLUGIN", "AGENT", "PRELOAD", "LIBRARY", "PATH", "MODULE", "LAUNCH", "EXEC", "PREFIX", "FILE",
+                          "DIR", "SHELL", "CMD", "COMMAND", "SCRIPT", "PROGRAM", "LIB"})
+    if (up.find(bad) != std::string::npos) return true;
+  return false;
+}
+
 std::string load_baseline(const std::string& path) {
   const std::string what = "--baseline " + path;
   std::string text = read_file(path, what);
   const nlohmann::json b = parse_report(text, what);
-  if (!b.is_object() || b.value("schema", "") != "commscript.report/1")
+  if (!b.is_object() || !b.contains("schema") || b["schema"] != "commscript.report/1")
     throw InputError(what + ": not a commscript.report/1");
+  // What the recipes read from a baseline (results, run), checked before anything is measured.
+  if (b.contains("results")) {
+    expect(b["results"].is_array(), what, "results", "a list of result objects", b["results"]);
+    for (size_t i = 0; i < b["results"].size(); ++i)
+      expect(b["results"][i].is_object(), what, "results[" + std::to_string(i) + "]", "an object", b["results"][i]);
+  }
+  if (b.contains("run")) expect(b["run"].is_object(), what, "run", "an object", b["run"]);
   return text;
 }
 

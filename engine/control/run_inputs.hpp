@@ -17,6 +17,14 @@ namespace cs {
 // The default deadline of each operation, in seconds, when neither --timeout nor [run] says.
 inline constexpr double kDefaultTimeoutS = 300;
 
+// Deadlines: 0 means none; otherwise between these (a deadline of 1e10 s overflowed the clock
+// and fired at once; one of 1e-300 s fires before anything can arrive).
+inline constexpr double kMinTimeoutS = 0.001;
+inline constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
+// Checks a deadline in seconds: finite, 0 or within [kMinTimeoutS, kMaxTimeoutS]; InputError
+// "WHAT must ...WHERE" otherwise. Returns it.
+double check_timeout(double t, const std::string& what, const std::string& where);
+
 struct RunSettings {
   double timeout_s = kDefaultTimeoutS;
   uint64_t seed = 0;
@@ -30,7 +38,8 @@ RunSettings run_settings(const Config& config, std::optional<double> timeout, st
 // The [[chaos]] plan of the config. Refuses kinds the backend cannot inject.
 std::vector<ChaosRule> chaos_plan(const Config& config, const std::string& backend, const std::string& where);
 
-// An earlier report.json to run again: must be a commscript.report/1 with the recipe's source.
+// An earlier report.json to run again: a commscript.report/1 with the recipe's source, every
+// field a replay reads of the right type (InputError naming the field otherwise).
 nlohmann::json load_replay(const std::string& path);
 
 // What a replay takes from the report besides the recipe: the config, and the seed, timeout and
@@ -43,6 +52,12 @@ struct Replayed {
   bool was_trusted = false;
 };
 Replayed replay_settings(const nlohmann::json& report, const std::string& path);
+
+// True for an [env] variable a replay must not apply from someone else's report without
+// --trusted: anything outside the known configuration families (NCCL_, UCX_, OMPI_MCA_, ...:
+// so COMMSCRIPT_*, LUA_*, LD_*, PATH ...), and inside them what loads code, starts programs or
+// names files (NCCL_NET_PLUGIN, OMPI_MCA_plm_rsh_agent, *_PATH, NCCL_DEBUG_FILE ...).
+bool env_var_unsafe_to_replay(const std::string& name);
 
 // --baseline: the text of an earlier commscript.report/1 (parsed again by the recipe side).
 std::string load_baseline(const std::string& path);

@@ -28,6 +28,11 @@ function M.normalise(name, spec)
     max = spec.max,
   }
   if d.default == nil then bad(("option '%s': no default"):format(name)) end
+  if d.choices ~= nil and type(d.choices) ~= "table" then bad(("option '%s': choices must be a list"):format(name)) end
+  for _, k in ipairs({ "min", "max" }) do
+    local b = d[k]
+    if b ~= nil and (type(b) ~= "number" or b ~= b) then bad(("option '%s': %s must be a number"):format(name, k)) end
+  end
   if not d.type then
     local t = type(d.default)
     if t == "number" then d.type = (d.default % 1 == 0) and "int" or "number"
@@ -66,9 +71,12 @@ function M.convert(d, v, from)
   local t = d.type
   local out
   if t == "int" or t == "number" then
-    local n = tonumber(v)
+    local n = (type(v) == "number" or type(v) == "string") and tonumber(v) or nil
     if n == nil then fail(("'%s' is not a number"):format(tostring(v))) end
+    -- tonumber accepts "nan", "inf" and "1e400": none is a value an option can mean.
+    if n ~= n or n == math.huge or n == -math.huge then fail(("'%s' is not a finite number"):format(tostring(v))) end
     if t == "int" and n % 1 ~= 0 then fail(("'%s' is not an integer"):format(tostring(v))) end
+    if t == "int" and math.abs(n) > 2 ^ 53 then fail(("'%s' is out of range (at most 2^53)"):format(tostring(v))) end
     out = n
   elseif t == "size" then
     local n = native.parse_size(v)
@@ -115,19 +123,65 @@ end
 local CLI = { config = 1, set = 1, out = 1, backend = 1, seed = 1, timeout = 1, list = 1, check = 1, trusted = 1,
               version = 1, replay = 1 }
 
+-- Edit distance (insertions, deletions, substitutions, swaps of neighbours), for did-you-mean.
+local function distance(a, b)
+  if #a > 64 or #b > 64 then return math.huge end
+  local prev2, prev = nil, {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+      if prev2 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        cur[j] = math.min(cur[j], prev2[j - 2] + 1)
+      end
+    end
+    prev2, prev = prev, cur
+  end
+  return prev[#b]
+end
+
+-- The closest of `names` to `name` when it is close enough to be a slip, else nil.
+function M.did_you_mean(name, names)
+  local best, best_d
+  for _, n in ipairs(names) do
+    local d = distance(name, n)
+    if d <= math.max(1, math.floor(#name / 3)) and (not best_d or d < best_d) then best, best_d = n, d end
+  end
+  return best
+end
+
 local function unknown(decls, key, recipe_name)
   local known = {}
   for _, n in ipairs(sorted_names(decls)) do known[#known + 1] = "--" .. n:gsub("_", "-") end
   local hint = ""
   local bare = key:match("^%-%-([%w%-]+)")
-  if bare and CLI[bare] then hint = "; commscript's own options go before the recipe: commscript " .. key .. " ... RECIPE" end
-  bad(("unknown option '%s' for recipe %s (known: %s)%s"):format(key, recipe_name, table.concat(known, ", "), hint))
+  if bare and CLI[bare] then
+    hint = "; commscript's own options go before the recipe: commscript " .. key .. " ... RECIPE"
+  else
+    local plain = (bare or key:match("^[%w_%-]+") or key):gsub("_", "-")
+    local guess = M.did_you_mean(plain, (function()
+      local l = {}
+      for i, k in ipairs(known) do l[i] = k:sub(3) end
+      return l
+    end)())
+    if guess then hint = ("; did you mean --%s?"):format(guess) end
+  end
+  bad(("unknown option '%s' for recipe %s (known: %s)%s"):format(key, recipe_name,
+    #known > 0 and table.concat(known, ", ") or "none", hint))
 end
+
+local BOOL_WORDS = { ["true"] = true, ["false"] = true, yes = true, no = true, on = true, off = true,
+                     ["1"] = true, ["0"] = true }
 
 -- decls: name -> normalised declaration; config: table from [options]; argv: list of strings.
 function M.resolve(decls, config, argv, recipe_name)
   local opt = {}
   for n, d in pairs(decls) do opt[n] = d.default end
+  if config ~= nil and type(config) ~= "table" then
+    bad(("[options] in the config must be a table of option = value, not a %s"):format(type(config)))
+  end
   for k, v in pairs(config or {}) do
     local d = decls[k] or decls[tostring(k):gsub("-", "_")]
     if not d then unknown(decls, tostring(k) .. " (in [options])", recipe_name) end
@@ -147,6 +201,11 @@ function M.resolve(decls, config, argv, recipe_name)
     elseif not d then
       unknown(decls, "--" .. key, recipe_name)
     elseif d.type == "bool" and val == nil then
+      -- "--flag false" would leave "false" as a stray argument: say how to write it.
+      if argv[i + 1] ~= nil and BOOL_WORDS[tostring(argv[i + 1]):lower()] then
+        bad(("option --%s is a flag and takes no separate value: write --%s or --no-%s (or --%s=%s)"):format(key, key,
+          key, key, argv[i + 1]))
+      end
       opt[name] = true
     else
       if val == nil then

@@ -9,8 +9,11 @@
 -- earlier report.json, or nil), thresholds (the config's [thresholds]).
 -- evaluate(run, rules) -> findings (ctx.report:finding's schema), in rule order.
 -- load(paths) -> rules from site files: each file returns a list of rules; it runs with
--- `require` limited to commscript's modules and the safe Lua globals (no os, io, ffi, load).
+-- cs.sandbox's environment: `require` limited to commscript's modules, the safe Lua globals
+-- (no os, io, ffi, load), its own copies of string/table/math; source only, no bytecode.
+local sandbox = require "cs.sandbox"
 local stats = require "cs.stats"
+local EXIT = require("commscript").exit
 local median = stats.median
 local M = {}
 
@@ -206,23 +209,18 @@ end
 function M.load(paths)
   local out = {}
   for _, path in ipairs(paths or {}) do
-    -- Only commscript's own modules: a rule file (or a recipe calling load) gets no os, io or ffi.
-    local function safe_require(name)
-      if name == "commscript" or (type(name) == "string" and name:match("^cs%.[%w_]+$")) then return require(name) end
-      error(("require '%s' is not allowed in a rule file"):format(tostring(name)), 2)
-    end
-    local env = { require = safe_require, pairs = pairs, ipairs = ipairs, type = type, tostring = tostring,
-                  tonumber = tonumber, math = math, string = string, table = table, error = error,
-                  select = select, next = next, pcall = pcall, print = print }
-    local chunk, err = loadfile(path)
-    if not chunk then error({ code = 1, message = "rule file " .. tostring(err) }, 0) end
+    -- The recipes' sandbox (cs.sandbox), with an environment of its own per file: no os, io,
+    -- ffi or load; its own string/table/math copies; text chunks only unless --trusted.
+    local chunk, err = sandbox.loadfile(path)
+    if not chunk then error({ code = EXIT.bad_input, message = "rule file " .. tostring(err) }, 0) end
+    local env = sandbox.env("a rule file")
     setfenv(chunk, env)
     local ok, list = pcall(chunk)
-    if not ok then error({ code = 1, message = ("rule file %s: %s"):format(path, tostring(list)) }, 0) end
-    if type(list) ~= "table" then error({ code = 1, message = ("rule file %s must return a list of rules"):format(path) }, 0) end
+    if not ok then error({ code = EXIT.bad_input, message = ("rule file %s: %s"):format(path, tostring(list)) }, 0) end
+    if type(list) ~= "table" then error({ code = EXIT.bad_input, message = ("rule file %s must return a list of rules"):format(path) }, 0) end
     for i, rule in ipairs(list) do
       local okv, verr = pcall(validate, rule, ("rule file %s, rule %d"):format(path, i))
-      if not okv then error({ code = 1, message = verr }, 0) end
+      if not okv then error({ code = EXIT.bad_input, message = verr }, 0) end
       out[#out + 1] = rule
     end
   end

@@ -3,12 +3,14 @@
 local native = require "commscript.native"
 local options = require "cs.options"
 local EXIT = require("commscript").exit  -- the exit codes, one table (stdlib/commscript.lua)
+local sandbox = require "cs.sandbox"
 local M = {}
 
 local function bad(msg) error({ code = EXIT.bad_input, message = msg }, 0) end
 
--- Captured before any recipe runs: a recipe must not be able to change what the sandbox uses.
-local str_match, str_format, real_getmetatable, real_require = string.match, string.format, getmetatable, require
+-- Captured before any recipe runs: what the engine calls through this module must not change
+-- when a recipe changes the (shared) cs.options table.
+local options_resolve, options_help, options_normalise = options.resolve, options.help, options.normalise
 
 local declared  -- the recipe declared by the chunk being loaded
 local declared_count = 0
@@ -29,60 +31,34 @@ function M.declare(decl, level)
   if decl.options ~= nil and type(decl.options) ~= "table" then bad("cs.recipe: 'options' must be a table") end
   local r = { name = decl.name, version = decl.version, requires = decl.requires,
               summary = decl.summary or "", options = {} }
-  for n, spec in pairs(decl.options or {}) do r.options[n] = options.normalise(n, spec) end
+  for n, spec in pairs(decl.options or {}) do r.options[n] = options_normalise(n, spec) end
   declared = r
   declared_count = declared_count + 1
   return r
 end
 
--- Globals a sandboxed recipe may read. No os.execute, io, load*, ffi, debug, package.
-local SAFE = {
-  "assert", "error", "ipairs", "next", "pairs", "pcall", "print", "select", "tonumber",
-  "tostring", "type", "unpack", "xpcall", "rawequal", "rawget", "rawset", "setmetatable",
-  "getmetatable", "_VERSION",
-}
-
-local function sandbox_env()
-  local env = {}
-  for _, k in ipairs(SAFE) do env[k] = _G[k] end
-  local function copy(t) local c = {} for k, v in pairs(t) do c[k] = v end return c end
-  env.string, env.table, env.math, env.coroutine = copy(string), copy(table), copy(math), copy(coroutine)
-  env.bit = copy(bit)
-  env.os = setmetatable({ clock = os.clock, time = os.time, date = os.date, difftime = os.difftime, getenv = os.getenv }, {
-    __index = function(_, k)
-      error(str_format("os.%s is not available in the sandbox (--trusted lifts it)", tostring(k)), 2)
-    end,
-  })
-  env.require = function(name)
-    if name == "commscript" or (type(name) == "string" and str_match(name, "^cs%.[%w_]+$")) then
-      return real_require(name)
-    end
-    error(str_format("require '%s' is not allowed in a sandboxed recipe (run with --trusted to lift the sandbox)", tostring(name)), 2)
-  end
-  -- The string metatable is shared by the whole process: its __index is the real string
-  -- library. Hiding it keeps a recipe from changing the functions the engine side relies on.
-  env.getmetatable = function(v)
-    if type(v) == "string" then return nil end
-    return real_getmetatable(v)
-  end
-  env._G = env
-  return setmetatable(env, {
-    __newindex = function(_, k)
-      error(("assignment to undeclared global '%s' (use local)"):format(tostring(k)), 2)
-    end,
-    __index = function(_, k)
-      local hint = ({ os = 1, io = 1, ffi = 1, load = 1, loadstring = 1, dofile = 1, package = 1, debug = 1,
-                      setfenv = 1, getfenv = 1 })[k] and " (not available in the sandbox; --trusted lifts it)" or ""
-      error(("undeclared global '%s'%s"):format(tostring(k), hint), 2)
-    end,
-  })
+local function end_budget()
+  native.budget(nil)
+  jit.on()
 end
+
+-- Seconds the top level of a recipe file may run (it only declares; a few ms is usual).
+M.top_level_budget_s = 10
 
 -- Runs the recipe chunk (declarations only) and returns the recipe.
 function M.load(chunk, trusted)
   declared, declared_count = nil, 0
-  if not trusted then setfenv(chunk, sandbox_env()) end
+  if not trusted then setfenv(chunk, sandbox.env("a sandboxed recipe")) end
+  -- The top level only declares: it runs under a time budget (an endless loop there hung
+  -- --list, --help and --check). The budget's hook runs in the interpreter only, so the JIT is
+  -- off meanwhile (and its traces flushed, so no compiled loop escapes the check).
+  -- (No pcall here: errors keep the recipe's file:line from the engine's handler; every later
+  -- entry point ends the budget again, in case a failed load is not the end of this state.)
+  jit.flush()
+  jit.off()
+  native.budget(M.top_level_budget_s)
   local ret = chunk()
+  end_budget()
   local r = declared
   if r == nil then bad("the file declares no recipe (call cs.recipe{...})") end
   if declared_count > 1 then bad("the file declares more than one recipe (cs.recipe called " .. declared_count .. " times)") end
@@ -92,6 +68,7 @@ function M.load(chunk, trusted)
 end
 
 function M.check_requires(r)
+  end_budget()
   if r.requires then
     local ok, inside = pcall(native.version_satisfies, r.requires)
     if not ok then bad(("recipe %s: %s"):format(r.name, tostring(inside))) end
@@ -102,10 +79,14 @@ function M.check_requires(r)
 end
 
 function M.options(r, config_options, argv)
-  return options.resolve(r.options, config_options, argv, r.name)
+  end_budget()
+  return options_resolve(r.options, config_options, argv, r.name)
 end
 
-M.help = options.help
+function M.help(...)
+  end_budget()
+  return options_help(...)
+end
 
 -- ---- the report object recipes see as ctx.report ----
 local SEVERITY = { info = true, warn = true, error = true }
@@ -146,6 +127,7 @@ end
 
 -- Runs recipe.run(ctx); returns the exit code its outcome asks for (0, 3 or 4).
 function M.run(r, comm, opt, info)
+  end_budget()
   local state = { wrong = 0, errors = 0 }
   local rank = comm:rank()
   require("cs.progress").rank = rank

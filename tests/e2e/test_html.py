@@ -213,8 +213,9 @@ return recipe
   ctx.report:result { kind = "pair", a = 0, b = 1, min_us = 3 }
   ctx.report:result { kind = "pair", a = 0, b = 2, min_us = 4 }
   ctx.report:result { kind = "pair", a = 1, b = 2, min_us = 30 }
-  ctx.report:set("chaos", { { kind = E, rank = 0, op = A } })
-  ctx.report:set("incidents", { { kind = "timeout", line = E, missing = { { rank = 2, host = A, state = E } } } })
+  -- incidents are engine-owned (report:set refuses them): the engine's own entry point, --trusted
+  local native = require "commscript.native"
+  native.report_add("incidents", { kind = "timeout", line = E, missing = { { rank = 2, host = A, state = E } } })
   local card = require("cs.scorecard").compute {
     bandwidth = { busbw = 40, reference = 50, source = E },
     stability = { cv = 0.1, operations = 100 },
@@ -223,7 +224,7 @@ return recipe
   ctx.report:set("scorecard", card)
 """ % (evil, attr)
         rec = self.recipe("evil", body, decl_extra=', options = { note = { "x", "a note" } }')
-        r = self.cs([rec, "--note", EVIL])
+        r = self.cs(["--trusted", rec, "--note", EVIL])
         self.assertExit(r, cs_e2e.OK)
         text, pg = self.page(r)
         self.assertNotIn(EVIL, text)

@@ -196,6 +196,28 @@ function TestCollectiveErrors:test_unknown_reduction()
     "unknown reduction 'mean'")
 end
 
+-- API misuse inside a recipe is a recipe error (exit 2) whichever check catches it: a misspelt
+-- dtype or reduction once exited 1 (bad input) while iters=0 or avg on int32 exited 2.
+function TestCollectiveErrors:test_misuse_is_always_a_recipe_error()
+  local t = cs.tensor("float32", 4)
+  local cases = {
+    function() C:allreduce(t, t, "summ") end,
+    function() C:bench { op = "allreduce", bytes = 64, dtype = "floot" } end,
+    function() C:bench { op = "allreduce", bytes = 64, redop = "summ" } end,
+    function() C:bench { op = "allreduce", bytes = 64, iters = 0 } end,
+    function() C:allreduce(cs.tensor("int32", 4), cs.tensor("int32", 4), "avg") end,
+    function() C:check("allreduce", t, { op = "summ" }) end,
+    function() local _ = cs.tensor("floot", 4) end,
+    function() local _ = cs.dtype_size("floot") end,
+  }
+  for i, f in ipairs(cases) do
+    local msg, err = error_of(f)
+    -- a plain string error (luaL_argerror's) is a runtime error to the engine (lua_support.cpp)
+    local code = type(err) == "table" and err.code or cs.exit.runtime
+    lu.assertEquals(code, cs.exit.runtime, "case " .. i .. ": " .. tostring(msg))
+  end
+end
+
 function TestCollectiveErrors:test_root_and_peer_out_of_range()
   local t = cs.tensor("float32", 4)
   lu.assertStrContains(error_of(function() C:broadcast(t, t, 1) end),
@@ -353,11 +375,14 @@ function TestBench:test_bench_errors()
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "barrier", bytes = 8 } end),
     "bench: unknown operation 'barrier'")
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = 8, iters = 0 } end),
-    "(field 'iters': at least 1 expected)")
+    "(field 'iters': 1 to 100000000 expected, got 0)")
+  -- no silent narrowing: 2^32 + 1 iterations once ran 1
+  lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = 8, iters = 4294967297 } end),
+    "(field 'iters': 1 to 100000000 expected, got 4294967297)")
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = 8, warmup = -1 } end),
-    "(field 'warmup': non-negative expected)")
+    "(field 'warmup': 0 to 100000000 expected, got -1)")
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = 8, samples = 0 } end),
-    "(field 'samples': at least 1 expected)")
+    "(field 'samples': 1 to 100000000 expected, got 0)")
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = -8 } end),
     "size must not be negative")
   lu.assertStrContains(error_of(function() local _ = C:bench { op = "allreduce", bytes = 8, iter = 3 } end),

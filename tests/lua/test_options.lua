@@ -255,6 +255,36 @@ function TestResolve:test_config_errors_say_config()
   lu.assertStrContains(input_error(resolve, {}, { bogus = 1 }), "unknown option 'bogus (in [options])' for recipe rx")
 end
 
+-- Issue 13: numbers that tonumber accepts but no option can mean; [options] not a table.
+function TestResolve:test_non_finite_numbers_refused()
+  for _, v in ipairs({ "nan", "inf", "-inf", "1e400", "-nan" }) do
+    lu.assertStrContains(input_error(resolve, { "--factor", v }), "is not a finite number")
+    lu.assertStrContains(input_error(resolve, { "--iters", v }), "is not a finite number")
+  end
+  lu.assertStrContains(input_error(resolve, {}, { factor = 0 / 0 }), "is not a finite number (from config)")
+  lu.assertStrContains(input_error(resolve, { "--iters=1e300" }), "out of range")
+  lu.assertStrContains(input_error(resolve, {}, { iters = true }), "is not a number (from config)")
+end
+
+function TestResolve:test_config_options_must_be_a_table()
+  lu.assertStrContains(input_error(resolve, {}, 5), "[options] in the config must be a table")
+  lu.assertStrContains(input_error(resolve, {}, "x"), "[options] in the config must be a table")
+end
+
+function TestResolve:test_did_you_mean()
+  lu.assertStrContains(input_error(resolve, { "--iter", "3" }), "did you mean --iters?")
+  lu.assertStrContains(input_error(resolve, { "--in-plcae" }), "did you mean --in-place?")
+  lu.assertStrContains(input_error(resolve, {}, { itres = 3 }), "did you mean --iters?")
+  lu.assertNotStrContains(input_error(resolve, { "--zzzzzz" }), "did you mean")
+end
+
+function TestResolve:test_bool_flag_followed_by_a_value_says_how_to_write_it()
+  local msg = input_error(resolve, { "--check", "false" })
+  lu.assertStrContains(msg, "option --check is a flag and takes no separate value: write --check or --no-check")
+  lu.assertStrContains(msg, "--check=false")
+  lu.assertEquals(resolve({ "--check=false" }).check, false)
+end
+
 function TestResolve:test_value_looking_like_an_option_is_taken_as_the_value()
   lu.assertEquals(resolve({ "--label", "--x" }).label, "--x")
 end

@@ -479,13 +479,16 @@ function TestSiteRules:test_several_files_in_order()
 end
 
 function TestSiteRules:test_site_file_is_sandboxed()
-  -- os and io are not in a rule file's environment
-  local path = site_file('return { { id = "x", severity = "warn", check = function() return { { message = tostring(os) .. tostring(io) } } end } }')
-  local f = rules.evaluate({}, rules.load { path })
-  lu.assertEquals(f[1].message, "nilnil")
+  -- A rule file runs in the recipes' sandbox (cs.sandbox): no io, and os without remove/execute,
+  -- at load time and inside check.
+  local path = site_file('return { { id = "x", severity = "warn", check = function() return { { message = tostring(io) } } end } }')
+  local ok, err = pcall(rules.evaluate, {}, rules.load { path })
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "undeclared global 'io' (not available in the sandbox")
   local path2 = site_file('os.remove("/nonexistent")\nreturn {}')
   local msg = load_error { path2 }
   lu.assertStrContains(msg, path2)
+  lu.assertStrContains(msg, "os.remove is not available in the sandbox")
 end
 
 -- Regression: a rule file (or a sandboxed recipe calling rules.load) once got the real

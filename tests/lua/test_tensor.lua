@@ -258,11 +258,13 @@ function TestTensorErrors:test_constructor_errors()
     "bad argument #1 to 'tensor' (field 'dtype': string expected, got number)")
 end
 
-function TestTensorErrors:test_unknown_dtype_is_an_input_error()
+-- A dtype named by the recipe is API misuse, a recipe error (exit 2), like any other bad
+-- argument; only user input (command line, config, recipe options) is exit 1.
+function TestTensorErrors:test_unknown_dtype_is_a_recipe_error()
   local ok, err = pcall(function() local _ = cs.tensor("float16", 4) end)
   lu.assertFalse(ok)
   lu.assertEquals(type(err), "table")
-  lu.assertEquals(err.code, cs.exit.bad_input)
+  lu.assertEquals(err.code, cs.exit.runtime)
   lu.assertStrContains(err.message, "unknown dtype 'float16' (expected one of int8, uint8, int32, uint32, int64, uint64, float32, float64)")
   lu.assertStrContains(err.message, "test_tensor.lua:", "the message names the calling line")
 end

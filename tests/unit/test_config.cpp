@@ -122,7 +122,7 @@ kind = "delay"
 [[chaos]]
 kind = "hang"
 [rules]
-x = 1
+files = ["site.lua"]
 [recipe]
 name = "r"
 )",
@@ -308,4 +308,43 @@ TEST_CASE("Config::load: files", "[config]") {
     INFO(msg);
     CHECK(error_line(msg, path) == 3);
   }
+}
+
+// Issue 13: the sections commscript reads are type-checked when the config is read, naming the
+// field, so a bad value is refused before anything is measured.
+TEST_CASE("Config::check: types of [rules], [thresholds], [scorecard], [env] and every section", "[config]") {
+  auto refused = [](const std::string& text) {
+    try {
+      cs::Config::parse(text, "c.toml");
+    } catch (const cs::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(refused("rules = 5\n") == "c.toml: [rules] must be a table, not 5");
+  CHECK(refused("[rules]\nfiles = 5\n") == "c.toml: rules.files must be a file name or a list of them, not 5");
+  CHECK(refused("[rules]\nfiles = [1]\n") == "c.toml: rules.files must be a file name or a list of them, not [1]");
+  CHECK(refused("[rules]\nfile = \"a\"\n") == "c.toml: unknown setting rules.file (known: files)");
+  CHECK(refused("[thresholds]\nbusbw_min_gbps = \"x\"\n") ==
+        "c.toml: thresholds.busbw_min_gbps must be a finite number, not \"x\"");
+  CHECK(refused("[thresholds]\nbusbw_min_gbps = nan\n").find("must be a finite number") != std::string::npos);
+  CHECK(refused("[thresholds]\nbusbw_min_gbps = 0\n") == "c.toml: thresholds.busbw_min_gbps must be > 0, not 0");
+  CHECK(refused("[thresholds.allreduce.busbw_by_size]\n\"1M\" = 3.5\n") == "(accepted)");
+  CHECK(refused("[scorecard]\nbandwidth_reference_gbps = 0\n") ==
+        "c.toml: scorecard.bandwidth_reference_gbps must be > 0, not 0");
+  CHECK(refused("[scorecard]\nbandwidth_reference_gbps = inf\n").find("must be a finite number") != std::string::npos);
+  CHECK(refused("[scorecard.weights]\nbandwidth = -1\n") ==
+        "c.toml: scorecard.weights.bandwidth must not be negative, not -1");
+  CHECK(refused("chaos = 3\n") == "c.toml: chaos must be an array of tables ([[chaos]] in TOML)");
+  CHECK(refused("options = 3\n") == "c.toml: [options] must be a table, not 3");
+  cs::Config c = cs::Config::parse("", "c.toml");
+  c.set("thresholds.latency_max_us=\"x\"");
+  CHECK_THROWS_AS(c.check(), cs::InputError);
+}
+
+TEST_CASE("Config::drop_env removes the named [env] entries and says which", "[config]") {
+  cs::Config c = cs::Config::parse("[env]\nLD_PRELOAD = \"x\"\nNCCL_DEBUG = \"INFO\"\n", "c.toml");
+  const auto dropped = c.drop_env([](const std::string& k) { return k.rfind("LD_", 0) == 0; });
+  CHECK(dropped == std::vector<std::string>{"LD_PRELOAD"});
+  CHECK(c.env() == std::vector<std::pair<std::string, std::string>>{{"NCCL_DEBUG", "INFO"}});
 }

@@ -52,7 +52,17 @@ TEST_CASE("[run]: defaults, precedence of the command line, and refusals naming 
   CHECK(input_error([] {
           cs::run_settings(cs::Config::parse("[run]\ntimeout = -1\n", "t.toml"), std::nullopt, std::nullopt,
                            " (in t.toml)");
-        }) == "run.timeout must be a number of seconds >= 0, not -1 (in t.toml)");
+        }) == "run.timeout must not be negative (0 for none), not -1 (in t.toml)");
+  // deadlines that overflowed the clock, fired at once, or were NaN
+  for (const char* v : {"nan", "inf", "1e10", "1e-300"})
+    CHECK(input_error([v] {
+            cs::run_settings(cs::Config::parse(std::string("[run]\ntimeout = ") + v + "\n", "t.toml"), std::nullopt,
+                             std::nullopt, "");
+          }).find("run.timeout") == 0);
+  CHECK(input_error([] {
+          cs::run_settings(cs::Config::parse("", "t.toml"), 1e300, std::nullopt, "");
+        }).find("--timeout 1e+300 s is beyond the longest deadline") == 0);
+  CHECK(cs::run_settings(cs::Config::parse("", "t.toml"), 0.0, std::nullopt, "").timeout_s == 0);
   CHECK(input_error([] {
           cs::run_settings(cs::Config::parse("[run]\nseed = \"x\"\n", "t.toml"), std::nullopt, std::nullopt, "");
         }).find("run.seed must be a non-negative integer") == 0);
@@ -72,9 +82,9 @@ TEST_CASE("chaos plan: parsed rules, a non-array refused, corrupt refused under 
   CHECK(rules[1].kind == cs::ChaosKind::corrupt);
   CHECK(input_error([&] { cs::chaos_plan(cfg, "nccl", ""); }).find("'corrupt' is not supported with --backend nccl") !=
         std::string::npos);
-  const cs::Config bad = cs::Config::parse("chaos = 3\n", "t.toml");
-  CHECK(input_error([&] { cs::chaos_plan(bad, "mpi", " (in t.toml)"); }) ==
-        "chaos must be an array of tables ([[chaos]] in TOML) (in t.toml)");
+  // (a non-array chaos is refused when the config is read: Config::check)
+  CHECK(input_error([] { cs::Config::parse("chaos = 3\n", "t.toml"); }) ==
+        "t.toml: chaos must be an array of tables ([[chaos]] in TOML)");
   const cs::Config unknown = cs::Config::parse("[[chaos]]\nkind = \"explode\"\n", "t.toml");
   CHECK(input_error([&] { cs::chaos_plan(unknown, "mpi", " (in t.toml)"); }).find("(in t.toml)") != std::string::npos);
 }
@@ -125,4 +135,14 @@ TEST_CASE("environment snapshot: the communication prefixes, without credentials
   unsetenv("NCCL_IB_SECRET_KEY");
   unsetenv("COMMSCRIPT_TOKEN");
   unsetenv("HOME_OF_NOTHING");
+}
+
+TEST_CASE("replay: loader-affecting [env] variables are told apart from configuration") {
+  for (const char* v : {"COMMSCRIPT_STDLIB", "LD_PRELOAD", "LD_LIBRARY_PATH", "LUA_PATH", "LUA_CPATH", "PATH",
+                        "GCONV_PATH", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_DEBUG_FILE",
+                        "OMPI_MCA_plm_rsh_agent", "OMPI_MCA_orte_launch_agent", "UCX_MODULE_DIR", "PYTHONPATH"})
+    CHECK(cs::env_var_unsafe_to_replay(v));
+  for (const char* v : {"NCCL_DEBUG", "NCCL_IB_HCA", "NCCL_ALGO", "UCX_TLS", "OMPI_MCA_btl", "CUDA_VISIBLE_DEVICES",
+                        "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+    CHECK_FALSE(cs::env_var_unsafe_to_replay(v));
 }

@@ -1,0 +1,207 @@
+"""The sandbox escapes of issue 13, one test each: a sandboxed recipe (or a site rule file it
+loads) must not run code outside the sandbox. Each escape writes a marker file when it works;
+the test checks that the marker is absent and that the refusal says why. Each of these tests
+failed before the fix (cs.sandbox, the embedded loader and text-only loading in lua_vm.cpp)."""
+import json
+import os
+import shutil
+import subprocess
+import unittest
+
+import cs_e2e
+
+# Module code that proves it ran outside the sandbox: io is not available inside it.
+EVIL_LUA = 'local f = io.open("MARKER", "w"); f:write("escaped"); f:close(); return {}\n'
+
+EVIL_C = r"""
+#include <stdio.h>
+int luaopen_cs_evilc(void* L) { FILE* f = fopen("MARKER", "w"); if (f) { fputs("escaped", f); fclose(f); } (void)L; return 0; }
+"""
+
+
+class Escapes(cs_e2e.TestCase):
+
+    def marker(self):
+        return os.path.join(self.tmp, "MARKER")
+
+    def assertNotEscaped(self, r):
+        self.assertFalse(os.path.exists(self.marker()), "the sandbox was escaped\n" + r.describe())
+
+    def evil_module(self, rel="cs/evil.lua", text=EVIL_LUA):
+        p = os.path.join(self.tmp, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(text.replace("MARKER", self.marker()))
+        return p
+
+    # ---- require of a cs.* name that is not embedded ----
+    def test_require_cs_name_does_not_load_from_the_working_directory(self):
+        self.evil_module()
+        path = self.recipe("req_cwd", '  local m = require "cs.evil"')
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.RUNTIME)
+        self.assertNotEscaped(r)
+        self.assertIn("no module 'cs.evil' in commscript's stdlib", r.stderr, r.describe())
+
+    def test_require_cs_name_at_top_level_under_check(self):
+        self.evil_module()
+        path = self.recipe("req_top", "", top='local m = require "cs.evil"\n')
+        r = self.cs(["--check", path], out=False)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertNotEscaped(r)
+
+    def test_require_cs_name_does_not_load_a_c_module(self):
+        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if not cc:
+            self.skipTest("no C compiler to build the module")
+        src = self.write("evilc.c", EVIL_C.replace("MARKER", self.marker()))
+        os.makedirs(os.path.join(self.tmp, "cs"), exist_ok=True)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(self.tmp, "cs", "evilc.so"), src], check=True)
+        path = self.recipe("req_so", '  local m = require "cs.evilc"')
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.RUNTIME)
+        self.assertNotEscaped(r)
+        self.assertIn("no module 'cs.evilc' in commscript's stdlib", r.stderr, r.describe())
+
+    def test_lua_path_and_cpath_are_not_searched(self):
+        self.evil_module("lp/cs/evil.lua")
+        path = self.recipe("req_path", '  local m = require "cs.evil"')
+        r = self.cs(["--backend", "self", path], env={"LUA_PATH": os.path.join(self.tmp, "lp", "?.lua") + ";;",
+                                 "LUA_CPATH": os.path.join(self.tmp, "lp", "?.so") + ";;"})
+        self.assertExit(r, cs_e2e.RUNTIME)
+        self.assertNotEscaped(r)
+
+    def test_lazy_cs_index_does_not_load_from_the_working_directory(self):
+        self.evil_module()
+        path = self.recipe("lazy", '  assert(cs.evil == nil, "cs.evil is not a module")\n'
+                                   '  assert(cs.runner == nil and cs.sandbox == nil, "engine internals are hidden")')
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+        self.assertNotEscaped(r)
+
+    def test_engine_internals_cannot_be_required(self):
+        path = self.recipe("internal", '  local r = require "cs.runner"')
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.RUNTIME)
+        self.assertIn("require 'cs.runner' is not allowed in a sandboxed recipe", r.stderr, r.describe())
+
+    def test_rule_file_require_does_not_load_from_the_working_directory(self):
+        self.evil_module()
+        rules = self.write("site_rules.lua", 'local m = require "cs.evil"\nreturn {}\n')
+        path = self.recipe("rules_req", '  require("cs.rules").load { %r }' % rules)
+        r = self.cs(["--backend", "self", path])
+        self.assertIn(r.rc, (cs_e2e.BAD_INPUT, cs_e2e.RUNTIME), r.describe())
+        self.assertNotEscaped(r)
+        self.assertIn("no module 'cs.evil' in commscript's stdlib", r.stderr, r.describe())
+
+    # ---- bytecode ----
+    def bytecode_of(self, lua_text, name):
+        """LuaJIT bytecode of LUA_TEXT, made by `commscript --trusted` itself (string.dump)."""
+        src = self.write(name + ".src", lua_text)
+        out = os.path.join(self.tmp, name + ".luac")
+        maker = self.write("make_%s.lua" % name,
+                           'local cs = require "commscript"\n'
+                           'local r = cs.recipe { name = "mk", version = "0.1.0" }\n'
+                           'local f = assert(io.open(%r)); local text = f:read("*a"); f:close()\n'
+                           'local o = assert(io.open(%r, "wb")); o:write(string.dump(assert(loadstring(text, "=x")))); o:close()\n'
+                           'function r.run(ctx) end\nreturn r\n' % (src, out))
+        r = self.cs(["--trusted", "--backend", "self", maker], out=True)
+        self.assertExit(r, cs_e2e.OK)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(1), b"\x1b")
+        return out
+
+    BYTECODE_RECIPE = ('local cs = require "commscript"\n'
+                       'local r = cs.recipe { name = "bc", version = "0.1.0" }\n'
+                       'function r.run(ctx) end\nreturn r\n')
+
+    def test_bytecode_recipe_is_refused(self):
+        bc = self.bytecode_of(self.BYTECODE_RECIPE, "recipe")
+        for args in (["--backend", "self", bc], ["--check", bc], [bc, "--help"]):
+            r = self.cs(args, out=False)
+            self.assertExit(r, cs_e2e.BAD_INPUT)
+            self.assertIn("precompiled Lua bytecode is refused", r.stderr, r.describe())
+        # --trusted lifts it
+        r = self.cs(["--trusted", "--backend", "self", bc])
+        self.assertExit(r, cs_e2e.OK)
+
+    def test_mutated_bytecode_recipe_is_refused_not_crashed(self):
+        """A mutated bytecode file (the crash found by mutation) is refused before LuaJIT reads it."""
+        bc = self.bytecode_of(self.BYTECODE_RECIPE, "recipe")
+        with open(bc, "rb") as f:
+            data = bytearray(f.read())
+        for i in range(5, len(data), 7):
+            data[i] ^= 0x5A
+        mutated = os.path.join(self.tmp, "mutated.lua")
+        with open(mutated, "wb") as f:
+            f.write(bytes(data))
+        r = self.cs(["--check", mutated], out=False)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("precompiled Lua bytecode is refused", r.stderr, r.describe())
+
+    def test_bytecode_rule_file_is_refused(self):
+        bc = self.bytecode_of('local f = io.open(%r, "w") f:write("x") f:close() return {}\n' % self.marker(), "rules")
+        path = self.recipe("rules_bc", '  require("cs.rules").load { %r }' % bc)
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertNotEscaped(r)
+        self.assertIn("precompiled bytecode is refused", r.stderr, r.describe())
+
+    # ---- the engine's own Lua ----
+    def test_recipe_cannot_replace_the_report_renderer(self):
+        path = self.recipe("html", '  require("cs.html").render = function() return "<script>pwned()</script>" end\n'
+                                   '  cs.html.render = function() return "<script>pwned()</script>" end')
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+        with open(r.path("report.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertNotIn("pwned", page)
+        self.assertIn("<html", page.lower())
+
+    def test_replay_does_not_apply_loader_variables_without_trusted(self):
+        # A stdlib directory whose runner escapes: COMMSCRIPT_STDLIB would swap the whole stdlib.
+        self.evil_module("evil_stdlib/cs/runner.lua")
+        path = self.recipe("replay_env", "")
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+        rep = r.report()
+        rep["run"]["config"]["env"] = {"COMMSCRIPT_STDLIB": os.path.join(self.tmp, "evil_stdlib"),
+                                       "LD_PRELOAD": "/nonexistent/evil.so", "LUA_PATH": "/x/?.lua",
+                                       "NCCL_NET_PLUGIN": "evil", "NCCL_DEBUG": "WARN"}
+        rp = self.write("report.json", json.dumps(rep))
+        r = self.cs(["--replay", rp], env={"COMMSCRIPT_STDLIB": ""})
+        self.assertExit(r, cs_e2e.OK)
+        self.assertNotEscaped(r)
+        self.assertRegex(r.stderr, r"not applying COMMSCRIPT_STDLIB, LD_PRELOAD, LUA_PATH, NCCL_NET_PLUGIN from the "
+                                   r"report's \[env\]", r.describe())
+        env = r.report()["env"]
+        self.assertEqual(env.get("NCCL_DEBUG"), "WARN", "the configuration variables still apply")
+        self.assertNotIn("evil_stdlib", env.get("COMMSCRIPT_STDLIB", ""))
+
+    # ---- shared standard tables ----
+    def test_rule_file_gets_its_own_string_table(self):
+        rules = self.write("site_rules.lua",
+                           'string.rep = function() return "pwned" end\n'
+                           'table.concat = function() return "pwned" end\n'
+                           'return {}\n')
+        path = self.recipe("rules_string",
+                           '  require("cs.rules").load { %r }\n'
+                           '  assert(("a"):rep(3) == "aaa", "method call changed: " .. tostring(("a"):rep(3)))\n'
+                           '  assert(string.rep("a", 3) == "aaa", "string.rep changed")\n'
+                           '  assert(table.concat({"a", "b"}) == "ab", "table.concat changed")' % rules)
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+
+    def test_recipe_cannot_change_the_engines_string_table(self):
+        path = self.recipe("recipe_string",
+                           '  string.format = function() return "pwned" end\n'
+                           '  assert(("%d"):format(3) == "3", "the process-wide string table changed")\n'
+                           '  assert(getmetatable("") == nil, "the string metatable is hidden")')
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+        # the engine's own formatting (report, summary) still works
+        self.assertEqual(r.report()["recipe"]["name"], "recipe_string")
+
+
+if __name__ == "__main__":
+    cs_e2e.main()
