@@ -1,10 +1,12 @@
 -- Detection self-test: one rank calls a different operation (a classic cause of NCCL hangs);
--- the watchdog must report the mismatch: which operation each rank called (exit 5).
+-- it must be reported as a desync: which operation each rank called, from which line (exit 5).
+-- With call verification (the default) that happens at once; with --verify=false the deadline's
+-- watchdog finds the mismatch.
 local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "chaos_desync",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a rank calling a different operation must be reported as a mismatch (exit 5)",
   options = {
@@ -13,6 +15,7 @@ local recipe = cs.recipe {
     calls = { default = "barrier", help = "what it calls instead of the all-reduce",
               choices = { "barrier", "broadcast", "allgather" } },
     deadline = { 3, "deadline of each operation, s", type = "number", min = 0.1 },
+    verify = { true, "call verification (false: left to the deadline's watchdog)" },
   },
 }
 
@@ -21,6 +24,7 @@ function recipe.run(ctx)
   if ctx.size < 2 then cs.raise(cs.exit.bad_input, "chaos_desync needs at least 2 ranks", 0) end
   if target >= ctx.size then cs.raise(cs.exit.bad_input, ("--rank %d is not a rank"):format(target), 0) end
   ctx.comm:set_timeout(ctx.opt.deadline)
+  ctx.comm:set_verify(ctx.opt.verify)
   cs.chaos.inject { kind = "desync", ranks = { target }, after = ctx.comm:seq() + ctx.opt.after, op = ctx.opt.calls }
   local t, r = cs.tensor("float32", 1024), cs.tensor("float32", 4096)
   for _ = 1, ctx.opt.after + 10 do ctx.comm:allreduce(t, r) end
