@@ -83,7 +83,7 @@ int c_set_timeout(lua_State* L) {
   const double s = luaL_checknumber(L, 2);
   if (!(s >= 0)) luaL_argerror(L, 2, "seconds >= 0 expected");
   const double old = c.timeout_s();
-  c.set_timeout(s, old > 0 || s > 0 ? 5 : 0);
+  c.set_timeout(s);
   lua_pushnumber(L, old);
   return 1;
 }

@@ -10,6 +10,9 @@
 #ifdef COMMSCRIPT_HAVE_NCCL
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+
+#include "cuda_support.hpp"
+#include "nccl_communicator.hpp"
 #endif
 
 namespace cs {
@@ -28,13 +31,11 @@ nlohmann::json collect() {
   int rt = 0, drv = 0;
   cudaRuntimeGetVersion(&rt);
   const cudaError_t derr = cudaDriverGetVersion(&drv);
-  auto fmt = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
   j["backends"]["nccl"] = {
       {"header", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH)},
-      {"library",
-       std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) + "." + std::to_string(nccl % 100)},
-      {"cuda_runtime", fmt(rt)},
-      {"cuda_driver", derr == cudaSuccess && drv > 0 ? fmt(drv) : std::string("none (no driver)")},
+      {"library", nccl_version_string(nccl)},
+      {"cuda_runtime", cuda_version_text(rt)},
+      {"cuda_driver", derr == cudaSuccess && drv > 0 ? cuda_version_text(drv) : std::string("none (no driver)")},
       {"built", true}};
 #else
   j["backends"]["nccl"] = {{"built", false}, {"why", "built without CUDA/NCCL"}};

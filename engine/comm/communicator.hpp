@@ -87,10 +87,15 @@ class Communicator {
   // The deadline of each operation in seconds (0: none). A backend that waits by polling gives
   // up `local_grace_s` later than that on its own, leaving the first word to the coordinator.
   double timeout_s() const { return timeout_s_; }
-  void set_timeout(double s, double local_grace_s = 0) {
+  void set_timeout(double s, double local_grace_s) {
     timeout_s_ = s;
     local_grace_s_ = local_grace_s;
   }
+  // The same with the process-wide grace (set_judge_grace).
+  void set_timeout(double s) { set_timeout(s, judge_grace_s_.load(std::memory_order_relaxed)); }
+  // The one policy for the grace above: how long the out-of-band judge (the coordinator) gets
+  // to name missing ranks before a rank gives up on its own (0 when there is no judge).
+  static void set_judge_grace(double s) { judge_grace_s_.store(s, std::memory_order_relaxed); }
 
   // Device timing hook for bench(): a backend whose timed operations run on a GPU returns true,
   // and bench() then takes each iteration's time from timed_execute_us() (CUDA events around
@@ -132,6 +137,7 @@ class Communicator {
  private:
   int64_t execute_with_hook(OpHook& h, const Op& op, const CallSite* site);
   static inline std::atomic<OpHook*> hook_{nullptr};
+  static inline std::atomic<double> judge_grace_s_{0};
 
  protected:
   double timeout_s_ = 0, local_grace_s_ = 0;

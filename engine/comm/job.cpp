@@ -57,6 +57,13 @@ int launcher_rank() {
   return -1;
 }
 
+int launcher_size() {
+  if (launcher_rank() < 0) return 1;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
+    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
+  return 1;
+}
+
 int lowest_failing_rank(bool failed) {
   if (!g_mpi) return failed ? 0 : -1;
   const int n = world_size();

@@ -17,6 +17,8 @@ void finalize();
 // The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
 // SLURM_PROCID), or -1. Lets ranks decide who prints before MPI is initialised.
 int launcher_rank();
+// The number of processes the launcher started (1 when none says).
+int launcher_size();
 
 // The lowest world rank for which `failed` is true, or -1 if none (a collective).
 int lowest_failing_rank(bool failed);

@@ -20,6 +20,7 @@
 
 #include "dtype.hpp"
 #include "error.hpp"
+#include "flight_recorder.hpp"
 #include "progress.hpp"
 #include "size.hpp"
 
@@ -77,24 +78,6 @@ std::string sanitize(std::string s) {
   for (char& c : s)
     if (c == ' ' || c == '\n' || c == '\t') c = '_';
   return s.empty() ? "-" : s;
-}
-
-nlohmann::json ring_json() {
-  const int64_t now = now_ns();
-  nlohmann::json ring = nlohmann::json::array();
-  const Progress& p = Progress::instance();
-  const auto recs = p.recent();
-  for (size_t i = 0; i < recs.size(); ++i) {
-    const OpRecord& r = recs[i];
-    const bool last = i + 1 == recs.size();
-    ring.push_back({{"seq", r.seq},
-                    {"op", collective_name(r.coll)},
-                    {"bytes", r.bytes},
-                    {"comm", std::string(r.comm_name())},
-                    {"started_ms_ago", static_cast<double>(now - r.start_ns) * 1e-6},
-                    {"state", last && p.in_flight() ? "in flight" : "completed"}});
-  }
-  return ring;
 }
 
 }  // namespace
@@ -172,7 +155,7 @@ void HeartbeatClient::loop() {
       while ((nl = in.find('\n')) != std::string::npos) {
         const std::string cmd = in.substr(0, nl);
         in.erase(0, nl + 1);
-        if (cmd == "DUMP") send_line("RING " + ring_json().dump());
+        if (cmd == "DUMP") send_line("RING " + flight_ring_json().dump());
         if (cmd == "ACK") acked_ = true;
       }
     }
@@ -694,15 +677,10 @@ void Coordinator::end_job(nlohmann::json inc) {
   nlohmann::json files = nlohmann::json::array();
   {
     std::lock_guard<std::mutex> g(mu_);
-    std::error_code ec;
-    const auto dir = std::filesystem::path(o_.out_dir) / "flight";
-    std::filesystem::create_directories(dir, ec);
     for (size_t r = 0; r < ranks_.size(); ++r) {
       if (ranks_[r].ring.is_null()) continue;
-      const auto f = dir / ("rank-" + std::to_string(r) + ".json");
-      std::ofstream(f) << nlohmann::json{{"rank", r}, {"host", ranks_[r].host}, {"ops", ranks_[r].ring}}.dump(1)
-                       << "\n";
-      files.push_back(f.string());
+      const std::string f = write_flight_record(o_.out_dir, static_cast<int>(r), ranks_[r].host, ranks_[r].ring);
+      if (!f.empty()) files.push_back(f);
     }
   }
   inc["flight_recorder"] = files;

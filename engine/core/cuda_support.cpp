@@ -20,6 +20,8 @@ int require_cuda_devices(std::string_view what) {
   return p.count;
 }
 
+std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
 std::string normalize_bdf(std::string_view bdf) {
   std::string s;
   for (char c : bdf) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

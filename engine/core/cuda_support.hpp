@@ -29,6 +29,9 @@ std::string no_device_message(std::string_view what, const std::string& host, co
 // number of devices otherwise.
 int require_cuda_devices(std::string_view what);
 
+// A CUDA version number (cudaRuntimeGetVersion, cudaDriverGetVersion, NVML's) as text: 13000 -> "13.0".
+std::string cuda_version_text(int v);
+
 // PCI addresses as sysfs writes them: "00000000:3B:00.0" (NVML) or "0000:3B:00.0" (CUDA) ->
 // "0000:3b:00.0". Anything that is not domain:bus:dev.fn is returned lower-cased.
 std::string normalize_bdf(std::string_view bdf);

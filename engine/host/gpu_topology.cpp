@@ -130,8 +130,6 @@ std::string uuid_text(const cudaUUID_t& u) {
   return s;
 }
 
-std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
-
 }  // namespace
 
 json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
@@ -146,8 +144,8 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
   int rt = 0, drv = 0;
   cudaRuntimeGetVersion(&rt);
   cudaDriverGetVersion(&drv);
-  out["cuda_runtime"] = version_text(rt);
-  out["cuda_driver"] = version_text(drv);
+  out["cuda_runtime"] = cuda_version_text(rt);
+  out["cuda_driver"] = cuda_version_text(drv);
   out["device_count"] = n;
 
   // NVML, when it loads and starts.

@@ -1,0 +1,332 @@
+#include "recipe_run.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bindings.hpp"
+#include "control_plane.hpp"
+#include "digest.hpp"
+#include "embedded.hpp"
+#include "host_name.hpp"
+#include "incidents.hpp"
+#include "job.hpp"
+#include "lua_support.hpp"
+#include "lua_vm.hpp"
+#include "run_inputs.hpp"
+#include "versions.hpp"
+
+namespace cs {
+
+namespace {
+
+// Loads the recipe's declarations into `vm` and leaves [runner, recipe] on the stack. Errors
+// while loading are bad input (exit 1).
+bool declare(LuaVm& vm, const RecipeSource& src, bool trusted, LuaFailure* f) {
+  lua_State* L = vm.state();
+  if (!vm.require("cs.runner", f)) return false;  // [runner]
+  vm.set_recipe_chunk("@" + src.name);
+  lua_getfield(L, -1, "load");
+  if (!vm.load(src.text, src.name, f)) {
+    lua_pop(L, 2);
+    return false;
+  }
+  lua_pushboolean(L, trusted);
+  if (!vm.call(2, 1, f)) {  // [runner, recipe]
+    if (f->code == ExitCode::runtime) f->code = ExitCode::bad_input;
+    lua_pop(L, 1);
+    return false;
+  }
+  lua_getfield(L, -2, "check_requires");
+  lua_pushvalue(L, -2);
+  if (!vm.call(1, 0, f)) {
+    lua_pop(L, 2);
+    return false;
+  }
+  return true;
+}
+
+// With [runner, recipe] on the stack: resolves the options and pushes opt.
+bool resolve_options(LuaVm& vm, const Session& s, const std::vector<std::string>& rargs, LuaFailure* f) {
+  lua_State* L = vm.state();
+  lua_getfield(L, -2, "options");
+  lua_pushvalue(L, -2);
+  lua::push_json(L, s.config.section("options"));
+  lua_createtable(L, static_cast<int>(rargs.size()), 0);
+  for (size_t i = 0; i < rargs.size(); ++i) {
+    lua_pushstring(L, rargs[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  if (!vm.call(3, 1, f)) {
+    if (f->code == ExitCode::runtime) f->code = ExitCode::bad_input;
+    return false;
+  }
+  return true;
+}
+
+std::string string_field(lua_State* L, int idx, const char* k) {
+  lua_getfield(L, idx, k);
+  std::string v = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_pop(L, 1);
+  return v;
+}
+
+std::string iso_time_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return b;
+}
+
+// report.html from the finished report (cs.html); a page that fails to render is a warning,
+// never a failed run: report.json is the contract.
+void write_html(LuaVm& vm, Report& report) {
+  lua_State* L = vm.state();
+  const int top = lua_gettop(L);
+  LuaFailure f;
+  if (vm.require("cs.html", &f)) {
+    lua_getfield(L, -1, "render");
+    lua::push_json(L, report.doc());
+    if (lua_isfunction(L, -2) && vm.call(1, 1, &f) && lua_isstring(L, -1)) {
+      size_t n = 0;
+      const char* html = lua_tolstring(L, -1, &n);
+      std::ofstream(report.dir() / "report.html", std::ios::binary).write(html, static_cast<std::streamsize>(n));
+      lua_settop(L, top);
+      return;
+    }
+  }
+  if (!f.message.empty() && f.message.find("no module 'cs.html'") == std::string::npos)
+    std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", f.message.c_str());
+  lua_settop(L, top);
+}
+
+// The same from a thread other than main (coordinator, signal thread): the main thread's Lua
+// state may be in use, so a fresh, independent one renders the page.
+void write_html_standalone(Session& s) {
+  try {
+    LuaVm vm(&s);
+    write_html(vm, *s.report);
+  } catch (const std::exception&) {  // on the way out: never throw from here
+  }
+}
+
+// Rank 0 chooses the output directory, everyone learns it and opens the report. False (after
+// rank 0 said why) when any rank could not.
+bool open_report(Session& s, const std::string& out, const std::string& recipe_name) {
+  s.out_dir = s.world->broadcast(out.empty() ? default_out_dir(recipe_name) : out, 0);
+  std::string error;
+  try {
+    s.report = std::make_unique<Report>(s.out_dir, s.rank == 0);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (job::lowest_failing_rank(!error.empty()) < 0) return true;
+  if (!error.empty()) std::fprintf(stderr, "commscript: %s\n", error.c_str());
+  return false;
+}
+
+// The report's header: versions, the recipe (with its source, for --replay), the run, the
+// environment and which ranks run on which host.
+void describe_run(Session& s, lua_State* L, const RecipeSource& src, const std::vector<std::string>& rargs,
+                  const RunInfo& info) {
+  const auto hosts = s.world->allgather(host_name());
+  nlohmann::json per_host = nlohmann::json::object();
+  for (size_t r = 0; r < hosts.size(); ++r) per_host[hosts[r]].push_back(r);
+  auto& d = s.report->doc();
+  d["commscript"] = nlohmann::json::parse(versions_json());
+  d["recipe"] = {{"name", string_field(L, -2, "name")},
+                 {"version", string_field(L, -2, "version")},
+                 {"file", src.name},
+                 {"bundled", src.bundled},
+                 {"sha256", sha256_hex(src.text)},
+                 {"source", src.text},
+                 {"options", lua::to_json(L, -1)},
+                 {"args", rargs}};
+  if (d["recipe"]["options"].is_array() && d["recipe"]["options"].empty())
+    d["recipe"]["options"] = nlohmann::json::object();
+  d["run"] = {{"replay_of", info.replay_of.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.replay_of)},
+              {"ranks", s.size},
+              {"hosts", per_host.size()},
+              {"backend", s.backend},
+              {"start", iso_time_now()},
+              {"seed", s.seed},
+              {"timeout_s", s.timeout_s},
+              {"trusted", s.trusted},
+              {"command", s.argv},
+              {"config", s.config.data()},
+              {"duration_s", nullptr},
+              {"exit_code", nullptr}};
+  d["env"] = env_snapshot();
+  d["topology"] = {{"hosts", per_host}};
+}
+
+// With [runner, recipe, opt] on the stack: runner.run(recipe, comm, opt, info) -> exit code.
+int call_runner(LuaVm& vm, Session& s) {
+  lua_State* L = vm.state();
+  lua_getfield(L, -3, "run");
+  lua_pushvalue(L, -3);
+  lua::push_communicator(L, s.world);
+  lua_pushvalue(L, -4);
+  lua_createtable(L, 0, 3);
+  lua_pushnumber(L, static_cast<double>(s.seed));
+  lua_setfield(L, -2, "seed");
+  if (s.fail_below >= 0) {
+    lua_pushnumber(L, s.fail_below);
+    lua_setfield(L, -2, "fail_below");
+  }
+  if (!s.baseline.empty()) {
+    lua::push_json(L, nlohmann::json::parse(s.baseline));
+    lua_setfield(L, -2, "baseline");
+  }
+  LuaFailure f;
+  if (!vm.call(4, 1, &f)) {
+    std::string msg =
+        "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) + f.message;
+    if (!f.traceback.empty() && f.code == ExitCode::runtime) msg += "\n" + f.traceback;
+    job::abort(f.code, msg);
+  }
+  const int code = static_cast<int>(lua_tointeger(L, -1));
+  lua_pop(L, 1);
+  return code;
+}
+
+// Rank 0 writes the final report.json and report.html. Returns the exit code to use.
+int finish_report(LuaVm& vm, Session& s, nlohmann::json fired, double secs, int code) {
+  if (!s.report->writer()) return code;
+  std::lock_guard<std::recursive_mutex> g(s.report->mutex());
+  auto& d = s.report->doc();
+  d["chaos"] = std::move(fired);
+  d["run"]["duration_s"] = secs;
+  d["run"]["exit_code"] = code;
+  try {
+    s.report->write();
+    std::fprintf(stderr, "commscript: report written to %s/report.json\n", s.out_dir.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "commscript: %s\n", e.what());
+    code = static_cast<int>(ExitCode::internal);
+  }
+  write_html(vm, *s.report);
+  return code;
+}
+
+}  // namespace
+
+std::optional<RecipeSource> bundled_recipe(const std::string& path) {
+  if (const embedded::File* f = embedded::find(path)) return RecipeSource{path, std::string(f->data, f->size), true};
+  return std::nullopt;
+}
+
+std::optional<RecipeSource> find_recipe(const std::string& arg, std::string* why) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(arg, ec)) {
+    std::ifstream in(arg, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in.good() && !in.eof()) {
+      *why = arg + ": cannot read recipe file";
+      return std::nullopt;
+    }
+    return RecipeSource{arg, ss.str(), false};
+  }
+  std::string base = fs::path(arg).filename().string();
+  if (base.size() < 4 || base.substr(base.size() - 4) != ".lua") base += ".lua";
+  const bool plain_name = arg.find('/') == std::string::npos;
+  if (plain_name || arg == "recipes/" + base)
+    if (auto r = bundled_recipe("recipes/" + base)) return r;
+  if (fs::exists(arg, ec))
+    *why = arg + ": not a regular file";
+  else
+    *why = arg + ": recipe file not found (try --list for the bundled recipes)";
+  return std::nullopt;
+}
+
+int list_recipes() {
+  Session s;
+  std::printf("%-16s %-8s %s\n", "recipe", "version", "summary");
+  for (const embedded::File* f = embedded::kFiles; f->path; ++f) {
+    std::string p = f->path;
+    if (p.rfind("recipes/", 0) != 0) continue;
+    LuaVm vm(&s);
+    LuaFailure fail;
+    RecipeSource src{p, std::string(f->data, f->size), true};
+    if (!declare(vm, src, false, &fail)) {
+      std::printf("%-16s %-8s (does not load: %s)\n", p.c_str(), "?", fail.message.c_str());
+      continue;
+    }
+    lua_State* L = vm.state();
+    std::printf("%-16s %-8s %s\n", string_field(L, -1, "name").c_str(), string_field(L, -1, "version").c_str(),
+                string_field(L, -1, "summary").c_str());
+  }
+  return 0;
+}
+
+int answer_without_ranks(Session& s, const RecipeSource& src, const std::vector<std::string>& rargs, bool help,
+                         bool print) {
+  LuaVm vm(&s);
+  LuaFailure f;
+  auto fail = [&] {
+    if (print) std::fprintf(stderr, "commscript: %s\n", f.message.c_str());
+    return static_cast<int>(f.code);
+  };
+  if (!declare(vm, src, s.trusted, &f)) return fail();
+  lua_State* L = vm.state();
+  if (help) {
+    lua_getfield(L, -2, "help");
+    lua_pushvalue(L, -2);
+    if (!vm.call(1, 1, &f)) return fail();
+    if (print) std::printf("%s\n", lua_tostring(L, -1));
+    return 0;
+  }
+  if (!resolve_options(vm, s, rargs, &f)) return fail();
+  if (print)
+    std::printf("ok: %s %s (%s) loads, and its options are valid\n", string_field(L, -2, "name").c_str(),
+                string_field(L, -2, "version").c_str(), src.name.c_str());
+  return 0;
+}
+
+int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::string>& rargs, const RunInfo& info) {
+  LuaVm vm(&s);
+  lua_State* L = vm.state();
+  LuaFailure f;
+  // Every rank loads and validates the same way; the lowest rank that failed says why.
+  const bool ok = declare(vm, src, s.trusted, &f) && resolve_options(vm, s, rargs, &f);
+  const int low = job::lowest_failing_rank(!ok);
+  if (low >= 0) {
+    if (s.rank == low)
+      std::fprintf(stderr, "commscript: %s%s\n", s.size > 1 ? ("rank " + std::to_string(low) + ": ").c_str() : "",
+                   f.message.c_str());
+    return static_cast<int>(ExitCode::bad_input);
+  }
+  // Stack: [runner, recipe, opt]
+  if (!open_report(s, info.out, string_field(L, -2, "name"))) return static_cast<int>(ExitCode::bad_input);
+  const auto t_start = std::chrono::steady_clock::now();
+  describe_run(s, L, src, rargs, info);
+  incidents::attach(&s);
+  incidents::set_html_renderer(write_html_standalone);
+  job::set_before_abort(incidents::on_abort);
+
+  int code = 0;
+  nlohmann::json fired;
+  {
+    ControlPlane plane(s);
+    Chaos::instance().install(info.chaos, s.seed);
+    code = job::agree_max(call_runner(vm, s));
+    fired = plane.fired_injections(s);
+    Chaos::instance().clear();
+    plane.stop_heartbeat();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    code = finish_report(vm, s, std::move(fired), secs, code);
+    lua_settop(L, 0);
+  }
+  job::set_before_abort(nullptr);
+  incidents::detach();
+  return code;
+}
+
+}  // namespace cs

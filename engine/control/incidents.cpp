@@ -1,0 +1,133 @@
+#include "incidents.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "flight_recorder.hpp"
+#include "host_name.hpp"
+
+namespace cs::incidents {
+
+namespace {
+
+std::atomic<Session*> g_session{nullptr};
+std::atomic<Coordinator*> g_coordinator{nullptr};
+std::atomic<HeartbeatClient*> g_heartbeat{nullptr};
+std::atomic<bool> g_outcome_saved{false};
+std::atomic<void (*)(Session&)> g_render{nullptr};
+
+// How long a rank other than 0 lingers after a signal, so that rank 0 can save the report
+// before mpirun's SIGKILL follows.
+constexpr auto kSignalLinger = std::chrono::milliseconds(800);
+// How long a failing rank waits for the coordinator to confirm that the report was saved.
+constexpr int kFailureAckMs = 2000;
+
+const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP"; }
+
+void on_signal(int sig) {
+  Session* s = g_session.load();
+  if (s) {
+    // Ended by a signal is not dying on its own: say so to the coordinator first.
+    if (HeartbeatClient* hb = g_heartbeat.load()) hb->send_goodbye("signal");
+    write_flight_record(s->out_dir, s->rank, host_name(), flight_ring_json(), /*overwrite=*/false);
+    // The SIGTERM that follows a recipe error or a timeout verdict is the aftermath, not news.
+    if (s->rank == 0 && !g_outcome_saved) {
+      nlohmann::json inc = {{"kind", "killed"},
+                            {"signal", signal_name(sig)},
+                            {"message",
+                             "the job was ended by a signal before the recipe finished (mpirun sends SIGTERM "
+                             "to every rank when one of them dies)"}};
+      if (Coordinator* c = g_coordinator.load()) {
+        const auto ranks = c->snapshot();
+        nlohmann::json dead = nlohmann::json::array();
+        for (const auto& r : ranks)
+          if (r["state"].get<std::string>().rfind("dead", 0) == 0)
+            dead.push_back({{"rank", r["rank"]}, {"host", r["host"]}});
+        inc["dead_ranks"] = dead;
+        inc["ranks"] = ranks;
+        if (!dead.empty()) {
+          std::string list;
+          for (const auto& d : dead)
+            list += (list.empty() ? "" : ", ") + std::to_string(d["rank"].get<int>()) + " (host " +
+                    d["host"].get<std::string>() + ")";
+          inc["message"] = "rank(s) " + list + " died; mpirun ended the others";
+          std::fprintf(stderr, "commscript: rank(s) %s died; partial report in %s/report.json\n", list.c_str(),
+                       s->out_dir.c_str());
+        }
+      }
+      save(inc, 128 + sig);
+    } else if (s->rank != 0) {
+      std::this_thread::sleep_for(kSignalLinger);
+    }
+  }
+  std::fflush(nullptr);
+  _exit(128 + sig);
+}
+
+}  // namespace
+
+void attach(Session* s) { g_session = s; }
+
+void attach_control_plane(Coordinator* c, HeartbeatClient* hb) {
+  g_coordinator = c;
+  g_heartbeat = hb;
+}
+
+void detach() {
+  g_heartbeat = nullptr;
+  g_coordinator = nullptr;
+  g_session = nullptr;
+}
+
+void set_html_renderer(void (*render)(Session& s)) { g_render = render; }
+
+bool outcome_saved() { return g_outcome_saved; }
+
+void save(const nlohmann::json& incident, int exit_code) {
+  Session* s = g_session.load();
+  if (!s || !s->report || !s->report->writer()) return;
+  try {
+    std::lock_guard<std::recursive_mutex> g(s->report->mutex());
+    auto& d = s->report->doc();
+    d["incidents"].push_back(incident);
+    if (Coordinator* c = g_coordinator.load()) {
+      const auto ev = c->events();
+      if (!ev.empty()) d["chaos"] = ev;
+    }
+    d["run"]["exit_code"] = exit_code >= 0 ? nlohmann::json(exit_code) : nlohmann::json(nullptr);
+    s->report->write();
+    if (auto* render = g_render.load()) render(*s);
+    if (incident.value("kind", "") != "killed") g_outcome_saved = true;
+  } catch (const std::exception&) {  // on the way out: never throw from here
+  }
+}
+
+void on_abort(ExitCode code, const std::string& message) {
+  Session* s = g_session.load();
+  if (!s) return;
+  if (s->rank == 0) {
+    save({{"kind", "error"}, {"rank", 0}, {"exit_code", static_cast<int>(code)}, {"message", message}},
+         static_cast<int>(code));
+  } else if (HeartbeatClient* hb = g_heartbeat.load()) {
+    hb->report_failure(static_cast<int>(code), message, kFailureAckMs);
+  }
+}
+
+void start_signal_thread() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&sigs, sig);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::thread([sigs] {
+    int sig = 0;
+    if (sigwait(&sigs, &sig) == 0) on_signal(sig);
+  }).detach();
+}
+
+}  // namespace cs::incidents

@@ -1,0 +1,40 @@
+#pragma once
+// What happens to a run when something ends it early: a recipe error on any rank, a timeout
+// verdict, a dead rank, a signal. Other threads (the signal thread, the coordinator, the abort
+// path) reach the run through the pointers attached here; rank 0 adds the incident to
+// report.json and saves it (and report.html through the renderer the bindings registered).
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "coordinator.hpp"
+#include "error.hpp"
+#include "session.hpp"
+
+namespace cs::incidents {
+
+// The run that incidents are recorded in (any of them may be null).
+void attach(Session* s);
+void attach_control_plane(Coordinator* c, HeartbeatClient* hb);
+void detach();
+
+// Renders report.html from a thread other than the recipe's (the main Lua state may be busy).
+void set_html_renderer(void (*render)(Session& s));
+
+// Adds `incident` to report.json and saves it with run.exit_code = exit_code (null when < 0).
+// Rank 0 only; safe from any thread; never throws.
+void save(const nlohmann::json& incident, int exit_code);
+
+// True once an error or timeout verdict is in report.json (what follows it is aftermath).
+bool outcome_saved();
+
+// job::abort's hook: a recipe error on this rank. Rank 0 saves the report itself; another rank
+// asks the coordinator (rank 0's thread, outside MPI) to save it before MPI_Abort.
+void on_abort(ExitCode code, const std::string& message);
+
+// SIGTERM/SIGINT/SIGHUP go to one thread from now on (call before MPI starts its threads, which
+// inherit the mask): mpirun sends SIGTERM to every rank when one dies or the job is cancelled.
+// That thread records what is known (the rank's flight recorder, rank 0's incident) and ends the
+// process with 128 + signal.
+void start_signal_thread();
+
+}  // namespace cs::incidents

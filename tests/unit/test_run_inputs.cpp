@@ -1,0 +1,128 @@
+// The CLI's Lua-free input phase (control/run_inputs.hpp): [run] validation, the chaos plan,
+// replay and baseline loading, and the environment snapshot.
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "error.hpp"
+#include "run_inputs.hpp"
+
+namespace {
+
+std::string input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const cs::InputError& e) {
+    CHECK(e.code() == cs::ExitCode::bad_input);
+    return e.what();
+  }
+  FAIL("no InputError");
+  return {};
+}
+
+std::string temp_file(const std::string& text) {
+  char name[] = "/tmp/cs_run_inputs_XXXXXX";
+  const int fd = mkstemp(name);
+  REQUIRE(fd >= 0);
+  FILE* f = fdopen(fd, "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return name;
+}
+
+}  // namespace
+
+TEST_CASE("[run]: defaults, precedence of the command line, and refusals naming the field") {
+  const cs::Config empty = cs::Config::parse("", "t.toml");
+  cs::RunSettings r = cs::run_settings(empty, std::nullopt, std::nullopt, "");
+  CHECK(r.timeout_s == cs::kDefaultTimeoutS);
+  CHECK(r.seed == 0);
+
+  const cs::Config cfg = cs::Config::parse("[run]\ntimeout = 12.5\nseed = 7\n", "t.toml");
+  r = cs::run_settings(cfg, std::nullopt, std::nullopt, "");
+  CHECK(r.timeout_s == 12.5);
+  CHECK(r.seed == 7);
+  r = cs::run_settings(cfg, 3.0, uint64_t{9}, "");
+  CHECK(r.timeout_s == 3.0);
+  CHECK(r.seed == 9);
+
+  CHECK(input_error([] {
+          cs::run_settings(cs::Config::parse("[run]\ntimeout = -1\n", "t.toml"), std::nullopt, std::nullopt,
+                           " (in t.toml)");
+        }) == "run.timeout must be a number of seconds >= 0, not -1 (in t.toml)");
+  CHECK(input_error([] {
+          cs::run_settings(cs::Config::parse("[run]\nseed = \"x\"\n", "t.toml"), std::nullopt, std::nullopt, "");
+        }).find("run.seed must be a non-negative integer") == 0);
+  CHECK(input_error([] {
+          cs::run_settings(cs::Config::parse("[run]\ntimeuot = 3\n", "t.toml"), std::nullopt, std::nullopt, "");
+        }) == "unknown setting run.timeuot (known: timeout, seed)");
+}
+
+TEST_CASE("chaos plan: parsed rules, a non-array refused, corrupt refused under nccl") {
+  const cs::Config cfg =
+      cs::Config::parse("[[chaos]]\nkind = \"delay\"\nranks = [1]\nms = 5\n[[chaos]]\nkind = \"corrupt\"\n", "t.toml");
+  const auto rules = cs::chaos_plan(cfg, "mpi", "");
+  REQUIRE(rules.size() == 2);
+  CHECK(rules[0].kind == cs::ChaosKind::delay);
+  CHECK(rules[0].ms == 5);
+  CHECK(rules[0].ranks == std::set<int>{1});
+  CHECK(rules[1].kind == cs::ChaosKind::corrupt);
+  CHECK(input_error([&] { cs::chaos_plan(cfg, "nccl", ""); }).find("'corrupt' is not supported with --backend nccl") !=
+        std::string::npos);
+  const cs::Config bad = cs::Config::parse("chaos = 3\n", "t.toml");
+  CHECK(input_error([&] { cs::chaos_plan(bad, "mpi", " (in t.toml)"); }) ==
+        "chaos must be an array of tables ([[chaos]] in TOML) (in t.toml)");
+  const cs::Config unknown = cs::Config::parse("[[chaos]]\nkind = \"explode\"\n", "t.toml");
+  CHECK(input_error([&] { cs::chaos_plan(unknown, "mpi", " (in t.toml)"); }).find("(in t.toml)") != std::string::npos);
+}
+
+TEST_CASE("replay: a report with its source loads; anything else is refused with the reason") {
+  const std::string good = temp_file(
+      R"({"schema":"commscript.report/1","recipe":{"source":"return 1","file":"x.lua"},)"
+      R"("run":{"seed":42,"timeout_s":7,"backend":"self","trusted":true,"config":{"options":{"max":"1K"}}}})");
+  const nlohmann::json rep = cs::load_replay(good);
+  CHECK(rep["recipe"]["source"] == "return 1");
+  const cs::Replayed r = cs::replay_settings(rep, good);
+  CHECK(r.seed == uint64_t{42});
+  CHECK(r.timeout_s == 7.0);
+  CHECK(r.backend == std::string("self"));
+  CHECK(r.was_trusted);
+  CHECK(r.config.section("options")["max"] == "1K");
+
+  CHECK(input_error([] { cs::load_replay("/nonexistent/report.json"); }).find("cannot open") != std::string::npos);
+  const std::string not_json = temp_file("{not json");
+  CHECK(input_error([&] { cs::load_replay(not_json); }).find(": not JSON: ") != std::string::npos);
+  const std::string other = temp_file(R"({"schema":"something/2","recipe":{"source":"x"}})");
+  CHECK(input_error([&] { cs::load_replay(other); }).find("not a commscript.report/1") != std::string::npos);
+  const std::string no_source = temp_file(R"({"schema":"commscript.report/1","recipe":"x"})");
+  CHECK(input_error([&] { cs::load_replay(no_source); }).find("with the recipe's source") != std::string::npos);
+  for (const auto& f : {good, not_json, other, no_source}) std::remove(f.c_str());
+}
+
+TEST_CASE("baseline: a commscript report's text, or a refusal naming the flag") {
+  const std::string good = temp_file(R"({"schema":"commscript.report/1","results":[]})");
+  CHECK(cs::load_baseline(good).find("commscript.report/1") != std::string::npos);
+  const std::string bad = temp_file("[1,2]");
+  CHECK(input_error([&] { cs::load_baseline(bad); }) == "--baseline " + bad + ": not a commscript.report/1");
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST_CASE("environment snapshot: the communication prefixes, without credentials") {
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_IB_SECRET_KEY", "hunter2", 1);
+  setenv("COMMSCRIPT_TOKEN", "abc", 1);
+  setenv("HOME_OF_NOTHING", "x", 1);
+  const nlohmann::json e = cs::env_snapshot();
+  CHECK(e["NCCL_DEBUG"] == "INFO");
+  CHECK_FALSE(e.contains("NCCL_IB_SECRET_KEY"));
+  CHECK_FALSE(e.contains("COMMSCRIPT_TOKEN"));
+  CHECK_FALSE(e.contains("HOME_OF_NOTHING"));
+  unsetenv("NCCL_DEBUG");
+  unsetenv("NCCL_IB_SECRET_KEY");
+  unsetenv("COMMSCRIPT_TOKEN");
+  unsetenv("HOME_OF_NOTHING");
+}
