@@ -157,6 +157,7 @@ void describe_run(Session& s, lua_State* L, const RecipeSource& src, const std::
               {"seed", s.seed},
               {"timeout_s", s.timeout_s},
               {"trusted", s.trusted},
+              {"verify", s.verify},
               {"command", s.argv},
               {"config", s.config.data()},
               {"duration_s", nullptr},
@@ -206,6 +207,9 @@ int finish_report(LuaVm& vm, Session& s, nlohmann::json fired, double secs, int 
   try {
     s.report->write();
     std::fprintf(stderr, "commscript: report written to %s/report.json\n", s.out_dir.c_str());
+  } catch (const Error& e) {  // the output directory: disk full, gone, unwritable
+    std::fprintf(stderr, "commscript: %s\n", e.what());
+    code = static_cast<int>(e.code());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "commscript: %s\n", e.what());
     code = static_cast<int>(ExitCode::internal);
