@@ -41,7 +41,7 @@ struct Args {
   bool seed_given = false, backend_given = false;
   double timeout = -1;
   bool timeout_given = false;
-  bool version = false, list = false, check = false, trusted = false;
+  bool version = false, list = false, check = false, trusted = false, no_verify = false;
   std::vector<std::string> rest;  // RECIPE [recipe options]
 };
 
@@ -151,6 +151,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
   app.add_flag("--list", a.list, "list the bundled recipes with versions and summaries");
   app.add_flag("--check,!--no-check", a.check, "load and validate the recipe and its options, run nothing");
   app.add_flag("--trusted", a.trusted, "lift the recipe sandbox (os, io, ffi, require of any module)");
+  app.add_flag("--no-verify", a.no_verify,
+               "no call verification (ranks agreeing on each untimed operation's shape before it runs)");
   app.add_option("--baseline", a.baseline, "an earlier report.json: regressions beyond the tolerance become findings");
   app.add_option("--fail-below", a.fail_below, "exit 3 when the scorecard's total is below this (0-100)")
       ->check(finite_number(true) & CLI::Range(0.0, 100.0));
@@ -230,6 +232,7 @@ struct Inputs {
 std::optional<int> load_inputs(const Args& a, int argc, char** argv, Session& s, Inputs& in) {
   s.backend = a.backend;
   s.trusted = a.trusted;
+  s.verify = !a.no_verify;
   s.fail_below = a.fail_below;
   s.argv.assign(argv, argv + argc);
   std::optional<double> timeout = a.timeout_given ? std::optional<double>(a.timeout) : std::nullopt;
@@ -323,6 +326,7 @@ std::optional<int> start_backend(Session& s, int* argc, char*** argv) {
   }
   s.rank = s.world->rank();
   s.size = s.world->size();
+  s.world->set_verify(s.verify);
   return std::nullopt;
 }
 

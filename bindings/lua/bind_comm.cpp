@@ -32,9 +32,29 @@ ReduceOp opt_redop(lua_State* L, int idx) {
   return lua_isnoneornil(L, idx) ? ReduceOp::sum : redop_arg(check_string(L, idx));
 }
 
+// The recipe's file:line that led to this call (its innermost frame), else the caller's.
+std::string call_site(void* ctx) {
+  auto* L = static_cast<lua_State*>(ctx);
+  lua_getfield(L, LUA_REGISTRYINDEX, "commscript.recipe_chunk");
+  const std::string chunk = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_pop(L, 1);
+  lua_Debug ar;
+  for (int level = 1; !chunk.empty() && lua_getstack(L, level, &ar); ++level) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.source && chunk == ar.source && ar.currentline > 0)
+      return chunk.substr(1) + ":" + std::to_string(ar.currentline);
+  }
+  luaL_where(L, 1);
+  std::string w = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  if (!w.empty() && w.back() == ':') w.pop_back();
+  return w.empty() ? "?" : w;
+}
+
+// Untimed operations are verified (Communicator::verify) before they run.
 int run_op(lua_State* L, Communicator& c, const Op& op) {
-  c.execute(op);
-  (void)L;
+  const CallSite site{call_site, L};
+  c.execute(op, &site);
   return 0;
 }
 
@@ -67,6 +87,17 @@ int c_set_timeout(lua_State* L) {
   const double old = c.timeout_s();
   c.set_timeout(s);
   lua_pushnumber(L, old);
+  return 1;
+}
+
+// set_verify(on) -> previous: call verification of this communicator's untimed operations
+// (on by default; communicators made by split inherit the setting).
+int c_set_verify(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  luaL_checktype(L, 2, LUA_TBOOLEAN);
+  const bool old = c.verifying();
+  c.set_verify(lua_toboolean(L, 2) != 0);
+  lua_pushboolean(L, old);
   return 1;
 }
 
@@ -232,6 +263,7 @@ int c_bench(lua_State* L) {
   auto [send, recv] = bench_buffers(c, coll, count, dt, inplace);
   const int peer = (c.rank() + 1) % n, from = (c.rank() - 1 + n) % n;
   const Op op = make_op(c, coll, send, recv, redop, static_cast<int>(root), peer, from, count);
+  c.verify(op, CallSite{call_site, L});  // once, before the timed loop
   const BenchResult r = bench(c, op, send, recv, spec);
 
   lua_createtable(L, 0, 32);
@@ -379,6 +411,7 @@ void register_communicator(lua_State* L) {
                                      {"backend", entry<c_backend>},
                                      {"seq", entry<c_seq>},
                                      {"set_timeout", entry<c_set_timeout>},
+                                     {"set_verify", entry<c_set_verify>},
                                      {"barrier", entry<c_barrier>},
                                      {"allreduce", entry<c_reducing<Collective::allreduce>>},
                                      {"reduce_scatter", entry<c_reducing<Collective::reduce_scatter>>},

@@ -158,6 +158,7 @@ void describe_run(Session& s, lua_State* L, const RecipeSource& src, const std::
               {"seed", s.seed},
               {"timeout_s", s.timeout_s},
               {"trusted", s.trusted},
+              {"verify", s.verify},
               {"command", s.argv},
               {"config", s.config.data()},
               {"duration_s", nullptr},
@@ -217,6 +218,9 @@ int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
   try {
     s.report->write();
     std::fprintf(stderr, "commscript: report written to %s/report.json\n", s.out_dir.c_str());
+  } catch (const Error& e) {  // the output directory: disk full, gone, unwritable
+    std::fprintf(stderr, "commscript: %s\n", e.what());
+    code = static_cast<int>(e.code());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "commscript: %s\n", e.what());
     code = static_cast<int>(ExitCode::internal);

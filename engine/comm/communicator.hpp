@@ -13,6 +13,14 @@
 
 namespace cs {
 
+// Where an untimed operation was called from (the recipe's file:line), asked for only when
+// call verification finds a disagreement: nothing is formatted on the common path.
+struct CallSite {
+  std::string (*fn)(void* ctx) = nullptr;
+  void* ctx = nullptr;
+  std::string where() const { return fn ? fn(ctx) : std::string("?"); }
+};
+
 // Code that must see every operation before and after the backend runs it (fault injection,
 // control/chaos.hpp) installs one of these; the communicator layer knows nothing else about it.
 class OpHook {
@@ -38,13 +46,38 @@ class Communicator {
   // Runs one operation (already checked by make_op). Returns its start time in ns. With a hook
   // installed the operation goes through it; otherwise the cost over the backend call is one
   // predictable branch and the flight-recorder stores.
-  int64_t execute(const Op& op) {
+  //
+  // With a call site (the untimed, Lua-level operations) and call verification on, the ranks
+  // first agree that they all call the same thing (see verify()); the wait for that agreement
+  // is part of the operation, under its deadline and visible to the watchdog.
+  int64_t execute(const Op& op, const CallSite* site = nullptr) {
     if (OpHook* h = hook_.load(std::memory_order_relaxed)) [[unlikely]]
-      return execute_with_hook(*h, op);
-    const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_, timeout_s_);
+      return execute_with_hook(*h, op, site);
+    const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_, timeout_s_, op.count,
+                                                  static_cast<int32_t>(op.dtype));
+    if (site && verify_) verify(op, *site);
     run(op);
     Progress::instance().end();
     return t0;
+  }
+
+  // Call verification: every rank of the communicator checks that the others call the same
+  // operation with the same count, dtype, reduction and root (sendrecv: that each peer sends
+  // the count this rank receives) before any data moves, because MPI libraries crash rather
+  // than report such a mismatch. A call identical to the last one verified on this
+  // communicator (a loop) is not exchanged again: all ranks agreed on that signature, so a
+  // rank whose call differs from it verifies while the others go ahead; it waits in the
+  // verification exchange (a channel of its own, never matched with the operation) and the
+  // watchdog, which sees both sides at the same sequence number in their heartbeats, reports
+  // the desync at once. A new signature costs one 16 B control-plane all-reduce (sendrecv:
+  // a 16 B exchange with the two peers). A disagreement found here throws Error(timeout)
+  // whose message is one line naming every rank on each side and each rank's call site.
+  // send/recv are not verified. Does nothing on a communicator of one rank or when off.
+  void verify(const Op& op, const CallSite& site);
+  bool verifying() const { return verify_; }
+  void set_verify(bool on) {
+    verify_ = on;
+    have_verified_ = false;
   }
 
   // The process-wide operation hook (nullptr: none). Installed by whoever owns it.
@@ -94,18 +127,28 @@ class Communicator {
   virtual std::vector<double> allgather(double v) = 0;
   virtual std::vector<std::string> allgather(const std::string& s) = 0;
   virtual std::string broadcast(const std::string& s, int root) = 0;
+  // Sends `n` bytes to rank `to` and receives `n` bytes from rank `from` on the control plane
+  // (not numbered, not timed, under the deadline); used by sendrecv's verification.
+  // The default serves a communicator of one rank.
+  virtual void exchange(int to, const void* out, int from, void* in, size_t n);
+  // Maximum over the ranks on a channel that no numbered operation uses (call verification);
+  // the default uses allreduce_max.
+  virtual void verify_max(std::vector<double>& v) { allreduce_max(v); }
 
  protected:
   explicit Communicator(std::string name) : name_(std::move(name)) {}
   virtual void run(const Op& op) = 0;
 
  private:
-  int64_t execute_with_hook(OpHook& h, const Op& op);
+  int64_t execute_with_hook(OpHook& h, const Op& op, const CallSite* site);
   static inline std::atomic<OpHook*> hook_{nullptr};
   static inline std::atomic<double> judge_grace_s_{0};
 
  protected:
   double timeout_s_ = 0, local_grace_s_ = 0;
+  bool verify_ = true;
+  bool have_verified_ = false;
+  uint64_t verified_ = 0;  // the fingerprint of the last call all ranks agreed on
   std::string name_;
   uint64_t seq_ = 0;
 };

@@ -183,6 +183,8 @@ void abort(ExitCode code, const std::string& message) {
   }
   std::fflush(stdout);
   if (g_before_abort) g_before_abort(code, message);
+  // A lower rank prints the message: MPI_Abort from here would end it first.
+  if (!print) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   if (g_mpi) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
   std::_Exit(static_cast<int>(code));
 }

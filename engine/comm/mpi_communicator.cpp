@@ -85,11 +85,14 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : Communicator
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  MPI_Comm_dup(comm_, &verify_comm_);
+  MPI_Comm_set_errhandler(verify_comm_, MPI_ERRORS_RETURN);
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && verify_comm_ != MPI_COMM_NULL) MPI_Comm_free(&verify_comm_);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -114,6 +117,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   auto sub = std::unique_ptr<MpiCommunicator>(
       new MpiCommunicator(c, name() + "/s" + std::to_string(splits_) + ".c" + std::to_string(color)));
   sub->set_timeout(timeout_s_, local_grace_s_);
+  sub->set_verify(verify_);
   return sub;
 }
 
@@ -290,6 +294,13 @@ void MpiCommunicator::allreduce_max(std::vector<double>& v) {
   control_wait(r, Collective::allreduce, v.size() * sizeof(double), "MPI_Allreduce");
 }
 
+void MpiCommunicator::verify_max(std::vector<double>& v) {
+  MPI_Request r;
+  check(MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX, verify_comm_, &r),
+        "MPI_Allreduce");
+  control_wait(r, Collective::allreduce, v.size() * sizeof(double), "MPI_Allreduce");
+}
+
 void MpiCommunicator::allreduce_sum(std::vector<uint64_t>& v) {
   MPI_Request r;
   check(MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_UINT64_T, MPI_SUM, comm_, &r),
@@ -335,6 +346,20 @@ std::string MpiCommunicator::broadcast(const std::string& s, int root) {
   check(MPI_Ibcast(out.data(), static_cast<int>(len), MPI_CHAR, root, comm_, &r), "MPI_Bcast");
   control_wait(r, Collective::broadcast, len, "MPI_Bcast");
   return out;
+}
+
+void MpiCommunicator::exchange(int to, const void* out, int from, void* in, size_t n) {
+  // A tag of its own: never matches a recipe's send/recv.
+  constexpr int kTagExchange = 0x7c5e;
+  MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  check(MPI_Irecv(in, static_cast<int>(n), MPI_BYTE, from, kTagExchange, comm_, &r[0]), "MPI_Irecv");
+  check(MPI_Isend(out, static_cast<int>(n), MPI_BYTE, to, kTagExchange, comm_, &r[1]), "MPI_Isend");
+  Op op;
+  op.coll = Collective::sendrecv;
+  op.count = n;
+  op.dtype = DType::uint8;
+  op.nranks = 1;
+  wait(r, 2, op, "MPI_Sendrecv");
 }
 
 std::string mpi_library_version() {

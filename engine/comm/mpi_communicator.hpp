@@ -28,6 +28,8 @@ class MpiCommunicator final : public Communicator {
   std::vector<double> allgather(double v) override;
   std::vector<std::string> allgather(const std::string& s) override;
   std::string broadcast(const std::string& s, int root) override;
+  void exchange(int to, const void* out, int from, void* in, size_t n) override;
+  void verify_max(std::vector<double>& v) override;
 
  protected:
   void run(const Op& op) override;
@@ -39,6 +41,7 @@ class MpiCommunicator final : public Communicator {
   void wait(MPI_Request* reqs, int n, const Op& op, const char* call);
   void control_wait(MPI_Request& req, Collective coll, size_t bytes, const char* call);
   MPI_Comm comm_;
+  MPI_Comm verify_comm_ = MPI_COMM_NULL;  // call verification's own channel
   int rank_ = 0, size_ = 1;
   int splits_ = 0;
 };

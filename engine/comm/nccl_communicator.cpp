@@ -416,6 +416,7 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
                                    name() + "/s" + std::to_string(splits_) + ".c" + std::to_string(color), device_));
     sub->setup();
     sub->set_timeout(timeout_s_, local_grace_s_);
+    sub->set_verify(verify_);
     sub->event_timing_ = event_timing_;
   }
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;

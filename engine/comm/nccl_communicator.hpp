@@ -52,6 +52,10 @@ class NcclCommunicator final : public Communicator {
   std::vector<double> allgather(double v) override { return ctrl_->allgather(v); }
   std::vector<std::string> allgather(const std::string& s) override { return ctrl_->allgather(s); }
   std::string broadcast(const std::string& s, int root) override { return ctrl_->broadcast(s, root); }
+  void verify_max(std::vector<double>& v) override { ctrl_->verify_max(v); }
+  void exchange(int to, const void* out, int from, void* in, size_t n) override {
+    ctrl_->exchange(to, out, from, in, n);
+  }
 
   // CUDA-event timing of the timed loops, unless turned off (set_event_timing(false), or
   // COMMSCRIPT_TIMING=host in the environment) or chaos is armed (its delays are host time).

@@ -15,7 +15,8 @@ Progress& Progress::instance() {
   return p;
 }
 
-int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm, double deadline_s) {
+int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm, double deadline_s,
+                        uint64_t count, int32_t dtype) {
   const int64_t t = now_ns();
   const uint64_t n = started_.load(std::memory_order_relaxed);
   // Single writer (this rank's main thread): plain stores, no locked instructions.
@@ -28,6 +29,8 @@ int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::stri
   r.bytes = bytes;
   r.start_ns = t;
   r.deadline_s = deadline_s;
+  r.count = count;
+  r.dtype = dtype;
   const size_t len = comm.size() < sizeof r.comm - 1 ? comm.size() : sizeof r.comm - 1;
   std::memcpy(r.comm, comm.data(), len);
   r.comm[len] = '\0';

@@ -15,8 +15,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "dtype.hpp"
 #include "error.hpp"
 #include "flight_recorder.hpp"
 #include "job.hpp"
@@ -136,12 +138,13 @@ void HeartbeatClient::loop() {
     const OpRecord cur = p.current();
     const bool flying = p.in_flight();
     const double age_ms = cur.start_ns ? static_cast<double>(now_ns() - cur.start_ns) * 1e-6 : 0.0;
-    char line[256];
-    std::snprintf(line, sizeof line, "HB %llu %d %llu %s %llu %.1f %s %.3f",
+    char line[512];
+    std::snprintf(line, sizeof line, "HB %llu %d %llu %s %llu %.1f %s %.3f %llu %d %s",
                   static_cast<unsigned long long>(p.ops_started()), flying ? 1 : 0,
                   static_cast<unsigned long long>(cur.seq), std::string(collective_name(cur.coll)).c_str(),
                   static_cast<unsigned long long>(cur.bytes), age_ms, sanitize(std::string(cur.comm_name())).c_str(),
-                  cur.deadline_s);
+                  cur.deadline_s, static_cast<unsigned long long>(cur.count), cur.dtype,
+                  sanitize(p.site().substr(0, 200)).c_str());
     send_line(line);
     pollfd pf{fd_, POLLIN, 0};
     if (poll(&pf, 1, interval_ms_) > 0) {
@@ -172,6 +175,9 @@ struct Coordinator::RankState {
   bool in_flight = false;
   double age_ms = 0, deadline_s = 0;  // the operation's own deadline (0: none)
   std::string coll, comm;
+  uint64_t count = 0;
+  int dtype = -1;
+  std::string site;  // the recipe file:line of its latest verified call
   nlohmann::json ring;
   std::string inbuf;
 };
@@ -279,12 +285,15 @@ void Coordinator::loop() {
     auto handle = [&](int rank, const std::string& line) {
       RankState& s = ranks_[static_cast<size_t>(rank)];
       if (line.rfind("HB ", 0) == 0) {
-        char coll[64] = {0}, comm[128] = {0};
-        unsigned long long started = 0, seq = 0, bytes = 0;
-        int flying = 0;
+        char coll[64] = {0}, comm[128] = {0}, site[256] = {0};
+        unsigned long long started = 0, seq = 0, bytes = 0, count = 0;
+        int flying = 0, dtype = -1;
         double age = 0, deadline = 0;
-        if (std::sscanf(line.c_str(), "HB %llu %d %llu %63s %llu %lf %127s %lf", &started, &flying, &seq, coll, &bytes,
-                        &age, comm, &deadline) == 8) {
+        if (std::sscanf(line.c_str(), "HB %llu %d %llu %63s %llu %lf %127s %lf %llu %d %255s", &started, &flying, &seq,
+                        coll, &bytes, &age, comm, &deadline, &count, &dtype, site) == 11) {
+          s.count = count;
+          s.dtype = dtype;
+          s.site = std::strcmp(site, "-") == 0 ? "?" : site;  // unknown with call verification off
           s.deadline_s = deadline;
           if (started != s.started) s.progress_ns = now;
           s.started = started;
@@ -423,8 +432,130 @@ void Coordinator::loop() {
       if (!o_.end_process) cancel_all(failures.front().code);
       continue;
     }
+    check_desync(now);
+    report_waiting(now);
     check_deadlines(now);
   }
+}
+
+namespace {
+bool point_to_point(const std::string& coll) { return coll == "send" || coll == "recv" || coll == "sendrecv"; }
+}  // namespace
+
+void Coordinator::check_desync(int64_t now) {
+  // (comm, seq) -> call -> ranks
+  std::map<std::pair<std::string, uint64_t>, std::map<std::string, std::vector<int>>> at;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const RankState& s = ranks_[r];
+    if (!s.hello || s.dead || !s.in_flight || s.dtype < 0 || point_to_point(s.coll)) continue;
+    if (now - s.last_hb_ns > 1500000000LL) continue;
+    std::string call = s.coll;
+    if (s.coll != "barrier")
+      call += " count=" + std::to_string(s.count) + " " + std::string(dtype_name(static_cast<DType>(s.dtype)));
+    at[{s.comm, s.op_seq}][call].push_back(static_cast<int>(r));
+  }
+  for (const auto& [key, calls] : at) {
+    if (calls.size() < 2) continue;
+    // Heartbeats come every 100 ms: give the ranks that are still on their way a few of them to
+    // show where they are, so that every rank is on a side or named as elsewhere.
+    const std::string k = key.first + "#" + std::to_string(key.second);
+    if (desync_key_ != k) {
+      desync_key_ = k;
+      desync_seen_ns_ = now;
+    }
+    if (now - desync_seen_ns_ < 400000000LL) return;
+    std::string line = "desync: " + key.first + " operation #" + std::to_string(key.second) +
+                       ": the ranks called different operations";
+    nlohmann::json sides = nlohmann::json::array(), mism = nlohmann::json::array();
+    for (const auto& [call, rs] : calls) {
+      // Within a side, ranks by call site.
+      std::map<std::string, std::vector<int>> by_site;
+      for (int r : rs)
+        by_site[ranks_[static_cast<size_t>(r)].site.empty() ? "?" : ranks_[static_cast<size_t>(r)].site].push_back(r);
+      std::string who;
+      for (const auto& [site, ids] : by_site) {
+        who += (who.empty() ? "" : ", ") + std::string(ids.size() > 1 ? "ranks " : "rank ");
+        for (size_t i = 0; i < ids.size(); ++i) who += (i ? ", " : "") + std::to_string(ids[i]);
+        who += " at " + site;
+      }
+      line += "; " + who + " called " + call;
+      nlohmann::json members = nlohmann::json::array();
+      for (int r : rs) {
+        const RankState& s = ranks_[static_cast<size_t>(r)];
+        members.push_back({{"rank", r}, {"host", s.host}, {"site", s.site}});
+        mism.push_back({{"rank", r},
+                        {"host", s.host},
+                        {"op", s.coll},
+                        {"seq", s.op_seq},
+                        {"bytes", s.bytes},
+                        {"count", s.count},
+                        {"dtype", std::string(dtype_name(static_cast<DType>(s.dtype)))},
+                        {"site", s.site}});
+      }
+      sides.push_back({{"call", call}, {"ranks", members}});
+    }
+    nlohmann::json elsewhere = nlohmann::json::array();
+    std::string others;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      const RankState& s = ranks_[r];
+      bool on_side = false;
+      for (const auto& [call, rs] : calls) on_side = on_side || std::count(rs.begin(), rs.end(), static_cast<int>(r));
+      if (on_side) continue;
+      const std::string where = !s.hello ? "never connected"
+                                : s.dead ? "dead"
+                                : s.in_flight
+                                    ? "in " + s.coll + " #" + std::to_string(s.op_seq) + " on " + s.comm
+                                    : "not in an operation (last: " + s.coll + " #" + std::to_string(s.op_seq) + ")";
+      elsewhere.push_back({{"rank", r}, {"host", s.host}, {"state", where}});
+      others += (others.empty() ? "" : ", ") + std::to_string(r) + " (" + where + ")";
+    }
+    if (!others.empty()) line += "; elsewhere: rank " + others;
+    nlohmann::json inc = {{"kind", "desync"},  {"elsewhere", elsewhere},
+                          {"line", line},      {"comm", key.first},
+                          {"seq", key.second}, {"sides", sides},
+                          {"mismatch", mism},  {"detected_by", "heartbeat (call verification)"}};
+    mu_.unlock();  // end_job takes the lock itself and never returns
+    end_job(inc);
+  }
+}
+
+void Coordinator::report_waiting(int64_t now) {
+  // The longest wait among the ranks in an operation.
+  int longest = -1;
+  double longest_ms = 0;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const RankState& s = ranks_[r];
+    if (!s.hello || s.dead || !s.in_flight) continue;
+    const double ms = s.age_ms + static_cast<double>(now - s.last_hb_ns) * 1e-6;
+    if (ms > longest_ms) {
+      longest = static_cast<int>(r);
+      longest_ms = ms;
+    }
+  }
+  if (longest < 0) return;
+  const RankState& ref = ranks_[static_cast<size_t>(longest)];
+  // 10 % of the deadline, at least 10 s; then again every such interval.
+  const double every_s = std::max(10.0, ref.deadline_s > 0 ? ref.deadline_s * 0.1 : 0.0);
+  const std::string op = ref.comm + "#" + std::to_string(ref.op_seq);
+  if (longest_ms * 1e-3 < every_s) return;
+  if (op == waited_op_ && static_cast<double>(now - last_wait_note_ns_) * 1e-9 < every_s) return;
+  waited_op_ = op;
+  last_wait_note_ns_ = now;
+  const nlohmann::json v = verdict(longest, now);
+  std::string arrived, missing;
+  for (const auto& a : v["arrived"]) arrived += (arrived.empty() ? "" : ", ") + std::to_string(a.get<size_t>());
+  for (const auto& m : v["missing"]) {
+    missing += (missing.empty() ? "" : "; ") + std::to_string(m["rank"].get<size_t>()) + " (host " +
+               m.value("host", std::string("?")) + ", " + m.value("state", std::string("?"));
+    if (m.contains("detail")) missing += ": " + m["detail"].get<std::string>();
+    missing += ")";
+  }
+  std::fprintf(
+      stderr, "commscript: waiting %.0f s in %s #%llu (%sB, %s)%s; arrived: %s; missing: %s\n", longest_ms * 1e-3,
+      ref.coll.c_str(), static_cast<unsigned long long>(ref.op_seq), format_size(ref.bytes).c_str(), ref.comm.c_str(),
+      ref.deadline_s > 0 ? (", deadline " + std::to_string(static_cast<long>(ref.deadline_s)) + " s").c_str() : "",
+      arrived.empty() ? "none" : arrived.c_str(), missing.empty() ? "none" : missing.c_str());
+  std::fflush(stderr);
 }
 
 void Coordinator::check_deadlines(int64_t now) {

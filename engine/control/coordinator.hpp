@@ -83,6 +83,11 @@ class Coordinator {
   struct RankState;
   void loop();
   void check_deadlines(int64_t now);
+  // Ranks at the same sequence number of a communicator calling different things: a desync,
+  // reported at once (call verification keeps MPI from running such a call).
+  void check_desync(int64_t now);
+  // Long waits are not silent: who arrived and who is missing, every so often.
+  void report_waiting(int64_t now);
   nlohmann::json verdict(int stuck_rank, int64_t now) const;
   void end_job(nlohmann::json incident);
 
@@ -95,6 +100,10 @@ class Coordinator {
   nlohmann::json events_ = nlohmann::json::array();
   int first_death_ = -1;
   bool judged_ = false;  // a verdict was given (embedded: the run is cancelled, judge no more)
+  int64_t last_wait_note_ns_ = 0;
+  std::string desync_key_;  // comm#seq where different calls were first seen
+  int64_t desync_seen_ns_ = 0;
+  std::string waited_op_;  // comm#seq of the wait last reported
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

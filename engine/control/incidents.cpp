@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 #include "flight_recorder.hpp"
@@ -38,13 +40,41 @@ void on_signal(int sig) {
     write_flight_record(s->out_dir, s->rank, host_name(), flight_ring_json(), /*overwrite=*/false);
     // The SIGTERM that follows a recipe error or a timeout verdict is the aftermath, not news.
     if (s->rank == 0 && !g_outcome_saved) {
-      nlohmann::json inc = {{"kind", "killed"},
-                            {"signal", signal_name(sig)},
-                            {"message",
-                             "the job was ended by a signal before the recipe finished (mpirun sends SIGTERM "
-                             "to every rank when one of them dies)"}};
+      nlohmann::json inc = {
+          {"kind", "killed"},
+          {"signal", signal_name(sig)},
+          {"message", std::string("the job was ended by ") + signal_name(sig) + " before the recipe finished"}};
       if (Coordinator* c = g_coordinator.load()) {
         const auto ranks = c->snapshot();
+        // What was in flight and who was not in it: the operation most ranks were in.
+        std::map<std::string, std::vector<int>> in_op;
+        for (const auto& r : ranks)
+          if (r["in_flight"].get<bool>())
+            in_op[r["op"].get<std::string>() + " #" + std::to_string(r["seq"].get<uint64_t>()) + " on " +
+                  r["comm"].get<std::string>()]
+                .push_back(r["rank"].get<int>());
+        std::string what = "outside any operation";
+        std::vector<int> inside;
+        for (const auto& [op, rs] : in_op)
+          if (rs.size() > inside.size()) {
+            what = "in " + op;
+            inside = rs;
+          }
+        std::string in_list, out_list;
+        for (const auto& r : ranks) {
+          const int id = r["rank"].get<int>();
+          if (std::find(inside.begin(), inside.end(), id) != inside.end()) {
+            in_list += (in_list.empty() ? "" : ", ") + std::to_string(id);
+          } else if (!inside.empty()) {
+            out_list += (out_list.empty() ? "" : "; ") + std::to_string(id) + " (" + r["state"].get<std::string>() +
+                        (r["in_flight"].get<bool>() ? ", in " : ", last ") + r["op"].get<std::string>() + " #" +
+                        std::to_string(r["seq"].get<uint64_t>()) + ")";
+          }
+        }
+        std::string line = std::string(signal_name(sig)) + ": the run was interrupted " + what;
+        if (!inside.empty()) line += "; arrived: " + in_list + "; missing: " + (out_list.empty() ? "none" : out_list);
+        inc["message"] = line;
+        inc["in_flight"] = what;
         nlohmann::json dead = nlohmann::json::array();
         for (const auto& r : ranks)
           if (r["state"].get<std::string>().rfind("dead", 0) == 0)
@@ -59,7 +89,11 @@ void on_signal(int sig) {
           inc["message"] = "rank(s) " + list + " died; mpirun ended the others";
           std::fprintf(stderr, "commscript: rank(s) %s died; partial report in %s/report.json\n", list.c_str(),
                        s->out_dir.c_str());
+        } else {
+          std::fprintf(stderr, "commscript: %s\n", line.c_str());
         }
+      } else {
+        std::fprintf(stderr, "commscript: %s\n", inc["message"].get<std::string>().c_str());
       }
       save(inc, 128 + sig);
     } else if (s->rank != 0) {
@@ -105,8 +139,15 @@ void save(const nlohmann::json& incident, int exit_code) {
     }
     d["run"]["exit_code"] = exit_code >= 0 ? nlohmann::json(exit_code) : nlohmann::json(nullptr);
     s->report->write();
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      std::fprintf(stderr, "commscript: report written to %s\n", (s->report->dir() / "report.json").c_str());
+      std::fflush(stderr);
+    }
     if (auto* render = g_render.load()) render(*s);
     if (incident.value("kind", "") != "killed") g_outcome_saved = true;
+  } catch (const Error& e) {  // the output directory failed: say so, never throw from here
+    std::fprintf(stderr, "commscript: report.json not saved: %s\n", e.what());
   } catch (const std::exception&) {  // on the way out: never throw from here
   }
 }

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 
@@ -33,8 +35,22 @@ void Report::add_result(const nlohmann::json& r) {
   doc_["results"].push_back(r);
   if (!jsonl_) return;
   const std::string line = r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  std::fwrite(line.data(), 1, line.size(), jsonl_);
-  std::fflush(jsonl_);
+  const long before = std::ftell(jsonl_);
+  errno = 0;
+  if (std::fwrite(line.data(), 1, line.size(), jsonl_) == line.size() && std::fflush(jsonl_) == 0) return;
+  // Disk full, the directory gone, ...: cut the half line off so that every line stays a
+  // measurement, stop appending, and end the run with the OS's reason.
+  const int err = errno ? errno : EIO;
+  std::fclose(jsonl_);
+  jsonl_ = nullptr;
+  if (before >= 0) {
+    if (std::FILE* f = std::fopen((dir_ / "results.jsonl").c_str(), "r+")) {
+      (void)ftruncate(fileno(f), before);
+      std::fclose(f);
+    }
+  }
+  throw Error(ExitCode::output, "cannot append to " + (dir_ / "results.jsonl").string() + ": " + std::strerror(err) +
+                                    " (the measurements before this one are in it)");
 }
 
 void Report::add(const std::string& section, const nlohmann::json& item) {
@@ -51,12 +67,23 @@ void Report::write() {
   if (!writer_) return;
   std::lock_guard<std::recursive_mutex> g(mu_);
   const auto tmp = dir_ / "report.json.tmp";
-  {
-    std::ofstream out(tmp);
-    out << doc_.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out) throw Error(ExitCode::internal, "cannot write " + tmp.string());
+  const std::string text = doc_.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  errno = 0;
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  int err = errno ? errno : EIO;
+  if (f && std::fclose(f) != 0 && ok) {
+    ok = false;
+    err = errno ? errno : EIO;
   }
-  std::filesystem::rename(tmp, dir_ / "report.json");
+  if (!ok) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw Error(ExitCode::output, "cannot write " + tmp.string() + ": " + std::strerror(err));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, dir_ / "report.json", ec);
+  if (ec) throw Error(ExitCode::output, "cannot write " + (dir_ / "report.json").string() + ": " + ec.message());
 }
 
 std::string default_out_dir(const std::string& recipe) {

@@ -20,6 +20,7 @@ class Session {
   std::unique_ptr<Report> report;
   std::string backend = "mpi";
   bool trusted = false;
+  bool verify = true;  // call verification (--no-verify turns it off)
   uint64_t seed = 0;
   double timeout_s = 0;
   std::string out_dir;

@@ -12,6 +12,7 @@ enum class ExitCode : int {
   health = 3,      // an error-severity finding or score below --fail-below
   corruption = 4,  // wrong elements in a checked result
   timeout = 5,     // a deadline passed: missing or stuck ranks
+  output = 6,      // the outputs could not be written (disk full, directory gone, unwritable)
   internal = 70,
 };
 

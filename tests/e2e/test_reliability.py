@@ -1,0 +1,187 @@
+"""Failure paths end to end (issue 13, the runtime half): each case with its exit code, its
+message and the files that survive.
+
+  desync     ranks passing different counts to the same collective (allreduce, broadcast,
+             allgather, alltoall, sendrecv) on 4 ranks: a `desync:` line naming every rank on
+             each side with its recipe file:line, exit 5, report.json — not a crash inside MPI
+  desync in a loop   one rank changes its call in the middle of a loop of identical calls
+  output     results.jsonl or report.json on a full device (/dev/full): exit 6 naming the OS
+             error; results.jsonl keeps whole lines only
+  signal     SIGINT/SIGTERM to mpirun mid-run: what was in flight, where the report is,
+             report.json with the incident
+  waiting    a rank that does not arrive: rank 0 says who arrived and who is missing before
+             the deadline
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import cs_e2e
+
+NP = 4
+OUTPUT = 6
+
+MISMATCH = {
+    "allreduce": "local t, r = cs.tensor('float32', n), cs.tensor('float32', n)\n  ctx.comm:allreduce(t, r)",
+    "broadcast": "local t = cs.tensor('float32', n)\n  ctx.comm:broadcast(t, t, 0)",
+    "allgather": "local t, r = cs.tensor('float32', n), cs.tensor('float32', n * ctx.size)\n"
+                 "  ctx.comm:allgather(t, r)",
+    "alltoall": "local t, r = cs.tensor('float32', n * ctx.size), cs.tensor('float32', n * ctx.size)\n"
+                "  ctx.comm:alltoall(t, r)",
+    "sendrecv": "local t, r = cs.tensor('float32', n), cs.tensor('float32', n)\n"
+                "  ctx.comm:sendrecv(t, (ctx.rank + 1) % ctx.size, r, (ctx.rank - 1 + ctx.size) % ctx.size)",
+}
+
+
+class Desync(cs_e2e.TestCase):
+
+    def mismatch(self, op):
+        # Line 4 of the recipe is the operation's line (line 1 `local cs`, 2 the declaration,
+        # 3 `function recipe.run`, then `local n`, the buffers, the call).
+        path = self.recipe("mm_" + op, "  local n = ctx.rank == 2 and 16 or 8\n  " + MISMATCH[op] + "\n  return 0")
+        r = self.cs([path], np=NP, timeout=60)
+        self.assertExit(r, cs_e2e.TIMEOUT, max_s=15)
+        lines = [l for l in r.stderr.splitlines() if "desync:" in l]
+        self.assertTrue(lines, r.describe())
+        line = lines[0]
+        site = path + ":6"
+        if op == "sendrecv":
+            # Pairwise: rank 2 receives 8 from rank 1 but expects 16.
+            self.assertIn("rank 1 sends sendrecv count=8 float32 to rank 2, which receives sendrecv count=16 "
+                          "float32 at " + site, line)
+        else:
+            self.assertIn("rank 2 at %s called %s count=16 float32" % (site, op), line)
+            self.assertIn("ranks 0, 1, 3 at %s called %s count=8 float32" % (site, op), line)
+        self.assertNotIn("Segmentation", r.stderr + r.stdout)
+        rep = r.report()
+        self.assertEqual(rep["run"]["exit_code"], cs_e2e.TIMEOUT)
+        self.assertTrue(any("desync:" in i.get("message", "") for i in rep["incidents"]), rep["incidents"])
+        self.assertIn("report written to", r.stderr)
+
+    def test_allreduce(self):
+        self.mismatch("allreduce")
+
+    def test_broadcast(self):
+        self.mismatch("broadcast")
+
+    def test_allgather(self):
+        self.mismatch("allgather")
+
+    def test_alltoall(self):
+        self.mismatch("alltoall")
+
+    def test_sendrecv(self):
+        self.mismatch("sendrecv")
+
+    def test_change_inside_a_loop(self):
+        body = """  local t, r = cs.tensor("float32", 8), cs.tensor("float32", 8)
+  local t2, r2 = cs.tensor("float32", 16), cs.tensor("float32", 16)
+  for i = 1, 10 do
+    if i == 5 and ctx.rank == 2 then ctx.comm:allreduce(t2, r2) else ctx.comm:allreduce(t, r) end
+  end
+  return 0"""
+        path = self.recipe("loop", body)
+        r = self.cs([path], np=NP, timeout=60)
+        self.assertExit(r, cs_e2e.TIMEOUT, max_s=15)
+        lines = [l for l in r.stderr.splitlines() if l.startswith("desync:")]
+        self.assertEqual(len(lines), 1, r.describe())
+        self.assertIn("rank 2 at %s:7 called allreduce count=16 float32" % path, lines[0])
+        self.assertIn("ranks 0, 1, 3 at %s:7 called allreduce count=8 float32" % path, lines[0])
+        inc = r.report()["incidents"][0]
+        self.assertEqual(inc["kind"], "desync")
+        self.assertEqual(inc["seq"], 5)
+
+    def test_no_verify_is_recorded(self):
+        body = "  local t = cs.tensor('float32', 8)\n  ctx.comm:allreduce(t, t)\n  return 0"
+        r = self.cs(["--no-verify", self.recipe("nv", body)], np=2, timeout=60)
+        self.assertExit(r, cs_e2e.OK)
+        self.assertIs(r.report()["run"]["verify"], False)
+
+
+class Output(cs_e2e.TestCase):
+
+    def prepared_out(self, full):
+        out = self.new_out()
+        os.makedirs(out)
+        os.symlink("/dev/full", os.path.join(out, full))
+        return out
+
+    def test_results_on_a_full_device(self):
+        out = self.prepared_out("results.jsonl")
+        r = cs_e2e.run(["bw_sweep", "--ops", "allreduce", "--min", "8", "--max", "8"], np=2, out_dir=out,
+                       cwd=self.tmp, timeout=60)
+        self.assertExit(r, OUTPUT)
+        self.assertIn("results.jsonl: No space left on device", r.stderr)
+
+    def test_report_on_a_full_device(self):
+        out = self.prepared_out("report.json.tmp")
+        r = cs_e2e.run(["bw_sweep", "--ops", "allreduce", "--min", "8", "--max", "64"], np=2, out_dir=out,
+                       cwd=self.tmp, timeout=60)
+        self.assertExit(r, OUTPUT)
+        self.assertIn("report.json.tmp: No space left on device", r.stderr)
+        with open(os.path.join(out, "results.jsonl")) as f:
+            lines = f.read().splitlines()
+        self.assertTrue(lines)
+        for l in lines:
+            json.loads(l)  # every line whole
+
+
+class Signals(cs_e2e.TestCase):
+
+    def interrupt(self, sig):
+        body = """  local t = cs.tensor("float32", 8)
+  for i = 1, 1e9 do
+    ctx.comm:allreduce(t, t)
+    if i % 1000 == 0 then ctx.report:result { kind = "tick", i = i } end
+  end
+  return 0"""
+        path = self.recipe("spin", body)
+        out = self.new_out()
+        cmd = [cs_e2e.MPIRUN, "-np", str(NP), "--oversubscribe", cs_e2e.BIN, "--out", out, path]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp,
+                             env=cs_e2e._env(), start_new_session=True)
+        results = os.path.join(out, "results.jsonl")
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 30 and not (os.path.exists(results) and os.path.getsize(results) > 0):
+            time.sleep(0.1)
+        p.send_signal(sig)
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            self.fail("mpirun did not end after the signal")
+        err = err.decode("utf-8", "replace")
+        self.assertTrue(os.path.exists(os.path.join(out, "report.json")), err)
+        with open(os.path.join(out, "report.json")) as f:
+            rep = json.load(f)
+        killed = [i for i in rep["incidents"] if i["kind"] == "killed"]
+        self.assertEqual(len(killed), 1, rep["incidents"])
+        self.assertNotIn("when one of them dies", killed[0]["message"])
+        self.assertIn("the run was interrupted", killed[0]["message"])
+        self.assertIn("report written to %s" % os.path.join(out, "report.json"), err)
+        with open(results) as f:
+            for l in f.read().splitlines():
+                json.loads(l)
+
+    def test_sigint(self):
+        self.interrupt(signal.SIGINT)
+
+    def test_sigterm(self):
+        self.interrupt(signal.SIGTERM)
+
+
+class Waiting(cs_e2e.TestCase):
+
+    def test_missing_rank_is_named_before_the_deadline(self):
+        # The deadline is 14 s: after 10 s (10 % of it, at least 10 s) rank 0 names the missing rank.
+        r = self.cs(["chaos_hang", "--deadline", "14"], np=NP, timeout=60)
+        self.assertExit(r, cs_e2e.TIMEOUT)
+        waits = [l for l in r.stderr.splitlines() if l.startswith("commscript: waiting")]
+        self.assertTrue(waits, r.describe())
+        self.assertRegex(waits[0], r"in allreduce #\d+ .*arrived: 0, 1, 2; missing: 3 \(host ")
+
+
+if __name__ == "__main__":
+    cs_e2e.main()
