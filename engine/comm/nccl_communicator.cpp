@@ -12,6 +12,7 @@
 
 #include "cuda_support.hpp"
 #include "error.hpp"
+#include "gpu_libs.hpp"
 #include "host_name.hpp"
 #include "job.hpp"
 #include "mpi_communicator.hpp"
@@ -294,7 +295,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
                      {"error", probe.error},
                      {"nccl", version},
                      {"device", dev_env ? dev_env : ""},
-                     {"timing", timing_env ? timing_env : ""}};
+                     {"timing", timing_env ? timing_env : ""},
+                     {"lib", nccl_lib().loaded ? "" : nccl_lib().why}};
   std::vector<std::string> hosts, errors, dev_envs;
   std::vector<int> counts, versions;
   for (const auto& s : ctl.allgather(mine.dump())) {
@@ -304,6 +306,9 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
     errors.push_back(j["error"]);
     versions.push_back(j["nccl"]);
     dev_envs.push_back(j["device"]);
+    if (const std::string lib = j["lib"]; !lib.empty())
+      throw InputError("--backend nccl: rank " + std::to_string(hosts.size() - 1) + " (host " + hosts.back() +
+                       "): " + lib);
     const std::string t = j["timing"];
     if (!t.empty() && t != "event" && t != "host")
       throw InputError("--backend nccl: COMMSCRIPT_TIMING='" + t + "' on rank " + std::to_string(hosts.size() - 1) +
