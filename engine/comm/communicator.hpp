@@ -54,7 +54,8 @@ class Communicator {
   // The deadline of each operation in seconds (0: none). A backend that waits by polling gives
   // up `local_grace_s` later than that on its own, leaving the first word to the coordinator.
   double timeout_s() const { return timeout_s_; }
-  void set_timeout(double s, double local_grace_s = 0) {
+  // Virtual: a backend with a control plane of its own (NCCL's MPI) passes the deadline on.
+  virtual void set_timeout(double s, double local_grace_s = 0) {
     timeout_s_ = s;
     local_grace_s_ = local_grace_s;
   }
@@ -67,6 +68,14 @@ class Communicator {
   // device_timing() is true.
   virtual double timed_execute_us(const Op& op) {
     const int64_t t0 = execute(op);
+    return static_cast<double>(now_ns() - t0) * 1e-3;
+  }
+
+  // Runs `op` `iters` times back to back (no per-iteration synchronisation) and returns the
+  // total elapsed time in microseconds by the backend's clock (host steady clock by default).
+  virtual double time_loop_us(const Op& op, size_t iters) {
+    const int64_t t0 = now_ns();
+    for (size_t i = 0; i < iters; ++i) execute(op);
     return static_cast<double>(now_ns() - t0) * 1e-3;
   }
 
