@@ -3,7 +3,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "chaos_exit",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a rank that dies must appear in the incident",
   options = {
@@ -20,7 +20,7 @@ function recipe.run(ctx)
   if target >= ctx.size then cs.raise(cs.exit.bad_input, ("--rank %d is not a rank"):format(target), 0) end
   ctx.comm:set_timeout(ctx.opt.deadline)
   cs.chaos.inject { kind = "exit", ranks = { target }, after = ctx.comm:seq() + ctx.opt.after, status = ctx.opt.status }
-  local t, r = cs.tensor("float32", 1024), cs.tensor("float32", 1024)
+  local t, r = ctx.comm:tensor("float32", 1024), ctx.comm:tensor("float32", 1024)
   for _ = 1, ctx.opt.after + 10 do ctx.comm:allreduce(t, r) end
   error(("self-test failed: rank %d was told to exit, yet every all-reduce completed"):format(target))
 end
