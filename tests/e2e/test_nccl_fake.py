@@ -99,8 +99,20 @@ class Fake(cs_e2e.TestCase):
         r = self.nccl(["chaos_delay"], 4)
         self.report(r)
 
-    def test_chaos_slow_np2(self):
-        self.report(self.nccl(["chaos_slow"], 2))
+    def test_chaos_slow_np4(self):
+        self.report(self.nccl(["chaos_slow"], 4))
+
+    def test_chaos_desync_np2(self):
+        self.report(self.nccl(["chaos_desync"], 2, code=cs_e2e.TIMEOUT, timeout=60))
+
+    def test_chaos_exit_np2(self):
+        r = self.cs(["--backend", "nccl", "chaos_exit"], np=2, timeout=60, env=env())
+        self.assertFalse(r.timed_out, r.describe())
+        self.assertNotEqual(r.rc, cs_e2e.OK, r.describe())
+
+    def test_chaos_corrupt_is_refused_up_front(self):
+        r = self.nccl(["chaos_corrupt"], 2, code=cs_e2e.BAD_INPUT, timeout=60)
+        self.assertIn("not supported with --backend nccl", r.stderr)
 
     def test_chaos_hang_np2(self):
         r = self.nccl(["chaos_hang"], 2, code=cs_e2e.TIMEOUT, timeout=60)
@@ -114,6 +126,29 @@ class Fake(cs_e2e.TestCase):
         r = self.nccl(["bw_sweep", "--max", "1K"] + SMALL, 2)
         r2 = self.nccl(["--replay", r.path("report.json")], 2)
         self.no_wrong(self.report(r2))
+
+    # ---- GPU topology through the stand-in NVML ----
+    def nvlink(self, topo):
+        path = self.recipe("topo_probe", '  local t = require("cs.gpu").topology()\n'
+                                         '  ctx.report:result { kind = "topo", nvlink = t.nvlink_matrix }')
+        r = self.cs(["--backend", "self", path], timeout=60, env=env({"FAKE_GPU_TOPO": topo}))
+        self.assertEqual(r.rc, cs_e2e.OK, r.describe())
+        m = [x for x in r.report()["results"] if x.get("kind") == "topo"][0]["nvlink"]
+        self.assertEqual(len(m), 8)
+        return m
+
+    def test_nvswitch_gpus_are_nvlink_connected(self):
+        m = self.nvlink("nvswitch")  # HGX: every link goes to a switch; every pair is NVLink
+        for a in range(8):
+            for b in range(8):
+                if a != b:
+                    self.assertEqual(m[a][b], 18, (a, b, m))
+
+    def test_nvlink_pairs_and_pcie(self):
+        m = self.nvlink("nvlink-pairs")
+        self.assertEqual((m[0][1], m[1][0], m[2][3], m[0][2], m[1][2]), (4, 4, 4, 0, 0), m)
+        m = self.nvlink("pcie")
+        self.assertTrue(all(m[a][b] == 0 for a in range(8) for b in range(8) if a != b), m)
 
     # ---- the stand-in's faults ----
     def test_hang_is_a_timeout_naming_the_operation(self):
@@ -133,6 +168,19 @@ class Fake(cs_e2e.TestCase):
     def test_old_driver(self):
         r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_GPU_DRIVER": "old"})
         self.assertIn("the NVIDIA driver is too old: it supports CUDA 12.2", r.stderr)
+
+    def test_nccl_comm_blocking_is_refused(self):
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"NCCL_COMM_BLOCKING": "1"})
+        self.assertIn("NCCL_COMM_BLOCKING=1", r.stderr)
+
+    def test_failed_split_ends_the_communicator(self):
+        # Rank 1's second split (the first is the world's blocking communicator of the timed loops)
+        # fails: it names the split and ends; rank 0, left in the split, times out.
+        r = self.cs(["--backend", "nccl", "--timeout", "5", "p2p_matrix", "--bytes", "1K", "--lat_iters", "2",
+                     "--repeats", "1"], np=2, timeout=90, env=env({"FAKE_NCCL_SPLIT_ERROR": "1:2"}))
+        self.assertFalse(r.timed_out, r.describe())
+        self.assertIn(r.rc, (cs_e2e.RUNTIME, cs_e2e.TIMEOUT), r.describe())
+        self.assertIn("ncclCommSplit of communicator 'world' (color 1) on rank 1", r.stderr + r.stdout)
 
     def test_old_nccl_is_refused(self):
         r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_NCCL_VERSION": "21700"})

@@ -12,7 +12,7 @@
 // NCCL_COMM_BLOCKING overrides config.blocking; duplicate GPUs on a host and mismatched
 // versions fail the init. Faults by environment: FAKE_NCCL_HANG=R:N (rank R's N-th operation,
 // counted from 1, never completes), FAKE_NCCL_ASYNC_ERROR=R:N (it raises ncclSystemError and
-// never completes), FAKE_NCCL_SPLIT_ERROR=R (rank R's splits fail), FAKE_NCCL_VERSION=code.
+// never completes), FAKE_NCCL_SPLIT_ERROR=R[:N] (rank R's splits, or only its N-th, fail), FAKE_NCCL_VERSION=code.
 // FAKE_GPU_STRICT=1 aborts on misuse. Test-only: never shipped.
 #include <fcntl.h>
 #include <nccl.h>
@@ -902,8 +902,12 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (!newcomm) return bad("ncclCommSplit: newcomm is NULL");
   *newcomm = nullptr;
   const uint64_t epoch = ++p->splits;
-  int fr = -1;
-  const bool fail = (fr = env_int("FAKE_NCCL_SPLIT_ERROR", -1)) >= 0 && fr == g_world_rank;
+  static std::atomic<int> g_splits{0};  // splits this process made, counted from 1
+  const int nth = ++g_splits;
+  int fr = -1, fn = 0;
+  const char* fe = std::getenv("FAKE_NCCL_SPLIT_ERROR");
+  const int got = fe ? std::sscanf(fe, "%d:%d", &fr, &fn) : 0;
+  const bool fail = got >= 1 && fr == g_world_rank && (got == 1 || fn == nth);
   Comm* child = nullptr;
   const std::string base = p->id + ".s" + std::to_string(epoch) + "c" + std::to_string(color);
   auto work = [p, color, key, epoch, fail, base](Comm* ch) -> ncclResult_t {
