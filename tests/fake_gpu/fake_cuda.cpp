@@ -511,7 +511,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamQuery(cudaStream_t s) {
   Stream* p = resolve(s);
   if (!p) return ret(cudaErrorInvalidResourceHandle);
-  return p->idle() ? cudaSuccess : cudaErrorNotReady;
+  if (p->idle()) return cudaSuccess;
+  // A poller spinning on this would take the CPU from the stream's worker (a real GPU runs
+  // beside the CPU): hand it over briefly.
+  std::this_thread::sleep_for(std::chrono::microseconds(20));
+  return cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {

@@ -210,51 +210,72 @@ ncclResult_t check_join(Comm* c) {
 
 struct Xfer {
   int peer;
-  const char* src = nullptr;  // send
-  char* dst = nullptr;        // recv
-  size_t bytes = 0, done = 0;
+  const char* src = nullptr;   // send
+  char* dst = nullptr;         // recv
+  size_t bytes = 0, done = 0;  // done counts the 8-byte header too
+  uint64_t hdr = 0;            // the byte count, sent ahead of the data
 };
 
 // Moves every send and receive through the rings, making progress on all of them at once (so no
-// order of peers can deadlock). Returns false when aborted.
+// order of peers can deadlock). Every message is preceded by its byte count: a receiver that
+// expected another count (ranks calling with different counts: a desynchronised job) waits
+// until the communicator is aborted, as NCCL hangs on it. Returns false when aborted.
 bool exchange(Segment& seg, int me, const std::atomic<bool>& aborted, std::vector<Xfer>& sends,
               std::vector<Xfer>& recvs) {
-  return spin_until(aborted, [&] {
+  constexpr size_t kHdr = sizeof(uint64_t);
+  bool mismatch = false;
+  const bool ok = spin_until(aborted, [&] {
+    if (mismatch) return false;
     bool all = true;
     for (Xfer& x : sends) {
-      if (x.done == x.bytes) continue;
+      const size_t total = x.bytes + kHdr;
+      if (x.done == total) continue;
+      x.hdr = x.bytes;
       Ring* r = seg.ring(me, x.peer);
       const uint64_t head = r->head.load(std::memory_order_relaxed), tail = r->tail.load(std::memory_order_acquire);
       size_t room = kRing - static_cast<size_t>(head - tail);
       uint64_t h = head;
-      while (room && x.done < x.bytes) {
+      while (room && x.done < total) {
         const size_t off = static_cast<size_t>(h % kRing);
-        const size_t k = std::min({room, x.bytes - x.done, kRing - off});
-        std::memcpy(r->data + off, x.src + x.done, k);
+        const bool in_hdr = x.done < kHdr;
+        const size_t left = in_hdr ? kHdr - x.done : total - x.done;
+        const size_t k = std::min({room, left, kRing - off});
+        const char* from = in_hdr ? reinterpret_cast<const char*>(&x.hdr) + x.done : x.src + (x.done - kHdr);
+        std::memcpy(r->data + off, from, k);
         x.done += k;
         h += k;
         room -= k;
       }
       r->head.store(h, std::memory_order_release);
-      if (x.done < x.bytes) all = false;
+      if (x.done < total) all = false;
     }
     for (Xfer& x : recvs) {
-      if (x.done == x.bytes) continue;
+      const size_t total = x.bytes + kHdr;
+      if (x.done == total) continue;
       Ring* r = seg.ring(x.peer, me);
       const uint64_t head = r->head.load(std::memory_order_acquire);
       uint64_t t = r->tail.load(std::memory_order_relaxed);
-      while (t < head && x.done < x.bytes) {
+      while (t < head && x.done < total) {
         const size_t off = static_cast<size_t>(t % kRing);
-        const size_t k = std::min({static_cast<size_t>(head - t), x.bytes - x.done, kRing - off});
-        std::memcpy(x.dst + x.done, r->data + off, k);
+        const bool in_hdr = x.done < kHdr;
+        const size_t left = in_hdr ? kHdr - x.done : total - x.done;
+        const size_t k = std::min({static_cast<size_t>(head - t), left, kRing - off});
+        char* to = in_hdr ? reinterpret_cast<char*>(&x.hdr) + x.done : x.dst + (x.done - kHdr);
+        std::memcpy(to, r->data + off, k);
         x.done += k;
         t += k;
+        if (x.done == kHdr && x.hdr != x.bytes) {
+          mismatch = true;  // the peer sent another count: never completes
+          break;
+        }
       }
       r->tail.store(t, std::memory_order_release);
-      if (x.done < x.bytes) all = false;
+      if (mismatch) return false;
+      if (x.done < total) all = false;
     }
     return all;
   });
+  return ok;
 }
 
 // ---- reductions ----
