@@ -357,6 +357,25 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
       if (r == me) dev = d;
     }
   }
+  // Two ranks of a host on one GPU (COMMSCRIPT_DEVICE, CUDA_VISIBLE_DEVICES) would fail NCCL's
+  // init with "Duplicate GPU detected": refuse it here, naming the host, the GPU and the ranks.
+  {
+    char bus[32] = {0};
+    std::string mine_bus = std::to_string(dev);
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, dev) == cudaSuccess)
+      mine_bus = normalize_bdf(bus);
+    else
+      cudaGetLastError();
+    const auto buses = ctl.allgather(mine_bus);
+    std::map<std::pair<std::string, std::string>, std::vector<int>> users;  // (host, GPU) -> ranks
+    for (int r = 0; r < n; ++r) users[{hosts[static_cast<size_t>(r)], buses[static_cast<size_t>(r)]}].push_back(r);
+    for (const auto& [where, ranks] : users)
+      if (ranks.size() > 1)
+        throw InputError("--backend nccl: ranks " + format_rank_list(ranks) + " on host " + where.first +
+                         " would share GPU " + where.second +
+                         " (NCCL needs one GPU per rank): give each rank its own GPU (COMMSCRIPT_DEVICE, "
+                         "CUDA_VISIBLE_DEVICES) or start fewer ranks on that host");
+  }
 
   // 2. This rank's GPU: stream, events, the barrier's buffer.
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(std::move(control), std::move(name), dev));

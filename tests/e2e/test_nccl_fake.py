@@ -175,6 +175,10 @@ class Fake(cs_e2e.TestCase):
         r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_GPU_DRIVER": "old"})
         self.assertIn("the NVIDIA driver is too old: it supports CUDA 12.2", r.stderr)
 
+    def test_duplicate_gpu_is_refused_before_nccl_init(self):
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"COMMSCRIPT_DEVICE": "0"})
+        self.assertRegex(r.stderr, r"ranks 0-1 on host \S+ would share GPU 0000:18:00.0")
+
     def test_nccl_comm_blocking_is_refused(self):
         r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"NCCL_COMM_BLOCKING": "1"})
         self.assertIn("NCCL_COMM_BLOCKING=1", r.stderr)
