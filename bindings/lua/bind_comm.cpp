@@ -202,7 +202,25 @@ int c_check(lua_State* L) {
     const Counts one = collective_counts(coll, 1, c.size());
     s.count = recv.count() / (one.recv ? one.recv : 1);
   }
-  lua_pushnumber(L, static_cast<double>(count_wrong(s, recv)));
+  lua_pushnumber(L, static_cast<double>(count_wrong(s, recv.to_host())));  // a device tensor: through the host
+  return 1;
+}
+
+// free(): releases this handle's communicator now (a split NCCL communicator is finalised and
+// destroyed here, not at some later garbage collection).
+int c_free(lua_State* L) {
+  check_comm(L, 1);
+  return gc_box<Communicator>(L);
+}
+
+// tensor(dtype, count) -> a zero-filled tensor where this communicator's operations want their
+// buffers (host memory; the rank's GPU under --backend nccl)
+int c_tensor(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  const DType dt = dtype_from_string(check_string(L, 2));
+  const int64_t n = check_integer(L, 3);
+  if (n < 0) luaL_argerror(L, 3, "non-negative count expected");
+  push_tensor(L, c.alloc(dt, static_cast<size_t>(n)));
   return 1;
 }
 
@@ -333,7 +351,7 @@ int c_pingpong(lua_State* L) {
   const int iters = count_field(L, 2, "pingpong", "iters", 100, 1);
   const int warmup = count_field(L, 2, "pingpong", "warmup", 10, 0);
   const int samples = count_field(L, 2, "pingpong", "samples", iters, 1);
-  Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
+  Tensor buf = c.alloc(DType::uint8, static_cast<size_t>(bytes));  // where the backend wants it (NCCL: GPU)
   const PingPongResult r = pingpong(c, static_cast<int>(peer), buf, warmup, iters, samples);
   lua_createtable(L, 0, 12);
   lua_pushstring(L, "loop");
@@ -363,8 +381,8 @@ int c_stream(lua_State* L) {
     luaL_argerror(L, 2, "field 'peer': another rank of the communicator expected");
   const int64_t bytes = field_integer(L, 2, "stream", "bytes", 1 << 20);
   if (bytes < 1) luaL_argerror(L, 2, "field 'bytes': positive expected");
-  Tensor buf = Tensor::host(DType::uint8, static_cast<size_t>(bytes));
-  Tensor ack = Tensor::host(DType::uint8, 1);
+  Tensor buf = c.alloc(DType::uint8, static_cast<size_t>(bytes));
+  Tensor ack = c.alloc(DType::uint8, 1);
   const double gbs =
       stream_bandwidth(c, static_cast<int>(peer), field_bool(L, 2, "stream", "sender", c.rank() < peer), buf, ack,
                        count_field(L, 2, "stream", "window", 64, 1), count_field(L, 2, "stream", "warmup", 2, 0),
@@ -426,6 +444,8 @@ void register_communicator(lua_State* L) {
                                      {"sendrecv", entry<c_sendrecv>},
                                      {"split", entry<c_split>},
                                      {"check", entry<c_check>},
+                                     {"tensor", entry<c_tensor>},
+                                     {"free", entry<c_free>},
                                      {"bench", entry<c_bench>},
                                      {"pingpong", entry<c_pingpong>},
                                      {"stream", entry<c_stream>},

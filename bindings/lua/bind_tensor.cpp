@@ -118,6 +118,8 @@ int t_copy_bandwidth(lua_State* L) {
 
 }  // namespace
 
+void push_tensor(lua_State* L, Tensor t) { push_box(L, std::make_shared<Tensor>(std::move(t)), kMT); }
+
 Tensor& check_tensor(lua_State* L, int idx) { return *check_box<Tensor>(L, idx, kMT, "tensor"); }
 
 void register_tensor(lua_State* L) {

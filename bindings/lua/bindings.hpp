@@ -20,6 +20,7 @@ void register_topology(lua_State* L);      // adds native.topology([sysfs_root])
 void register_gpu(lua_State* L);           // adds native.gpu_* and the module "cs.gpu"
 void push_communicator(lua_State* L, std::shared_ptr<Communicator> c);
 Tensor& check_tensor(lua_State* L, int idx);
+void push_tensor(lua_State* L, Tensor t);
 
 }  // namespace lua
 }  // namespace cs

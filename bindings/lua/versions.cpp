@@ -11,8 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "cuda_support.hpp"
-#include "nccl_communicator.hpp"
+#include "gpu_libs.hpp"
 #endif
 
 namespace cs {
@@ -37,6 +36,15 @@ nlohmann::json collect() {
       {"cuda_runtime", cuda_version_text(rt)},
       {"cuda_driver", derr == cudaSuccess && drv > 0 ? cuda_version_text(drv) : std::string("none (no driver)")},
       {"built", true}};
+  // The libraries are opened at run time: which ones, or why not; and whether they are the
+  // test stand-in (a run on it measured no GPU).
+  const GpuLib &rl = cudart_lib(), &nl = nccl_lib();
+  auto& b = j["backends"]["nccl"];
+  if (!nl.loaded) b["library"] = "not loaded: " + nl.why;
+  if (!rl.loaded) b["cuda_runtime"] = "not loaded: " + rl.why;
+  b["library_path"] = nl.path;
+  b["cuda_runtime_path"] = rl.path;
+  b["fake"] = nl.fake || rl.fake;
 #else
   j["backends"]["nccl"] = {{"built", false}, {"why", "built without CUDA/NCCL"}};
 #endif

@@ -87,7 +87,8 @@ class Communicator {
   // The deadline of each operation in seconds (0: none). A backend that waits by polling gives
   // up `local_grace_s` later than that on its own, leaving the first word to the coordinator.
   double timeout_s() const { return timeout_s_; }
-  void set_timeout(double s, double local_grace_s) {
+  // Virtual: a backend with a control plane of its own (NCCL's MPI) passes the deadline on.
+  virtual void set_timeout(double s, double local_grace_s) {
     timeout_s_ = s;
     local_grace_s_ = local_grace_s;
   }

@@ -12,6 +12,7 @@
 
 #include "cuda_support.hpp"
 #include "error.hpp"
+#include "gpu_libs.hpp"
 #include "host_name.hpp"
 #include "job.hpp"
 #include "mpi_communicator.hpp"
@@ -248,6 +249,8 @@ void NcclCommunicator::setup() {
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (timed_) ncclCommDestroy(timed_);  // blocking, and idle: every operation was waited for
+  timed_ = nullptr;
   if (comm_) {
     // Finalize flushes and quiesces; Destroy then frees without blocking. A peer that never
     // finalizes must not keep this process from ending: past 10 s, abort instead.
@@ -289,12 +292,15 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
   ncclGetVersion(&version);
   const char* dev_env = std::getenv("COMMSCRIPT_DEVICE");
   const char* timing_env = std::getenv("COMMSCRIPT_TIMING");
+  const char* blocking_env = std::getenv("NCCL_COMM_BLOCKING");
   const json mine = {{"host", host_name()},
                      {"count", probe.count},
                      {"error", probe.error},
                      {"nccl", version},
                      {"device", dev_env ? dev_env : ""},
-                     {"timing", timing_env ? timing_env : ""}};
+                     {"timing", timing_env ? timing_env : ""},
+                     {"lib", nccl_lib().loaded ? "" : nccl_lib().why},
+                     {"blocking", blocking_env ? blocking_env : ""}};
   std::vector<std::string> hosts, errors, dev_envs;
   std::vector<int> counts, versions;
   for (const auto& s : ctl.allgather(mine.dump())) {
@@ -304,6 +310,16 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
     errors.push_back(j["error"]);
     versions.push_back(j["nccl"]);
     dev_envs.push_back(j["device"]);
+    // NCCL_COMM_BLOCKING overrides config.blocking: init and split would block with no deadline.
+    if (const std::string b = j["blocking"]; !b.empty() && b != "0")
+      throw InputError("--backend nccl: NCCL_COMM_BLOCKING=" + b + " on rank " + std::to_string(hosts.size() - 1) +
+                       " (host " + hosts.back() +
+                       ") makes NCCL block in ncclCommInitRankConfig and ncclCommSplit, where commscript can no "
+                       "longer enforce its deadline (--timeout): unset it (commscript already times its loops on a "
+                       "blocking communicator)");
+    if (const std::string lib = j["lib"]; !lib.empty())
+      throw InputError("--backend nccl: rank " + std::to_string(hosts.size() - 1) + " (host " + hosts.back() +
+                       "): " + lib);
     const std::string t = j["timing"];
     if (!t.empty() && t != "event" && t != "host")
       throw InputError("--backend nccl: COMMSCRIPT_TIMING='" + t + "' on rank " + std::to_string(hosts.size() - 1) +
@@ -340,6 +356,25 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
           choose_device(seen[hosts[i]]++, counts[i], dev_envs[i].empty() ? nullptr : dev_envs[i].c_str(), hosts[i], r);
       if (r == me) dev = d;
     }
+  }
+  // Two ranks of a host on one GPU (COMMSCRIPT_DEVICE, CUDA_VISIBLE_DEVICES) would fail NCCL's
+  // init with "Duplicate GPU detected": refuse it here, naming the host, the GPU and the ranks.
+  {
+    char bus[32] = {0};
+    std::string mine_bus = std::to_string(dev);
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, dev) == cudaSuccess)
+      mine_bus = normalize_bdf(bus);
+    else
+      cudaGetLastError();
+    const auto buses = ctl.allgather(mine_bus);
+    std::map<std::pair<std::string, std::string>, std::vector<int>> users;  // (host, GPU) -> ranks
+    for (int r = 0; r < n; ++r) users[{hosts[static_cast<size_t>(r)], buses[static_cast<size_t>(r)]}].push_back(r);
+    for (const auto& [where, ranks] : users)
+      if (ranks.size() > 1)
+        throw InputError("--backend nccl: ranks " + format_rank_list(ranks) + " on host " + where.first +
+                         " would share GPU " + where.second +
+                         " (NCCL needs one GPU per rank): give each rank its own GPU (COMMSCRIPT_DEVICE, "
+                         "CUDA_VISIBLE_DEVICES) or start fewer ranks on that host");
   }
 
   // 2. This rank's GPU: stream, events, the barrier's buffer.
@@ -403,55 +438,91 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
     throw;
   }
   c->comm_ = comm;
+  c->make_timed(init_timeout_s);
   return c;
+}
+
+ncclComm_t NcclCommunicator::split_polled(int color, int key, ncclConfig_t& cfg, double limit,
+                                          const std::string& what) {
+  ncclComm_t nc = nullptr;
+  ncclResult_t r = ncclCommSplit(comm_, color, key, &nc, &cfg);
+  const int64_t t0 = now_ns();
+  // NCCL reports a non-blocking split's progress on the parent (the child handle is published
+  // before it is usable): poll the parent.
+  for (unsigned polls = 0; r == ncclInProgress; ++polls) {
+    const ncclResult_t q = ncclCommGetAsyncError(comm_, &r);
+    if (q != ncclSuccess) r = q;
+    if (r != ncclInProgress) break;
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (limit > 0 && waited > limit) {
+      // The parent first (it owns the split in progress), then the child.
+      why_aborted_ = "timeout: " + what + " did not complete within " + std::to_string(static_cast<int>(limit)) +
+                     " s; the communicator was aborted (ncclCommAbort)";
+      abort_comm();
+      if (nc) ncclCommAbort(nc);
+      throw Error(ExitCode::timeout, why_aborted_);
+    }
+    pause_poll(waited, polls);
+  }
+  if (r == ncclSuccess && nc) {  // the child's own state, now that the parent says it is done
+    ncclResult_t child = ncclSuccess;
+    if (ncclCommGetAsyncError(nc, &child) == ncclSuccess && child != ncclSuccess && child != ncclInProgress) r = child;
+  }
+  if (r != ncclSuccess) {
+    // A failed split leaves its error on the parent (and an invalid argument persists on a
+    // non-blocking communicator): the parent is unusable, end it and the child.
+    why_aborted_ = what + " failed: " + nccl_text(r, comm_);
+    abort_comm();
+    if (nc) ncclCommAbort(nc);
+    throw Error(ExitCode::runtime, why_aborted_ + "; the communicator was aborted (ncclCommAbort)");
+  }
+  return nc;
+}
+
+void NcclCommunicator::make_timed(double limit_s) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 1;
+  const std::string n = name() + "/timed";
+  cfg.commName = n.c_str();
+  timed_ = split_polled(0, rank_, cfg, limit_s,
+                        "ncclCommSplit (the blocking communicator of the timed loops) of communicator '" + name() +
+                            "' on rank " + std::to_string(rank_) + ", GPU " + std::to_string(device_));
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   if (!comm_) throw Error(ExitCode::runtime, "split of communicator '" + name() + "': " + why_aborted_);
   auto sub_ctrl = ctrl_->split(color, key);
   ++splits_;  // on every rank, even one left out: the names must agree
-  std::unique_ptr<NcclCommunicator> sub;
-  if (sub_ctrl) {
-    sub.reset(new NcclCommunicator(std::move(sub_ctrl),
-                                   name() + "/s" + std::to_string(splits_) + ".c" + std::to_string(color), device_));
-    sub->setup();
-    sub->set_timeout(timeout_s_, local_grace_s_);
-    sub->set_verify(verify_);
-    sub->event_timing_ = event_timing_;
-  }
+  const std::string sub_name = name() + "/s" + std::to_string(splits_) + ".c" + std::to_string(color);
+  const std::string what = "ncclCommSplit of communicator '" + name() + "' (color " + std::to_string(color) +
+                           ") on rank " + std::to_string(rank_) + ", GPU " + std::to_string(device_);
+  // The split first, every rank at once: a rank whose device setup failed before it would leave
+  // the others waiting in ncclCommSplit (setup comes after, agreed on over the sub-communicator).
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
-  if (sub) cfg.commName = sub->name_.c_str();
-  ncclComm_t nc = nullptr;
-  ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
+  if (sub_ctrl) cfg.commName = sub_name.c_str();
   const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
-  const int64_t t0 = now_ns();
-  for (unsigned polls = 0; r == ncclInProgress; ++polls) {
-    const ncclResult_t q = ncclCommGetAsyncError(nc ? nc : comm_, &r);
-    if (q != ncclSuccess) r = q;
-    if (r != ncclInProgress) break;
-    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
-    if (limit > 0 && waited > limit) {
-      if (nc) ncclCommAbort(nc);
-      abort_comm();
-      why_aborted_ = "timeout: ncclCommSplit of communicator '" + name() + "' (color " + std::to_string(color) +
-                     ") did not complete within " + std::to_string(static_cast<int>(limit)) + " s on rank " +
-                     std::to_string(rank_) + "; the communicator was aborted (ncclCommAbort)";
-      throw Error(ExitCode::timeout, why_aborted_);
-    }
-    pause_poll(waited, polls);
-  }
-  if (r != ncclSuccess) {
-    const std::string msg = "ncclCommSplit of communicator '" + name() + "' failed on rank " + std::to_string(rank_) +
-                            ": " + nccl_text(r, nc ? nc : comm_);
-    if (nc) ncclCommAbort(nc);
-    throw Error(ExitCode::runtime, msg);
-  }
-  if (!sub) {
+  ncclComm_t nc = split_polled(color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, cfg, limit, what);
+  if (!sub_ctrl) {
     if (nc) ncclCommAbort(nc);  // not expected: NCCL_SPLIT_NOCOLOR gives no communicator
     return nullptr;
   }
-  sub->comm_ = nc;
+  std::unique_ptr<NcclCommunicator> sub(new NcclCommunicator(std::move(sub_ctrl), sub_name, device_));
+  sub->comm_ = nc;  // freed with `sub`, whatever happens below
+  sub->set_timeout(timeout_s_, local_grace_s_);
+  sub->set_verify(verify_);
+  sub->event_timing_ = event_timing_;
+  std::string err;
+  try {
+    sub->setup();
+  } catch (const Error& e) {
+    err = std::string("GPU ") + std::to_string(device_) + ": " + e.what();
+  }
+  const auto hosts = sub->ctrl_->allgather(host_name());
+  agree(*sub->ctrl_, err, ExitCode::runtime, hosts);
+  sub->make_timed(limit);
   return sub;
 }
 
@@ -481,7 +552,7 @@ void NcclCommunicator::check_buffers(const Op& op) {
     if (p && !known(p)) checked_[checked_next_++ % 4] = p;
 }
 
-ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call) {
+ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call, ncclComm_t nc) {
   const ncclDataType_t t = nccl_dtype(op.dtype);
   const size_t c = op.count, es = dtype_size(op.dtype);
   const int n = size_;
@@ -506,22 +577,22 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call) {
   switch (op.coll) {
     case Collective::barrier:
       *call = "ncclAllReduce (barrier)";
-      return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, stream_);
+      return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, nc, stream_);
     case Collective::allreduce:
       *call = "ncclAllReduce";
-      return ncclAllReduce(op.send, op.recv, c, t, rop, comm_, stream_);
+      return ncclAllReduce(op.send, op.recv, c, t, rop, nc, stream_);
     case Collective::reduce:
       *call = "ncclReduce";
-      return ncclReduce(op.send, op.recv, c, t, rop, op.root, comm_, stream_);
+      return ncclReduce(op.send, op.recv, c, t, rop, op.root, nc, stream_);
     case Collective::broadcast:
       *call = "ncclBroadcast";
-      return ncclBroadcast(op.send, op.recv, c, t, op.root, comm_, stream_);
+      return ncclBroadcast(op.send, op.recv, c, t, op.root, nc, stream_);
     case Collective::allgather:  // in place: send = recv + rank*count, as NCCL defines it
       *call = "ncclAllGather";
-      return ncclAllGather(op.send, op.recv, c, t, comm_, stream_);
+      return ncclAllGather(op.send, op.recv, c, t, nc, stream_);
     case Collective::reduce_scatter:  // in place: recv = send + rank*count
       *call = "ncclReduceScatter";
-      return ncclReduceScatter(op.send, op.recv, c, t, rop, comm_, stream_);
+      return ncclReduceScatter(op.send, op.recv, c, t, rop, nc, stream_);
     case Collective::alltoall: {
       *call = "ncclSend/ncclRecv (alltoall)";
       const size_t bytes = c * static_cast<size_t>(n) * es;
@@ -532,8 +603,8 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call) {
       }
       return group([&] {
         for (int p = 0; p < n; ++p) {
-          add(ncclSend(at(src, c * static_cast<size_t>(p)), c, t, p, comm_, stream_));
-          add(ncclRecv(at(op.recv, c * static_cast<size_t>(p)), c, t, p, comm_, stream_));
+          add(ncclSend(at(src, c * static_cast<size_t>(p)), c, t, p, nc, stream_));
+          add(ncclRecv(at(op.recv, c * static_cast<size_t>(p)), c, t, p, nc, stream_));
         }
       });
     }
@@ -542,11 +613,11 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call) {
       if (rank_ == op.root) d2d(at(op.recv, c * static_cast<size_t>(rank_)), op.send, c * es);  // own part
       return group([&] {
         if (rank_ != op.root) {
-          add(ncclSend(op.send, c, t, op.root, comm_, stream_));
+          add(ncclSend(op.send, c, t, op.root, nc, stream_));
           return;
         }
         for (int p = 0; p < n; ++p)
-          if (p != rank_) add(ncclRecv(at(op.recv, c * static_cast<size_t>(p)), c, t, p, comm_, stream_));
+          if (p != rank_) add(ncclRecv(at(op.recv, c * static_cast<size_t>(p)), c, t, p, nc, stream_));
       });
     }
     case Collective::scatter: {
@@ -554,11 +625,11 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call) {
       if (rank_ == op.root) d2d(op.recv, at(op.send, c * static_cast<size_t>(rank_)), c * es);  // own part
       return group([&] {
         if (rank_ != op.root) {
-          add(ncclRecv(op.recv, c, t, op.root, comm_, stream_));
+          add(ncclRecv(op.recv, c, t, op.root, nc, stream_));
           return;
         }
         for (int p = 0; p < n; ++p)
-          if (p != rank_) add(ncclSend(at(op.send, c * static_cast<size_t>(p)), c, t, p, comm_, stream_));
+          if (p != rank_) add(ncclSend(at(op.send, c * static_cast<size_t>(p)), c, t, p, nc, stream_));
       });
     }
     case Collective::sendrecv: {
@@ -569,16 +640,16 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call) {
         d2d(const_cast<void*>(src), op.send, c * es);
       }
       return group([&] {
-        add(ncclSend(src, c, t, op.peer, comm_, stream_));
-        add(ncclRecv(op.recv, c, t, op.recv_peer, comm_, stream_));
+        add(ncclSend(src, c, t, op.peer, nc, stream_));
+        add(ncclRecv(op.recv, c, t, op.recv_peer, nc, stream_));
       });
     }
     case Collective::send:
       *call = "ncclSend";
-      return ncclSend(op.send, c, t, op.peer, comm_, stream_);
+      return ncclSend(op.send, c, t, op.peer, nc, stream_);
     case Collective::recv:
       *call = "ncclRecv";
-      return ncclRecv(op.recv, c, t, op.peer, comm_, stream_);
+      return ncclRecv(op.recv, c, t, op.peer, nc, stream_);
   }
   *call = "?";
   return ncclInvalidArgument;
@@ -592,21 +663,47 @@ void NcclCommunicator::run(const Op& op) {
   check_buffers(op);
   int cur = -1;
   if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
-  const bool timing = op.blocking && event_timing_;
+  // Timed loops go to the blocking communicator: on a non-blocking one every call spawns and
+  // joins a thread (NCCL >= 2.23), which would be inside the timed region.
+  const ncclComm_t nc = op.blocking && timed_ ? timed_ : comm_;
+  const bool timing = op.blocking && event_timing_ && !pipelined_;
   if (timing) cuda_check(cudaEventRecord(ev_start_, stream_), "cudaEventRecord");
   const char* call = "";
   const int64_t t0 = now_ns();
-  const ncclResult_t r = enqueue(op, &call);
+  const ncclResult_t r = enqueue(op, &call, nc);
   if (r != ncclSuccess && r != ncclInProgress) fail(op, call, r);
   // A non-blocking communicator may still be enqueueing: the work is on the stream only once
   // the asynchronous state says so (then the end event goes after it).
   if (r == ncclInProgress) wait(op, call, true, t0);
+  if (pipelined_) return;  // time_loop_us waits once, after the whole loop
   if (timing) cuda_check(cudaEventRecord(ev_end_, stream_), "cudaEventRecord");
   wait(op, call, false, t0);
 }
 
 double NcclCommunicator::timed_execute_us(const Op& op) {
   execute(op);
+  float ms = 0;
+  cuda_check(cudaEventElapsedTime(&ms, ev_start_, ev_end_), "cudaEventElapsedTime");
+  return static_cast<double>(ms) * 1e3;
+}
+
+double NcclCommunicator::time_loop_us(const Op& op, size_t iters) {
+  if (!device_timing() || iters == 0) return Communicator::time_loop_us(op, iters);
+  Op o = op;
+  o.blocking = true;
+  // CUDA events around the whole loop on the blocking communicator; the operations are enqueued
+  // back to back and the stream is waited for once, against the deadline.
+  cuda_check(cudaEventRecord(ev_start_, stream_), "cudaEventRecord");
+  pipelined_ = true;
+  try {
+    for (size_t i = 0; i < iters; ++i) execute(o);
+  } catch (...) {
+    pipelined_ = false;
+    throw;
+  }
+  pipelined_ = false;
+  cuda_check(cudaEventRecord(ev_end_, stream_), "cudaEventRecord");
+  wait(o, "time_loop", false, now_ns());
   float ms = 0;
   cuda_check(cudaEventElapsedTime(&ms, ev_start_, ev_end_), "cudaEventElapsedTime");
   return static_cast<double>(ms) * 1e3;
@@ -638,7 +735,9 @@ void NcclCommunicator::wait(const Op& op, const char* call, bool enqueueing, int
     if ((polls & every) != every) continue;
     if (!enqueueing) {
       ncclResult_t a = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress) fail(op, call, a);
+      for (ncclComm_t c : {comm_, timed_})
+        if (c && ncclCommGetAsyncError(c, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress)
+          fail(op, call, a);
     }
     const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
     if (limit > 0 && waited > limit) timed_out(op, waited);
@@ -647,6 +746,8 @@ void NcclCommunicator::wait(const Op& op, const char* call, bool enqueueing, int
 }
 
 void NcclCommunicator::abort_comm() {
+  if (timed_) ncclCommAbort(timed_);  // split from comm_: it goes first
+  timed_ = nullptr;
   if (comm_) ncclCommAbort(comm_);
   comm_ = nullptr;
 }
@@ -655,11 +756,10 @@ void NcclCommunicator::fail(const Op& op, const char* call, ncclResult_t r) {
   const std::string msg = std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
                           format_size(op.bytes()) + "B, " + name() + ") on rank " + std::to_string(rank_) + ", GPU " +
                           std::to_string(device_) + ": " + call + " failed: " + nccl_text(r, comm_);
-  // An invalid argument had no effect; every other error is fatal to the communicator.
-  if (r != ncclInvalidArgument) {
-    why_aborted_ = msg;
-    abort_comm();
-  }
+  // Every error ends the communicator: on a non-blocking one even ncclInvalidArgument persists
+  // (ncclCommGetAsyncError keeps returning it), so nothing could run on it afterwards.
+  why_aborted_ = msg;
+  abort_comm();
   throw Error(ExitCode::runtime, msg);
 }
 

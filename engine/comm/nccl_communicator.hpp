@@ -47,6 +47,13 @@ class NcclCommunicator final : public Communicator {
   std::string backend() const override { return "nccl"; }
   std::unique_ptr<Communicator> split(int color, int key) override;
 
+  // The control plane (MPI) gets the same deadline as the NCCL operations.
+  using Communicator::set_timeout;  // the one-argument form (the process-wide grace)
+  void set_timeout(double s, double local_grace_s) override {
+    Communicator::set_timeout(s, local_grace_s);
+    if (ctrl_) ctrl_->set_timeout(s, local_grace_s);
+  }
+
   void allreduce_max(std::vector<double>& v) override { ctrl_->allreduce_max(v); }
   void allreduce_sum(std::vector<uint64_t>& v) override { ctrl_->allreduce_sum(v); }
   std::vector<double> allgather(double v) override { return ctrl_->allgather(v); }
@@ -61,6 +68,8 @@ class NcclCommunicator final : public Communicator {
   // COMMSCRIPT_TIMING=host in the environment) or chaos is armed (its delays are host time).
   bool device_timing() const override { return event_timing_ && !hooked(); }
   double timed_execute_us(const Op& op) override;
+  // CUDA events around `iters` back-to-back operations on the blocking communicator.
+  double time_loop_us(const Op& op, size_t iters) override;
   void set_event_timing(bool on) { event_timing_ = on; }
 
   int device() const { return device_; }
@@ -82,7 +91,14 @@ class NcclCommunicator final : public Communicator {
  private:
   NcclCommunicator(std::unique_ptr<Communicator> control, std::string name, int device);
   void setup();  // stream, events and the barrier's buffer on device_
-  ncclResult_t enqueue(const Op& op, const char** call);
+  ncclResult_t enqueue(const Op& op, const char** call, ncclComm_t nc);
+  // The blocking communicator of the timed loops (a split of comm_ with config.blocking = 1),
+  // created by the non-blocking split polled against `limit_s` (0: none).
+  void make_timed(double limit_s);
+  // ncclCommSplit of comm_, polled on comm_ (NCCL reports a split's progress on the parent)
+  // against `limit` s; on a timeout or a failure the parent and then the child are aborted
+  // and Error names `what`.
+  ncclComm_t split_polled(int color, int key, ncclConfig_t& cfg, double limit, const std::string& what);
   void* scratch(size_t bytes);  // device memory for in-place alltoall/sendrecv
   void check_buffers(const Op& op);
   // Polls until the enqueue of a non-blocking call has finished (enqueueing) or the stream has
@@ -95,6 +111,8 @@ class NcclCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> ctrl_;
   ncclComm_t comm_ = nullptr;
+  ncclComm_t timed_ = nullptr;  // blocking: what timed loops (op.blocking) run on
+  bool pipelined_ = false;      // inside time_loop_us: run() enqueues without waiting
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ev_start_ = nullptr, ev_end_ = nullptr;
   void* barrier_buf_ = nullptr;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "communicator.hpp"
+#include "cuda_support.hpp"
 #include "error.hpp"
 #include "job.hpp"
 #include "progress.hpp"
@@ -252,6 +253,26 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
   while (hang && !job::cancel_code()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
+namespace {
+// Flips bits of one byte of a receive buffer, in host or (under --backend nccl) GPU memory: the
+// operation has completed, so a device byte is read, flipped and written back synchronously.
+void flip(unsigned char* p, unsigned char mask) {
+#ifdef COMMSCRIPT_HAVE_NCCL
+  cudaPointerAttributes at{};
+  if (cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeDevice) {
+    unsigned char b = 0;
+    cuda_check(cudaMemcpy(&b, p, 1, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    b ^= mask;
+    cuda_check(cudaMemcpy(p, &b, 1, cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+    return;
+  }
+  cudaGetLastError();
+#endif
+  *p ^= mask;
+}
+}  // namespace
+
 void Chaos::after(const Op& op, uint64_t seq, int64_t start_ns) {
   double slow_ms = 0;
   {
@@ -273,7 +294,7 @@ void Chaos::after(const Op& op, uint64_t seq, int64_t start_ns) {
         for (uint64_t k = 0; k < r.elements && k < n; ++k) {
           const size_t idx = std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
           const unsigned bit = std::uniform_int_distribution<unsigned>(0, static_cast<unsigned>(es * 8 - 1))(rng_);
-          static_cast<unsigned char*>(op.recv)[idx * es + bit / 8] ^= static_cast<unsigned char>(1u << (bit % 8));
+          flip(static_cast<unsigned char*>(op.recv) + idx * es + bit / 8, static_cast<unsigned char>(1u << (bit % 8)));
           where.push_back({{"element", idx}, {"bit", bit}});
         }
         record(r, op, seq, comm_, {{"flipped", where}});

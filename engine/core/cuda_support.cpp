@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "error.hpp"
+#include "gpu_libs.hpp"
 #include "host_name.hpp"
 
 namespace cs {
@@ -64,11 +65,27 @@ DeviceGuard::~DeviceGuard() {
 
 CudaProbe cuda_probe() {
   CudaProbe p;
+  if (const GpuLib& rt = cudart_lib(); !rt.loaded) {
+    p.error = rt.why;
+    return p;
+  }
   const cudaError_t e = cudaGetDeviceCount(&p.count);
   if (e != cudaSuccess) {
     p.count = 0;
     p.error = cuda_error_text(e);
     cudaGetLastError();
+    if (e == cudaErrorInsufficientDriver) {
+      // CUDA says the same with no driver at all and with one too old: tell them apart.
+      int drv = 0, rt = 0;
+      cudaDriverGetVersion(&drv);
+      cudaRuntimeGetVersion(&rt);
+      auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+      if (drv <= 0)
+        p.error = "no NVIDIA driver is installed (libcuda.so.1 not found; " + p.error + ")";
+      else
+        p.error = "the NVIDIA driver is too old: it supports CUDA " + ver(drv) +
+                  ", this commscript's runtime is CUDA " + ver(rt) + " (update the driver; " + p.error + ")";
+    }
   }
   return p;
 }

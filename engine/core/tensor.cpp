@@ -55,6 +55,14 @@ struct Tensor::Storage {
   }
 };
 
+#ifdef COMMSCRIPT_HAVE_NCCL
+// cudaMemcpy from pageable memory to a device, device-to-device copies and cudaMemset on device
+// memory may return before the data lands, and they run on the legacy default stream, which
+// the NCCL backend's non-blocking stream does not wait for: a write to a device tensor is
+// complete only after this (else a fill or a poisoning may land after NCCL read the buffer).
+static void settle() { cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize"); }
+#endif
+
 size_t host_memory_available() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -151,6 +159,7 @@ Tensor Tensor::on_device(DType dtype, size_t count, int device) {
   st->device = device;
   st->bytes = bytes;
   cuda_check(cudaMemset(st->ptr, 0, bytes ? bytes : 1), "cudaMemset");
+  settle();
   Tensor t;
   t.storage_ = std::move(st);
   t.count_ = count;
@@ -194,6 +203,7 @@ Tensor Tensor::slice(size_t first, size_t count) const {
 static void copy_bytes(void* dst, const void* src, size_t n) {
 #ifdef COMMSCRIPT_HAVE_NCCL
   cuda_check(cudaMemcpy(dst, src, n, cudaMemcpyDefault), "cudaMemcpy");
+  settle();
 #else
   std::memcpy(dst, src, n);
 #endif
@@ -253,6 +263,7 @@ void Tensor::fill(double value) {
 #ifdef COMMSCRIPT_HAVE_NCCL
     if (value == 0) {  // every dtype's zero is all bits zero
       cuda_check(cudaMemset(data(), 0, bytes()), "cudaMemset");
+      settle();
       return;
     }
 #endif

@@ -6,6 +6,7 @@
 #ifdef COMMSCRIPT_HAVE_NCCL
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -76,7 +77,12 @@ struct Lib {
   Return (*link_version)(Device, unsigned, unsigned*) = nullptr;
   Return (*link_remote_pci)(Device, unsigned, PciInfo*) = nullptr;
   Return (*common_ancestor)(Device, Device, int*) = nullptr;
+  Return (*remote_type)(Device, unsigned, int*) = nullptr;    // nvmlDeviceGetNvLinkRemoteDeviceType
+  Return (*p2p_status)(Device, Device, int, int*) = nullptr;  // nvmlDeviceGetP2PStatus
 };
+constexpr int kRemoteSwitch = 2;  // NVML_NVLINK_DEVICE_TYPE_SWITCH
+constexpr int kP2pNvlink = 2;     // NVML_P2P_CAPS_INDEX_NVLINK
+constexpr int kP2pOk = 0;         // NVML_P2P_STATUS_OK
 
 template <class F>
 void sym(Lib& l, F& f, const char* name) {
@@ -101,6 +107,8 @@ const Lib& lib() {
     sym(x, x.link_version, "nvmlDeviceGetNvLinkVersion");
     sym(x, x.link_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     sym(x, x.common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
+    sym(x, x.remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    sym(x, x.p2p_status, "nvmlDeviceGetP2PStatus");
     if (!x.init || !x.shutdown || !x.by_pci) {
       x.why = "libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetHandleByPciBusId_v2";
       dlclose(x.handle);
@@ -204,6 +212,7 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
 
   json access = json::array(), links = json::array(), path = json::array();
   std::vector<std::vector<int> > nl(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
+  std::vector<int> switch_links(static_cast<size_t>(n), 0);
   for (int d = 0; d < n; ++d) {
     json& g = gpus[static_cast<size_t>(d)];
     const nvml::Device h = handles[static_cast<size_t>(d)];
@@ -221,8 +230,15 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
       json e = {{"link", l}};
       unsigned ver = 0;
       if (ml.link_version && ml.link_version(h, l, &ver) == 0) e["version"] = ver;
+      // Through an NVSwitch the link's remote end is the switch, not a GPU: such links reach
+      // every other switch-connected GPU (HGX), and are counted per pair below.
+      int rtype = -1;
+      if (ml.remote_type && ml.remote_type(h, l, &rtype) == 0 && rtype == nvml::kRemoteSwitch) {
+        e["remote_type"] = "nvswitch";
+        ++switch_links[static_cast<size_t>(d)];
+      }
       nvml::PciInfo pci{};
-      if (ml.link_remote_pci && ml.link_remote_pci(h, l, &pci) == 0) {
+      if (rtype != nvml::kRemoteSwitch && ml.link_remote_pci && ml.link_remote_pci(h, l, &pci) == 0) {
         const std::string remote = normalize_bdf(pci.busId);
         e["remote_pci_bus_id"] = remote;
         if (auto it = index_of_bdf.find(remote); it != index_of_bdf.end()) {
@@ -234,6 +250,17 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
     }
     g["nvlink"] = {{"active", active}, {"links", ls}};
   }
+  // Pairs of GPUs on NVSwitches: the links the slower of the two has to the switches, when NVML
+  // confirms NVLink peer-to-peer between them (or cannot say).
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) {
+      const size_t ia = static_cast<size_t>(a), ib = static_cast<size_t>(b);
+      if (a == b || !switch_links[ia] || !switch_links[ib]) continue;
+      int st = nvml::kP2pOk;
+      const nvml::Device ha = handles[ia], hb = handles[ib];
+      if (ml.p2p_status && ha && hb && ml.p2p_status(ha, hb, nvml::kP2pNvlink, &st) != 0) st = nvml::kP2pOk;
+      if (st == nvml::kP2pOk) nl[ia][ib] += std::min(switch_links[ia], switch_links[ib]);
+    }
   for (int a = 0; a < n; ++a) {
     json arow = json::array(), lrow = json::array(), prow = json::array();
     for (int b = 0; b < n; ++b) {

@@ -40,6 +40,7 @@ function M.round_robin(ctx, args)
         local v = bench_value(sub, args)
         local partner = pairs_mod.partner(round, ctx.rank)
         if ctx.rank < partner then mine = { ctx.rank, partner, v } end
+        sub:free()  -- now, not at the next garbage collection (NCCL communicators hold GPU memory)
       end
       ctx.comm:barrier()  -- idle ranks wait here, yielding the CPU
       for _, v in ipairs(ctx.comm:allgather_value(mine)) do
@@ -67,6 +68,7 @@ function M.pair(ctx, a, b, args)
       if not v or x < v then v = x end
     end
   end
+  if sub then sub:free() end
   ctx.comm:barrier()
   local all = ctx.comm:allgather_value(ctx.rank == math.min(a, b) and v or false)
   return all[math.min(a, b) + 1]
@@ -215,6 +217,7 @@ function M.matrix(ctx, args)
           if me == sender then out[sender] = g end
         end
         mine = { rank = ctx.rank, partner = pairs_mod.partner(round, ctx.rank), lat = l.p50_us, bw = out[me] }
+        sub:free()
       end
       ctx.comm:barrier()
       for _, v in ipairs(ctx.comm:allgather_value(mine)) do

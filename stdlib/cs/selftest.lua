@@ -33,7 +33,8 @@ function M.run(ctx, fault)
   -- counts (desync into an all-gather); not a chaos field
   for k, v in pairs(fault) do if k ~= "recv_elements" then inject[k] = v end end
   cs.chaos.inject(inject)
-  local t, r = cs.tensor("float32", M.ELEMENTS), cs.tensor("float32", fault.recv_elements or M.ELEMENTS)
+  -- on the communicator's own memory (the GPU under nccl)
+  local t, r = ctx.comm:tensor("float32", M.ELEMENTS), ctx.comm:tensor("float32", fault.recv_elements or M.ELEMENTS)
   for _ = 1, ctx.opt.after + M.EXTRA_OPS do ctx.comm:allreduce(t, r) end
   cs.raise(cs.exit.runtime, ("self-test failed: rank %d was told to %s, yet every all-reduce completed"):format(
     target, fault.kind), 2)

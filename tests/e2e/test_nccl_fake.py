@@ -1,0 +1,209 @@
+"""--backend nccl end to end on the host-side GPU stand-in (tests/fake_gpu, built with
+-DCOMMSCRIPT_FAKE_GPU=ON): every recipe at 1, 2 and 4 ranks, checked from the data the way the
+MPI runs are checked (#wrong from the receive buffers), never from the stand-in's bookkeeping.
+The stand-in's virtual clock makes bandwidth exact: allreduce's busbw is FAKE_GPU_BUSBW_GBPS.
+The stand-in's faults (hang, asynchronous error, failed split, no/old driver, old NCCL) must give
+the documented exit codes and messages. No real GPU is involved anywhere here."""
+import json
+import os
+import unittest
+
+import cs_e2e
+
+FAKE_DIR = os.environ.get("FAKE_GPU_DIR") or os.path.join(os.path.dirname(cs_e2e.BIN), "fake_gpu")
+BUSBW = 40.0  # GB/s, the stand-in's NCCL bus bandwidth in these runs
+SMALL = ["--iters", "3", "--warmup", "1"]
+DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float32", "float64"]
+
+
+def env(extra=None):
+    e = {"LD_LIBRARY_PATH": FAKE_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""),
+         "FAKE_GPU_BUSBW_GBPS": str(BUSBW), "FAKE_GPU_STRICT": "1"}
+    e.update(extra or {})
+    return e
+
+
+class Fake(cs_e2e.TestCase):
+
+    def nccl(self, args, np, code=cs_e2e.OK, timeout=150, extra_env=None, pre=()):
+        r = self.cs(list(pre) + ["--backend", "nccl"] + list(args), np=np, timeout=timeout, env=env(extra_env))
+        self.assertFalse(r.timed_out, r.describe())
+        self.assertEqual(r.rc, code, r.describe())
+        return r
+
+    def report(self, r):
+        rep = r.report()
+        nccl = rep["commscript"]["backends"]["nccl"]
+        self.assertTrue(nccl["fake"], json.dumps(nccl))  # the report says what it ran on
+        self.assertEqual(rep["run"]["backend"], "nccl")
+        return rep
+
+    def no_wrong(self, rep, kinds=None):
+        rows = [x for x in rep["results"] if "wrong" in x and (kinds is None or x.get("kind") in kinds)]
+        bad = [x for x in rows if x["wrong"] != 0]
+        self.assertEqual(bad, [], "rows with wrong elements")
+        return rows
+
+    # ---- bw_sweep --ops all, in and out of place ----
+    def sweep(self, np, maxb="16K", extra=()):
+        r = self.nccl(["bw_sweep", "--ops", "all", "--max", maxb] + SMALL + list(extra), np)
+        rep = self.report(r)
+        rows = self.no_wrong(rep)
+        ops = {x["op"] for x in rows}
+        self.assertGreaterEqual(len(ops), 8, ops)
+        for op in ops:
+            places = {x["placement"] for x in rows if x["op"] == op}
+            self.assertEqual(places, {"in-place", "out-of-place"}, op)
+        if np > 1:
+            for x in rows:
+                if x["op"] == "allreduce":  # exact on the virtual clock: no copies, no latency
+                    self.assertAlmostEqual(x["busbw"], BUSBW, delta=BUSBW * 1e-4, msg=json.dumps(x))
+        return rows
+
+    def test_sweep_all_np1(self):
+        self.sweep(1)
+
+    def test_sweep_all_np2(self):
+        self.sweep(2)
+
+    def test_sweep_all_np4(self):
+        self.sweep(4, "4K")
+
+    def test_every_dtype_np2(self):
+        for dt in DTYPES:
+            with self.subTest(dtype=dt):
+                r = self.nccl(["bw_sweep", "--ops", "allreduce,reduce_scatter,reduce,allgather,broadcast",
+                               "--dtype", dt, "--min", "8", "--max", "256"] + SMALL, 2)
+                rows = self.no_wrong(self.report(r))
+                self.assertTrue(rows and all(x["dtype"] == dt for x in rows), dt)
+
+    # ---- the other recipes ----
+    def test_latency_np2(self):
+        rep = self.report(self.nccl(["latency", "--max", "4K"], 2))
+        self.assertTrue(rep["results"])
+        self.no_wrong(rep)
+
+    def test_p2p_matrix_np2(self):
+        rep = self.report(self.nccl(["p2p_matrix", "--bytes", "16K", "--lat_iters", "5", "--repeats", "1"], 2))
+        self.assertEqual(rep["matrix"]["n"], 2)
+
+    def test_p2p_matrix_np4(self):
+        rep = self.report(self.nccl(["p2p_matrix", "--bytes", "16K", "--lat_iters", "5", "--repeats", "1"], 4))
+        self.assertEqual(rep["matrix"]["n"], 4)
+
+    def test_full_diag_np2(self):
+        rep = self.report(self.nccl(["full_diag", "--max", "64K"], 2))
+        self.no_wrong(rep)
+
+    def test_chaos_delay_np4(self):
+        r = self.nccl(["chaos_delay"], 4)
+        self.report(r)
+
+    def test_chaos_slow_np4(self):
+        self.report(self.nccl(["chaos_slow"], 4))
+
+    def test_chaos_desync_np2(self):
+        self.report(self.nccl(["chaos_desync"], 2, code=cs_e2e.TIMEOUT, timeout=60))
+
+    def test_chaos_exit_np2(self):
+        r = self.cs(["--backend", "nccl", "chaos_exit"], np=2, timeout=60, env=env())
+        self.assertFalse(r.timed_out, r.describe())
+        self.assertNotEqual(r.rc, cs_e2e.OK, r.describe())
+
+    def test_chaos_corrupt_np2(self):
+        # Bits flipped in the GPU receive buffer, found by the data check (exit 4), named right.
+        r = self.nccl(["chaos_corrupt"], 2, code=cs_e2e.CORRUPTION, timeout=60)
+        self.assertRegex(r.stdout, r"chaos_corrupt: injected rank \d+, wrong data on rank\(s\) \d+: ok")
+
+    def test_chaos_hang_np2(self):
+        r = self.nccl(["chaos_hang"], 2, code=cs_e2e.TIMEOUT, timeout=60)
+        self.report(r)
+
+    def test_gpu_copy_bw(self):
+        rep = self.report(self.nccl(["gpu_copy_bw", "--bytes", "1M"], 1))
+        self.assertTrue(rep["results"])
+
+    def test_replay_of_an_nccl_run(self):
+        r = self.nccl(["bw_sweep", "--max", "1K"] + SMALL, 2)
+        r2 = self.nccl(["--replay", r.path("report.json")], 2)
+        self.no_wrong(self.report(r2))
+
+    # ---- GPU topology through the stand-in NVML ----
+    def nvlink(self, topo):
+        # The matrix row-major without its diagonal (a Lua list with a hole would not be a list).
+        path = self.recipe("topo_probe", '  local t, out = require("cs.gpu").topology(), {}\n'
+                                         '  for a = 1, #t.gpus do for b = 1, #t.gpus do\n'
+                                         '    if a ~= b then out[#out + 1] = t.nvlink_matrix[a][b] end\n'
+                                         '  end end\n'
+                                         '  ctx.report:result { kind = "topo", links = out }')
+        r = self.cs(["--backend", "self", path], timeout=60, env=env({"FAKE_GPU_TOPO": topo}))
+        self.assertEqual(r.rc, cs_e2e.OK, r.describe())
+        flat = [x for x in r.report()["results"] if x.get("kind") == "topo"][0]["links"]
+        self.assertEqual(len(flat), 8 * 7)
+        it = iter(flat)
+        return [[None if a == b else next(it) for b in range(8)] for a in range(8)]
+
+    def test_nvswitch_gpus_are_nvlink_connected(self):
+        m = self.nvlink("nvswitch")  # HGX: every link goes to a switch; every pair is NVLink
+        for a in range(8):
+            for b in range(8):
+                if a != b:
+                    self.assertEqual(m[a][b], 18, (a, b, m))
+
+    def test_nvlink_pairs_and_pcie(self):
+        m = self.nvlink("nvlink-pairs")
+        self.assertEqual((m[0][1], m[1][0], m[2][3], m[0][2], m[1][2]), (4, 4, 4, 0, 0), m)
+        m = self.nvlink("pcie")
+        self.assertTrue(all(m[a][b] == 0 for a in range(8) for b in range(8) if a != b), m)
+
+    # ---- the stand-in's faults ----
+    def test_hang_is_a_timeout_naming_the_operation(self):
+        r = self.nccl(["--timeout", "3", "bw_sweep", "--max", "64"] + SMALL, 2, code=cs_e2e.TIMEOUT, timeout=60,
+                      extra_env={"FAKE_NCCL_HANG": "1:5"})
+        self.assertRegex(r.stderr, r"timeout: \w+ #\d+")
+
+    def test_async_error_ends_the_run(self):
+        r = self.nccl(["--timeout", "20", "bw_sweep", "--max", "64"] + SMALL, 2, code=cs_e2e.RUNTIME, timeout=60,
+                      extra_env={"FAKE_NCCL_ASYNC_ERROR": "0:5"})
+        self.assertIn("unhandled system error", r.stderr)
+
+    def test_no_driver(self):
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_GPU_DRIVER": "none"})
+        self.assertIn("no NVIDIA driver is installed", r.stderr)
+
+    def test_old_driver(self):
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_GPU_DRIVER": "old"})
+        self.assertIn("the NVIDIA driver is too old: it supports CUDA 12.2", r.stderr)
+
+    def test_duplicate_gpu_is_refused_before_nccl_init(self):
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"COMMSCRIPT_DEVICE": "0"})
+        self.assertRegex(r.stderr, r"ranks 0-1 on host \S+ would share GPU 0000:18:00.0")
+
+    def test_nccl_comm_blocking_is_refused(self):
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"NCCL_COMM_BLOCKING": "1"})
+        self.assertIn("NCCL_COMM_BLOCKING=1", r.stderr)
+
+    def test_failed_split_ends_the_communicator(self):
+        # Rank 1's second split (the first is the world's blocking communicator of the timed loops)
+        # fails: it names the split and ends; rank 0, left in the split, times out.
+        r = self.cs(["--backend", "nccl", "--timeout", "5", "p2p_matrix", "--bytes", "1K", "--lat_iters", "2",
+                     "--repeats", "1"], np=2, timeout=90, env=env({"FAKE_NCCL_SPLIT_ERROR": "1:2"}))
+        self.assertFalse(r.timed_out, r.describe())
+        self.assertIn(r.rc, (cs_e2e.RUNTIME, cs_e2e.TIMEOUT), r.describe())
+        self.assertIn("ncclCommSplit of communicator 'world' (color 1) on rank 1", r.stderr + r.stdout)
+
+    def test_old_nccl_is_refused(self):
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_NCCL_VERSION": "21700"})
+        self.assertIn("needs NCCL >= 2.18", r.stderr)
+
+    def test_missing_nccl_is_named_and_mpi_still_runs(self):
+        missing = {"COMMSCRIPT_NCCL": os.path.join(self.tmp, "libnccl.so.2"),
+                   "COMMSCRIPT_CUDART": os.path.join(self.tmp, "libcudart.so.13")}
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env=missing)
+        self.assertIn("cannot load", r.stderr)
+        r = self.cs(["--backend", "mpi", "bw_sweep", "--max", "1K"] + SMALL, np=2, env=env(missing))
+        self.assertEqual(r.rc, cs_e2e.OK, r.describe())
+
+
+if __name__ == "__main__":
+    unittest.main()
