@@ -26,6 +26,10 @@ class MpiCommunicator final : public Communicator {
   std::vector<double> allgather(double v) override;
   std::vector<std::string> allgather(const std::string& s) override;
   std::string broadcast(const std::string& s, int root) override;
+  std::string no_shrink_reason() const override {
+    return "cannot survive a dropped rank: Open MPI 4.1 has no ULFM (MPIX_Comm_revoke/MPIX_Comm_shrink), so a "
+           "rank that dies takes the job with it; use --backend gloo for elastic drills";
+  }
 
  protected:
   void run(const Op& op) override;

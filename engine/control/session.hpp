@@ -28,6 +28,7 @@ class Session {
   double fail_below = -1;         // --fail-below: exit 3 when the score is lower
   int rank = 0;
   int size = 1;
+  nlohmann::json launcher;  // how the ranks were started (LaunchEnv::to_json; null: mpi)
 };
 
 }  // namespace cs
