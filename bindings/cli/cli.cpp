@@ -285,8 +285,9 @@ int cli_main(int argc, char** argv) {
   LaunchEnv launch;
   try {
     launch = read_launch_env(args.launcher);
-  } catch (const Error& e) {
-    return fail_early(e.code(), e.what());
+  } catch (const Error& e) {  // this process's own variables: it says so itself, whatever its rank
+    std::fprintf(stderr, "commscript: %s\n", e.what());
+    return static_cast<int>(e.code());
   }
   if (launch.kind != "mpi" && s.backend != "gloo" && !(s.backend == "self" && launch.size == 1))
     return fail_early(ExitCode::bad_input,

@@ -36,8 +36,9 @@ void check_rank(const std::string& who, const LaunchEnv& e, const char* rank_var
 }  // namespace
 
 nlohmann::json LaunchEnv::to_json() const {
-  nlohmann::json j = {{"kind", kind}, {"detected", detected}, {"size", size}};
-  if (kind != "mpi") {
+  nlohmann::json j = {{"kind", kind}, {"detected", detected}};
+  if (kind != "mpi") {  // MPI's size is the run's ranks
+    j["size"] = size;
     j["master_addr"] = master_addr;
     j["master_port"] = master_port;
   }
