@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages commscript needs to build and test (run as root, or with sudo).
 # CUDA and NCCL are optional and not installed here: the build finds them when present.
+# Gloo is optional too, but a Debian package, so it is installed.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -9,7 +10,8 @@ pkgs=(build-essential cmake pkg-config git
       libluajit-5.1-dev luajit
       libopenmpi-dev openmpi-bin
       libtomlplusplus-dev nlohmann-json3-dev libcli11-dev catch2 libssl-dev libhwloc-dev
-      lua-unit python3)
+      lua-unit python3
+      libgloo-dev)  # --backend gloo (optional at build time, like NCCL)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -19,11 +19,15 @@
 #include "digest.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
+#include "launch_env.hpp"
 #include "mpi_communicator.hpp"
 #include "recipe_run.hpp"
 #include "run_inputs.hpp"
 #ifdef COMMSCRIPT_HAVE_NCCL
 #include "nccl_communicator.hpp"
+#endif
+#ifdef COMMSCRIPT_HAVE_GLOO
+#include "gloo_communicator.hpp"
 #endif
 #include "self_communicator.hpp"
 #include "session.hpp"
@@ -34,7 +38,7 @@ namespace cs {
 namespace {
 
 struct Args {
-  std::string config_file, out, backend = "mpi", replay, baseline;
+  std::string config_file, out, backend = "mpi", replay, baseline, launcher = "auto";
   double fail_below = -1;
   std::vector<std::string> sets;
   uint64_t seed = 0;
@@ -140,8 +144,12 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
       ->allow_extra_args(false);  // one value per --set: the next word may be the recipe
   app.add_option("--out", a.out, "output directory (default: commscript-runs/<recipe>-<time>-<pid>)");
   app.add_option("--backend", a.backend, "communication backend")
-      ->check(CLI::IsMember({"mpi", "self", "nccl"}))
+      ->check(CLI::IsMember({"mpi", "self", "nccl", "gloo"}))
       ->each([&](const std::string&) { a.backend_given = true; });
+  app.add_option("--launcher", a.launcher,
+                 "how the ranks were started: auto (default: detected), mpi, env (torchrun-style RANK, WORLD_SIZE, "
+                 "MASTER_ADDR, MASTER_PORT) or slurm (SLURM_PROCID, SLURM_NTASKS; MASTER_ADDR)")
+      ->check(CLI::IsMember({"auto", "mpi", "env", "slurm"}));
   app.add_option("--seed", a.seed, "seed for everything random in the run")
       ->check(finite_number(true))
       ->each([&](const std::string&) { a.seed_given = true; });
@@ -185,6 +193,10 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
 #ifndef COMMSCRIPT_HAVE_NCCL
   if (a.backend == "nccl")
     return fail_early(ExitCode::bad_input, "--backend nccl: this commscript was built without CUDA/NCCL");
+#endif
+#ifndef COMMSCRIPT_HAVE_GLOO
+  if (a.backend == "gloo")
+    return fail_early(ExitCode::bad_input, "--backend gloo: this commscript was built without Gloo (libgloo-dev)");
 #endif
   return std::nullopt;
 }
@@ -300,12 +312,34 @@ std::optional<int> load_inputs(const Args& a, int argc, char** argv, Session& s,
 }
 
 // ---- phase 4: the world communicator of the chosen backend. Returns an exit code on failure.
-std::optional<int> start_backend(Session& s, int* argc, char*** argv) {
+std::optional<int> start_backend(Session& s, const LaunchEnv& launch, int* argc, char*** argv) {
   if (s.backend == "self") {
     s.world = std::make_shared<SelfCommunicator>();
+  } else if (launch.kind != "mpi") {
+#ifdef COMMSCRIPT_HAVE_GLOO
+    // No MPI at all: rank 0 serves the store at MASTER_ADDR:MASTER_PORT, the others dial it.
+    try {
+      s.world =
+          GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, s.timeout_s);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "commscript: rank %d: --backend gloo --launcher %s: %s\n", launch.rank, launch.kind.c_str(),
+                   e.what());
+      return static_cast<int>(e.code());
+    }
+    job::set_control(s.world.get());
+#endif
   } else {
     job::init_mpi(argc, argv);
     if (s.backend == "mpi") s.world = MpiCommunicator::world();
+#ifdef COMMSCRIPT_HAVE_GLOO
+    else if (s.backend == "gloo") {
+      try {  // MPI launches and tells the ranks where rank 0's store is; Gloo moves the data
+        s.world = GlooCommunicator::world_over_mpi(s.timeout_s);
+      } catch (const Error& e) {
+        job::abort(e.code(), "commscript: rank " + std::to_string(job::world_rank()) + ": --backend gloo: " + e.what());
+      }
+    }
+#endif
 #ifdef COMMSCRIPT_HAVE_NCCL
     else {
       // MPI stays the launcher and the control plane (unique id, result gathering); NCCL moves
@@ -345,11 +379,28 @@ int cli_main(int argc, char** argv) {
 
   // Termination signals go to one thread, started before MPI's threads (which inherit the mask),
   // so a rank that mpirun ends still saves what it measured.
+  LaunchEnv launch;
+  try {
+    launch = read_launch_env(args.launcher);
+  } catch (const Error& e) {  // this process's own variables: it says so itself, whatever its rank
+    std::fprintf(stderr, "commscript: %s\n", e.what());
+    return static_cast<int>(e.code());
+  }
+  if (launch.kind != "mpi" && s.backend != "gloo" && !(s.backend == "self" && launch.size == 1))
+    return fail_early(ExitCode::bad_input,
+                      "--launcher " + launch.kind +
+                          " starts ranks without MPI: only --backend gloo runs that way (got "
+                          "--backend " +
+                          s.backend + (s.backend == "nccl" ? "; NCCL's unique id over the store is not done yet" : "") +
+                          ")");
+  s.launcher = launch.to_json();
+
   incidents::start_signal_thread();
-  if (auto failed = start_backend(s, &argc, &argv)) return *failed;
+  if (auto failed = start_backend(s, launch, &argc, &argv)) return *failed;
 
   // ---- phase 5: the recipe on every rank, then the end of the backend.
   const int code = run_recipe(s, in.recipe, in.rargs, in.info);
+  job::set_control(nullptr);
   s.world.reset();
   job::finalize();
   return code;

@@ -1,6 +1,7 @@
 // Lua view of a Communicator: the collectives as methods, the timed loops (bench, pingpong,
 // stream), split, and plain-data exchange for orchestration between timed regions.
 #include <cstdint>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,59 @@ int c_split(lua_State* L) {
     return 1;
   }
   push_communicator(L, std::shared_ptr<Communicator>(std::move(sub)));
+  return 1;
+}
+
+void push_ranks(lua_State* L, const std::vector<int>& v) {
+  lua_createtable(L, static_cast<int>(v.size()), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    lua_pushinteger(L, v[i]);
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+}
+
+// revoke(): this rank gives up on the communicator (after a RanksLostError).
+int c_revoke(lua_State* L) {
+  check_comm(L, 1).revoke();
+  return 0;
+}
+
+// survivors() -> {ranks...}: this communicator's ranks still alive as far as the backend knows.
+int c_survivors(lua_State* L) {
+  push_ranks(L, check_comm(L, 1).survivors());
+  return 1;
+}
+
+// shrink{exclude={ranks...}} -> communicator of the others (a collective of the survivors).
+// Without exclude: the ranks the backend knows are gone.
+int c_shrink(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  std::vector<int> exclude;
+  bool given = false;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "exclude");
+    if (!lua_isnil(L, -1)) {
+      if (!lua_istable(L, -1)) luaL_argerror(L, 2, "exclude must be a list of ranks");
+      given = true;
+      const int n = static_cast<int>(lua_objlen(L, -1));
+      for (int i = 1; i <= n; ++i) {
+        lua_rawgeti(L, -1, i);
+        if (!lua_isnumber(L, -1)) luaL_argerror(L, 2, "exclude must be a list of ranks");
+        exclude.push_back(static_cast<int>(lua_tointeger(L, -1)));
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+  }
+  if (!given) {
+    const std::vector<int> alive = c.survivors();
+    for (int r = 0; r < c.size(); ++r)
+      if (std::find(alive.begin(), alive.end(), r) == alive.end()) exclude.push_back(r);
+  }
+  std::shared_ptr<Communicator> sub(c.shrink(exclude));
+  c.set_successor(sub);
+  push_communicator(L, sub);
   return 1;
 }
 
@@ -443,6 +497,9 @@ void register_communicator(lua_State* L) {
                                      {"recv", entry<c_recv>},
                                      {"sendrecv", entry<c_sendrecv>},
                                      {"split", entry<c_split>},
+                                     {"revoke", entry<c_revoke>},
+                                     {"survivors", entry<c_survivors>},
+                                     {"shrink", entry<c_shrink>},
                                      {"check", entry<c_check>},
                                      {"tensor", entry<c_tensor>},
                                      {"free", entry<c_free>},

@@ -31,6 +31,30 @@ void raise(lua_State* L, ExitCode code, const std::string& message, bool limit) 
   __builtin_unreachable();  // lua_error does not return
 }
 
+void raise_ranks_lost(lua_State* L, const std::string& message, const std::vector<int>& gone) {
+  // Built like raise()'s object, plus what a recipe that survives drops needs.
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, static_cast<int>(ExitCode::runtime));
+  lua_setfield(L, -2, "code");
+  lua_pushlstring(L, message.data(), message.size());
+  lua_setfield(L, -2, "message");
+  lua_pushliteral(L, "ranks_lost");
+  lua_setfield(L, -2, "kind");
+  lua_createtable(L, static_cast<int>(gone.size()), 0);
+  for (size_t i = 0; i < gone.size(); ++i) {
+    lua_pushinteger(L, gone[i]);
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  lua_setfield(L, -2, "gone");
+  if (luaL_newmetatable(L, "commscript.error")) {
+    lua_pushcfunction(L, error_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_setmetatable(L, -2);
+  lua_error(L);
+  __builtin_unreachable();
+}
+
 ExitCode error_code(lua_State* L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE) return ExitCode::runtime;
   lua_getfield(L, idx, "code");

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "dtype.hpp"
 #include "error.hpp"
@@ -20,6 +21,8 @@ namespace cs::lua {
 // Pushes an error object {code=, message=} (with __tostring) and raises it.
 // `limit`: an engine limit (C-stack depth, time budget) ended the code: see LuaFailure::limit.
 [[noreturn]] void raise(lua_State* L, ExitCode code, const std::string& message, bool limit = false);
+// The same with kind = "ranks_lost" and gone = {ranks...} (a RanksLostError).
+[[noreturn]] void raise_ranks_lost(lua_State* L, const std::string& message, const std::vector<int>& gone);
 // The exit code carried by the error value at `idx` (runtime for plain strings).
 ExitCode error_code(lua_State* L, int idx);
 // The message of the error value at `idx`.
@@ -31,6 +34,11 @@ int entry(lua_State* L) {
   std::string msg;
   try {
     return F(L);
+  } catch (const RanksLostError& e) {
+    luaL_where(L, 1);
+    std::string where = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    raise_ranks_lost(L, where + e.what(), e.gone);
   } catch (const Error& e) {
     code = e.code();
     msg = e.what();

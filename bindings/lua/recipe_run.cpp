@@ -154,6 +154,7 @@ void describe_run(Session& s, lua_State* L, const RecipeSource& src, const std::
               {"ranks", s.size},
               {"hosts", per_host.size()},
               {"backend", s.backend},
+              {"launcher", s.launcher.is_null() ? nlohmann::json{{"kind", "mpi"}} : s.launcher},
               {"start", iso_time_now()},
               {"seed", s.seed},
               {"timeout_s", s.timeout_s},
@@ -205,6 +206,20 @@ int call_runner(LuaVm& vm, Session& s) {
   const int code = static_cast<int>(lua_tointeger(L, -1));
   lua_pop(L, 1);
   return code;
+}
+
+// A recipe that survived a dropped rank shrank the world: what follows (agreement, result
+// gathering) runs among the survivors.
+void adopt_survivors(Session& s) {
+  bool moved = false;
+  while (auto next = s.world->successor()) {
+    s.world = next;
+    moved = true;
+  }
+  if (!moved) return;
+  if (!job::mpi_active()) job::set_control(s.world.get());
+  s.rank = s.world->rank();
+  s.size = s.world->size();
 }
 
 // Rank 0 writes the final report.json and report.html. Returns the exit code to use.
@@ -339,7 +354,9 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
   {
     ControlPlane plane(s);
     Chaos::instance().install(info.chaos, s.seed);
-    code = job::agree_max(call_runner(vm, s));
+    code = call_runner(vm, s);
+    adopt_survivors(s);
+    code = job::agree_max(code);
     fired = plane.fired_injections(s);
     Chaos::instance().clear();
     plane.stop_heartbeat();

@@ -48,6 +48,11 @@ nlohmann::json collect() {
 #else
   j["backends"]["nccl"] = {{"built", false}, {"why", "built without CUDA/NCCL"}};
 #endif
+#ifdef COMMSCRIPT_HAVE_GLOO
+  j["backends"]["gloo"] = {{"library", "Gloo (TCP transport)"}, {"built", true}};
+#else
+  j["backends"]["gloo"] = {{"built", false}, {"why", "built without Gloo (libgloo-dev)"}};
+#endif
   return j;
 }
 

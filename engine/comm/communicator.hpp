@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "error.hpp"
 #include "op.hpp"
 #include "progress.hpp"
 
@@ -122,6 +123,24 @@ class Communicator {
   // rank that passed a negative color. It inherits this communicator's deadline.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
+  // Surviving a dropped rank (Gloo; other backends refuse with why). revoke(): this rank gives
+  // up on the communicator (its operations fail from now on, and peers blocked with it are
+  // released). survivors(): this communicator's ranks still alive as far as the backend knows.
+  // shrink(exclude): a collective of the survivors, a new communicator without `exclude`
+  // (ranks of this communicator; each must be gone, and not all of them).
+  virtual void revoke() { throw InputError(backend() + ": " + no_shrink_reason()); }
+  virtual std::vector<int> survivors() { throw InputError(backend() + ": " + no_shrink_reason()); }
+  virtual std::unique_ptr<Communicator> shrink(const std::vector<int>&) {
+    throw InputError(backend() + ": " + no_shrink_reason());
+  }
+  // The communicator that shrink() made of this one's survivors, once a caller adopted it: the
+  // run's agreements and result gathering move on to it after the recipe.
+  void set_successor(std::shared_ptr<Communicator> c) { successor_ = std::move(c); }
+  std::shared_ptr<Communicator> successor() const { return successor_; }
+  virtual std::string no_shrink_reason() const {
+    return "cannot survive a dropped rank (no revoke/shrink in this backend)";
+  }
+
   // Control-plane helpers for result gathering (not numbered, not timed).
   virtual void allreduce_max(std::vector<double>& v) = 0;
   virtual void allreduce_sum(std::vector<uint64_t>& v) = 0;
@@ -151,6 +170,7 @@ class Communicator {
   bool have_verified_ = false;
   uint64_t verified_ = 0;  // the fingerprint of the last call all ranks agreed on
   std::string name_;
+  std::shared_ptr<Communicator> successor_;
   uint64_t seq_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "communicator.hpp"
 #include "host_name.hpp"
 
 namespace cs::job {
@@ -21,7 +22,10 @@ MPI_Comm g_ctrl = MPI_COMM_NULL;  // out-of-band messages between ranks
 constexpr int kTagAbort = 7001;
 void (*g_before_abort)(ExitCode, const std::string&) = nullptr;
 std::atomic<int> g_cancel{0};
+Communicator* g_control = nullptr;  // without MPI
 }  // namespace
+
+void set_control(Communicator* c) { g_control = c; }
 
 void attach(MPI_Comm comm) {
   MPI_Comm_dup(comm, &g_ctrl);
@@ -102,14 +106,14 @@ void init_mpi(int* argc, char*** argv) {
 bool mpi_active() { return g_mpi; }
 
 int world_rank() {
-  if (!g_mpi) return 0;
+  if (!g_mpi) return g_control ? g_control->rank() : 0;
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
 }
 
 int world_size() {
-  if (!g_mpi) return 1;
+  if (!g_mpi) return g_control ? g_control->size() : 1;
   int n = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
@@ -123,19 +127,26 @@ void finalize() {
 }
 
 int launcher_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK"})
     if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
   return -1;
 }
 
 int launcher_size() {
   if (launcher_rank() < 0) return 1;
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS", "WORLD_SIZE"})
     if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
   return 1;
 }
 
 int lowest_failing_rank(bool failed) {
+  if (!g_mpi && g_control && g_control->size() > 1) {
+    int low = -1;
+    const auto all = g_control->allgather(failed ? 1.0 : 0.0);
+    for (size_t r = all.size(); r-- > 0;)
+      if (all[r] != 0) low = static_cast<int>(r);
+    return low;
+  }
   if (!g_mpi) return failed ? 0 : -1;
   const int n = ctrl_size();
   int mine = failed ? ctrl_rank() : n, low = n;
@@ -144,6 +155,11 @@ int lowest_failing_rank(bool failed) {
 }
 
 int agree_max(int v) {
+  if (!g_mpi && g_control && g_control->size() > 1) {
+    int out = v;
+    for (double x : g_control->allgather(static_cast<double>(v))) out = std::max(out, static_cast<int>(x));
+    return out;
+  }
   if (!g_mpi) return v;
   int out = v;
   MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, g_ctrl);

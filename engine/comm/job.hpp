@@ -8,6 +8,10 @@
 
 #include "error.hpp"
 
+namespace cs {
+class Communicator;
+}
+
 namespace cs::job {
 
 // MPI_Init_thread (funneled). After this, world_rank/world_size are MPI's.
@@ -36,6 +40,9 @@ std::vector<std::string> allgather_strings(const std::string& s);
 void request_cancel(int code);
 int cancel_code();  // 0: not cancelled
 void clear_cancel();
+// Without MPI (--launcher env/slurm): the communicator that the agreements below
+// (lowest_failing_rank, agree_max) and world_rank/world_size use instead. nullptr: none.
+void set_control(Communicator* c);
 
 // The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
 // SLURM_PROCID), or -1. Lets ranks decide who prints before MPI is initialised.

@@ -30,6 +30,10 @@ class MpiCommunicator final : public Communicator {
   std::string broadcast(const std::string& s, int root) override;
   void exchange(int to, const void* out, int from, void* in, size_t n) override;
   void verify_max(std::vector<double>& v) override;
+  std::string no_shrink_reason() const override {
+    return "cannot survive a dropped rank: Open MPI 4.1 has no ULFM (MPIX_Comm_revoke/MPIX_Comm_shrink), so a "
+           "rank that dies takes the job with it; use --backend gloo for elastic drills";
+  }
 
  protected:
   void run(const Op& op) override;

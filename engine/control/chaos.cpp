@@ -1,5 +1,6 @@
 #include "chaos.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,7 +43,7 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
     throw InputError("chaos: each rule must be a table like { kind = \"delay\", ranks = [1], ms = 50 }");
   static const std::set<std::string> known = {"kind",        "ranks",    "ops", "after",     "every",
                                               "probability", "duration", "ms",  "jitter_ms", "factor",
-                                              "status",      "elements", "op",  "limit"};
+                                              "status",      "elements", "op",  "limit",     "kill"};
   for (auto& [k, v] : j.items())
     if (!known.count(k))
       throw InputError("chaos: unknown field '" + k +
@@ -111,6 +112,10 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
       break;
     case ChaosKind::exit:
       r.status = static_cast<int>(num("status", 99, 1, 255));
+      if (j.contains("kill")) {
+        if (!j["kill"].is_boolean()) throw InputError(w + "'kill' must be true or false");
+        r.kill = j["kill"].get<bool>();
+      }
       break;
     case ChaosKind::corrupt:
       r.elements = static_cast<uint64_t>(num("elements", 1, 1, 1e12));
@@ -118,6 +123,7 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
     default:
       break;
   }
+  if (j.contains("kill") && r.kind != ChaosKind::exit) throw InputError(w + "'kill' applies to exit only");
   if (j.contains("op")) {
     if (r.kind != ChaosKind::desync) throw InputError(w + "'op' applies to desync only");
     if (!j["op"].is_string() || !parse_collective(j["op"].get<std::string>()))
@@ -211,7 +217,7 @@ void Chaos::record(const ChaosRule& r, const Op& op, uint64_t seq, std::string_v
 void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
   double delay = 0;
   int exit_status = 0;
-  bool hang = false;
+  bool hang = false, kill = false;
   {
     std::lock_guard<std::mutex> g(mu_);
     comm_ = std::string(comm);
@@ -233,8 +239,9 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
         record(r, orig, seq, comm, {{"called", collective_name(op.coll)}, {"called_bytes", op.bytes()}});
       }
       if (selects(a, op, seq, ChaosKind::exit)) {
-        record(r, op, seq, comm, {{"status", r.status}});
+        record(r, op, seq, comm, r.kill ? nlohmann::json{{"signal", "SIGKILL"}} : nlohmann::json{{"status", r.status}});
         exit_status = r.status;
+        kill = r.kill;
       }
       if (selects(a, op, seq, ChaosKind::hang)) {
         record(r, op, seq, comm, nlohmann::json::object());
@@ -243,6 +250,9 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
     }
   }
   sleep_ms(delay);
+  if (kill) {  // a real crash: no goodbye, no flush, nothing saved; the survivors must cope
+    ::kill(::getpid(), SIGKILL);
+  }
   if (exit_status) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the heartbeat carry the record
     std::fflush(nullptr);

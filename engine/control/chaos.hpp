@@ -6,7 +6,8 @@
 //   slow    after the operation, sleep (factor - 1) x its duration: the rank's transfers take
 //           `factor` times as long
 //   hang    the rank stops arriving: it never starts the operation (sleeps until killed)
-//   exit    the rank dies with `status` (nonzero) before the operation
+//   exit    the rank dies with `status` (nonzero) before the operation; with kill = true it
+//           SIGKILLs its own process instead (no goodbye: a dropped rank the others may survive)
 //   corrupt flip one bit in `elements` elements of the rank's result, with `probability`
 //   desync  the rank calls a different operation (`op`, default "barrier") or, with `factor`,
 //           a smaller count (count x factor); once unless `limit` says otherwise
@@ -38,6 +39,7 @@ struct ChaosRule {
   double ms = 0, jitter_ms = 0;  // delay
   double factor = 0;             // slow (default 2), desync (count factor, default 0.5)
   int status = 99;               // exit (not one of commscript's own exit codes)
+  bool kill = false;             // exit: SIGKILL this process instead of exiting
   uint64_t elements = 1;         // corrupt: elements whose bit is flipped
   std::string desync_op;         // desync: call this operation instead (e.g. "barrier")
   uint64_t limit = 0;            // fire at most this many times (0: no limit; hang/exit: 1)

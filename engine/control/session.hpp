@@ -35,6 +35,7 @@ class Session {
   nlohmann::json host_mpi;  // embedded: what the host's MPI is (recorded in run.embedded)
   std::string last_error;   // the message of the failure that ended the run, if any
   std::string report_json;  // embedded: the final report.json, on every rank
+  nlohmann::json launcher;  // how the ranks were started (LaunchEnv::to_json; null: mpi)
 };
 
 }  // namespace cs

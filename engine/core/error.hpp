@@ -2,6 +2,7 @@
 // Engine errors carry the exit code of the contract (docs/reference.md, "Exit codes").
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace cs {
 
@@ -34,6 +35,15 @@ struct InputError : Error {
 // root not a rank): a bug in the recipe, so a runtime error (exit 2), not bad input.
 struct UsageError : Error {
   explicit UsageError(const std::string& what) : Error(ExitCode::runtime, what) {}
+};
+
+// An operation failed because peers are gone (their process died or their connection closed):
+// what a recipe that survives drops catches (exit 2 when it does not). `gone` holds the
+// communicator's ranks known to be gone (empty when the backend could not tell yet).
+struct RanksLostError : Error {
+  RanksLostError(const std::string& what, std::vector<int> lost)
+      : Error(ExitCode::runtime, what), gone(std::move(lost)) {}
+  std::vector<int> gone;
 };
 
 }  // namespace cs

@@ -1,0 +1,561 @@
+#include "gloo_communicator.hpp"
+
+#include <gloo/algorithm.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/math.h>
+#include <gloo/reduce.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "error.hpp"
+#include "host_name.hpp"
+#include "mpi_communicator.hpp"
+#include "size.hpp"
+
+namespace cs {
+
+namespace {
+
+using Fn = void (*)(void*, const void*, const void*, size_t);
+
+template <class T>
+Fn reduce_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::prod:
+      return static_cast<Fn>(&gloo::product<T>);
+    case ReduceOp::min:
+      return static_cast<Fn>(&gloo::min<T>);
+    case ReduceOp::max:
+      return static_cast<Fn>(&gloo::max<T>);
+    case ReduceOp::sum:
+    case ReduceOp::avg:  // sum, then a local division (as MPI)
+      break;
+  }
+  return static_cast<Fn>(&gloo::sum<T>);
+}
+
+template <class T>
+const gloo::ReductionFunction<T>* reduction(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::prod:
+      return gloo::ReductionFunction<T>::product;
+    case ReduceOp::min:
+      return gloo::ReductionFunction<T>::min;
+    case ReduceOp::max:
+      return gloo::ReductionFunction<T>::max;
+    default:
+      return gloo::ReductionFunction<T>::sum;
+  }
+}
+
+void divide(void* buf, size_t count, DType t, int n) {
+  visit_dtype(t, [&]<class T>() {
+    if constexpr (std::is_floating_point_v<T>) {
+      T* p = static_cast<T*>(buf);
+      for (size_t i = 0; i < count; ++i) p[i] /= static_cast<T>(n);
+    }
+  });
+}
+
+char* at(void* p, size_t elems, DType t) { return static_cast<char*>(p) + elems * dtype_size(t); }
+
+// Gloo's rendezvous over commscript's store, every key under `prefix`.
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(KvClient& kv, std::string prefix, std::chrono::milliseconds timeout)
+      : kv_(kv), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    kv_.set(prefix_ + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const std::string v = kv_.get(prefix_ + key, timeout_);
+    return {v.begin(), v.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
+    for (const auto& k : keys) kv_.get(prefix_ + k, t.count() > 0 ? t : timeout_);
+  }
+
+ private:
+  KvClient& kv_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+std::chrono::milliseconds ms_of(double s) {
+  return std::chrono::milliseconds(s > 0 ? static_cast<int64_t>(s * 1000) : int64_t{24} * 3600 * 1000);
+}
+
+}  // namespace
+
+// Gloo's reduce-scatter is an algorithm object bound to one buffer at construction (a
+// collective): kept for the next call with the same shape, working on scratch memory.
+struct GlooCommunicator::RsCache {
+  size_t count = 0;
+  DType dtype = DType::float32;
+  ReduceOp redop = ReduceOp::sum;
+  std::vector<char> buf;
+  std::unique_ptr<gloo::Algorithm> algo;
+};
+
+GlooCommunicator::GlooCommunicator(std::shared_ptr<KvClient> store, std::shared_ptr<KvServer> server,
+                                   std::vector<int> members, int rank, std::string name)
+    : Communicator(std::move(name)),
+      store_(std::move(store)),
+      server_(std::move(server)),
+      members_(std::move(members)),
+      rank_(rank),
+      size_(static_cast<int>(members_.size())) {}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+std::unique_ptr<GlooCommunicator> GlooCommunicator::world(std::shared_ptr<KvClient> store,
+                                                          std::shared_ptr<KvServer> server, int rank, int size,
+                                                          double timeout_s) {
+  std::vector<int> members(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) members[static_cast<size_t>(r)] = r;
+  auto c = std::unique_ptr<GlooCommunicator>(
+      new GlooCommunicator(std::move(store), std::move(server), std::move(members), rank, "world"));
+  c->connect(timeout_s, 0);
+  return c;
+}
+
+std::unique_ptr<GlooCommunicator> GlooCommunicator::world_over_mpi(double timeout_s) {
+  std::shared_ptr<KvServer> server;
+  std::string endpoint;
+  {
+    auto mpi = MpiCommunicator::world();
+    const auto hosts = mpi->allgather(host_name());
+    const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+    std::string error;
+    if (mpi->rank() == 0) {
+      try {
+        server = std::make_shared<KvServer>(0);
+        endpoint = (one_host ? std::string("127.0.0.1") : hosts[0]) + ":" + std::to_string(server->port());
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    endpoint = mpi->broadcast(error.empty() ? endpoint : "!" + error, 0);
+    if (!endpoint.empty() && endpoint[0] == '!') throw Error(ExitCode::runtime, "gloo: rank 0: " + endpoint.substr(1));
+    const auto [host, port] = parse_endpoint(endpoint, "gloo store");
+    auto store = std::make_shared<KvClient>(host, port, mpi->rank(), ms_of(timeout_s > 0 ? timeout_s : 300));
+    return world(std::move(store), std::move(server), mpi->rank(), mpi->size(), timeout_s);
+  }
+}
+
+std::unique_ptr<GlooCommunicator> GlooCommunicator::world_at(const std::string& host, int port, int rank, int size,
+                                                             double timeout_s) {
+  std::shared_ptr<KvServer> server;
+  if (rank == 0) server = std::make_shared<KvServer>(port);
+  auto store = std::make_shared<KvClient>(rank == 0 ? std::string("127.0.0.1") : host, port, rank,
+                                          ms_of(timeout_s > 0 ? timeout_s : 300));
+  return world(std::move(store), std::move(server), rank, size, timeout_s);
+}
+
+void GlooCommunicator::connect(double timeout_s, double grace_s) {
+  timeout_s_ = timeout_s;
+  local_grace_s_ = grace_s;
+  try {
+    gloo::transport::tcp::attr attr(store_->local_address().c_str());
+    auto dev = gloo::transport::tcp::CreateDevice(attr);
+    auto c = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
+    c->setTimeout(op_timeout());
+    StoreAdapter st(*store_, name_ + "/", op_timeout());
+    c->connectFullMesh(st, dev);
+    ctx_ = std::move(c);
+  } catch (const gloo::Exception& e) {
+    throw Error(ExitCode::runtime, "gloo: rank " + std::to_string(rank_) + ": connecting communicator '" + name_ +
+                                       "' of " + std::to_string(size_) + " ranks failed: " + e.what());
+  }
+}
+
+std::chrono::milliseconds GlooCommunicator::op_timeout() const { return ms_of(timeout_s_ + local_grace_s_); }
+
+std::vector<int> GlooCommunicator::gone_now(int wait_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    std::vector<int> gone;
+    try {
+      for (int w : store_->dead_ranks())
+        if (auto it = std::find(members_.begin(), members_.end(), w); it != members_.end())
+          gone.push_back(static_cast<int>(it - members_.begin()));
+    } catch (const Error&) {  // the store (rank 0) is gone too: nothing more to learn from it
+      return gone;
+    }
+    if (!gone.empty() || std::chrono::steady_clock::now() >= until) return gone;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+static std::string rank_list(const std::vector<int>& v) {
+  std::string s;
+  for (int r : v) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+void GlooCommunicator::fail(const Op& op, const std::string& why) {
+  const bool timed_out = why.find("imed out") != std::string::npos;
+  const std::vector<int> gone = gone_now(timed_out ? 0 : 500);
+  const std::string what = std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
+                           format_size(op.bytes()) + "B, " + name() + ", gloo)";
+  if (timed_out && gone.empty())
+    throw Error(ExitCode::timeout, "timeout: " + what + " after " + std::to_string(op_timeout().count() / 1000) +
+                                       " s on rank " + std::to_string(rank_) +
+                                       ": the other ranks never completed it (gloo: " + why + ")");
+  throw RanksLostError(
+      what + " failed on rank " + std::to_string(rank_) + ": " +
+          (gone.empty() ? std::string("a peer's connection failed")
+                        : "rank" + std::string(gone.size() > 1 ? "s " : " ") + rank_list(gone) + " gone") +
+          " (gloo: " + why + ")",
+      gone);
+}
+
+void GlooCommunicator::run(const Op& op) {
+  if (revoked_)
+    throw RanksLostError(std::string(collective_name(op.coll)) + " on communicator '" + name() + "' (gloo) on rank " +
+                             std::to_string(rank_) + ": the communicator was revoked; shrink it first",
+                         gone_now(0));
+  try {
+    run_op(op);
+  } catch (const gloo::Exception& e) {
+    fail(op, e.what());
+  }
+}
+
+void GlooCommunicator::run_op(const Op& op) {
+  const auto to = op_timeout();
+  ctx_->setTimeout(to);  // what Gloo's older algorithm classes (reduce-scatter) wait by
+  const size_t cz = op.count;
+  const size_t esz = dtype_size(op.dtype);
+  const size_t n = static_cast<size_t>(size_);
+  switch (op.coll) {
+    case Collective::barrier: {
+      gloo::BarrierOptions o(ctx_);
+      o.setTimeout(to);
+      gloo::barrier(o);
+      return;
+    }
+    case Collective::send:
+    case Collective::recv:
+    case Collective::sendrecv: {
+      // Point to point: Gloo's unbound buffers, the tag as the slot.
+      const uint64_t slot = 0x10000 + static_cast<uint64_t>(op.tag);
+      std::unique_ptr<gloo::transport::UnboundBuffer> sb, rb;
+      void* rptr = op.recv;
+      if (op.coll == Collective::sendrecv && op.send == op.recv) {
+        scratch_.resize(cz * esz);
+        rptr = scratch_.data();
+      }
+      if (op.coll != Collective::send) {
+        rb = ctx_->createUnboundBuffer(rptr, cz * esz);
+        rb->recv(op.coll == Collective::sendrecv ? op.recv_peer : op.peer, slot);
+      }
+      if (op.coll != Collective::recv) {
+        sb = ctx_->createUnboundBuffer(op.send, cz * esz);
+        sb->send(op.peer, slot);
+      }
+      if (sb && !sb->waitSend(to)) throw gloo::IoException("send aborted");
+      if (rb && !rb->waitRecv(to)) throw gloo::IoException("recv aborted");
+      if (rptr != op.recv) std::memcpy(op.recv, rptr, cz * esz);
+      return;
+    }
+    default:
+      break;
+  }
+  visit_dtype(op.dtype, [&]<class T>() {
+    T* s = static_cast<T*>(op.send);
+    T* r = static_cast<T*>(op.recv);
+    switch (op.coll) {
+      case Collective::allreduce: {
+        gloo::AllreduceOptions o(ctx_);
+        if (s != r) o.setInput(s, cz);  // in place: the output is the input
+        o.setOutput(r, cz);
+        o.setReduceFunction(reduce_fn<T>(op.redop));
+        o.setTimeout(to);
+        gloo::allreduce(o);
+        if (op.redop == ReduceOp::avg) divide(r, cz, op.dtype, size_);
+        break;
+      }
+      case Collective::reduce: {
+        // Gloo reduces through every rank's output buffer; a non-root rank may have none.
+        T* out = r;
+        if (rank_ != op.root || !out) {
+          scratch_.resize(cz * esz);
+          out = reinterpret_cast<T*>(scratch_.data());
+        }
+        gloo::ReduceOptions o(ctx_);
+        if (s != out) o.setInput(s, cz);
+        o.setOutput(out, cz);
+        o.setRoot(op.root);
+        o.setReduceFunction(reduce_fn<T>(op.redop));
+        o.setTimeout(to);
+        gloo::reduce(o);
+        if (op.redop == ReduceOp::avg && rank_ == op.root) divide(r, cz, op.dtype, size_);
+        break;
+      }
+      case Collective::broadcast: {
+        gloo::BroadcastOptions o(ctx_);
+        if (rank_ == op.root && s != r) o.setInput(s, cz);
+        o.setOutput(r, cz);
+        o.setRoot(op.root);
+        o.setTimeout(to);
+        gloo::broadcast(o);
+        break;
+      }
+      case Collective::allgather: {
+        gloo::AllgatherOptions o(ctx_);
+        if (reinterpret_cast<char*>(s) != at(r, cz * static_cast<size_t>(rank_), op.dtype)) o.setInput(s, cz);
+        o.setOutput(r, cz * n);
+        o.setTimeout(to);
+        gloo::allgather(o);
+        break;
+      }
+      case Collective::gather: {
+        gloo::GatherOptions o(ctx_);
+        o.setInput(s, cz);
+        if (rank_ == op.root) o.setOutput(r, cz * n);
+        o.setRoot(op.root);
+        o.setTimeout(to);
+        gloo::gather(o);
+        break;
+      }
+      case Collective::scatter: {
+        gloo::ScatterOptions o(ctx_);
+        if (rank_ == op.root) {
+          std::vector<T*> parts(n);
+          for (size_t i = 0; i < n; ++i) parts[i] = s + i * cz;
+          o.setInputs(parts, cz);
+        }
+        o.setOutput(r, cz);
+        o.setRoot(op.root);
+        o.setTimeout(to);
+        gloo::scatter(o);
+        break;
+      }
+      case Collective::alltoall: {
+        T* in = s;
+        if (s == r) {  // Gloo has no in-place all-to-all: send from a copy
+          scratch_.resize(cz * n * esz);
+          std::memcpy(scratch_.data(), s, cz * n * esz);
+          in = reinterpret_cast<T*>(scratch_.data());
+        }
+        gloo::AlltoallOptions o(ctx_);
+        o.setInput(in, cz * n);
+        o.setOutput(r, cz * n);
+        o.setTimeout(to);
+        gloo::alltoall(o);
+        break;
+      }
+      case Collective::reduce_scatter: {
+        if (!rs_ || rs_->count != cz || rs_->dtype != op.dtype || rs_->redop != op.redop) {
+          rs_ = std::make_unique<RsCache>();
+          rs_->count = cz;
+          rs_->dtype = op.dtype;
+          rs_->redop = op.redop;
+          rs_->buf.resize(cz * n * esz);
+          std::vector<T*> ptrs{reinterpret_cast<T*>(rs_->buf.data())};
+          rs_->algo = std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
+              ctx_, ptrs, static_cast<int>(cz * n), std::vector<int>(n, static_cast<int>(cz)), reduction<T>(op.redop));
+        }
+        std::memcpy(rs_->buf.data(), s, cz * n * esz);
+        rs_->algo->run();
+        // The result is at the start of the buffer; NCCL's in-place one lives at send + rank*count.
+        std::memcpy(r, rs_->buf.data(), cz * esz);
+        if (op.redop == ReduceOp::avg) divide(r, cz, op.dtype, size_);
+        break;
+      }
+      default:
+        throw UsageError("gloo: " + std::string(collective_name(op.coll)) + " is not supported");
+    }
+  });
+}
+
+std::unique_ptr<Communicator> GlooCommunicator::split(int color, int key) {
+  // Through the store: everyone publishes (color, key), reads everyone's, and the ranks of one
+  // color rendezvous under their own prefix.
+  const std::string base = name_ + "/s" + std::to_string(++splits_);
+  store_->set(base + "/" + std::to_string(rank_), std::to_string(color) + " " + std::to_string(key));
+  std::vector<std::pair<int, int>> mine;  // (key, rank) of my color
+  for (int r = 0; r < size_; ++r) {
+    const std::string v = store_->get(base + "/" + std::to_string(r), op_timeout());
+    int c = 0, k = 0;
+    std::sscanf(v.c_str(), "%d %d", &c, &k);
+    if (c == color) mine.emplace_back(k, r);
+  }
+  if (color < 0) return nullptr;
+  std::sort(mine.begin(), mine.end());
+  std::vector<int> members;
+  int me = 0;
+  for (const auto& [k, r] : mine) {
+    if (r == rank_) me = static_cast<int>(members.size());
+    members.push_back(members_[static_cast<size_t>(r)]);
+  }
+  auto sub = std::unique_ptr<GlooCommunicator>(
+      new GlooCommunicator(store_, nullptr, std::move(members), me, base + ".c" + std::to_string(color)));
+  sub->connect(timeout_s_, local_grace_s_);
+  return sub;
+}
+
+void GlooCommunicator::revoke() {
+  if (revoked_) return;
+  revoked_ = true;
+  // Closing this rank's connections releases peers still blocked in an operation with it:
+  // they fail at once instead of at their deadline.
+  try {
+    if (ctx_) ctx_->closeConnections();
+  } catch (const gloo::Exception&) {
+  }
+}
+
+std::vector<int> GlooCommunicator::survivors() {
+  const std::vector<int> gone = gone_now(0);
+  std::vector<int> alive;
+  for (int r = 0; r < size_; ++r)
+    if (std::find(gone.begin(), gone.end(), r) == gone.end()) alive.push_back(r);
+  return alive;
+}
+
+std::unique_ptr<Communicator> GlooCommunicator::shrink(const std::vector<int>& exclude) {
+  const std::vector<int> gone = gone_now(0);
+  std::vector<bool> out(static_cast<size_t>(size_), false);
+  for (int r : exclude) {
+    if (r < 0 || r >= size_)
+      throw InputError("shrink: " + std::to_string(r) + " is not a rank of communicator '" + name_ + "' of " +
+                       std::to_string(size_));
+    if (r == rank_) throw InputError("shrink: rank " + std::to_string(r) + " excludes itself");
+    if (std::find(gone.begin(), gone.end(), r) == gone.end())
+      throw InputError("shrink: rank " + std::to_string(r) + " of '" + name_ +
+                       "' is alive (its store connection is open); exclude only ranks that are gone (gone: " +
+                       (gone.empty() ? "none" : rank_list(gone)) + ")");
+    out[static_cast<size_t>(r)] = true;
+  }
+  std::vector<int> members;
+  int me = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (out[static_cast<size_t>(r)]) continue;
+    if (r == rank_) me = static_cast<int>(members.size());
+    members.push_back(members_[static_cast<size_t>(r)]);
+  }
+  if (members.empty()) throw InputError("shrink: the exclude list names every rank");
+  auto sub = std::unique_ptr<GlooCommunicator>(
+      new GlooCommunicator(store_, nullptr, std::move(members), me, name_ + "/shrink" + std::to_string(++shrinks_)));
+  sub->connect(timeout_s_, local_grace_s_);
+  return sub;
+}
+
+// ---- control-plane helpers: plain Gloo calls under the same deadline, not numbered.
+namespace {
+template <class F>
+void guarded(GlooCommunicator& c, Collective coll, F&& f, const std::string& name) {
+  try {
+    f();
+  } catch (const gloo::Exception& e) {
+    throw Error(ExitCode::runtime, "gloo: control " + std::string(collective_name(coll)) + " on '" + name +
+                                       "' failed on rank " + std::to_string(c.rank()) + ": " + e.what());
+  }
+}
+}  // namespace
+
+void GlooCommunicator::allreduce_max(std::vector<double>& v) {
+  if (v.empty()) return;
+  guarded(
+      *this, Collective::allreduce,
+      [&] {
+        gloo::AllreduceOptions o(ctx_);
+        o.setOutput(v.data(), v.size());
+        o.setReduceFunction(static_cast<Fn>(&gloo::max<double>));
+        o.setTimeout(op_timeout());
+        gloo::allreduce(o);
+      },
+      name_);
+}
+
+void GlooCommunicator::allreduce_sum(std::vector<uint64_t>& v) {
+  if (v.empty()) return;
+  guarded(
+      *this, Collective::allreduce,
+      [&] {
+        gloo::AllreduceOptions o(ctx_);
+        o.setOutput(v.data(), v.size());
+        o.setReduceFunction(static_cast<Fn>(&gloo::sum<uint64_t>));
+        o.setTimeout(op_timeout());
+        gloo::allreduce(o);
+      },
+      name_);
+}
+
+std::vector<double> GlooCommunicator::allgather(double v) {
+  std::vector<double> out(static_cast<size_t>(size_));
+  guarded(
+      *this, Collective::allgather,
+      [&] {
+        gloo::AllgatherOptions o(ctx_);
+        o.setInput(&v, 1);
+        o.setOutput(out.data(), out.size());
+        o.setTimeout(op_timeout());
+        gloo::allgather(o);
+      },
+      name_);
+  return out;
+}
+
+std::vector<std::string> GlooCommunicator::allgather(const std::string& s) {
+  const std::vector<double> lens = allgather(static_cast<double>(s.size()));
+  size_t longest = 0;
+  for (double l : lens) longest = std::max(longest, static_cast<size_t>(l));
+  std::string mine = s;
+  mine.resize(longest + 1, '\0');
+  std::string all(mine.size() * static_cast<size_t>(size_), '\0');
+  guarded(
+      *this, Collective::allgather,
+      [&] {
+        gloo::AllgatherOptions o(ctx_);
+        o.setInput(mine.data(), mine.size());
+        o.setOutput(all.data(), all.size());
+        o.setTimeout(op_timeout());
+        gloo::allgather(o);
+      },
+      name_);
+  std::vector<std::string> out;
+  for (size_t r = 0; r < lens.size(); ++r) out.push_back(all.substr(r * mine.size(), static_cast<size_t>(lens[r])));
+  return out;
+}
+
+std::string GlooCommunicator::broadcast(const std::string& s, int root) {
+  uint64_t len = s.size();
+  std::string out;
+  guarded(
+      *this, Collective::broadcast,
+      [&] {
+        gloo::BroadcastOptions o(ctx_);
+        o.setOutput(&len, 1);
+        o.setRoot(root);
+        o.setTimeout(op_timeout());
+        gloo::broadcast(o);
+        out = rank_ == root ? s : std::string(len, '\0');
+        if (len == 0) return;
+        gloo::BroadcastOptions d(ctx_);
+        d.setOutput(out.data(), out.size());
+        d.setRoot(root);
+        d.setTimeout(op_timeout());
+        gloo::broadcast(d);
+      },
+      name_);
+  return out;
+}
+
+}  // namespace cs

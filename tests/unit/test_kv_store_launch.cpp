@@ -1,0 +1,106 @@
+// commscript's rendezvous store (kv_store.hpp) and the launcher variables (launch_env.hpp).
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <thread>
+
+#include "error.hpp"
+#include "kv_store.hpp"
+#include "launch_env.hpp"
+
+using namespace cs;
+using namespace std::chrono_literals;
+
+TEST_CASE("store: set, get, a key that never comes, and a dead rank", "[kv_store]") {
+  KvServer server(0);
+  REQUIRE(server.port() > 0);
+  KvClient a("127.0.0.1", server.port(), 0, 2000ms);
+  {
+    KvClient b("127.0.0.1", server.port(), 1, 2000ms);
+    a.set("k", std::string("v\0w", 3));
+    CHECK(b.get("k", 1000ms) == std::string("v\0w", 3));
+    std::string v;
+    CHECK_FALSE(b.try_get("missing", &v));
+    std::thread late([&] {
+      std::this_thread::sleep_for(50ms);
+      a.set("late", "x");
+    });
+    CHECK(b.get("late", 2000ms) == "x");
+    late.join();
+    CHECK_THROWS_WITH(b.get("never", 100ms), Catch::Contains("'never' did not appear"));
+    CHECK(a.local_address() == "127.0.0.1");
+  }  // b said goodbye: not dead
+  std::this_thread::sleep_for(50ms);
+  CHECK(a.dead_ranks().empty());
+}
+
+TEST_CASE("store: an address that is not HOST:PORT", "[kv_store]") {
+  CHECK(parse_endpoint("h:29500", "x") == std::pair<std::string, int>{"h", 29500});
+  CHECK_THROWS_AS(parse_endpoint("h", "x"), InputError);
+  CHECK_THROWS_AS(parse_endpoint("h:0", "x"), InputError);
+  CHECK_THROWS_AS(parse_endpoint("h:p", "x"), InputError);
+}
+
+namespace {
+struct Env {
+  explicit Env(std::initializer_list<std::pair<const char*, const char*>> kv) {
+    for (const char* k :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+          "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_LOCALID"}) {
+      if (const char* v = std::getenv(k)) saved.emplace_back(k, v);
+      unsetenv(k);
+    }
+    for (auto& [k, v] : kv) setenv(k, v, 1);
+  }
+  ~Env() {
+    for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_LOCALID"})
+      unsetenv(k);
+    for (auto& [k, v] : saved) setenv(k.c_str(), v.c_str(), 1);
+  }
+  std::vector<std::pair<std::string, std::string>> saved;
+};
+}  // namespace
+
+TEST_CASE("launcher: torchrun-style variables", "[launch_env]") {
+  {
+    Env e{{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "29400"}};
+    const LaunchEnv l = read_launch_env("auto");
+    CHECK(l.kind == "env");
+    CHECK(l.detected);
+    CHECK(l.rank == 2);
+    CHECK(l.size == 4);
+    CHECK(l.master_addr == "n1");
+    CHECK(l.master_port == 29400);
+  }
+  {
+    Env e{{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "1"}};
+    CHECK_THROWS_WITH(read_launch_env("env"), Catch::Contains("RANK=4 is not below WORLD_SIZE=4"));
+  }
+  {
+    Env e{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "n1"}};
+    CHECK_THROWS_WITH(read_launch_env("env"), Catch::Contains("MASTER_PORT is not set"));
+  }
+  {
+    Env e{};
+    CHECK(read_launch_env("auto").kind == "mpi");
+    CHECK_THROWS_WITH(read_launch_env("env"), Catch::Contains("WORLD_SIZE is not set"));
+  }
+}
+
+TEST_CASE("launcher: Slurm's variables, and MPI's win", "[launch_env]") {
+  {
+    Env e{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"MASTER_ADDR", "n1"}};
+    const LaunchEnv l = read_launch_env("auto");
+    CHECK(l.kind == "slurm");
+    CHECK(l.rank == 1);
+    CHECK(l.master_port == 29500);
+  }
+  {
+    Env e{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}};
+    CHECK_THROWS_WITH(read_launch_env("slurm"), Catch::Contains("MASTER_ADDR is not set"));
+  }
+  {
+    Env e{{"PMIX_RANK", "0"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}};
+    CHECK(read_launch_env("auto").kind == "mpi");
+  }
+}
