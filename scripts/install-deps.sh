@@ -11,7 +11,8 @@ pkgs=(build-essential cmake pkg-config git
       libopenmpi-dev openmpi-bin
       libtomlplusplus-dev nlohmann-json3-dev libcli11-dev catch2 libssl-dev libhwloc-dev
       lua-unit python3
-      libgloo-dev)  # --backend gloo (optional at build time, like NCCL)
+      libgloo-dev     # --backend gloo (optional at build time, like NCCL)
+      python3-mpi4py)  # the embedding tests of the Python module
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

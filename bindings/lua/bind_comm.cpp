@@ -1,7 +1,7 @@
 // Lua view of a Communicator: the collectives as methods, the timed loops (bench, pingpong,
 // stream), split, and plain-data exchange for orchestration between timed regions.
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -58,11 +58,13 @@ void raise_ranks_lost(lua_State* L, const std::string& message, const std::vecto
 ExitCode error_code(lua_State* L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE) return ExitCode::runtime;
   lua_getfield(L, idx, "code");
-  // A recipe may raise error{code=} itself: only the failure codes 1..5 pass; 0, 70 (commscript's
-  // own bugs), 256, NaN, 1e10 or a string become 2, so a failed run never exits 0 (nor wraps to 0).
+  // A recipe may raise error{code=} itself: only the failure codes 1..6 pass (6: an output the
+  // engine could not write); 0, 70 (commscript's own bugs), 256, NaN, 1e10 or a string become 2,
+  // so a failed run never exits 0 (nor wraps to 0).
   const double d = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 2.0;
   lua_pop(L, 1);
-  if (d >= 1 && d <= 5 && d == std::floor(d)) return static_cast<ExitCode>(static_cast<int>(d));
+  if (d >= 1 && d <= static_cast<int>(ExitCode::output) && d == std::floor(d))
+    return static_cast<ExitCode>(static_cast<int>(d));
   return ExitCode::runtime;
 }
 

@@ -11,7 +11,9 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "cuda_support.hpp"
 #include "gpu_libs.hpp"
+#include "nccl_communicator.hpp"
 #endif
 
 namespace cs {

@@ -121,7 +121,7 @@ void Communicator::verify(const Op& op, const CallSite& site) {
         static_cast<int>(r));
   }
   std::string line = head;
-  for (const auto& [call, where] : sides) line += "; " + list_ranks(where) + " called " + call;
+  for (const auto& [call, sites] : sides) line += "; " + list_ranks(sites) + " called " + call;
   throw Error(ExitCode::timeout, line);
 }
 

@@ -224,6 +224,24 @@ void GlooCommunicator::fail(const Op& op, const std::string& why) {
       gone);
 }
 
+// Call verification's pairwise exchange (sendrecv): a slot no operation's tag reaches.
+void GlooCommunicator::exchange(int to, const void* out, int from, void* in, size_t n) {
+  constexpr uint64_t kVerifySlot = 0x7e000000;
+  std::vector<char> copy(static_cast<const char*>(out), static_cast<const char*>(out) + n);
+  const auto to_ms = op_timeout();
+  try {
+    auto rb = ctx_->createUnboundBuffer(in, n);
+    rb->recv(from, kVerifySlot);
+    auto sb = ctx_->createUnboundBuffer(copy.data(), n);
+    sb->send(to, kVerifySlot);
+    if (!sb->waitSend(to_ms)) throw gloo::IoException("send aborted");
+    if (!rb->waitRecv(to_ms)) throw gloo::IoException("recv aborted");
+  } catch (const gloo::Exception& e) {
+    throw Error(ExitCode::runtime, "call verification on communicator '" + name() + "' (gloo) on rank " +
+                                       std::to_string(rank_) + ": " + e.what());
+  }
+}
+
 void GlooCommunicator::run(const Op& op) {
   if (revoked_)
     throw RanksLostError(std::string(collective_name(op.coll)) + " on communicator '" + name() + "' (gloo) on rank " +

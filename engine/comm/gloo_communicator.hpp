@@ -41,6 +41,7 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<Communicator> shrink(const std::vector<int>& exclude) override;
 
   void allreduce_max(std::vector<double>& v) override;
+  void exchange(int to, const void* out, int from, void* in, size_t n) override;
   void allreduce_sum(std::vector<uint64_t>& v) override;
   std::vector<double> allgather(double v) override;
   std::vector<std::string> allgather(const std::string& s) override;

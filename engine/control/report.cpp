@@ -11,12 +11,21 @@
 
 namespace cs {
 
+bool readable_report_schema(const nlohmann::json& schema) {
+  return schema.is_string() && (schema == "commscript.report/1" || schema == "commscript.report/2");
+}
+
 Report::Report(const std::filesystem::path& dir, bool writer) : writer_(writer), dir_(dir) {
-  doc_ = {{"schema", "commscript.report/1"},       {"commscript", nlohmann::json::object()},
-          {"recipe", nlohmann::json::object()},    {"run", nlohmann::json::object()},
-          {"env", nlohmann::json::object()},       {"topology", nlohmann::json::object()},
-          {"results", nlohmann::json::array()},    {"findings", nlohmann::json::array()},
-          {"scorecard", nlohmann::json::object()}, {"chaos", nlohmann::json::array()},
+  doc_ = {{"schema", kReportSchema},
+          {"commscript", nlohmann::json::object()},
+          {"recipe", nlohmann::json::object()},
+          {"run", nlohmann::json::object()},
+          {"env", nlohmann::json::object()},
+          {"topology", nlohmann::json::object()},
+          {"results", nlohmann::json::array()},
+          {"findings", nlohmann::json::array()},
+          {"scorecard", nlohmann::json::object()},
+          {"chaos", nlohmann::json::array()},
           {"incidents", nlohmann::json::array()}};
   if (!writer_) return;
   std::error_code ec;

@@ -1,6 +1,6 @@
 #pragma once
 // The run's outputs (docs/reference.md, "Outputs": a contract): report.json with schema
-// commscript.report/1 and results.jsonl, one line per measurement, flushed as it is taken.
+// commscript.report/2 and results.jsonl, one line per measurement, flushed as it is taken.
 // Only the writing rank (rank 0) touches files; the others keep an empty document.
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +9,14 @@
 #include <string>
 
 namespace cs {
+
+// The schema this version writes. /2: `time_us` (and algbw/busbw from it) became the whole-loop
+// time / iterations averaged over ranks, as nccl-tests/OSU/IMB define it (docs/timing.md); /1's
+// meaning (the mean of the slowest rank per iteration) is `iter_mean_us`. Readers (--replay,
+// --baseline) take both.
+inline constexpr const char* kReportSchema = "commscript.report/2";
+// True for a schema this version reads ("commscript.report/1" or "/2").
+bool readable_report_schema(const nlohmann::json& schema);
 
 class Report {
  public:

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "error.hpp"
+#include "report.hpp"
 
 extern char** environ;
 
@@ -88,7 +89,7 @@ nlohmann::json parse_report(const std::string& text, const std::string& what) {
 
 namespace {
 
-// The fields of a commscript.report/1 that a replay reads, with their types: a report is data
+// The fields of a commscript report that a replay reads, with their types: a report is data
 // from someone else, so every one is checked before any is used, naming the field.
 void expect(bool ok, const std::string& path, const std::string& field, const std::string& want,
             const nlohmann::json& got) {
@@ -100,8 +101,8 @@ void expect(bool ok, const std::string& path, const std::string& field, const st
 
 void check_replay_fields(const nlohmann::json& rep, const std::string& path) {
   expect(rep.is_object(), path, "(top level)", "an object", rep);
-  expect(rep.contains("schema") && rep["schema"].is_string() && rep["schema"] == "commscript.report/1", path, "schema",
-         "\"commscript.report/1\"", rep.value("schema", nlohmann::json()));
+  expect(rep.contains("schema") && readable_report_schema(rep["schema"]), path, "schema",
+         "\"commscript.report/1\" or \"commscript.report/2\"", rep.value("schema", nlohmann::json()));
   expect(rep.contains("recipe"), path, "recipe", "an object with the recipe's source", nlohmann::json());
   const auto& rec = rep["recipe"];
   expect(rec.is_object(), path, "recipe", "an object", rec);
@@ -191,8 +192,8 @@ std::string load_baseline(const std::string& path) {
   const std::string what = "--baseline " + path;
   std::string text = read_file(path, what);
   const nlohmann::json b = parse_report(text, what);
-  if (!b.is_object() || !b.contains("schema") || b["schema"] != "commscript.report/1")
-    throw InputError(what + ": not a commscript.report/1");
+  if (!b.is_object() || !b.contains("schema") || !readable_report_schema(b["schema"]))
+    throw InputError(what + ": not a commscript report (schema commscript.report/1 or /2)");
   // What the recipes read from a baseline (results, run), checked before anything is measured.
   if (b.contains("results")) {
     expect(b["results"].is_array(), what, "results", "a list of result objects", b["results"]);

@@ -38,7 +38,7 @@ RunSettings run_settings(const Config& config, std::optional<double> timeout, st
 // The [[chaos]] plan of the config. Refuses kinds the backend cannot inject.
 std::vector<ChaosRule> chaos_plan(const Config& config, const std::string& backend, const std::string& where);
 
-// An earlier report.json to run again: a commscript.report/1 with the recipe's source, every
+// An earlier report.json to run again: a commscript report (schema /1 or /2) with the recipe's source, every
 // field a replay reads of the right type (InputError naming the field otherwise).
 nlohmann::json load_replay(const std::string& path);
 
@@ -59,7 +59,7 @@ Replayed replay_settings(const nlohmann::json& report, const std::string& path);
 // names files (NCCL_NET_PLUGIN, OMPI_MCA_plm_rsh_agent, *_PATH, NCCL_DEBUG_FILE ...).
 bool env_var_unsafe_to_replay(const std::string& name);
 
-// --baseline: the text of an earlier commscript.report/1 (parsed again by the recipe side).
+// --baseline: the text of an earlier commscript report (/1 or /2) (parsed again by the recipe side).
 std::string load_baseline(const std::string& path);
 
 // The one policy for which environment variables a report records (the Lua stdlib reads it

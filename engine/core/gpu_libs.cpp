@@ -113,20 +113,6 @@ const GpuLib& nccl_lib() { return nccl().info; }
 // ---- the forwarders ----
 // Each resolves its symbol once; without the library it fails the way the API fails.
 
-#define CS_CUDA(name, params, args)                                                 \
-  extern "C" cudaError_t name params {                                              \
-    static const auto f = reinterpret_cast<decltype(&::name)>(cs::cuda_sym(#name)); \
-    return f ? f args : cudaErrorSharedObjectInitFailed;                            \
-  }
-#define CS_NCCL(name, params, args)                                                 \
-  extern "C" ncclResult_t name params {                                             \
-    static const auto f = reinterpret_cast<decltype(&::name)>(cs::nccl_sym(#name)); \
-    return f ? f args : ncclSystemError;                                            \
-  }
-
-// ---- the forwarders ----
-// Each resolves its symbol once; without the library it fails the way the API fails.
-
 #define CS_CUDA(name, params, args)                                     \
   extern "C" cudaError_t name params {                                  \
     using Fn = cudaError_t(*) params;                                   \

@@ -95,7 +95,7 @@ class BwSweep(cs_e2e.TestCase):
         self.check_table(r.stdout, rep["results"], n)
 
     def check_report(self, rep, r, n, dtype, redop, backend):
-        self.assertEqual(rep.get("schema"), "commscript.report/1")
+        self.assertEqual(rep.get("schema"), "commscript.report/2")
         for k in TOP_KEYS:
             self.assertIn(k, rep, "report.json lacks top-level key %r" % k)
         run = rep["run"]

@@ -209,7 +209,7 @@ class Exit(ChaosCase):
 
 class Desync(ChaosCase):
 
-    def desync(self, extra, site="recipes/chaos_desync.lua:30"):
+    def desync(self, extra, site="recipes/chaos_desync.lua:24"):
         # mpirun's start (~2 s here), the verdict, 1.5 s at most collecting flight recorders.
         r, rep = self.chaos(["chaos_desync"] + extra, cs_e2e.TIMEOUT, 8)
         inc = rep["incidents"][0]

@@ -106,7 +106,7 @@ TEST_CASE("replay: a report with its source loads; anything else is refused with
   const std::string not_json = temp_file("{not json");
   CHECK(input_error([&] { cs::load_replay(not_json); }).find(": not JSON: ") != std::string::npos);
   const std::string other = temp_file(R"({"schema":"something/2","recipe":{"source":"x"}})");
-  CHECK(input_error([&] { cs::load_replay(other); }).find("not a commscript.report/1") != std::string::npos);
+  CHECK(input_error([&] { cs::load_replay(other); }).find("field schema must be") != std::string::npos);
   const std::string no_source = temp_file(R"({"schema":"commscript.report/1","recipe":"x"})");
   CHECK(input_error([&] { cs::load_replay(no_source); }).find("with the recipe's source") != std::string::npos);
   for (const auto& f : {good, not_json, other, no_source}) std::remove(f.c_str());
@@ -116,7 +116,15 @@ TEST_CASE("baseline: a commscript report's text, or a refusal naming the flag") 
   const std::string good = temp_file(R"({"schema":"commscript.report/1","results":[]})");
   CHECK(cs::load_baseline(good).find("commscript.report/1") != std::string::npos);
   const std::string bad = temp_file("[1,2]");
-  CHECK(input_error([&] { cs::load_baseline(bad); }) == "--baseline " + bad + ": not a commscript.report/1");
+  CHECK(input_error([&] { cs::load_baseline(bad); }) ==
+        "--baseline " + bad + ": not a commscript report (schema commscript.report/1 or /2)");
+  // Both schema versions are read: /2 is what this version writes.
+  const std::string v2 = temp_file(R"({"schema":"commscript.report/2","results":[]})");
+  CHECK(cs::load_baseline(v2).find("commscript.report/2") != std::string::npos);
+  const std::string v3 = temp_file(R"({"schema":"commscript.report/3","results":[]})");
+  CHECK(input_error([&] { cs::load_baseline(v3); }).find("not a commscript report") != std::string::npos);
+  std::remove(v2.c_str());
+  std::remove(v3.c_str());
   std::remove(good.c_str());
   std::remove(bad.c_str());
 }
