@@ -22,7 +22,7 @@ for t in "${targets[@]}"; do
   seeds=()
   [ -d "tests/fuzz/seeds/$t" ] && seeds=("tests/fuzz/seeds/$t")
   echo "== $t: ${secs} s"
-  if ! "$dir/$t" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  if ! "$dir/tests/fuzz/$t" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$dir/artifacts/$t-" "$dir/corpus/$t" "${seeds[@]}" 2>"$dir/$t.log"; then
     echo "fuzz.sh: $t found a failure (see $dir/$t.log and $dir/artifacts/)" >&2
     tail -40 "$dir/$t.log" >&2

@@ -12,6 +12,7 @@
 #include "cuda_support.hpp"
 #include "error.hpp"
 #include "job.hpp"
+#include "json_text.hpp"
 #include "progress.hpp"
 
 namespace cs {

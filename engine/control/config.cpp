@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "error.hpp"
+#include "json_text.hpp"
 
 namespace cs {
 
@@ -66,17 +67,17 @@ bool finite_number(const nlohmann::json& v) { return v.is_number() && std::isfin
 // names the keys that must be > 0.
 void check_numbers(const nlohmann::json& v, const std::string& path, const std::string& src, int depth,
                    std::initializer_list<const char*> positive = {}) {
-  if (!v.is_object()) throw InputError(src + ": " + path + " must be a table, not " + v.dump());
+  if (!v.is_object()) throw InputError(src + ": " + path + " must be a table, not " + json_text(v));
   for (auto& [k, x] : v.items()) {
     const std::string p = path + "." + k;
     if (x.is_object() && depth > 0) {
       check_numbers(x, p, src, depth - 1);
       continue;
     }
-    if (!finite_number(x)) throw InputError(src + ": " + p + " must be a finite number, not " + x.dump());
+    if (!finite_number(x)) throw InputError(src + ": " + p + " must be a finite number, not " + json_text(x));
     for (const char* pk : positive)
-      if (k == pk && !(x.get<double>() > 0)) throw InputError(src + ": " + p + " must be > 0, not " + x.dump());
-    if (x.get<double>() < 0) throw InputError(src + ": " + p + " must not be negative, not " + x.dump());
+      if (k == pk && !(x.get<double>() > 0)) throw InputError(src + ": " + p + " must be > 0, not " + json_text(x));
+    if (x.get<double>() < 0) throw InputError(src + ": " + p + " must not be negative, not " + json_text(x));
   }
 }
 
@@ -90,7 +91,7 @@ void Config::check() const {
       if (!v.is_array()) throw InputError(src + ": chaos must be an array of tables ([[chaos]] in TOML)");
       continue;
     }
-    if (!v.is_object()) throw InputError(src + ": [" + k + "] must be a table, not " + v.dump());
+    if (!v.is_object()) throw InputError(src + ": [" + k + "] must be a table, not " + json_text(v));
   }
   const nlohmann::json env = section("env");  // keep it alive: items() is a view
   for (auto& [k, v] : env.items()) {
@@ -106,7 +107,7 @@ void Config::check() const {
       bool ok = v.is_string() || v.is_array();
       if (v.is_array())
         for (auto& f : v) ok = ok && f.is_string();
-      if (!ok) throw InputError(src + ": rules.files must be a file name or a list of them, not " + v.dump());
+      if (!ok) throw InputError(src + ": rules.files must be a file name or a list of them, not " + json_text(v));
     }
   }
   if (data_.contains("thresholds"))
@@ -206,7 +207,7 @@ std::vector<std::pair<std::string, std::string>> Config::env() const {
     else if (v.is_boolean())
       out.emplace_back(k, v.get<bool>() ? "1" : "0");
     else
-      out.emplace_back(k, v.dump());
+      out.emplace_back(k, json_text(v));
   }
   return out;
 }

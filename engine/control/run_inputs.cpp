@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "error.hpp"
+#include "json_text.hpp"
 #include "report.hpp"
 
 extern char** environ;
@@ -33,11 +34,11 @@ RunSettings run_settings(const Config& config, std::optional<double> timeout, st
   const nlohmann::json run = config.section("run");
   for (auto& [k, v] : run.items()) {
     if (k == "timeout") {
-      if (!v.is_number()) throw InputError("run.timeout must be a number of seconds, not " + v.dump() + where);
+      if (!v.is_number()) throw InputError("run.timeout must be a number of seconds, not " + json_text(v) + where);
       check_timeout(v.get<double>(), "run.timeout", where);
     } else if (k == "seed") {
       if (!v.is_number_integer() || v.get<int64_t>() < 0)
-        throw InputError("run.seed must be a non-negative integer, not " + v.dump() + where);
+        throw InputError("run.seed must be a non-negative integer, not " + json_text(v) + where);
     } else {
       throw InputError("unknown setting run." + k + " (known: timeout, seed)" + where);
     }
@@ -94,7 +95,7 @@ namespace {
 void expect(bool ok, const std::string& path, const std::string& field, const std::string& want,
             const nlohmann::json& got) {
   if (ok) return;
-  std::string g = got.dump();
+  std::string g = json_text(got);
   if (g.size() > 60) g = g.substr(0, 57) + "...";
   throw InputError(path + ": field " + field + " must be " + want + ", not " + g);
 }
