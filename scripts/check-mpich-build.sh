@@ -13,7 +13,7 @@ root=$work/root/usr
 cmake -S "$top" -B "$work/build" -DCOMMSCRIPT_WITH_CUDA=OFF -DCOMMSCRIPT_BUILD_TESTS=OFF \
   -DMPI_C_COMPILER=/nonexistent -DMPI_C_HEADER_DIR="$root/include/x86_64-linux-gnu/mpich" \
   -DMPI_C_LIB_NAMES=mpich -DMPI_mpich_LIBRARY="$root/lib/x86_64-linux-gnu/libmpich.so" >/dev/null
-cmake --build "$work/build" -j
+cmake --build "$work/build" -j"$(nproc)"
 grep -q "include/x86_64-linux-gnu/mpich" "$work/build/engine/CMakeFiles/commscript_comm.dir/flags.make"
 libs=$(LD_LIBRARY_PATH="$root/lib/x86_64-linux-gnu" ldd "$work/build/commscript")  # no pipe: pipefail + grep -q
 case "$libs" in *"libmpich.so.12 => $root"*) ;; *) echo "check-mpich-build: not linked against MPICH" >&2; exit 1 ;; esac
