@@ -51,7 +51,10 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
                        "' (known: kind, ranks, ops, after, every, probability, duration, ms, jitter_ms, factor, "
                        "status, elements, op, limit)");
   ChaosRule r;
-  const std::string kind = j.value("kind", "");
+  if (!j.contains("kind") || !j["kind"].is_string())
+    throw InputError("chaos: each rule needs kind = \"delay\" | \"slow\" | \"hang\" | \"exit\" | \"corrupt\" | "
+                     "\"desync\" (a string)");
+  const std::string kind = j["kind"].get<std::string>();
   bool found = false;
   for (auto& [k, name] : kKinds)
     if (kind == name) {

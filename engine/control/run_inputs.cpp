@@ -58,6 +58,8 @@ std::vector<ChaosRule> chaos_plan(const Config& config, const std::string& backe
     for (const auto& r : plan) rules.push_back(chaos_rule_from_json(r));
   } catch (const Error& e) {
     throw InputError(std::string(e.what()) + where);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type that a check missed
+    throw InputError(std::string("chaos: ") + e.what() + where);
   }
   // Chaos corrupt flips bits through host pointers; the NCCL backend's buffers are on the GPU.
   if (backend == "nccl")

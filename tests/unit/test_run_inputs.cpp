@@ -87,6 +87,11 @@ TEST_CASE("chaos plan: parsed rules, a non-array refused, corrupt refused under 
         "t.toml: chaos must be an array of tables ([[chaos]] in TOML)");
   const cs::Config unknown = cs::Config::parse("[[chaos]]\nkind = \"explode\"\n", "t.toml");
   CHECK(input_error([&] { cs::chaos_plan(unknown, "mpi", " (in t.toml)"); }).find("(in t.toml)") != std::string::npos);
+  // Found by fuzz_config: a kind that is not a string was a JSON type_error (abort), not an InputError.
+  const cs::Config numeric = cs::Config::parse("[[chaos]]\nkind = 10.0\n", "t.toml");
+  CHECK(input_error([&] { cs::chaos_plan(numeric, "mpi", ""); }).find("needs kind = ") != std::string::npos);
+  const cs::Config missing = cs::Config::parse("[[chaos]]\nms = 5\n", "t.toml");
+  CHECK(input_error([&] { cs::chaos_plan(missing, "mpi", ""); }).find("needs kind = ") != std::string::npos);
 }
 
 TEST_CASE("replay: a report with its source loads; anything else is refused with the reason") {
