@@ -52,8 +52,9 @@ ChaosRule chaos_rule_from_json(const nlohmann::json& j) {
                        "status, elements, op, limit)");
   ChaosRule r;
   if (!j.contains("kind") || !j["kind"].is_string())
-    throw InputError("chaos: each rule needs kind = \"delay\" | \"slow\" | \"hang\" | \"exit\" | \"corrupt\" | "
-                     "\"desync\" (a string)");
+    throw InputError(
+        "chaos: each rule needs kind = \"delay\" | \"slow\" | \"hang\" | \"exit\" | \"corrupt\" | "
+        "\"desync\" (a string)");
   const std::string kind = j["kind"].get<std::string>();
   bool found = false;
   for (auto& [k, name] : kKinds)
