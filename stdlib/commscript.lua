@@ -21,6 +21,7 @@ local cs = {
   sha256 = native.sha256,
   json = { encode = native.json_encode, decode = native.json_decode, null = native.null },
   array = native.array,              -- cs.array(t): t is a list in JSON even when empty
+  comm = native.comm,                -- cs.comm.available(), cs.comm.open("gloo"): other backends, same ranks
   chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()
 }
 

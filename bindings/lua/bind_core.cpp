@@ -320,6 +320,7 @@ void open_native(lua_State* L, Session* s) {
   register_chaos(L);
   register_topology(L);
   register_gpu(L);
+  register_backends(L, s);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "loaded");
   lua_pushvalue(L, -3);

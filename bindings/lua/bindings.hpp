@@ -13,11 +13,12 @@ class Session;
 namespace lua {
 
 void open_native(lua_State* L, Session* session);
-void register_tensor(lua_State* L);        // adds native.tensor and the tensor metatable
-void register_communicator(lua_State* L);  // the communicator metatable
-void register_chaos(lua_State* L);         // adds native.chaos (inject, clear, fired)
-void register_topology(lua_State* L);      // adds native.topology([sysfs_root])
-void register_gpu(lua_State* L);           // adds native.gpu_* and the module "cs.gpu"
+void register_tensor(lua_State* L);                // adds native.tensor and the tensor metatable
+void register_communicator(lua_State* L);          // the communicator metatable
+void register_chaos(lua_State* L);                 // adds native.chaos (inject, clear, fired)
+void register_topology(lua_State* L);              // adds native.topology([sysfs_root])
+void register_gpu(lua_State* L);                   // adds native.gpu_* and the module "cs.gpu"
+void register_backends(lua_State* L, Session* s);  // adds native.comm (available, open)
 void push_communicator(lua_State* L, std::shared_ptr<Communicator> c);
 Tensor& check_tensor(lua_State* L, int idx);
 void push_tensor(lua_State* L, Tensor t);

@@ -587,9 +587,20 @@ svg .legend{font-size:12px;fill:#222}svg .cv{font-size:10px;fill:#111;pointer-ev
 .maps{display:flex;flex-wrap:wrap;gap:10px 40px}.hot{color:#d73027;font-weight:600}svg.bar{vertical-align:middle}details{margin:8px 0}summary{cursor:pointer;color:#2a5db0}
 ]]
 
+-- The elastic recipes' sections (cs.html_elastic): the drill timeline, the backend comparison.
+local function drill(r)
+  local body = require("cs.html_elastic").drill(r)
+  return body and section("drill", "Drop drill timeline", body)
+end
+local function protocols(r)
+  local body = require("cs.html_elastic").protocols(r)
+  return body and section("protocols", "Backend comparison", body)
+end
+
 local SECTIONS = {
   { "scorecard", "Scorecard", scorecard }, { "findings", "Findings", findings }, { "incidents", "Incidents", incidents },
-  { "chaos", "Chaos injections", chaos }, { "curves", "Curves", curves }, { "matrix", "Rank x rank matrix", matrix },
+  { "chaos", "Chaos injections", chaos },
+  { "drill", "Drop drill timeline", drill }, { "protocols", "Backend comparison", protocols }, { "curves", "Curves", curves }, { "matrix", "Rank x rank matrix", matrix },
   { "topology", "Topology", topology }, { "run", "Options and environment", options },
 }
 
