@@ -21,9 +21,10 @@ def free_port():
     return port
 
 
-def launch(cmd, n, port=None, addr="127.0.0.1", timeout=120, env=None, cwd=None, per_rank_env=None):
+def launch(cmd, n, port=None, addr="127.0.0.1", timeout=120, env=None, cwd=None, per_rank_env=None, wrap=None):
     """Runs `cmd` as N ranks; returns [(rc, stdout, stderr)] by rank (rc None when it ran past
-    `timeout` and was killed) and the wall time."""
+    `timeout` and was killed) and the wall time. wrap(rank) -> the command line rank runs (default
+    `cmd`; launch_env_netns.py runs it inside the rank's host namespace)."""
     port = port or free_port()
     procs = []
     t0 = time.monotonic()
@@ -35,7 +36,7 @@ def launch(cmd, n, port=None, addr="127.0.0.1", timeout=120, env=None, cwd=None,
                   "MASTER_ADDR": addr, "MASTER_PORT": str(port)})
         if per_rank_env:
             e.update(per_rank_env(r))
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=cwd,
+        procs.append(subprocess.Popen(wrap(r) if wrap else cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=cwd,
                                       start_new_session=True))
     out = []
     for p in procs:
