@@ -70,8 +70,6 @@ class GlooCommunicator final : public Communicator {
   int splits_ = 0, shrinks_ = 0;
   bool revoked_ = false;
   std::vector<char> scratch_;  // in-place alltoall, reduce_scatter, a non-root reduce
-  struct RsCache;
-  std::unique_ptr<RsCache> rs_;  // the last reduce-scatter algorithm (Gloo binds it to buffers)
 };
 
 }  // namespace cs
