@@ -37,7 +37,7 @@ class GlooSweep(cs_e2e.TestCase):
         self.sweep(4, backend="gloo")
 
     def test_3_ranks_float64_max(self):
-        # Not a power of two (Gloo's halving-doubling reduce-scatter takes another path).
+        # Not a power of two (Gloo's ring and halving-doubling algorithms take other paths).
         self.sweep(3, dtype="float64", redop="max", backend="gloo")
 
     def test_int8_prod(self):
