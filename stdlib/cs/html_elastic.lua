@@ -28,7 +28,7 @@ local EVENTS = { drop = "#d73027", detected = "#e0a30b", revoked = "#4e79a7", wo
 -- One drop's timeline as an SVG axis from 0 (the victim's SIGKILL, the start of the operation
 -- that failed) to the working shrunk communicator; the detection threshold as a dashed line.
 local function timeline_svg(d, max_t)
-  local W, H, L, R = 640, 64, 20, 20
+  local W, H, L, R = 680, 64, 50, 50
   local scale = (W - L - R) / max_t
   local out = { fmt('<svg width="%d" height="%d" role="img" aria-label="drill timeline">', W, H),
                 fmt('<line x1="%d" y1="32" x2="%d" y2="32" stroke="#888"/>', L, W - R) }
@@ -36,7 +36,10 @@ local function timeline_svg(d, max_t)
   if thr and thr <= max_t then
     local x = L + thr * scale
     out[#out + 1] = fmt('<line x1="%.1f" y1="12" x2="%.1f" y2="52" stroke="#d73027" stroke-dasharray="4,3"/>'
-      .. '<text class="tick" x="%.1f" y="62" text-anchor="middle">detect threshold %.2f s</text>', x, x, x, thr)
+      .. '<text class="tick" x="%.1f" y="62" text-anchor="end">detect threshold %.2f s</text>', x, x, x, thr)
+  elseif thr then
+    out[#out + 1] = fmt('<text class="tick" x="%d" y="62" text-anchor="end">detect threshold %.2f s: beyond this axis'
+      .. '</text>', W - R, thr)
   end
   for i, e in ipairs(T(d.timeline)) do
     local t = num(T(e).t)
@@ -76,8 +79,11 @@ function M.drill(r)
     end
   end
   rows[#rows + 1] = "</table>"
-  if num(d.max_detect_s) and d.max_detect_s > max_t then max_t = d.max_detect_s end
-  max_t = max_t > 0 and max_t * 1.05 or 1
+  -- The threshold is drawn when it is near the events; far beyond them it would squeeze them
+  -- into a corner, so it is written instead.
+  local thr = num(d.max_detect_s)
+  if thr and thr > max_t and thr <= 3 * max_t then max_t = thr end
+  max_t = max_t > 0 and max_t * 1.1 or 1
   local out = { concat(rows), fmt('<p class="note">thresholds: detection %s s, working communicator %s s after '
     .. 'detection; times are the slowest survivor\'s, from the start of the operation that failed</p>',
     f3(d.max_detect_s), f3(d.max_recover_s)) }
