@@ -7,7 +7,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "elastic_drill",
-  version = "1.0.0",
+  version = "1.0.1",
   requires = ">=0.1, <1.0",
   summary = "drop a rank under load; time detect / revoke / shrink; busbw before and after",
   options = {
@@ -49,7 +49,7 @@ function recipe.run(ctx)
 
   -- The steady load; the victim kills itself before its (steady)-th all-reduce.
   local count = cs.count_for_bytes("allreduce", o.bytes, "float32", ctx.size)
-  local send, recv = cs.tensor("float32", count), cs.tensor("float32", count)
+  local send, recv = comm:tensor("float32", count), comm:tensor("float32", count)  -- GPU memory under nccl
   cs.chaos.inject { kind = "exit", kill = true, ranks = { victim }, after = comm:seq() + o.steady }
   local t_fail, t_detect, lost
   for i = 1, o.steady + 10 do
