@@ -9,7 +9,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "elastic_drill",
-  version = "1.1.0",
+  version = "1.1.1",
   requires = ">=0.1, <1.0",
   summary = "drop a rank under load; time detect / revoke / shrink; busbw before and after",
   options = {
@@ -45,7 +45,7 @@ end
 local function drop(ctx, comm, members, victim, k, before)
   local o = ctx.opt
   local count = cs.count_for_bytes("allreduce", o.bytes, "float32", comm:size())
-  local send, recv = cs.tensor("float32", count), cs.tensor("float32", count)
+  local send, recv = comm:tensor("float32", count), comm:tensor("float32", count)  -- GPU memory under nccl
   cs.chaos.inject { kind = "exit", kill = true, ranks = { victim }, after = comm:seq() + o.steady }
   local t_fail, t_detect, lost
   for i = 1, o.steady + 10 do
@@ -66,7 +66,7 @@ local function drop(ctx, comm, members, victim, k, before)
   local shrunk = comm:shrink { exclude = lost.gone }
   -- The first good collective on the shrunk communicator, checked.
   local n = cs.count_for_bytes("allreduce", o.bytes, "float32", shrunk:size())
-  local s2, r2 = cs.tensor("float32", n), cs.tensor("float32", n)
+  local s2, r2 = shrunk:tensor("float32", n), shrunk:tensor("float32", n)
   s2:fill_pattern(shrunk:rank(), "sum", 7)
   shrunk:allreduce(s2, r2)
   local first_wrong = shrunk:check("allreduce", r2, { salt = 7 })

@@ -1,8 +1,10 @@
 -- Copy bandwidths of the GPUs of each host, the way NVIDIA nvbandwidth measures them with the
 -- copy engines (shared/reference/benchmarks.md §4): host -> GPU and GPU -> host from pageable and
 -- from pinned host memory, a copy inside each GPU's memory, and GPU -> GPU for every pair of GPUs
--- of a host that have peer access, as a matrix. Each value is the median of a few samples, each
--- sample a run of copies between two CUDA events; GB/s = 1e9 bytes per second.
+-- of a host that have peer access, as a matrix; then concurrent copies: both directions of each
+-- GPU at once, and every GPU at once in each direction. Host buffers are NUMA-local to each GPU
+-- (allocated and copied from the GPU's local CPUs, as nvbandwidth does). Each value is the median
+-- of a few samples, each sample a run of copies between two CUDA events; GB/s = 1e9 bytes/s.
 --
 -- The lowest rank of each host measures its host's GPUs (one pair at a time, nothing else
 -- running); the other ranks wait. Rank 0 prints every host. Without a usable GPU on some host,
@@ -12,7 +14,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "gpu_copy_bw",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "host<->GPU and GPU<->GPU copy bandwidth of every host (nvbandwidth-style, GB/s)",
   options = {
@@ -64,12 +66,35 @@ local function report_host(ctx, r)
   local n = #r.devices
   local host = r.host
   ctx.log("#\n# host %s: %d GPU%s", host, n, n == 1 and "" or "s")
-  for _, d in ipairs(r.devices) do ctx.log("#   GPU %d: %s [%s]", d.index, d.name, d.pci_bus_id) end
+  for _, d in ipairs(r.devices) do
+    ctx.log("#   GPU %d: %s [%s], NUMA node %s, host buffers %s", d.index, d.name, d.pci_bus_id,
+      num(d.numa_node) and tostring(d.numa_node) or "unknown",
+      d.host_buffers_local and "on its local CPUs" or "wherever this process runs (locality unknown)")
+  end
   matrix(ctx, "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", { "pageable", "pinned" },
          { r.host_to_device.pageable, r.host_to_device.pinned }, n)
   matrix(ctx, "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", { "pageable", "pinned" },
          { r.device_to_host.pageable, r.device_to_host.pinned }, n)
   matrix(ctx, "memcpy local GPU(column) bandwidth (GB/s)", { "local" }, { r.device_local }, n)
+  local bi, all = r.bidirectional or {}, r.all_gpus or {}
+  matrix(ctx, "memcpy CE CPU <-> GPU(column) at once, pinned (GB/s)", { "to GPU", "from GPU" },
+         { bi.host_to_device or {}, bi.device_to_host or {} }, n)
+  matrix(ctx, "memcpy CE every GPU at once, pinned (GB/s)", { "to GPU", "from GPU" },
+         { all.host_to_device or {}, all.device_to_host or {} }, n)
+  ctx.log("SUM host_to_all_memcpy_ce %.2f", num(all.host_to_device_total) or 0)
+  ctx.log("SUM all_to_host_memcpy_ce %.2f", num(all.device_to_host_total) or 0)
+  for i = 1, n do
+    for _, k in ipairs { { "bidirectional", "host_to_device", bi.host_to_device },
+                         { "bidirectional", "device_to_host", bi.device_to_host },
+                         { "all_gpus", "host_to_device", all.host_to_device },
+                         { "all_gpus", "device_to_host", all.device_to_host } } do
+      local v = num(k[3] and k[3][i])
+      if v then
+        ctx.report:result { kind = "gpu_copy", host = host, direction = k[2], memory = "pinned", concurrent = k[1],
+                            gpu = i - 1, bytes = r.bytes, gbps = v }
+      end
+    end
+  end
 
   local per_kind = {
     { "host_to_device", "pageable", r.host_to_device.pageable }, { "host_to_device", "pinned", r.host_to_device.pinned },
@@ -147,6 +172,10 @@ local function report_host(ctx, r)
     host_to_device = { pageable = dense(r.host_to_device.pageable, n), pinned = dense(r.host_to_device.pinned, n) },
     device_to_host = { pageable = dense(r.device_to_host.pageable, n), pinned = dense(r.device_to_host.pinned, n) },
     device_local = dense(r.device_local, n), peer = peer_dense, peer_access = access_dense,
+    bidirectional = { host_to_device = dense(bi.host_to_device, n), device_to_host = dense(bi.device_to_host, n) },
+    all_gpus = { host_to_device = dense(all.host_to_device, n), device_to_host = dense(all.device_to_host, n),
+                 host_to_device_total = num(all.host_to_device_total) or null,
+                 device_to_host_total = num(all.device_to_host_total) or null },
   }
 end
 

@@ -318,17 +318,44 @@ std::optional<int> start_backend(Session& s, const LaunchEnv& launch, int* argc,
   } else if (launch.kind != "mpi") {
 #ifdef COMMSCRIPT_HAVE_GLOO
     // No MPI at all: rank 0 serves the store at MASTER_ADDR:MASTER_PORT, the others dial it.
+    // Under nccl, that Gloo communicator is the control plane (the unique id, agreements,
+    // result gathering) and survives a dropped rank with it.
+    std::unique_ptr<Communicator> ctl;
     try {
-      s.world =
-          GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, s.timeout_s);
+      ctl = GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, s.timeout_s);
     } catch (const Error& e) {
-      std::fprintf(stderr, "commscript: rank %d: --backend gloo --launcher %s: %s\n", launch.rank, launch.kind.c_str(),
-                   e.what());
+      std::fprintf(stderr, "commscript: rank %d: --backend %s --launcher %s: %s\n", launch.rank, s.backend.c_str(),
+                   launch.kind.c_str(), e.what());
       return static_cast<int>(e.code());
     }
+#ifdef COMMSCRIPT_HAVE_NCCL
+    if (s.backend == "nccl") {
+      bool print = false;
+      if (const std::string refused = NcclCommunicator::choose_device_before_mpi(&print); !refused.empty()) {
+        if (print) std::fprintf(stderr, "commscript: %s\n", refused.c_str());
+        return static_cast<int>(ExitCode::bad_input);
+      }
+      try {  // every rank throws the same agreed error: rank 0 says it
+        s.world = NcclCommunicator::create(std::move(ctl), "world", s.timeout_s);
+      } catch (const Error& e) {
+        if (launch.rank == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
+        return static_cast<int>(e.code());
+      }
+    }
+#endif
+    if (!s.world) s.world = std::move(ctl);
     job::set_control(s.world.get());
 #endif
   } else {
+#ifdef COMMSCRIPT_HAVE_NCCL
+    if (s.backend == "nccl") {  // the GPU before MPI_Init (CUDA-aware MPI and NCCL start on it)
+      bool print = false;
+      if (const std::string refused = NcclCommunicator::choose_device_before_mpi(&print); !refused.empty()) {
+        if (print) std::fprintf(stderr, "commscript: %s\n", refused.c_str());
+        return static_cast<int>(ExitCode::bad_input);
+      }
+    }
+#endif
     job::init_mpi(argc, argv);
     if (s.backend == "mpi") s.world = MpiCommunicator::world();
 #ifdef COMMSCRIPT_HAVE_GLOO
@@ -386,13 +413,18 @@ int cli_main(int argc, char** argv) {
     std::fprintf(stderr, "commscript: %s\n", e.what());
     return static_cast<int>(e.code());
   }
-  if (launch.kind != "mpi" && s.backend != "gloo" && !(s.backend == "self" && launch.size == 1))
+  if (launch.kind != "mpi" && s.backend != "gloo" && s.backend != "nccl" && !(s.backend == "self" && launch.size == 1))
     return fail_early(ExitCode::bad_input,
                       "--launcher " + launch.kind +
-                          " starts ranks without MPI: only --backend gloo runs that way (got "
-                          "--backend " +
-                          s.backend + (s.backend == "nccl" ? "; NCCL's unique id over the store is not done yet" : "") +
-                          ")");
+                          " starts ranks without MPI: only --backend gloo runs that way, and --backend "
+                          "nccl over Gloo (got --backend " +
+                          s.backend + ")");
+#ifndef COMMSCRIPT_HAVE_GLOO
+  if (launch.kind != "mpi" && s.backend == "nccl")
+    return fail_early(ExitCode::bad_input, "--backend nccl --launcher " + launch.kind +
+                                               ": without MPI the NCCL backend's control plane is Gloo, and this "
+                                               "commscript was built without it (libgloo-dev)");
+#endif
   s.launcher = launch.to_json();
 
   incidents::start_signal_thread();

@@ -249,6 +249,7 @@ void NcclCommunicator::setup() {
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (revoked_) abort_comm();           // finalize after a revoke is invalid; the work is stopped already
   if (timed_) ncclCommDestroy(timed_);  // blocking, and idle: every operation was waited for
   timed_ = nullptr;
   if (comm_) {
@@ -274,6 +275,27 @@ NcclCommunicator::~NcclCommunicator() {
   if (ev_end_) cudaEventDestroy(ev_end_);
   if (ev_start_) cudaEventDestroy(ev_start_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::string NcclCommunicator::choose_device_before_mpi(bool* print) {
+  *print = false;
+  const CudaProbe probe = cuda_probe();
+  if (probe.count <= 0) return "";  // world() refuses it, every rank agreeing, after MPI_Init
+  const LauncherLocal local = launcher_local([](const char* v) -> const char* { return std::getenv(v); });
+  int dev = -1;
+  try {
+    dev = early_device(local, probe.count, std::getenv("COMMSCRIPT_DEVICE"), host_name());
+  } catch (const Error& e) {
+    *print = local.size > 0 ? local.rank == 0 : true;
+    return e.what();
+  }
+  if (dev < 0) return "";
+  if (cudaSetDevice(dev) != cudaSuccess) {  // world() tries again and says what failed
+    cudaGetLastError();
+    return "";
+  }
+  set_preselected_device(dev);
+  return "";
 }
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::world(double init_timeout_s) {
@@ -356,6 +378,11 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
           choose_device(seen[hosts[i]]++, counts[i], dev_envs[i].empty() ? nullptr : dev_envs[i].c_str(), hosts[i], r);
       if (r == me) dev = d;
     }
+    // Chosen from the launcher's local rank before MPI_Init (the same rule; the launcher knows
+    // the local rank even where host names mislead, e.g. containers with one name per rank).
+    if (preselected_device() >= 0 && preselected_device() < counts[static_cast<size_t>(me)] &&
+        dev_envs[static_cast<size_t>(me)].empty())
+      dev = preselected_device();
   }
   // Two ranks of a host on one GPU (COMMSCRIPT_DEVICE, CUDA_VISIBLE_DEVICES) would fail NCCL's
   // init with "Duplicate GPU detected": refuse it here, naming the host, the GPU and the ranks.
@@ -439,7 +466,141 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
   }
   c->comm_ = comm;
   c->make_timed(init_timeout_s);
+  try {  // a control plane that survives drops (Gloo) says who is alive; MPI refuses
+    c->ctrl_->survivors();
+    c->ctrl_survives_ = true;
+  } catch (const InputError&) {
+  }
   return c;
+}
+
+std::string NcclCommunicator::no_shrink_reason() const {
+  if (!nccl_has("ncclCommRevoke") || !nccl_has("ncclCommShrink"))
+    return "cannot survive a dropped rank: the loaded NCCL (" + nccl_version_string(nccl_lib().version) +
+           ") lacks ncclCommRevoke/ncclCommShrink (NCCL >= 2.28 has both)";
+  return "cannot survive a dropped rank with this control plane (" + ctrl_->backend() +
+         "): " + ctrl_->no_shrink_reason() +
+         "; launch without MPI (--launcher env or slurm), where the NCCL backend's control plane is Gloo";
+}
+
+std::vector<int> NcclCommunicator::survivors() {
+  if (!ctrl_survives_ || !nccl_has("ncclCommRevoke") || !nccl_has("ncclCommShrink"))
+    throw InputError("nccl: " + no_shrink_reason());
+  return ctrl_->survivors();
+}
+
+void NcclCommunicator::check_gone(const Op& op, const char* call) {
+  const int64_t now = now_ns();
+  if (now - gone_checked_ns_ < 100000000) return;
+  gone_checked_ns_ = now;
+  const std::vector<int> alive = ctrl_->survivors();
+  if (static_cast<int>(alive.size()) >= size_) return;
+  std::vector<int> gone;
+  for (int r = 0; r < size_; ++r)
+    if (std::find(alive.begin(), alive.end(), r) == alive.end()) gone.push_back(r);
+  // The communicator stays as it is (the operation still on the GPU): revoke() stops it.
+  throw RanksLostError(std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
+                           format_size(op.bytes()) + "B, " + name() + ", nccl) on rank " + std::to_string(rank_) +
+                           ", GPU " + std::to_string(device_) + ": " + call + " cannot complete: rank" +
+                           (gone.size() > 1 ? "s " : " ") + format_rank_list(gone) +
+                           " gone (the control plane lost their connection); revoke and shrink to go on",
+                       gone);
+}
+
+void NcclCommunicator::revoke() {
+  survivors();  // refuses, saying why, where a drop cannot be survived
+  ctrl_->revoke();
+  if (revoked_ || !comm_) return;
+  revoked_ = true;
+  if (timed_) ncclCommAbort(timed_);  // the timed loops' communicator is rebuilt by shrink
+  timed_ = nullptr;
+  const std::string what = "ncclCommRevoke of communicator '" + name() + "' on rank " + std::to_string(rank_);
+  ncclResult_t r = ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
+  const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 10;
+  const int64_t t0 = now_ns();
+  // In progress until the stopped work has left the GPU (quiescent).
+  for (unsigned polls = 0; r == ncclSuccess || r == ncclInProgress; ++polls) {
+    ncclResult_t a = ncclSuccess;
+    if (const ncclResult_t q = ncclCommGetAsyncError(comm_, &a); q != ncclSuccess)
+      r = q;
+    else if (a != ncclInProgress) {
+      r = a;
+      break;
+    }
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (waited > limit) {
+      why_aborted_ = "timeout: " + what + " not quiescent within " + std::to_string(static_cast<int>(limit)) +
+                     " s; the communicator was aborted (ncclCommAbort)";
+      abort_comm();
+      throw Error(ExitCode::timeout, why_aborted_);
+    }
+    pause_poll(waited, polls);
+  }
+  if (r != ncclSuccess) {
+    why_aborted_ = what + " failed: " + nccl_text(r, comm_);
+    abort_comm();
+    throw Error(ExitCode::runtime, why_aborted_);
+  }
+  // What was enqueued but stopped leaves the stream now.
+  cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::shrink(const std::vector<int>& exclude) {
+  survivors();
+  // The control plane first: it checks the list (only gone ranks, not itself, not all) and
+  // gives the survivors their new ranks.
+  std::unique_ptr<Communicator> sub_ctrl = ctrl_->shrink(exclude);
+  if (!comm_) throw Error(ExitCode::runtime, "shrink of communicator '" + name() + "': " + why_aborted_);
+  if (timed_) ncclCommAbort(timed_);
+  timed_ = nullptr;
+  ++shrinks_;
+  const std::string sub_name = name() + "/shrink" + std::to_string(shrinks_);
+  const std::string what = "ncclCommShrink of communicator '" + name() + "' (excluding " + format_rank_list(exclude) +
+                           ") on rank " + std::to_string(rank_) + ", GPU " + std::to_string(device_);
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.commName = sub_name.c_str();
+  std::vector<int> ex(exclude.begin(), exclude.end());
+  ncclComm_t nc = nullptr;
+  // NCCL_SHRINK_ABORT: whatever still runs on the parent is stopped first (a no-op after revoke).
+  ncclResult_t r = ncclCommShrink(comm_, ex.data(), static_cast<int>(ex.size()), &nc, &cfg, NCCL_SHRINK_ABORT);
+  const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
+  const int64_t t0 = now_ns();
+  for (unsigned polls = 0; r == ncclInProgress; ++polls) {
+    const ncclResult_t q = ncclCommGetAsyncError(nc ? nc : comm_, &r);
+    if (q != ncclSuccess) r = q;
+    if (r != ncclInProgress) break;
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (limit > 0 && waited > limit) {
+      if (nc) ncclCommAbort(nc);
+      throw Error(ExitCode::timeout, "timeout: " + what + " did not complete within " +
+                                         std::to_string(static_cast<int>(limit)) +
+                                         " s (a survivor never called it?); the new communicator was aborted");
+    }
+    pause_poll(waited, polls);
+  }
+  if (r != ncclSuccess) {
+    if (nc) ncclCommAbort(nc);
+    throw Error(ExitCode::runtime, what + " failed: " + nccl_text(r, comm_));
+  }
+  std::unique_ptr<NcclCommunicator> sub(new NcclCommunicator(std::move(sub_ctrl), sub_name, device_));
+  sub->comm_ = nc;
+  sub->set_timeout(timeout_s_, local_grace_s_);
+  sub->set_verify(verify_);
+  sub->event_timing_ = event_timing_;
+  sub->ctrl_survives_ = true;
+  std::string err;
+  try {
+    sub->setup();
+  } catch (const Error& e) {
+    err = std::string("GPU ") + std::to_string(device_) + ": " + e.what();
+  }
+  const auto hosts = sub->ctrl_->allgather(host_name());
+  agree(*sub->ctrl_, err, ExitCode::runtime, hosts);
+  sub->make_timed(limit);
+  return sub;
 }
 
 ncclComm_t NcclCommunicator::split_polled(int color, int key, ncclConfig_t& cfg, double limit,
@@ -740,6 +901,7 @@ void NcclCommunicator::wait(const Op& op, const char* call, bool enqueueing, int
           fail(op, call, a);
     }
     const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (ctrl_survives_) check_gone(op, call);
     if (limit > 0 && waited > limit) timed_out(op, waited);
     if (!op.blocking) pause_poll(waited, polls);
   }

@@ -40,12 +40,29 @@ class NcclCommunicator final : public Communicator {
   // NCCL communicator without MPI).
   static std::unique_ptr<NcclCommunicator> create(std::unique_ptr<Communicator> control, std::string name,
                                                   double init_timeout_s);
+  // Before MPI_Init: makes the device of this rank's launcher-given local rank current (so that
+  // CUDA-aware MPI and NCCL's own threads start on it) and remembers it for world()/create().
+  // Returns an empty string, or the refusal (InputError text: more local ranks than GPUs on this
+  // host); `print` is set when this process should print it (the host's local rank 0, or every
+  // failing rank when the launcher does not say how many ranks share the host).
+  static std::string choose_device_before_mpi(bool* print);
   ~NcclCommunicator() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
   std::unique_ptr<Communicator> split(int color, int key) override;
+
+  // Surviving a dropped rank (NCCL >= 2.28), where the control communicator can (Gloo, as under
+  // --launcher env; MPI cannot: its reason is given). A wait on the GPU asks the control plane
+  // every 100 ms which ranks are gone and throws RanksLostError naming them, leaving the
+  // communicator to revoke(): ncclCommRevoke, polled until quiescent; shrink(exclude):
+  // ncclCommShrink with NCCL_SHRINK_ABORT over the control plane's own shrink, polled against
+  // the deadline, giving a new communicator (its own stream and timed-loop communicator).
+  void revoke() override;
+  std::vector<int> survivors() override;
+  std::unique_ptr<Communicator> shrink(const std::vector<int>& exclude) override;
+  std::string no_shrink_reason() const override;
 
   // The control plane (MPI) gets the same deadline as the NCCL operations.
   using Communicator::set_timeout;  // the one-argument form (the process-wide grace)
@@ -108,6 +125,9 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void fail(const Op& op, const char* call, ncclResult_t r);
   [[noreturn]] void timed_out(const Op& op, double waited_s);
   void abort_comm();
+  // Past 100 ms since the last look, the ranks the control plane knows are gone (survivable
+  // control only); throws RanksLostError naming them and the operation.
+  void check_gone(const Op& op, const char* call);
 
   std::unique_ptr<Communicator> ctrl_;
   ncclComm_t comm_ = nullptr;
@@ -124,7 +144,11 @@ class NcclCommunicator final : public Communicator {
   bool event_timing_ = true;
   const void* checked_[4] = {};  // buffers already found to be on this device
   unsigned checked_next_ = 0;
-  std::string why_aborted_;  // why comm_ is gone
+  std::string why_aborted_;     // why comm_ is gone
+  bool ctrl_survives_ = false;  // the control plane can tell and survive a dropped rank
+  bool revoked_ = false;
+  int shrinks_ = 0;
+  int64_t gone_checked_ns_ = 0;
 };
 
 // ---- the parts that need no device (public for the tests) ----

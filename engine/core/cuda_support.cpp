@@ -39,6 +39,70 @@ std::string normalize_bdf(std::string_view bdf) {
   return dom + s.substr(c1);
 }
 
+namespace {
+
+// A non-negative decimal of at most 6 digits, or -1.
+int small_index(const char* v) {
+  if (!v || !*v) return -1;
+  int n = 0, digits = 0;
+  for (const char* p = v; *p; ++p) {
+    if (*p < '0' || *p > '9' || ++digits > 6) return -1;
+    n = n * 10 + (*p - '0');
+  }
+  return n;
+}
+
+int g_preselected = -1;
+
+}  // namespace
+
+LauncherLocal launcher_local(const char* (*env)(const char*)) {
+  static constexpr const char* kPairs[][2] = {{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                                              {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+                                              {"SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+                                              {"LOCAL_RANK", "LOCAL_WORLD_SIZE"}};
+  LauncherLocal l;
+  for (const auto& [rank_var, size_var] : kPairs) {
+    const int r = small_index(env(rank_var));
+    if (r < 0) continue;
+    l.rank = r;
+    l.source = rank_var;
+    const int n = small_index(env(size_var));
+    if (n > r) {
+      l.size = n;
+      l.source += std::string("/") + size_var;
+    }
+    break;
+  }
+  return l;
+}
+
+int early_device(const LauncherLocal& local, int count, const char* device_env, const std::string& host) {
+  if (local.rank < 0 || count <= 0) return -1;
+  const int over = local.size > count ? local.size : local.rank >= count ? local.rank + 1 : 0;
+  if (over > 0) {
+    const std::string ranks =
+        local.size > 0
+            ? std::to_string(local.size) + " ranks (local ranks 0-" + std::to_string(local.size - 1) + ")"
+            : "at least " + std::to_string(local.rank + 1) + " ranks (local rank " + std::to_string(local.rank) + ")";
+    throw InputError("--backend nccl: host " + host + ": the launcher started " + ranks + " there (" + local.source +
+                     "), but it has " + std::to_string(count) + " GPU" + (count == 1 ? "" : "s") +
+                     ": NCCL needs one GPU per rank (two ranks of a communicator on one GPU fail with \"Duplicate "
+                     "GPU detected\"); start at most " +
+                     std::to_string(count) + " rank" + (count == 1 ? "" : "s") +
+                     " per host (mpirun --map-by ppr:" + std::to_string(count) +
+                     ":node, srun --ntasks-per-node, torchrun --nproc-per-node) or check CUDA_VISIBLE_DEVICES");
+  }
+  if (device_env && *device_env) {
+    const int d = small_index(device_env);
+    return d >= 0 && d < count ? d : -1;  // not a device: the NCCL backend names it, with the rank
+  }
+  return local.rank % count;
+}
+
+void set_preselected_device(int device) { g_preselected = device; }
+int preselected_device() { return g_preselected; }
+
 #ifndef COMMSCRIPT_HAVE_NCCL
 
 CudaProbe cuda_probe() { return {0, "built without CUDA"}; }

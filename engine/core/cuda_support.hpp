@@ -36,6 +36,30 @@ std::string cuda_version_text(int v);
 // "0000:3b:00.0". Anything that is not domain:bus:dev.fn is returned lower-cased.
 std::string normalize_bdf(std::string_view bdf);
 
+// The rank's place on its host as the launcher tells it, read before MPI_Init (so CUDA-aware MPI
+// and NCCL find the right device current): Open MPI (OMPI_COMM_WORLD_LOCAL_RANK/_SIZE),
+// MPICH/Hydra (MPI_LOCALRANKID/MPI_LOCALNRANKS), Slurm (SLURM_LOCALID; the size from
+// SLURM_NTASKS_PER_NODE when set), torchrun (LOCAL_RANK/LOCAL_WORLD_SIZE), first found wins.
+// rank is -1 when no launcher says; size is -1 when it says only the rank. `source` names the
+// variable read. `env` looks a variable up (nullptr: unset).
+struct LauncherLocal {
+  int rank = -1, size = -1;
+  std::string source;
+};
+LauncherLocal launcher_local(const char* (*env)(const char*));
+
+// The device a rank uses, chosen from the launcher's local rank before MPI_Init: COMMSCRIPT_DEVICE
+// (`device_env`, nullptr when unset) when given, else local.rank % count. Throws InputError, naming
+// the host, the local ranks and the GPU count, when the launcher put more ranks on this host than
+// it has GPUs (NCCL refuses two ranks of one communicator on one GPU: "Duplicate GPU detected").
+// Returns -1 when no launcher variable says the local rank (the NCCL backend then splits the
+// ranks by host name, after MPI_Init).
+int early_device(const LauncherLocal& local, int count, const char* device_env, const std::string& host);
+
+// What early_device chose for this process (-1: nothing chosen before MPI_Init).
+void set_preselected_device(int device);
+int preselected_device();
+
 #ifdef COMMSCRIPT_HAVE_NCCL
 // Throws Error(runtime) "<call>: <cudaGetErrorName>: <cudaGetErrorString>" unless e is success.
 void cuda_check(cudaError_t e, const char* call);

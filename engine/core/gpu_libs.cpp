@@ -105,6 +105,8 @@ void* nccl_sym(const char* name) {
   return l.handle && l.info.loaded ? dlsym(l.handle, name) : nullptr;
 }
 
+bool nccl_has(const char* symbol) { return nccl_sym(symbol) != nullptr; }
+
 const GpuLib& cudart_lib() { return cudart().info; }
 const GpuLib& nccl_lib() { return nccl().info; }
 
@@ -172,6 +174,9 @@ CS_NCCL(ncclCommFinalize, (ncclComm_t p1), (p1))
 CS_NCCL(ncclCommGetAsyncError, (ncclComm_t p1, ncclResult_t* p2), (p1, p2))
 CS_NCCL(ncclCommInitRankConfig, (ncclComm_t * p1, int p2, ncclUniqueId p3, int p4, ncclConfig_t* p5),
         (p1, p2, p3, p4, p5))
+CS_NCCL(ncclCommRevoke, (ncclComm_t p1, int p2), (p1, p2))
+CS_NCCL(ncclCommShrink, (ncclComm_t p1, int* p2, int p3, ncclComm_t* p4, ncclConfig_t* p5, int p6),
+        (p1, p2, p3, p4, p5, p6))
 CS_NCCL(ncclCommSplit, (ncclComm_t p1, int p2, int p3, ncclComm_t* p4, ncclConfig_t* p5), (p1, p2, p3, p4, p5))
 CS_NCCL(ncclGetUniqueId, (ncclUniqueId * p1), (p1))
 CS_NCCL(ncclGetVersion, (int* p1), (p1))

@@ -21,6 +21,10 @@ struct GpuLib {
 const GpuLib& cudart_lib();
 const GpuLib& nccl_lib();
 
+// Whether the loaded NCCL has `symbol` (the fault-tolerance calls are newer than the oldest NCCL
+// the engine runs on: ncclCommShrink 2.27, ncclCommRevoke 2.28).
+bool nccl_has(const char* symbol);
+
 // The oldest NCCL whose symbols the engine uses (ncclCommSplit: 2.18).
 constexpr int kMinNcclVersion = 21800;
 

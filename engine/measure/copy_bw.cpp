@@ -1,6 +1,11 @@
 #include "copy_bw.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
 #include <vector>
 
 #include "cuda_support.hpp"
@@ -9,6 +14,47 @@
 #include "tensor.hpp"
 
 namespace cs {
+
+std::vector<int> parse_cpulist(std::string_view list) {
+  std::vector<int> cpus;
+  while (!list.empty() && (list.back() == '\n' || list.back() == ' ')) list.remove_suffix(1);
+  size_t pos = 0;
+  auto number = [&](int* out) {
+    const size_t start = pos;
+    long v = 0;
+    while (pos < list.size() && list[pos] >= '0' && list[pos] <= '9' && pos - start < 6)
+      v = v * 10 + (list[pos++] - '0');
+    *out = static_cast<int>(v);
+    return pos > start;
+  };
+  while (pos < list.size()) {
+    int a = 0, b = 0;
+    if (!number(&a)) return {};
+    b = a;
+    if (pos < list.size() && list[pos] == '-') {
+      ++pos;
+      if (!number(&b) || b < a || b - a > 65536) return {};
+    }
+    for (int c = a; c <= b; ++c) cpus.push_back(c);
+    if (pos < list.size()) {
+      if (list[pos] != ',') return {};
+      ++pos;
+      if (pos == list.size()) return {};
+    }
+  }
+  return cpus;
+}
+
+GpuLocality gpu_locality(const std::string& bdf, const std::string& sysfs_root) {
+  GpuLocality l;
+  const std::string dir = sysfs_root + "/bus/pci/devices/" + bdf + "/";
+  std::ifstream numa(dir + "numa_node");
+  if (int n = -1; numa >> n) l.numa = n < 0 ? -1 : n;
+  std::ifstream cpus(dir + "local_cpulist");
+  std::string text;
+  if (std::getline(cpus, text)) l.cpus = parse_cpulist(text);
+  return l;
+}
 
 #ifndef COMMSCRIPT_HAVE_NCCL
 
@@ -40,28 +86,73 @@ struct Timer {
   Timer& operator=(const Timer&) = delete;
 };
 
-// nvbandwidth's method without its spin kernel: one untimed copy, then per sample a start
-// event, `loops` copies and a stop event; the median sample's GB/s.
+struct Copy {
+  int device;  // whose copy engine (the stream's device)
+  void* dst;
+  const void* src;
+};
+
+// nvbandwidth's method without its spin kernel: one untimed copy each, then per sample a start
+// event, `loops` copies and a stop event on each copy's own stream, the copies of all streams
+// enqueued interleaved so that they run at the same time; per copy, the median sample's GB/s.
+std::vector<double> measure_many(const std::vector<Copy>& copies, const CopyBwSpec& spec) {
+  std::vector<std::unique_ptr<Timer> > t;
+  for (const Copy& c : copies) t.push_back(std::make_unique<Timer>(c.device));
+  for (size_t i = 0; i < copies.size(); ++i)
+    cuda_check(cudaMemcpyAsync(copies[i].dst, copies[i].src, spec.bytes, cudaMemcpyDefault, t[i]->stream),
+               "cudaMemcpyAsync");
+  for (auto& x : t) cuda_check(cudaStreamSynchronize(x->stream), "cudaStreamSynchronize");
+  std::vector<std::vector<double> > gbs(copies.size());
+  for (int s = 0; s < spec.samples; ++s) {
+    for (auto& x : t) cuda_check(cudaEventRecord(x->start, x->stream), "cudaEventRecord");
+    for (int l = 0; l < spec.loops; ++l)
+      for (size_t i = 0; i < copies.size(); ++i)
+        cuda_check(cudaMemcpyAsync(copies[i].dst, copies[i].src, spec.bytes, cudaMemcpyDefault, t[i]->stream),
+                   "cudaMemcpyAsync");
+    for (auto& x : t) cuda_check(cudaEventRecord(x->stop, x->stream), "cudaEventRecord");
+    for (size_t i = 0; i < copies.size(); ++i) {
+      cuda_check(cudaEventSynchronize(t[i]->stop), "cudaEventSynchronize");
+      float ms = 0;
+      cuda_check(cudaEventElapsedTime(&ms, t[i]->start, t[i]->stop), "cudaEventElapsedTime");
+      const double sec = static_cast<double>(ms) * 1e-3;
+      gbs[i].push_back(sec > 0 ? static_cast<double>(spec.bytes) * spec.loops / sec / 1e9 : 0.0);
+    }
+  }
+  std::vector<double> out;
+  for (auto& v : gbs) {
+    std::sort(v.begin(), v.end());
+    out.push_back(v[v.size() / 2]);
+  }
+  return out;
+}
+
 double measure(int device, void* dst, const void* src, const CopyBwSpec& spec) {
   DeviceGuard g(device);
-  Timer t(device);
-  cuda_check(cudaMemcpyAsync(dst, src, spec.bytes, cudaMemcpyDefault, t.stream), "cudaMemcpyAsync");
-  cuda_check(cudaStreamSynchronize(t.stream), "cudaStreamSynchronize");
-  std::vector<double> gbs;
-  for (int s = 0; s < spec.samples; ++s) {
-    cuda_check(cudaEventRecord(t.start, t.stream), "cudaEventRecord");
-    for (int i = 0; i < spec.loops; ++i)
-      cuda_check(cudaMemcpyAsync(dst, src, spec.bytes, cudaMemcpyDefault, t.stream), "cudaMemcpyAsync");
-    cuda_check(cudaEventRecord(t.stop, t.stream), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(t.stop), "cudaEventSynchronize");
-    float ms = 0;
-    cuda_check(cudaEventElapsedTime(&ms, t.start, t.stop), "cudaEventElapsedTime");
-    const double sec = static_cast<double>(ms) * 1e-3;
-    gbs.push_back(sec > 0 ? static_cast<double>(spec.bytes) * spec.loops / sec / 1e9 : 0.0);
-  }
-  std::sort(gbs.begin(), gbs.end());
-  return gbs[gbs.size() / 2];
+  return measure_many({{device, dst, src}}, spec)[0];
 }
+
+// Runs this thread on `cpus` for its lifetime (nothing when empty or refused), then restores.
+class CpuPin {
+ public:
+  explicit CpuPin(const std::vector<int>& cpus) {
+    if (cpus.empty() || sched_getaffinity(0, sizeof saved_, &saved_) != 0) return;
+    cpu_set_t want;
+    CPU_ZERO(&want);
+    for (int c : cpus)
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &want);
+    pinned_ = sched_setaffinity(0, sizeof want, &want) == 0;
+  }
+  ~CpuPin() {
+    if (pinned_) sched_setaffinity(0, sizeof saved_, &saved_);
+  }
+  bool pinned() const { return pinned_; }
+  CpuPin(const CpuPin&) = delete;
+  CpuPin& operator=(const CpuPin&) = delete;
+
+ private:
+  cpu_set_t saved_{};
+  bool pinned_ = false;
+};
 
 }  // namespace
 
@@ -75,36 +166,72 @@ nlohmann::json gpu_copy_bandwidth(const CopyBwSpec& spec) {
   out["bytes"] = spec.bytes;
   out["loops"] = spec.loops;
   out["samples"] = spec.samples;
+  const char* sys_env = std::getenv("COMMSCRIPT_SYSFS");
+  const std::string sysfs = sys_env && *sys_env ? sys_env : "/sys";
   json devices = json::array();
+  std::vector<GpuLocality> where;
   for (int d = 0; d < n; ++d) {
     cudaDeviceProp prop{};
     cuda_check(cudaGetDeviceProperties(&prop, d), "cudaGetDeviceProperties");
     char bus[32] = {0};
     cuda_check(cudaDeviceGetPCIBusId(bus, sizeof bus, d), "cudaDeviceGetPCIBusId");
-    devices.push_back({{"index", d}, {"name", prop.name}, {"pci_bus_id", normalize_bdf(bus)}});
+    where.push_back(gpu_locality(normalize_bdf(bus), sysfs));
+    devices.push_back({{"index", d},
+                       {"name", prop.name},
+                       {"pci_bus_id", normalize_bdf(bus)},
+                       {"numa_node", where.back().numa >= 0 ? json(where.back().numa) : json(nullptr)}});
   }
-  out["devices"] = devices;
 
-  Tensor pageable = Tensor::host(DType::uint8, spec.bytes);
-  Tensor pinned = Tensor::pinned(DType::uint8, spec.bytes);
-  std::vector<Tensor> dev_a, dev_b;
+  // Each GPU's host buffers, allocated and first touched on the GPU's local CPUs, so that the
+  // kernel places them on its NUMA node.
+  std::vector<Tensor> pageable, pinned, dev_a, dev_b;
   for (int d = 0; d < n; ++d) {
+    const size_t i = static_cast<size_t>(d);
+    CpuPin pin(where[i].cpus);
+    devices[i]["host_buffers_local"] = pin.pinned();
+    pageable.push_back(Tensor::host(DType::uint8, spec.bytes));
+    pinned.push_back(Tensor::pinned(DType::uint8, spec.bytes));
     dev_a.push_back(Tensor::on_device(DType::uint8, spec.bytes, d));
     dev_b.push_back(Tensor::on_device(DType::uint8, spec.bytes, d));
   }
+  out["devices"] = devices;
   json h2d_pageable = json::array(), h2d_pinned = json::array(), d2h_pageable = json::array(),
-       d2h_pinned = json::array(), local = json::array();
+       d2h_pinned = json::array(), local = json::array(), bi_h2d = json::array(), bi_d2h = json::array();
   for (int d = 0; d < n; ++d) {
     const size_t i = static_cast<size_t>(d);
-    h2d_pageable.push_back(measure(d, dev_a[i].data(), pageable.data(), spec));
-    h2d_pinned.push_back(measure(d, dev_a[i].data(), pinned.data(), spec));
-    d2h_pageable.push_back(measure(d, pageable.data(), dev_a[i].data(), spec));
-    d2h_pinned.push_back(measure(d, pinned.data(), dev_a[i].data(), spec));
+    CpuPin pin(where[i].cpus);
+    h2d_pageable.push_back(measure(d, dev_a[i].data(), pageable[i].data(), spec));
+    h2d_pinned.push_back(measure(d, dev_a[i].data(), pinned[i].data(), spec));
+    d2h_pageable.push_back(measure(d, pageable[i].data(), dev_a[i].data(), spec));
+    d2h_pinned.push_back(measure(d, pinned[i].data(), dev_a[i].data(), spec));
     local.push_back(measure(d, dev_b[i].data(), dev_a[i].data(), spec));
+    // Both directions at once: host -> dev_a while dev_b -> host (its own pinned buffer).
+    Tensor back = Tensor::pinned(DType::uint8, spec.bytes);
+    DeviceGuard g(d);
+    const auto both = measure_many({{d, dev_a[i].data(), pinned[i].data()}, {d, back.data(), dev_b[i].data()}}, spec);
+    bi_h2d.push_back(both[0]);
+    bi_d2h.push_back(both[1]);
   }
   out["host_to_device"] = {{"pageable", h2d_pageable}, {"pinned", h2d_pinned}};
   out["device_to_host"] = {{"pageable", d2h_pageable}, {"pinned", d2h_pinned}};
   out["device_local"] = local;
+  out["bidirectional"] = {{"host_to_device", bi_h2d}, {"device_to_host", bi_d2h}};
+  {  // every GPU at once, one direction at a time, each from its NUMA-local pinned buffer
+    std::vector<Copy> h2d, d2h;
+    for (int d = 0; d < n; ++d) {
+      const size_t i = static_cast<size_t>(d);
+      h2d.push_back({d, dev_a[i].data(), pinned[i].data()});
+      d2h.push_back({d, pinned[i].data(), dev_a[i].data()});
+    }
+    const auto up = measure_many(h2d, spec), down = measure_many(d2h, spec);
+    double up_sum = 0, down_sum = 0;
+    for (double v : up) up_sum += v;
+    for (double v : down) down_sum += v;
+    out["all_gpus"] = {{"host_to_device", up},
+                       {"device_to_host", down},
+                       {"host_to_device_total", up_sum},
+                       {"device_to_host_total", down_sum}};
+  }
 
   json access = json::array(), peer = json::array();
   for (int a = 0; a < n; ++a) {

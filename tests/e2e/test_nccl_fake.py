@@ -6,9 +6,11 @@ The stand-in's faults (hang, asynchronous error, failed split, no/old driver, ol
 the documented exit codes and messages. No real GPU is involved anywhere here."""
 import json
 import os
+import time
 import unittest
 
 import cs_e2e
+import launch_env
 
 FAKE_DIR = os.environ.get("FAKE_GPU_DIR") or os.path.join(os.path.dirname(cs_e2e.BIN), "fake_gpu")
 BUSBW = 40.0  # GB/s, the stand-in's NCCL bus bandwidth in these runs
@@ -120,8 +122,33 @@ class Fake(cs_e2e.TestCase):
         self.report(r)
 
     def test_gpu_copy_bw(self):
-        rep = self.report(self.nccl(["gpu_copy_bw", "--bytes", "1M"], 1))
+        # Host buffers NUMA-local per GPU (a sysfs tree that places the two GPUs on nodes 0 and 1),
+        # then concurrent copies; every copy engine runs at the stand-in's copy bandwidth on the
+        # virtual clock, so each concurrent copy and the sums are exact.
+        sysfs = os.path.join(self.tmp, "sys")
+        for bdf, node in (("0000:18:00.0", "0"), ("0000:2a:00.0", "1")):
+            d = os.path.join(sysfs, "bus", "pci", "devices", bdf)
+            os.makedirs(d)
+            with open(os.path.join(d, "numa_node"), "w") as f:
+                f.write(node + "\n")
+            with open(os.path.join(d, "local_cpulist"), "w") as f:
+                f.write("0\n")
+        gbps = 25.0
+        rep = self.report(self.nccl(["gpu_copy_bw", "--bytes", "1M"], 1, extra_env={
+            "COMMSCRIPT_SYSFS": sysfs, "FAKE_GPU_COUNT": "2", "FAKE_GPU_COPY_GBPS": str(gbps)}))
         self.assertTrue(rep["results"])
+        h = rep["gpu_copy_bw"]["hosts"][0]
+        self.assertEqual([d["numa_node"] for d in h["devices"]], [0, 1])
+        self.assertEqual([d["host_buffers_local"] for d in h["devices"]], [True, True])
+        for key in ("bidirectional", "all_gpus"):
+            for direction in ("host_to_device", "device_to_host"):
+                self.assertEqual(len(h[key][direction]), 2, key)
+                for v in h[key][direction]:
+                    self.assertAlmostEqual(v, gbps, delta=gbps * 1e-4, msg="%s %s" % (key, direction))
+        self.assertAlmostEqual(h["all_gpus"]["host_to_device_total"], 2 * gbps, delta=gbps * 1e-3)
+        self.assertAlmostEqual(h["all_gpus"]["device_to_host_total"], 2 * gbps, delta=gbps * 1e-3)
+        rows = [x for x in rep["results"] if x.get("concurrent") == "all_gpus"]
+        self.assertEqual(len(rows), 4, rows)
 
     def test_replay_of_an_nccl_run(self):
         r = self.nccl(["bw_sweep", "--max", "1K"] + SMALL, 2)
@@ -203,6 +230,99 @@ class Fake(cs_e2e.TestCase):
         self.assertIn("cannot load", r.stderr)
         r = self.cs(["--backend", "mpi", "bw_sweep", "--max", "1K"] + SMALL, np=2, env=env(missing))
         self.assertEqual(r.rc, cs_e2e.OK, r.describe())
+
+    def test_drill_under_mpirun_is_refused_with_the_reason(self):
+        r = self.nccl(["elastic_drill"], 2, code=cs_e2e.BAD_INPUT, timeout=60)
+        self.assertIn("cannot survive a dropped rank with this control plane (mpi)", r.stderr + r.stdout)
+        self.assertIn("--launcher env", r.stderr + r.stdout)
+
+    # ---- defect 6: the device from the launcher's local rank, before MPI_Init ----
+    def test_more_local_ranks_than_gpus_is_refused_before_mpi(self):
+        t0 = time.monotonic()
+        r = self.nccl(["bw_sweep"], 4, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_GPU_COUNT": "2"})
+        self.assertRegex(r.stderr, r"host \S+: the launcher started 4 ranks \(local ranks 0-3\) there "
+                                   r"\(OMPI_COMM_WORLD_LOCAL_RANK/OMPI_COMM_WORLD_LOCAL_SIZE\), but it has 2 GPUs")
+        self.assertEqual(r.stderr.count("but it has 2 GPUs"), 1, r.stderr)  # said once, by local rank 0
+        self.assertLess(time.monotonic() - t0, 30)
+
+    # ---- defect 11: one rank's device setup failing in a split ends every rank, no wait ----
+    def test_setup_failure_in_a_split_ends_every_rank(self):
+        # Rank 1's second stream (the first split's) cannot be created: the split has completed on
+        # every rank by then, so the ranks agree on the failure at once instead of rank 0 waiting
+        # in ncclCommSplit for a rank that left.
+        t0 = time.monotonic()
+        r = self.cs(["--backend", "nccl", "--timeout", "30", "p2p_matrix", "--bytes", "1K", "--lat_iters", "2",
+                     "--repeats", "1"], np=2, timeout=90, env=env({"FAKE_CUDA_STREAM_ERROR": "1:2"}))
+        self.assertFalse(r.timed_out, r.describe())
+        self.assertEqual(r.rc, cs_e2e.RUNTIME, r.describe())
+        self.assertRegex(r.stderr + r.stdout, r"rank 1 \(host \S+\): GPU \d+: cudaStreamCreateWithFlags failed")
+        self.assertLess(time.monotonic() - t0, 25, "a rank waited for the deadline")
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(FAKE_DIR, "libnccl.so.2")), "no GPU stand-in")
+class NcclWithoutMpi(cs_e2e.TestCase):
+    """--backend nccl --launcher env: no MPI; Gloo (rendezvous on rank 0's store) is the control
+    plane that carries the unique id, and it survives a dropped rank with NCCL's revoke + shrink."""
+
+    def launch(self, n, args, timeout=120):
+        out = os.path.join(self.tmp, "out")
+        e = cs_e2e._env(env())
+        res, wall = launch_env.launch([cs_e2e.BIN, "--out", out, "--backend", "nccl", "--launcher", "env"] + args, n,
+                                      timeout=timeout, cwd=self.tmp, env=e)
+        return res, wall, out
+
+    def describe(self, res):
+        return "\n".join("--- rank %d rc %s\n%s\n%s" % (r, rc, o[-3000:], e[-3000:]) for r, (rc, o, e) in enumerate(res))
+
+    def test_bw_sweep_without_mpi(self):
+        res, _, out = self.launch(2, ["bw_sweep", "--ops", "allreduce,allgather,sendrecv", "--max", "64K"] + SMALL)
+        self.assertEqual([rc for rc, _, _ in res], [0, 0], self.describe(res))
+        with open(os.path.join(out, "report.json")) as f:
+            rep = json.load(f)
+        self.assertTrue(rep["commscript"]["backends"]["nccl"]["fake"])
+        self.assertEqual(rep["run"]["backend"], "nccl")
+        self.assertEqual(rep["run"]["launcher"]["kind"], "env")
+        rows = [x for x in rep["results"] if "wrong" in x]
+        self.assertTrue(rows)
+        self.assertEqual([x for x in rows if x["wrong"] != 0], [])
+        for x in rows:
+            if x["op"] == "allreduce":  # timed on the GPU (virtual clock), as under mpirun
+                self.assertAlmostEqual(x["busbw"], BUSBW, delta=BUSBW * 1e-4, msg=json.dumps(x))
+
+    def test_elastic_drill_4_ranks(self):
+        deadline = 3.0
+        res, _, out = self.launch(4, ["elastic_drill", "--deadline", str(deadline), "--bytes", "64K"], timeout=120)
+        rcs = [rc for rc, _, _ in res]
+        self.assertEqual(rcs[:3], [0, 0, 0], self.describe(res))
+        self.assertEqual(rcs[3], -9, "the victim was not SIGKILLed\n" + self.describe(res))
+        with open(os.path.join(out, "report.json")) as f:
+            rep = json.load(f)
+        self.assertEqual(rep["run"]["backend"], "nccl")
+        d = rep["drill"]
+        self.assertEqual(d["gone"], [3])
+        self.assertEqual(d["survivors"], 3)
+        self.assertLessEqual(d["detect_s"], deadline + 1, d)
+        self.assertLessEqual(d["working_s"], 2.0, d)
+        self.assertEqual(d["wrong_after"], 0, d)
+        after = [x for x in rep["results"] if x.get("phase") == "after"]
+        self.assertEqual(len(after), 1)
+        self.assertEqual((after[0]["ranks"], after[0]["wrong"]), (3, 0))
+        # Chaos is armed in the drill, so its loops are timed on the host clock, not the GPU's.
+        self.assertGreater(after[0]["busbw"], 0)
+        self.assertGreater(d["busbw_before"], 0)
+        print("\nnccl drill (stand-in): detect %.3f s, revoke %.3f s, working %.3f s after detection"
+              % (d["detect_s"], d["revoke_s"], d["working_s"]))
+        self.assertEqual([f for f in rep["findings"] if f["severity"] == "error"], [])
+
+    def test_shrink_refuses_live_ranks(self):
+        body = ("local ok, e = pcall(ctx.comm.shrink, ctx.comm, { exclude = { 1 - ctx.rank } })\n"
+                "if ok then error('shrink accepted a live rank') end\n"
+                "error(e, 0)")
+        path = self.recipe("shrink_live", body)
+        res, _, _ = self.launch(2, [path], timeout=60)
+        self.assertEqual([rc for rc, _, _ in res], [1, 1], self.describe(res))
+        self.assertIn("is alive", res[0][2] + res[1][2])
+
 
 
 if __name__ == "__main__":

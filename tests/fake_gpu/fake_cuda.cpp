@@ -480,6 +480,17 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   if (const cudaError_t e = driver_error(); e != cudaSuccess) return ret(e);
+  // FAKE_CUDA_STREAM_ERROR=R:N: the N-th stream the process of launcher rank R creates fails
+  // (out of memory), as a device setup failure on one rank.
+  static std::atomic<int> created{0};
+  const int nth = ++created;
+  if (const char* f = std::getenv("FAKE_CUDA_STREAM_ERROR")) {
+    int r = -1, n = 0;
+    const char* me = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (!me) me = std::getenv("RANK");
+    if (std::sscanf(f, "%d:%d", &r, &n) == 2 && me && std::atoi(me) == r && n == nth)
+      return ret(cudaErrorMemoryAllocation);
+  }
   Stream* p = new Stream;
   p->device = t_device;
   p->nonblocking = (flags & cudaStreamNonBlocking) != 0;

@@ -120,6 +120,11 @@ struct Comm {
   Comm* split_child = nullptr;  // the child a split on this (parent) communicator will finish
   bool child_waiting = false;   // this is a split child not yet finished by its parent
   uint64_t splits = 0;
+  // ncclCommRevoke: in-flight work is stopped; the state is ncclInProgress until the work that
+  // was running has left the streams (inflight == 0), then ncclSuccess; collectives and
+  // ncclCommFinalize are refused from then on; destroy, abort, split and shrink remain.
+  bool revoked = false;
+  std::shared_ptr<std::atomic<int>> inflight = std::make_shared<std::atomic<int>>(0);
   bool dead = false;  // aborted/destroyed (kept for strict-mode checks only)
 };
 
@@ -618,6 +623,7 @@ ncclResult_t check_comm(Comm* c, const char* call) {
     strict_check(false,
                  std::string(call) + " while the previous call is still in progress (poll ncclCommGetAsyncError)");
   }
+  if (c->revoked) return bad(std::string(call) + ": the communicator was revoked (ncclCommRevoke)", ncclInvalidUsage);
   if (const ncclResult_t e = c->error->load(); e != ncclSuccess && e != ncclInProgress) return e;
   if (c->initializing || c->child_waiting) {
     strict_check(false, std::string(call) + " on a communicator whose init/split has not completed");
@@ -644,11 +650,24 @@ ncclResult_t submit(Comm* c, cudaStream_t s, Work w) {
   auto seg = c->seg;
   auto aborted = c->aborted;
   const int me = c->rank;
-  const double cost = cost_us(w, c->n);
+  // On a non-blocking communicator NCCL >= 2.23 spawns and joins a thread for every call; that
+  // host time delays the launch, which a pipelined loop timed with events sees as a gap on the
+  // stream (FAKE_NCCL_NONBLOCKING_US, 20): timed loops belong on a blocking communicator.
+  static const double nb_us = [] {
+    const char* v = std::getenv("FAKE_NCCL_NONBLOCKING_US");
+    return v && *v ? std::atof(v) : 20.0;
+  }();
+  const double cost = cost_us(w, c->n) + (c->blocking ? 0.0 : nb_us);
   std::function<void()> fn = [seg, aborted, me, w] {
     if (!aborted->load()) perform(seg, aborted, me, w);
   };
   hook_faults(c, fn);
+  auto inflight = c->inflight;
+  inflight->fetch_add(1);
+  fn = [inner = std::move(fn), inflight] {
+    inner();
+    inflight->fetch_sub(1);
+  };
   if (c->blocking) {
     enqueue(s, std::move(fn), cost);
     return ncclSuccess;
@@ -864,6 +883,14 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
     strict_check(false, "ncclCommGetAsyncError on a communicator already aborted or destroyed");
     return ncclInvalidUsage;
   }
+  if (c->revoked && c->error->load() == ncclInProgress) {  // quiescent once the stopped work has left
+    if (c->inflight->load() > 0 || --c->polls_left > 0) {
+      *state = ncclInProgress;
+      return ncclSuccess;
+    }
+    c->error->store(ncclSuccess);
+    c->state = State::ready;
+  }
   if (c->child_waiting) {  // a split child: its progress is reported on the parent
     *state = c->error->load() == ncclInProgress ? ncclInProgress : c->error->load();
     return ncclSuccess;
@@ -980,36 +1007,84 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return ncclInProgress;
 }
 
-ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclude, ncclComm_t* newcomm, ncclConfig_t* cfg, int) {
+// NCCL 2.27+: a new communicator of the parent's ranks less `exclude`, ranks renumbered in order.
+// Every survivor calls it; an excluded rank must not. NCCL_SHRINK_ABORT first stops the
+// parent's in-flight work (a parent in error needs it, unless revoked); the new communicator
+// follows its config (non-blocking: ncclInProgress until polled on it, as an init).
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclude, ncclComm_t* newcomm, ncclConfig_t* cfg,
+                            int flags) {
   Comm* p = reinterpret_cast<Comm*>(comm);
-  if (!p || !newcomm || (nexclude && !exclude)) return bad("ncclCommShrink: invalid argument");
-  if (!live(p)) return bad("ncclCommShrink: invalid communicator", ncclInvalidUsage);
+  if (!p || !newcomm || nexclude < 0 || (nexclude && !exclude)) return bad("ncclCommShrink: invalid argument");
+  *newcomm = nullptr;
+  if (!live(p)) {
+    strict_check(false, "ncclCommShrink on a communicator already aborted or destroyed");
+    return bad("ncclCommShrink: invalid communicator", ncclInvalidUsage);
+  }
+  if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT)
+    return bad("ncclCommShrink: invalid shrinkFlags " + std::to_string(flags));
+  for (int i = 0; i < nexclude; ++i)
+    if (exclude[i] < 0 || exclude[i] >= p->n || std::count(exclude, exclude + nexclude, exclude[i]) > 1)
+      return bad("ncclCommShrink: invalid exclude list (rank " + std::to_string(exclude[i]) + ")");
+  if (p->revoked && p->error->load() == ncclInProgress) {
+    strict_check(false, "ncclCommShrink on a revoked communicator that is not quiescent yet (poll it first)");
+    return bad("ncclCommShrink: revoked communicator not quiescent", ncclInvalidUsage);
+  }
+  if (flags & NCCL_SHRINK_ABORT) {
+    p->aborted->store(true);  // the parent's in-flight work stops
+    p->pending.clear();
+  } else if (const ncclResult_t e = p->error->load(); !p->revoked && e != ncclSuccess && e != ncclInProgress) {
+    return bad("ncclCommShrink: the parent communicator is in error (" + std::string(ncclGetErrorString(e)) +
+                   "): shrink it with NCCL_SHRINK_ABORT",
+               ncclInvalidUsage);
+  }
   std::vector<int> keep;
   for (int r = 0; r < p->n; ++r)
     if (std::find(exclude, exclude + nexclude, r) == exclude + nexclude) keep.push_back(r);
   const auto at = std::find(keep.begin(), keep.end(), p->rank);
   if (at == keep.end()) return bad("ncclCommShrink: called by an excluded rank", ncclInvalidUsage);
+  if (keep.empty()) return bad("ncclCommShrink: every rank excluded");
   const std::string name = p->id + ".k" + std::to_string(++p->splits);
   Comm* c = new_comm(name, static_cast<int>(keep.size()), static_cast<int>(at - keep.begin()), cfg);
   if (!c->seg) return bad("shm_open failed", ncclSystemError);
+  c->device = p->device;
   join(c);
-  spin_until(*c->aborted, [&] { return all_joined(c); });
-  const ncclResult_t r = check_join(c);
-  c->initializing = false;
   *newcomm = reinterpret_cast<ncclComm_t>(c);
-  return r;
+  if (c->blocking) {
+    spin_until(*c->aborted, [&] { return all_joined(c); });
+    const ncclResult_t r = check_join(c);
+    c->state = r == ncclSuccess ? State::ready : State::error;
+    if (r != ncclSuccess) c->error->store(r);
+    return r;
+  }
+  c->initializing = true;  // finished by ncclCommGetAsyncError on it, as an init
+  c->state = State::in_progress;
+  c->polls_left = std::max(1, env_int("FAKE_NCCL_POLLS", 1));
+  c->error->store(ncclInProgress);
+  return ncclInProgress;
 }
 
-ncclResult_t ncclCommRevoke(ncclComm_t comm, int) {
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags) {
   Comm* c = reinterpret_cast<Comm*>(comm);
-  if (!c || !live(c)) return bad("ncclCommRevoke: invalid communicator", ncclInvalidUsage);
+  if (!c || !live(c)) {
+    strict_check(false, "ncclCommRevoke on a communicator already aborted or destroyed");
+    return bad("ncclCommRevoke: invalid communicator", ncclInvalidUsage);
+  }
+  if (flags != NCCL_REVOKE_DEFAULT) return bad("ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT");
   c->aborted->store(true);  // in-flight work stops
-  c->error->store(ncclInvalidUsage);
+  c->pending.clear();
+  c->revoked = true;
+  c->state = State::in_progress;
+  c->polls_left = std::max(1, env_int("FAKE_NCCL_POLLS", 1));
+  c->error->store(ncclInProgress);  // until quiescent
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   Comm* c = reinterpret_cast<Comm*>(comm);
+  if (c && c->revoked) {
+    strict_check(false, "ncclCommFinalize after ncclCommRevoke (invalid: destroy or abort it)");
+    return bad("ncclCommFinalize: the communicator was revoked", ncclInvalidUsage);
+  }
   if (const ncclResult_t r = check_comm(c, "ncclCommFinalize"); r != ncclSuccess) return r;
   return ncclSuccess;
 }

@@ -11,10 +11,18 @@
 #   4. CUDA-event vs host timing through the CLI (COMMSCRIPT_TIMING=event|host);
 #   5. a hang under --backend nccl (chaos hang on rank 1 of 2: two GPUs, or two ranks on one GPU
 #      when NCCL allows it) ends with exit 5 and a timeout incident instead of hanging;
+#   6. with an nccl-tests checkout given (first argument, or NCCL_TESTS_SRC): builds it (MPI=1),
+#      runs all_reduce_perf, all_gather_perf, reduce_scatter_perf, broadcast_perf, reduce_perf,
+#      alltoall_perf and sendrecv_perf and commscript's bw_sweep on the same ranks, sizes and
+#      iterations, and prints busbw side by side per op and size (out-of-place) with the ratio
+#      commscript / nccl-tests; a ratio outside 1 +- CMP_TOL (0.10) at a size >= CMP_MIN_BYTES
+#      (1048576: below it both are latency-bound and noisy) fails the check;
 # and prints a summary. Exit 0 when nothing failed. Without an NVIDIA GPU it prints
 # "no NVIDIA GPU: skipped" and exits 0.
 #
-#   tests/gpu/run.sh            (BUILD_DIR=..., JOBS=..., KEEP=1 keeps the run directories)
+#   tests/gpu/run.sh [NCCL_TESTS_SRC]   (BUILD_DIR=..., JOBS=..., KEEP=1 keeps the run directories,
+#                                        CMP_NP ranks for the side by side: default every GPU, max 8)
+#   e.g. git clone https://github.com/NVIDIA/nccl-tests /tmp/nccl-tests && tests/gpu/run.sh /tmp/nccl-tests
 set -u
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
@@ -151,6 +159,52 @@ elif [ "$NGPU" -lt 2 ] && grep -qiE 'duplicate GPU|invalid usage' "$WORK/hang.lo
 else
   tail -20 "$WORK/hang.log"
   record FAIL "timeout + abort (chaos hang)" "$how: exit $rc (expected 5 with a timeout incident)"
+fi
+
+# ---- 6. side by side with nccl-tests ----
+NT_SRC=${1:-${NCCL_TESTS_SRC:-}}
+if [ -z "$NT_SRC" ]; then
+  record SKIP "nccl-tests side by side" "no nccl-tests checkout given (tests/gpu/run.sh PATH or NCCL_TESTS_SRC)"
+  summary
+fi
+CMP_NP=${CMP_NP:-$((NGPU > 8 ? 8 : NGPU))}
+CMP_TOL=${CMP_TOL:-0.10}
+CMP_MIN_BYTES=${CMP_MIN_BYTES:-1048576}
+CMP_MAX=${CMP_MAX:-256M}
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
+MPI_HOME=${MPI_HOME:-$(dirname "$(dirname "$(command -v mpicc || echo /usr/bin/mpicc)")")}
+# The NCCL commscript loaded (its --version line names the path) builds nccl-tests too, so both
+# run on the same library; NCCL_HOME overrides.
+if [ -z "${NCCL_HOME:-}" ]; then
+  lib=$("$CS" --version | sed -n 's/^NCCL:.* (\(\/[^)]*libnccl[^)]*\)).*/\1/p' | head -1)
+  [ -n "$lib" ] && NCCL_HOME=$(dirname "$(dirname "$lib")")
+fi
+nt_make=(make -C "$NT_SRC" -j"$JOBS" MPI=1 MPI_HOME="$MPI_HOME" CUDA_HOME="$CUDA_HOME")
+[ -n "${NCCL_HOME:-}" ] && nt_make+=(NCCL_HOME="$NCCL_HOME")
+if ! "${nt_make[@]}" >"$WORK/nccl-tests-make.log" 2>&1; then
+  tail -20 "$WORK/nccl-tests-make.log"
+  record FAIL "nccl-tests build" "make in $NT_SRC failed (CUDA_HOME=$CUDA_HOME MPI_HOME=$MPI_HOME NCCL_HOME=${NCCL_HOME:-default})"
+  summary
+fi
+NT_BIN=$NT_SRC/build
+CMP_OPS="allreduce:all_reduce_perf allgather:all_gather_perf reduce_scatter:reduce_scatter_perf broadcast:broadcast_perf reduce:reduce_perf alltoall:alltoall_perf sendrecv:sendrecv_perf"
+ops_csv=""
+for pair in $CMP_OPS; do
+  op=${pair%%:*}
+  exe=${pair#*:}
+  [ -x "$NT_BIN/$exe" ] || continue
+  # One GPU per process (-g 1), float sum, the same sizes (x2), iterations and warm-up as below.
+  timeout 600 "$MPIRUN" -np "$CMP_NP" --oversubscribe "$NT_BIN/$exe" -b 8 -e "$CMP_MAX" -f 2 -g 1 -n 20 -w 5 \
+    -d float -o sum >"$WORK/nt-$op.log" 2>&1 || echo "    $exe exited $?"
+  ops_csv+="${ops_csv:+,}$op"
+done
+out=$WORK/cmp
+timeout 900 "$MPIRUN" -np "$CMP_NP" --oversubscribe "$CS" --backend nccl --out "$out" bw_sweep --ops "$ops_csv" \
+  --min 8 --max "$CMP_MAX" --iters 20 --warmup 5 --dtype float32 >"$out.log" 2>&1 || echo "    commscript bw_sweep exited $?"
+if python3 "$ROOT/tests/gpu/compare_nccl_tests.py" "$WORK" "$out/results.jsonl" "$CMP_TOL" "$CMP_MIN_BYTES" "$ops_csv"; then
+  record PASS "nccl-tests side by side" "$CMP_NP ranks, ops $ops_csv: busbw within +-$CMP_TOL from $CMP_MIN_BYTES B"
+else
+  record FAIL "nccl-tests side by side" "$CMP_NP ranks: a size differs beyond +-$CMP_TOL (table above), or a side is missing"
 fi
 
 summary

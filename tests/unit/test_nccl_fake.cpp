@@ -10,11 +10,43 @@
 #include "op.hpp"
 #include "self_communicator.hpp"
 
-TEST_CASE("nccl fake: time_loop_us times the whole pipelined loop with CUDA events") {
-  if (!cs::cudart_lib().fake || !cs::nccl_lib().fake) {
-    WARN("not on the GPU stand-in: skipped");
-    return;
+namespace {
+
+bool on_fake() {
+  if (cs::cudart_lib().fake && cs::nccl_lib().fake) return true;
+  WARN("not on the GPU stand-in: skipped");
+  return false;
+}
+
+// A one-rank control plane that remembers the deadline it was given.
+class RecordingControl final : public cs::Communicator {
+ public:
+  RecordingControl() : Communicator("world") {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "self"; }
+  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<RecordingControl>(); }
+  void set_timeout(double s, double grace) override {
+    Communicator::set_timeout(s, grace);
+    *seen = s;
   }
+  void allreduce_max(std::vector<double>&) override {}
+  void allreduce_sum(std::vector<uint64_t>&) override {}
+  std::vector<double> allgather(double v) override { return {v}; }
+  std::vector<std::string> allgather(const std::string& v) override { return {v}; }
+  std::string broadcast(const std::string& v, int) override { return v; }
+  std::shared_ptr<double> seen = std::make_shared<double>(-1);
+
+ protected:
+  void run(const cs::Op&) override {}
+};
+
+}  // namespace
+
+TEST_CASE("nccl fake: time_loop_us times the whole pipelined loop with CUDA events") {
+  if (!on_fake()) return;
+  // Defect 2: on the non-blocking communicator every call costs the stand-in's thread spawn
+  // (FAKE_NCCL_NONBLOCKING_US, 20 us of stream time): a loop timed there would not be exact.
   setenv("FAKE_GPU_BUSBW_GBPS", "100", 1);  // read once by the stand-in, before its first use
   auto c = cs::NcclCommunicator::create(std::make_unique<cs::SelfCommunicator>(), "t", 30);
   const size_t count = 1 << 20;  // 4 MiB of float32
@@ -31,5 +63,50 @@ TEST_CASE("nccl fake: time_loop_us times the whole pipelined loop with CUDA even
   cs::Op timed = op;
   timed.blocking = true;  // as bench() times it
   CHECK(c->timed_execute_us(timed) == Approx(per_op_us).epsilon(1e-5));
+}
+#endif
+
+#ifdef COMMSCRIPT_HAVE_NCCL
+// Defect 3: the control plane (MPI for the world) gets the NCCL operations' deadline, also on a
+// split communicator; without it a control-plane wait has none.
+TEST_CASE("nccl fake: the deadline reaches the control plane, also of a split") {
+  if (!on_fake()) return;
+  auto ctl = std::make_unique<RecordingControl>();
+  const auto seen = ctl->seen;
+  auto c = cs::NcclCommunicator::create(std::move(ctl), "dl", 30);
+  c->set_timeout(7, 1);
+  CHECK(*seen == 7);
+  auto sub = c->split(0, 0);
+  REQUIRE(sub);
+  CHECK(sub->timeout_s() == 7);
+}
+
+// Defect 4: an NCCL error on a non-blocking communicator (ncclInvalidArgument persists there)
+// ends the communicator: the failing call is named, and the next operation says why it cannot run
+// instead of failing again inside NCCL.
+TEST_CASE("nccl fake: an invalid argument ends the communicator and names the call") {
+  if (!on_fake()) return;
+  auto c = cs::NcclCommunicator::create(std::make_unique<cs::SelfCommunicator>(), "inv", 30);
+  cs::Tensor t = c->alloc(cs::DType::float32, 16);
+  cs::Op bad = cs::make_op(*c, cs::Collective::reduce, t, t);
+  bad.root = 3;  // past make_op's checks: only NCCL sees it
+  std::string first;
+  try {
+    c->execute(bad);
+  } catch (const cs::Error& e) {
+    first = e.what();
+  }
+  CHECK(first.find("ncclReduce failed") != std::string::npos);
+  CHECK(first.find("invalid argument") != std::string::npos);
+  CHECK(c->aborted());
+  const cs::Op good = cs::make_op(*c, cs::Collective::allreduce, t, t);
+  std::string second;
+  try {
+    c->execute(good);
+  } catch (const cs::Error& e) {
+    second = e.what();
+  }
+  CHECK(second.find("unusable after an earlier failure") != std::string::npos);
+  CHECK(second.find("ncclReduce failed") != std::string::npos);
 }
 #endif

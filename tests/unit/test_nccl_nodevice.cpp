@@ -269,6 +269,64 @@ TEST_CASE("one GPU per rank by local rank, COMMSCRIPT_DEVICE overrides", "[nccl]
   }
 }
 
+namespace {
+// A fake environment for launcher_local: "NAME=value" pairs.
+std::vector<std::string> g_env;
+const char* fake_env(const char* name) {
+  const std::string prefix = std::string(name) + "=";
+  for (const auto& kv : g_env)
+    if (kv.rfind(prefix, 0) == 0) return kv.c_str() + prefix.size();
+  return nullptr;
+}
+cs::LauncherLocal local_of(std::vector<std::string> env) {
+  g_env = std::move(env);
+  return cs::launcher_local(fake_env);
+}
+}  // namespace
+
+TEST_CASE("the device before MPI_Init: the launcher's local rank, refused past the GPU count", "[nccl]") {
+  auto l = local_of({"OMPI_COMM_WORLD_LOCAL_RANK=3", "OMPI_COMM_WORLD_LOCAL_SIZE=4", "LOCAL_RANK=1"});
+  CHECK(l.rank == 3);  // Open MPI's first, whatever torchrun's says
+  CHECK(l.size == 4);
+  CHECK(l.source == "OMPI_COMM_WORLD_LOCAL_RANK/OMPI_COMM_WORLD_LOCAL_SIZE");
+  l = local_of({"MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2"});  // MPICH/Hydra
+  CHECK((l.rank == 1 && l.size == 2));
+  l = local_of({"SLURM_LOCALID=5"});  // Slurm without --ntasks-per-node: the size is unknown
+  CHECK((l.rank == 5 && l.size == -1 && l.source == "SLURM_LOCALID"));
+  l = local_of({"LOCAL_RANK=2", "LOCAL_WORLD_SIZE=8"});  // torchrun
+  CHECK((l.rank == 2 && l.size == 8));
+  CHECK(local_of({}).rank == -1);
+  CHECK(local_of({"LOCAL_RANK=x"}).rank == -1);
+  CHECK(local_of({"LOCAL_RANK=-1"}).rank == -1);
+
+  CHECK(cs::early_device(local_of({"LOCAL_RANK=2", "LOCAL_WORLD_SIZE=8"}), 8, nullptr, "h") == 2);
+  CHECK(cs::early_device(local_of({"LOCAL_RANK=2", "LOCAL_WORLD_SIZE=8"}), 8, "5", "h") == 5);
+  CHECK(cs::early_device(local_of({"LOCAL_RANK=2", "LOCAL_WORLD_SIZE=8"}), 8, "9", "h") == -1);  // named later
+  CHECK(cs::early_device(local_of({}), 8, nullptr, "h") == -1);  // no launcher: host-name split after MPI_Init
+  CHECK(cs::early_device(local_of({"SLURM_LOCALID=1"}), 2, nullptr, "h") == 1);
+  // More local ranks than GPUs: refused on every rank of the host, naming host, ranks and count.
+  const auto four_on_two = local_of({"OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=4"});
+  std::string msg = error_of([&] { cs::early_device(four_on_two, 2, nullptr, "node3"); }, cs::ExitCode::bad_input);
+  CHECK(msg.find("host node3: the launcher started 4 ranks (local ranks 0-3) there "
+                 "(OMPI_COMM_WORLD_LOCAL_RANK/OMPI_COMM_WORLD_LOCAL_SIZE), but it has 2 GPUs") != std::string::npos);
+  // The size unknown: the rank past the count is refused.
+  msg = error_of([] { cs::early_device(local_of({"SLURM_LOCALID=2"}), 2, nullptr, "n"); }, cs::ExitCode::bad_input);
+  CHECK(msg.find("at least 3 ranks (local rank 2)") != std::string::npos);
+}
+
+TEST_CASE("a GPU's NUMA node and local CPUs from sysfs", "[gpu_topology]") {
+  using V = std::vector<int>;
+  CHECK(cs::parse_cpulist("0-3,8,10-11\n") == V{0, 1, 2, 3, 8, 10, 11});
+  CHECK(cs::parse_cpulist("5") == V{5});
+  for (const char* bad : {"", "a", "3-1", "1,", ",1", "1--2", "0-99999999"}) {
+    INFO(bad);
+    CHECK(cs::parse_cpulist(bad).empty());
+  }
+  const cs::GpuLocality none = cs::gpu_locality("0000:ff:1f.7", "/nonexistent-sysfs");
+  CHECK(none.numa == -1);
+  CHECK(none.cpus.empty());
+}
+
 TEST_CASE("the NCCL backend's make_op path refuses buffers it cannot use", "[nccl]") {
   cs::SelfCommunicator self;
   Tensor s = Tensor::host(DType::float32, 64), r = Tensor::host(DType::float32, 64);
