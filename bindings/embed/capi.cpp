@@ -26,6 +26,7 @@
 #include "host_name.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
+#include "json_text.hpp"
 #include "launch_env.hpp"
 #include "mpi_communicator.hpp"
 #include "recipe_run.hpp"
@@ -646,7 +647,7 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
       res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
       ss.world.reset();
       if (ss.embedded) cs::job::clear_cancel();
-      if (!ss.embedded && ss.report && ss.rank == 0) ss.report_json = ss.report->doc().dump();
+      if (!ss.embedded && ss.report && ss.rank == 0) ss.report_json = cs::json_text(ss.report->doc());
     } else {
       int init = 0;
       MPI_Initialized(&init);
