@@ -170,7 +170,8 @@ CS_API void cs_plan_free(cs_plan* p);
 CS_API int cs_session_attach_world(cs_session* s, int* argc, char*** argv);
 
 CS_API int cs_result_exit_code(const cs_result* r);           /* the contract's exit code; -1 if r is NULL */
-CS_API const char* cs_result_report_json(const cs_result* r); /* report.json (every rank gets rank 0's) */
+CS_API const char* cs_result_report_json(const cs_result* r); /* report.json (embedded: every rank gets rank 0's;
+                                                                 own_process: rank 0 only) */
 CS_API const char* cs_result_out_dir(const cs_result* r);     /* the directory the run wrote */
 CS_API const char* cs_result_error(const cs_result* r);       /* the message of the failure, "" when none */
 CS_API void cs_result_free(cs_result* r);
