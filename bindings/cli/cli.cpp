@@ -1,7 +1,10 @@
-// The `commscript` command, as a list of phases: parse the command line, read the inputs
-// (replay, baseline, config, [run], chaos plan, the recipe), answer what needs no ranks (--help,
-// --check), start the backend, run the recipe on every rank, and end with the exit code of the
-// contract (docs/reference.md "Exit codes"). Bad input is refused before anything communicates.
+// The `commscript` command, as a list of phases: parse the command line, then everything else
+// through libcommscript's C API (include/commscript/commscript.h), as any host program would:
+// open a session that owns the process (own_process: messages on stderr, a recipe error ends the
+// job, signals handled), read the inputs into a plan (replay, baseline, config, [run], chaos plan,
+// the recipe), answer what needs no ranks (--help, --check), join the launcher's world on the
+// chosen backend, run the plan on every rank, and end with the exit code of the contract
+// (docs/reference.md "Exit codes"). Bad input is refused before anything communicates.
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
@@ -15,22 +18,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "commscript_version.hpp"
-#include "digest.hpp"
-#include "incidents.hpp"
+#include "commscript/commscript.h"
+#include "error.hpp"
 #include "job.hpp"
-#include "launch_env.hpp"
-#include "mpi_communicator.hpp"
 #include "recipe_run.hpp"
-#include "run_inputs.hpp"
-#ifdef COMMSCRIPT_HAVE_NCCL
-#include "nccl_communicator.hpp"
-#endif
-#ifdef COMMSCRIPT_HAVE_GLOO
-#include "gloo_communicator.hpp"
-#endif
-#include "self_communicator.hpp"
-#include "session.hpp"
 #include "versions.hpp"
 
 namespace cs {
@@ -201,240 +192,86 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
   return std::nullopt;
 }
 
-// What differs between a recorded run and this one (printed by the launcher's rank 0): the run
-// still uses the recorded recipe source, options, config and seed.
-void replay_warnings(const nlohmann::json& rep, const RecipeSource& src, const std::string& file) {
-  if (job::launcher_rank() > 0) return;
-  auto warn = [&](const std::string& m) {
-    std::fprintf(stderr, "commscript: replay %s: warning: %s\n", file.c_str(), m.c_str());
-  };
-  const std::string was = rep.value("commscript", nlohmann::json::object()).value("version", "?");
-  if (was != COMMSCRIPT_VERSION) warn("recorded with commscript " + was + ", this is " + COMMSCRIPT_VERSION);
-  const int ranks = rep.value("run", nlohmann::json::object()).value("ranks", 0);
-  const int now = job::launcher_size();
-  if (ranks && ranks != now)
-    warn("recorded on " + std::to_string(ranks) + " ranks, now running on " + std::to_string(now));
-  const std::string sha = rep["recipe"].value("sha256", "");
-  if (sha.empty())
-    warn("the report records no sha256 of the recipe source");
-  else if (sha != sha256_hex(src.text))
-    warn("the recorded source does not match its recorded sha256");
-  std::error_code ec;
-  if (!src.bundled && std::filesystem::is_regular_file(src.name, ec)) {
-    std::ifstream in(src.name, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (sha256_hex(ss.str()) != sha)
-      warn(src.name + " has changed since the recorded run; replaying the recorded source");
-  } else if (src.bundled) {
-    if (auto b = bundled_recipe(src.name); b && sha256_hex(b->text) != sha)
-      warn("the bundled " + src.name + " differs from the recorded one; replaying the recorded source");
-  }
+// The session's options from the command line: the process is commscript's (own_process).
+cs_session_options session_options(const Args& a) {
+  cs_session_options o;
+  cs_session_options_init(&o);
+  o.own_process = 1;
+  o.backend = a.backend_given ? a.backend.c_str() : nullptr;  // unset: mpi, or what --replay recorded
+  o.launcher = a.launcher.c_str();
+  o.trusted = a.trusted ? 1 : 0;
+  o.verify = a.no_verify ? 0 : 1;
+  o.deadline_s = a.timeout_given ? a.timeout : -1;
+  o.seed = a.seed;
+  o.seed_given = a.seed_given ? 1 : 0;
+  return o;
 }
 
-struct Inputs {
-  RecipeSource recipe;
-  std::vector<std::string> rargs;
-  RunInfo info;
-  bool recipe_help = false;
-};
-
-// ---- phase 2: everything the run reads, checked before anything communicates. The config's
-// [env] is applied here, before MPI or NCCL read theirs.
-std::optional<int> load_inputs(const Args& a, int argc, char** argv, Session& s, Inputs& in) {
-  s.backend = a.backend;
-  s.trusted = a.trusted;
-  s.verify = !a.no_verify;
-  s.fail_below = a.fail_below;
-  s.argv.assign(argv, argv + argc);
-  std::optional<double> timeout = a.timeout_given ? std::optional<double>(a.timeout) : std::nullopt;
-  std::optional<uint64_t> seed = a.seed_given ? std::optional<uint64_t>(a.seed) : std::nullopt;
-  const std::string where = a.config_file.empty() ? "" : " (in " + a.config_file + ")";
-  nlohmann::json replayed;
-  try {
-    if (!a.baseline.empty()) s.baseline = load_baseline(a.baseline);
-    if (!a.replay.empty()) {
-      replayed = load_replay(a.replay);
-      Replayed r = replay_settings(replayed, a.replay);
-      s.config = std::move(r.config);
-      if (!seed) seed = r.seed;
-      if (!timeout) timeout = r.timeout_s;
-      if (!a.backend_given && r.backend) s.backend = *r.backend;
-      // Nor does it reach the loader: without --trusted, the recorded [env] is applied only for
-      // the known configuration families, less what loads code or names files.
-      if (!s.trusted) {
-        const std::vector<std::string> skipped = s.config.drop_env(env_var_unsafe_to_replay);
-        if (!skipped.empty() && prints_early()) {
-          std::string names;
-          for (const auto& n : skipped) names += (names.empty() ? "" : ", ") + n;
-          std::fprintf(stderr,
-                       "commscript: replay %s: not applying %s from the report's [env] (they can load code, start "
-                       "programs or write files; --trusted applies them)\n",
-                       a.replay.c_str(), names.c_str());
-        }
-      }
-      // A report is data from someone else: it never lifts the sandbox by itself.
-      if (r.was_trusted && !s.trusted && prints_early())
-        std::fprintf(stderr,
-                     "commscript: replay %s: warning: the recorded run was --trusted; this one is sandboxed "
-                     "unless you pass --trusted\n",
-                     a.replay.c_str());
-    }
-    if (!a.config_file.empty()) s.config = Config::load(a.config_file);
-    for (const auto& kv : a.sets) s.config.set(kv);
-    s.config.check();  // again after --set, before [env] is applied or anything is measured
-    s.config.apply_env();
-    in.info.chaos = chaos_plan(s.config, s.backend, where);
-    const RunSettings rs = run_settings(s.config, timeout, seed, where);
-    s.timeout_s = rs.timeout_s;
-    s.seed = rs.seed;
-  } catch (const Error& e) {
-    return fail_early(e.code(), e.what());
-  }
-  in.info.out = a.out;
-  in.info.replay_of = a.replay;
-  if (!replayed.is_null()) {
-    const auto& rec = replayed["recipe"];
-    in.recipe =
-        RecipeSource{rec.value("file", "replayed.lua"), rec["source"].get<std::string>(), rec.value("bundled", false)};
-    for (const auto& x : rec.value("args", nlohmann::json::array())) in.rargs.push_back(x.get<std::string>());
-    replay_warnings(replayed, in.recipe, a.replay);
-  } else {
-    std::string why;
-    auto src = find_recipe(a.rest[0], &why);
-    if (!src) return fail_early(ExitCode::bad_input, why);
-    in.recipe = std::move(*src);
-    in.rargs.assign(a.rest.begin() + 1, a.rest.end());
-  }
-  for (const auto& x : in.rargs)
-    if (x == "--help" || x == "-h") in.recipe_help = true;
-  return std::nullopt;
-}
-
-// ---- phase 4: the world communicator of the chosen backend. Returns an exit code on failure.
-std::optional<int> start_backend(Session& s, const LaunchEnv& launch, int* argc, char*** argv) {
-  if (s.backend == "self") {
-    s.world = std::make_shared<SelfCommunicator>();
-  } else if (launch.kind != "mpi") {
-#ifdef COMMSCRIPT_HAVE_GLOO
-    // No MPI at all: rank 0 serves the store at MASTER_ADDR:MASTER_PORT, the others dial it.
-    // Under nccl, that Gloo communicator is the control plane (the unique id, agreements,
-    // result gathering) and survives a dropped rank with it.
-    std::unique_ptr<Communicator> ctl;
-    try {
-      ctl = GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, s.timeout_s);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "commscript: rank %d: --backend %s --launcher %s: %s\n", launch.rank, s.backend.c_str(),
-                   launch.kind.c_str(), e.what());
-      return static_cast<int>(e.code());
-    }
-#ifdef COMMSCRIPT_HAVE_NCCL
-    if (s.backend == "nccl") {
-      bool print = false;
-      if (const std::string refused = NcclCommunicator::choose_device_before_mpi(&print); !refused.empty()) {
-        if (print) std::fprintf(stderr, "commscript: %s\n", refused.c_str());
-        return static_cast<int>(ExitCode::bad_input);
-      }
-      try {  // every rank throws the same agreed error: rank 0 says it
-        s.world = NcclCommunicator::create(std::move(ctl), "world", s.timeout_s);
-      } catch (const Error& e) {
-        if (launch.rank == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
-        return static_cast<int>(e.code());
-      }
-    }
-#endif
-    if (!s.world) s.world = std::move(ctl);
-    job::set_control(s.world.get());
-#endif
-  } else {
-#ifdef COMMSCRIPT_HAVE_NCCL
-    if (s.backend == "nccl") {  // the GPU before MPI_Init (CUDA-aware MPI and NCCL start on it)
-      bool print = false;
-      if (const std::string refused = NcclCommunicator::choose_device_before_mpi(&print); !refused.empty()) {
-        if (print) std::fprintf(stderr, "commscript: %s\n", refused.c_str());
-        return static_cast<int>(ExitCode::bad_input);
-      }
-    }
-#endif
-    job::init_mpi(argc, argv);
-    if (s.backend == "mpi") s.world = MpiCommunicator::world();
-#ifdef COMMSCRIPT_HAVE_GLOO
-    else if (s.backend == "gloo") {
-      try {  // MPI launches and tells the ranks where rank 0's store is; Gloo moves the data
-        s.world = GlooCommunicator::world_over_mpi(s.timeout_s);
-      } catch (const Error& e) {
-        job::abort(e.code(), "commscript: rank " + std::to_string(job::world_rank()) + ": --backend gloo: " + e.what());
-      }
-    }
-#endif
-#ifdef COMMSCRIPT_HAVE_NCCL
-    else {
-      // MPI stays the launcher and the control plane (unique id, result gathering); NCCL moves
-      // the data between the GPUs. The ranks agree on a failure before any of them throws, so
-      // every rank ends here with the same error and rank 0 says it once.
-      try {
-        s.world = NcclCommunicator::world(s.timeout_s);
-      } catch (const Error& e) {
-        if (job::world_rank() == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
-        job::finalize();
-        return static_cast<int>(e.code());
-      } catch (const std::exception& e) {  // not agreed on: end every rank
-        job::abort(ExitCode::internal,
-                   "commscript: rank " + std::to_string(job::world_rank()) + ": --backend nccl: " + e.what());
-      }
-    }
-#endif
-  }
-  s.rank = s.world->rank();
-  s.size = s.world->size();
-  s.world->set_verify(s.verify);
-  return std::nullopt;
+// One run's options from the command line (pointers into `a`, `keep` and argv).
+cs_run_options run_options(const Args& a, int argc, char** argv, std::vector<const char*>& keep) {
+  cs_run_options r;
+  cs_run_options_init(&r);
+  // keep: [recipe args..., sets...]
+  keep.clear();
+  for (size_t i = a.rest.empty() ? 0 : 1; i < a.rest.size(); ++i) keep.push_back(a.rest[i].c_str());
+  const size_t nargs = keep.size();
+  for (const auto& kv : a.sets) keep.push_back(kv.c_str());
+  r.recipe = a.rest.empty() ? nullptr : a.rest[0].c_str();
+  r.argv = keep.data();
+  r.argc = static_cast<int>(nargs);
+  r.sets = keep.data() + nargs;
+  r.nsets = static_cast<int>(a.sets.size());
+  r.config = a.config_file.empty() ? nullptr : a.config_file.c_str();
+  r.out_dir = a.out.empty() ? nullptr : a.out.c_str();
+  r.replay = a.replay.empty() ? nullptr : a.replay.c_str();
+  r.baseline = a.baseline.empty() ? nullptr : a.baseline.c_str();
+  r.fail_below = a.fail_below;
+  r.command_line = argv;
+  r.command_line_n = argc;
+  return r;
 }
 
 }  // namespace
 
 int cli_main(int argc, char** argv) {
+  // ---- phase 1: the command line (answers --version, --list, --help and malformed input itself).
   Args args;
   if (auto done = parse_args(argc, argv, args)) return *done;
 
-  Session s;
-  Inputs in;
-  if (auto failed = load_inputs(args, argc, argv, s, in)) return *failed;
-
-  // ---- phase 3: --help and --check need no ranks: answered from the declarations alone.
-  if (in.recipe_help || args.check) return answer_without_ranks(s, in.recipe, in.rargs, in.recipe_help, prints_early());
-
-  // Termination signals go to one thread, started before MPI's threads (which inherit the mask),
-  // so a rank that mpirun ends still saves what it measured.
-  LaunchEnv launch;
-  try {
-    launch = read_launch_env(args.launcher);
-  } catch (const Error& e) {  // this process's own variables: it says so itself, whatever its rank
-    std::fprintf(stderr, "commscript: %s\n", e.what());
-    return static_cast<int>(e.code());
+  // ---- phase 2: the session and the plan: everything the run reads, checked before anything
+  // communicates (the config's [env] is applied here, before MPI or NCCL read theirs). The
+  // library prints its own messages (own_process); cs_last_exit_code is the contract's code.
+  const cs_session_options so = session_options(args);
+  cs_session* s = nullptr;
+  if (cs_session_open(&so, &s) != CS_OK) {
+    if (prints_early()) std::fprintf(stderr, "commscript: %s\n", cs_last_error(nullptr));
+    return cs_last_exit_code(nullptr);
   }
-  if (launch.kind != "mpi" && s.backend != "gloo" && s.backend != "nccl" && !(s.backend == "self" && launch.size == 1))
-    return fail_early(ExitCode::bad_input,
-                      "--launcher " + launch.kind +
-                          " starts ranks without MPI: only --backend gloo runs that way, and --backend "
-                          "nccl over Gloo (got --backend " +
-                          s.backend + ")");
-#ifndef COMMSCRIPT_HAVE_GLOO
-  if (launch.kind != "mpi" && s.backend == "nccl")
-    return fail_early(ExitCode::bad_input, "--backend nccl --launcher " + launch.kind +
-                                               ": without MPI the NCCL backend's control plane is Gloo, and this "
-                                               "commscript was built without it (libgloo-dev)");
-#endif
-  s.launcher = launch.to_json();
-
-  incidents::start_signal_thread();
-  if (auto failed = start_backend(s, launch, &argc, &argv)) return *failed;
-
-  // ---- phase 5: the recipe on every rank, then the end of the backend.
-  const int code = run_recipe(s, in.recipe, in.rargs, in.info);
-  job::set_control(nullptr);
-  s.world.reset();
-  job::finalize();
+  std::vector<const char*> keep;
+  const cs_run_options ro = run_options(args, argc, argv, keep);
+  cs_plan* plan = nullptr;
+  int code = 0;
+  if (cs_plan_open(s, &ro, &plan) != CS_OK) {
+    code = cs_last_exit_code(s);
+  } else if (cs_plan_wants_help(plan) || args.check) {
+    // ---- phase 3: --help and --check need no ranks: answered from the declarations alone.
+    if (cs_plan_check(s, plan, prints_early() ? 1 : 0, &code) != CS_OK) code = cs_last_exit_code(s);
+  } else if (cs_session_attach_world(s, &argc, &argv) != CS_OK) {
+    // ---- phase 4: the launcher's world on the chosen backend (MPI, Gloo, NCCL, self).
+    code = cs_last_exit_code(s);
+  } else {
+    // ---- phase 5: the recipe on every rank. A recipe error or a hang ends the job inside.
+    cs_result* r = nullptr;
+    if (cs_plan_run(s, plan, &r) == CS_OK) {
+      code = cs_result_exit_code(r);
+      cs_result_free(r);
+    } else {
+      code = cs_last_exit_code(s);
+    }
+  }
+  // ---- phase 6: the end of the backend (MPI finalized when the session started it).
+  cs_plan_free(plan);
+  cs_session_close(s);
   return code;
 }
 

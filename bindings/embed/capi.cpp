@@ -1,33 +1,61 @@
 // libcommscript's C API (include/commscript/commscript.h): a host program's session, the
-// communicator it lends, and runs of recipes through the same run_recipe() the command line
-// uses, with Session::embedded set so that a failure ends the run and never the process.
+// communicator it lends (or the launcher's world it joins), and runs of recipes through the same
+// run_recipe() the command line uses. The commscript command is itself a client of this API
+// (bindings/cli, with own_process set); an embedded session (own_process 0) sets
+// Session::embedded so that a failure ends the run and never the process.
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "commscript/commscript.h"
 #include "commscript_version.hpp"
+#include "digest.hpp"
 #include "error.hpp"
+#include "host_name.hpp"
+#include "incidents.hpp"
 #include "job.hpp"
+#include "json_text.hpp"
+#include "launch_env.hpp"
 #include "mpi_communicator.hpp"
 #include "recipe_run.hpp"
 #include "run_inputs.hpp"
+#include "self_communicator.hpp"
 #include "session.hpp"
+#ifdef COMMSCRIPT_HAVE_NCCL
+#include "nccl_communicator.hpp"
+#endif
+#ifdef COMMSCRIPT_HAVE_GLOO
+#include "gloo_communicator.hpp"
+#include "kv_store.hpp"
+#endif
 
 struct cs_session {
   cs_session_options opts{};
-  std::string recipe_path, out_dir;
+  std::string recipe_path, out_dir, backend = "mpi", launcher = "auto";
+  bool backend_given = false;
   MPI_Comm comm = MPI_COMM_NULL;  // our duplicate of the host's communicator (null: the world)
+  // cs_session_attach_world: the launcher's world on the session's backend.
+  std::shared_ptr<cs::Communicator> world;
+  nlohmann::json launch_json;   // LaunchEnv::to_json of that world
+  bool world_mpi = false;       // own_process: attach_world initialised MPI (close finalizes it)
+  double setup_timeout_s = -1;  // the timeout of the last plan opened (the backend's setup deadline)
   int initialized_by_host = 1;
   int thread_level = MPI_THREAD_SINGLE;
   unsigned runs = 0;
   std::string error;
+  int exit_code = 0;  // the command line's exit code for the last failure
 };
 
 struct cs_result {
@@ -35,9 +63,20 @@ struct cs_result {
   std::string report, out_dir, error;
 };
 
+struct cs_plan {
+  cs::Session ss;
+  cs::RecipeSource recipe;
+  std::vector<std::string> rargs;
+  cs::RunInfo info;
+  std::string name;  // for the default output directory
+  bool help = false;
+  bool used = false;
+};
+
 namespace {
 
 thread_local std::string t_open_error;
+thread_local int t_open_exit = 0;
 bool g_we_initialised_mpi = false;
 
 void finalize_at_exit() {
@@ -46,10 +85,27 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
-int fail(cs_session* s, int code, const std::string& msg) {
-  if (s) s->error = msg;
+// Which ranks print a failure when the host handed its process over (own_process): the
+// launcher's rank 0 (input errors, read before MPI), every rank (its own environment), nobody.
+enum class Print { none, launcher_root, every };
+
+int fail(cs_session* s, int code, const std::string& msg, int exit_code = 1, Print print = Print::none) {
+  if (s) {
+    s->error = msg;
+    s->exit_code = exit_code;
+    if (s->opts.own_process &&
+        (print == Print::every || (print == Print::launcher_root && cs::job::launcher_rank() <= 0)))
+      std::fprintf(stderr, "commscript: %s\n", msg.c_str());
+  }
   return code;
 }
+
+void clear(cs_session* s) {
+  s->error.clear();
+  s->exit_code = 0;
+}
+
+bool printer(const cs_session& s) { return s.opts.own_process && cs::job::launcher_rank() <= 0; }
 
 // NAME in the session's search path, then what the command line finds (a file, a bundled name).
 std::optional<cs::RecipeSource> locate(const cs_session& s, const std::string& name, std::string* why) {
@@ -82,6 +138,96 @@ std::string run_dir(cs_session& s, const std::string& recipe) {
          std::to_string(getpid()) + "-" + std::to_string(++s.runs);
 }
 
+// What differs between a recorded run and this one (printed by the launcher's rank 0): the run
+// still uses the recorded recipe source, options, config and seed.
+void replay_warnings(const nlohmann::json& rep, const cs::RecipeSource& src, const std::string& file) {
+  if (cs::job::launcher_rank() > 0) return;
+  auto warn = [&](const std::string& m) {
+    std::fprintf(stderr, "commscript: replay %s: warning: %s\n", file.c_str(), m.c_str());
+  };
+  const std::string was = rep.value("commscript", nlohmann::json::object()).value("version", "?");
+  if (was != COMMSCRIPT_VERSION) warn("recorded with commscript " + was + ", this is " + COMMSCRIPT_VERSION);
+  const int ranks = rep.value("run", nlohmann::json::object()).value("ranks", 0);
+  const int now = cs::job::launcher_size();
+  if (ranks && ranks != now)
+    warn("recorded on " + std::to_string(ranks) + " ranks, now running on " + std::to_string(now));
+  const std::string sha = rep["recipe"].value("sha256", "");
+  if (sha.empty())
+    warn("the report records no sha256 of the recipe source");
+  else if (sha != cs::sha256_hex(src.text))
+    warn("the recorded source does not match its recorded sha256");
+  std::error_code ec;
+  if (!src.bundled && std::filesystem::is_regular_file(src.name, ec)) {
+    std::ifstream in(src.name, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (cs::sha256_hex(ss.str()) != sha)
+      warn(src.name + " has changed since the recorded run; replaying the recorded source");
+  } else if (src.bundled) {
+    if (auto b = cs::bundled_recipe(src.name); b && cs::sha256_hex(b->text) != sha)
+      warn("the bundled " + src.name + " differs from the recorded one; replaying the recorded source");
+  }
+}
+
+bool backend_built(const std::string& b, std::string* why) {
+#ifndef COMMSCRIPT_HAVE_NCCL
+  if (b == "nccl") return *why = "backend nccl: this commscript was built without CUDA/NCCL", false;
+#endif
+#ifndef COMMSCRIPT_HAVE_GLOO
+  if (b == "gloo") return *why = "backend gloo: this commscript was built without Gloo (libgloo-dev)", false;
+#endif
+  if (b != "mpi" && b != "gloo" && b != "nccl" && b != "self")
+    return *why = "backend '" + b + "' is none of mpi, gloo, nccl, self", false;
+  return true;
+}
+
+#ifdef COMMSCRIPT_HAVE_GLOO
+// Gloo over the host's communicator: rank 0 serves the store, the host's MPI tells the others
+// where, Gloo's TCP pairs move the data.
+std::shared_ptr<cs::Communicator> gloo_over(MPI_Comm host, double timeout_s) {
+  std::shared_ptr<cs::KvServer> server;
+  auto mpi = cs::MpiCommunicator::of(host);
+  const auto hosts = mpi->allgather(cs::host_name());
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  std::string endpoint, error;
+  if (mpi->rank() == 0) {
+    try {
+      server = std::make_shared<cs::KvServer>(0);
+      endpoint = (one_host ? std::string("127.0.0.1") : hosts[0]) + ":" + std::to_string(server->port());
+    } catch (const cs::Error& e) {
+      error = e.what();
+    }
+  }
+  endpoint = mpi->broadcast(error.empty() ? endpoint : "!" + error, 0);
+  if (!endpoint.empty() && endpoint[0] == '!')
+    throw cs::Error(cs::ExitCode::runtime, "gloo: rank 0: " + endpoint.substr(1));
+  const auto [addr, port] = cs::parse_endpoint(endpoint, "gloo store");
+  const auto wait = std::chrono::milliseconds(static_cast<long long>((timeout_s > 0 ? timeout_s : 300) * 1000));
+  auto store = std::make_shared<cs::KvClient>(addr, port, mpi->rank(), wait);
+  return cs::GlooCommunicator::world(std::move(store), std::move(server), mpi->rank(), mpi->size(), timeout_s);
+}
+#endif
+
+// The world of an embedded run on the host's communicator, on the session's backend.
+std::shared_ptr<cs::Communicator> world_over(const std::string& backend, MPI_Comm host, double timeout_s) {
+  if (backend == "self") return std::make_shared<cs::SelfCommunicator>();
+#ifdef COMMSCRIPT_HAVE_GLOO
+  if (backend == "gloo") return gloo_over(host, timeout_s);
+#endif
+#ifdef COMMSCRIPT_HAVE_NCCL
+  if (backend == "nccl") return cs::NcclCommunicator::create(cs::MpiCommunicator::of(host), "world", timeout_s);
+#endif
+  (void)timeout_s;
+  return cs::MpiCommunicator::of(host);
+}
+
+const char* level_name(int provided) {
+  return provided == MPI_THREAD_MULTIPLE     ? "multiple"
+         : provided == MPI_THREAD_SERIALIZED ? "serialized"
+         : provided == MPI_THREAD_FUNNELED   ? "funneled"
+                                             : "single";
+}
+
 }  // namespace
 
 extern "C" {
@@ -96,10 +242,12 @@ void cs_session_options_init(cs_session_options* o) {
   o->struct_size = sizeof(cs_session_options);
   o->deadline_s = -1;
   o->init_mpi = 1;
+  o->verify = 1;
 }
 
 int cs_session_open(const cs_session_options* opts, cs_session** out) {
   t_open_error.clear();
+  t_open_exit = 1;
   if (!out) {
     t_open_error = "cs_session_open: out is NULL";
     return CS_E_INVALID;
@@ -109,13 +257,18 @@ int cs_session_open(const cs_session_options* opts, cs_session** out) {
     auto s = std::make_unique<cs_session>();
     cs_session_options_init(&s->opts);
     if (opts) {
-      if (opts->struct_size != static_cast<int>(sizeof(cs_session_options))) {
+      // 1.0's struct ends at init_mpi: its callers' options are read up to there, the rest keeps
+      // its defaults.
+      constexpr int v10 = static_cast<int>(offsetof(cs_session_options, backend));
+      constexpr int now = static_cast<int>(sizeof(cs_session_options));
+      if (opts->struct_size != v10 && opts->struct_size != now) {
         t_open_error =
             "cs_session_open: opts->struct_size is not sizeof(cs_session_options) "
             "(call cs_session_options_init)";
         return CS_E_INVALID;
       }
-      s->opts = *opts;
+      std::memcpy(static_cast<void*>(&s->opts), opts, static_cast<size_t>(opts->struct_size));
+      s->opts.struct_size = now;
     }
     if (s->opts.deadline_s != s->opts.deadline_s) {  // NaN
       t_open_error = "cs_session_open: deadline_s is not a number";
@@ -123,7 +276,25 @@ int cs_session_open(const cs_session_options* opts, cs_session** out) {
     }
     if (s->opts.recipe_path) s->recipe_path = s->opts.recipe_path;
     if (s->opts.out_dir) s->out_dir = s->opts.out_dir;
-    s->opts.recipe_path = s->opts.out_dir = nullptr;  // owned copies above
+    if (s->opts.backend) s->backend = s->opts.backend, s->backend_given = true;
+    if (s->opts.launcher) s->launcher = s->opts.launcher;
+    s->opts.recipe_path = s->opts.out_dir = s->opts.backend = s->opts.launcher = nullptr;  // owned copies above
+    std::string why;
+    if (!backend_built(s->backend, &why)) {
+      t_open_error = "cs_session_open: " + why;
+      return CS_E_INVALID;
+    }
+    if (s->launcher != "auto" && s->launcher != "mpi" && s->launcher != "env" && s->launcher != "slurm") {
+      t_open_error = "cs_session_open: launcher '" + s->launcher + "' is none of auto, mpi, env, slurm";
+      return CS_E_INVALID;
+    }
+    // The command line's process: MPI starts (or not: --launcher env) in cs_session_attach_world,
+    // after the config's [env] is applied.
+    if (s->opts.own_process) {
+      *out = s.release();
+      t_open_exit = 0;
+      return CS_OK;
+    }
     int init = 0, finalized = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&finalized);
@@ -132,6 +303,12 @@ int cs_session_open(const cs_session_options* opts, cs_session** out) {
       return CS_E_MPI;
     }
     if (!init) {
+      if (!s->opts.init_mpi && s->backend == "gloo") {  // may join a world without MPI (attach_world)
+        s->initialized_by_host = 0;
+        *out = s.release();
+        t_open_exit = 0;
+        return CS_OK;
+      }
       if (!s->opts.init_mpi) {
         t_open_error = "cs_session_open: MPI is not initialised (and init_mpi is 0)";
         return CS_E_MPI;
@@ -144,16 +321,22 @@ int cs_session_open(const cs_session_options* opts, cs_session** out) {
     s->initialized_by_host = g_we_initialised_mpi ? 0 : 1;
     MPI_Query_thread(&s->thread_level);
     *out = s.release();
+    t_open_exit = 0;
     return CS_OK;
   } catch (const std::exception& e) {
     t_open_error = std::string("cs_session_open: ") + e.what();
+    t_open_exit = static_cast<int>(cs::ExitCode::internal);
     return CS_E_INTERNAL;
   }
 }
 
 int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm) {
   if (!s) return CS_E_INVALID;
-  s->error.clear();
+  clear(s);
+  if (s->world) return fail(s, CS_E_STATE, "cs_session_attach_comm: the session has joined the launcher's world");
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init) return fail(s, CS_E_MPI, "cs_session_attach_comm: MPI is not initialised");
   MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
   if (c == MPI_COMM_NULL) return fail(s, CS_E_MPI, "cs_session_attach_comm: the communicator is MPI_COMM_NULL");
   int inter = 0;
@@ -168,7 +351,147 @@ int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm) {
   return CS_OK;
 }
 
+int cs_session_attach_world(cs_session* s, int* argc, char*** argv) {
+  if (!s) return CS_E_INVALID;
+  clear(s);
+  if (s->world) return fail(s, CS_E_STATE, "cs_session_attach_world: the session has joined its world already");
+  if (s->comm != MPI_COMM_NULL)
+    return fail(s, CS_E_STATE, "cs_session_attach_world: the session has a communicator attached");
+  const double timeout_s = s->setup_timeout_s >= 0   ? s->setup_timeout_s
+                           : s->opts.deadline_s >= 0 ? s->opts.deadline_s
+                                                     : 300;
+  cs::LaunchEnv launch;
+  try {
+    launch = cs::read_launch_env(s->launcher);
+  } catch (const cs::Error& e) {  // this process's own variables: it says so itself, whatever its rank
+    return fail(s, CS_E_INVALID, e.what(), static_cast<int>(e.code()), Print::every);
+  }
+  const std::string& b = s->backend;
+  if (launch.kind != "mpi" && b != "gloo" && b != "nccl" && !(b == "self" && launch.size == 1))
+    return fail(s, CS_E_INVALID,
+                "--launcher " + launch.kind +
+                    " starts ranks without MPI: only --backend gloo runs that way, and --backend nccl over Gloo "
+                    "(got --backend " +
+                    b + ")",
+                1, Print::launcher_root);
+#ifndef COMMSCRIPT_HAVE_GLOO
+  if (launch.kind != "mpi" && b == "nccl")
+    return fail(s, CS_E_INVALID,
+                "--backend nccl --launcher " + launch.kind +
+                    ": without MPI the NCCL backend's control plane is Gloo, and this commscript was built without "
+                    "it (libgloo-dev)",
+                1, Print::launcher_root);
+#endif
+  s->launch_json = launch.to_json();
+  const bool own = s->opts.own_process != 0;
+  try {
+    // Termination signals go to one thread, started before MPI's threads (which inherit the mask),
+    // so a rank that mpirun ends still saves what it measured.
+    if (own) cs::incidents::start_signal_thread();
+    if (b == "self") {
+      s->world = std::make_shared<cs::SelfCommunicator>();
+    } else if (launch.kind != "mpi") {
+#ifdef COMMSCRIPT_HAVE_GLOO
+      // No MPI at all: rank 0 serves the store at MASTER_ADDR:MASTER_PORT, the others dial it.
+      // Under nccl, that Gloo communicator is the control plane (the unique id, agreements,
+      // result gathering) and survives a dropped rank with it.
+      std::unique_ptr<cs::Communicator> ctl;
+      try {
+        ctl =
+            cs::GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, timeout_s);
+      } catch (const cs::Error& e) {
+        return fail(
+            s, CS_E_BACKEND,
+            "rank " + std::to_string(launch.rank) + ": --backend " + b + " --launcher " + launch.kind + ": " + e.what(),
+            static_cast<int>(e.code()), Print::every);
+      }
+#ifdef COMMSCRIPT_HAVE_NCCL
+      if (b == "nccl") {
+        bool print = false;
+        if (const std::string refused = cs::NcclCommunicator::choose_device_before_mpi(&print); !refused.empty())
+          return fail(s, CS_E_INVALID, refused, static_cast<int>(cs::ExitCode::bad_input),
+                      print ? Print::every : Print::none);
+        try {  // every rank throws the same agreed error: rank 0 says it
+          s->world = cs::NcclCommunicator::create(std::move(ctl), "world", timeout_s);
+        } catch (const cs::Error& e) {
+          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()),
+                      launch.rank == 0 ? Print::every : Print::none);
+        }
+      }
+#endif
+      if (!s->world) s->world = std::move(ctl);
+      cs::job::set_control(s->world.get());
+#endif
+    } else if (!own) {
+      // Embedded on MPI's world: the host's MPI_COMM_WORLD, as if attached; each run sets up the
+      // backend over it (cs_session_attach_comm).
+      int init = 0;
+      MPI_Initialized(&init);
+      if (!init) return fail(s, CS_E_MPI, "cs_session_attach_world: MPI is not initialised");
+      MPI_Comm dup = MPI_COMM_NULL;
+      if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
+        return fail(s, CS_E_MPI, "cs_session_attach_world: MPI_Comm_dup failed");
+      MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+      s->comm = dup;
+      return CS_OK;
+    } else {
+#ifdef COMMSCRIPT_HAVE_NCCL
+      if (b == "nccl") {  // the GPU before MPI_Init (CUDA-aware MPI and NCCL start on it)
+        bool print = false;
+        if (const std::string refused = cs::NcclCommunicator::choose_device_before_mpi(&print); !refused.empty())
+          return fail(s, CS_E_INVALID, refused, static_cast<int>(cs::ExitCode::bad_input),
+                      print ? Print::every : Print::none);
+      }
+#endif
+      cs::job::init_mpi(argc, argv);
+      s->world_mpi = true;
+      if (b == "mpi") s->world = cs::MpiCommunicator::world();
+#ifdef COMMSCRIPT_HAVE_GLOO
+      else if (b == "gloo") {
+        try {  // MPI launches and tells the ranks where rank 0's store is; Gloo moves the data
+          s->world = cs::GlooCommunicator::world_over_mpi(timeout_s);
+        } catch (const cs::Error& e) {
+          cs::job::abort(e.code(),
+                         "commscript: rank " + std::to_string(cs::job::world_rank()) + ": --backend gloo: " + e.what());
+        }
+      }
+#endif
+#ifdef COMMSCRIPT_HAVE_NCCL
+      else {
+        // MPI stays the launcher and the control plane (unique id, result gathering); NCCL moves
+        // the data between the GPUs. The ranks agree on a failure before any of them throws, so
+        // every rank ends here with the same error and rank 0 says it once.
+        try {
+          s->world = cs::NcclCommunicator::world(timeout_s);
+        } catch (const cs::Error& e) {
+          if (cs::job::world_rank() == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
+          cs::job::finalize();
+          s->world_mpi = false;
+          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
+        } catch (const std::exception& e) {  // not agreed on: end every rank
+          cs::job::abort(cs::ExitCode::internal,
+                         "commscript: rank " + std::to_string(cs::job::world_rank()) + ": --backend nccl: " + e.what());
+        }
+      }
+#endif
+    }
+    if (!s->world)
+      return fail(s, CS_E_INTERNAL, "cs_session_attach_world: no world for backend " + b, 70, Print::every);
+    s->world->set_verify(s->opts.verify != 0);
+    if (s->world_mpi) {
+      MPI_Query_thread(&s->thread_level);
+      s->initialized_by_host = 0;
+    }
+    return CS_OK;
+  } catch (const std::exception& e) {
+    return fail(s, CS_E_INTERNAL, std::string("cs_session_attach_world: ") + e.what(),
+                static_cast<int>(cs::ExitCode::internal), Print::every);
+  }
+}
+
 const char* cs_last_error(const cs_session* s) { return s ? s->error.c_str() : t_open_error.c_str(); }
+
+int cs_last_exit_code(const cs_session* s) { return s ? s->exit_code : t_open_exit; }
 
 int cs_session_mpi_info(const cs_session* s, int* by_host, int* level) {
   if (!s) return CS_E_INVALID;
@@ -177,81 +500,226 @@ int cs_session_mpi_info(const cs_session* s, int* by_host, int* level) {
   return CS_OK;
 }
 
-int cs_run(cs_session* s, const char* recipe, const char* const* argv, int argc, const char* const* sets, int nsets,
-           const char* config, const char* out_dir, cs_result** result) {
+void cs_run_options_init(cs_run_options* o) {
+  if (!o) return;
+  *o = cs_run_options{};
+  o->struct_size = sizeof(cs_run_options);
+  o->fail_below = -1;
+}
+
+int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
   if (!s) return CS_E_INVALID;
-  s->error.clear();
-  if (!result) return fail(s, CS_E_INVALID, "cs_run: result is NULL");
-  *result = nullptr;
-  if (!recipe || !*recipe) return fail(s, CS_E_INVALID, "cs_run: no recipe given");
-  if (argc < 0 || nsets < 0) return fail(s, CS_E_INVALID, "cs_run: argc and nsets must not be negative");
-  if ((argc > 0 && !argv) || (nsets > 0 && !sets)) return fail(s, CS_E_INVALID, "cs_run: argv or sets is NULL");
-  for (int i = 0; i < argc; ++i)
-    if (!argv[i]) return fail(s, CS_E_INVALID, "cs_run: argv[" + std::to_string(i) + "] is NULL");
-  for (int i = 0; i < nsets; ++i)
-    if (!sets[i]) return fail(s, CS_E_INVALID, "cs_run: sets[" + std::to_string(i) + "] is NULL");
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return fail(s, CS_E_MPI, "cs_run: MPI is finalized");
+  clear(s);
+  if (!out) return fail(s, CS_E_INVALID, "cs_plan_open: out is NULL");
+  *out = nullptr;
+  if (!ro) return fail(s, CS_E_INVALID, "cs_plan_open: opts is NULL");
+  if (ro->struct_size != static_cast<int>(sizeof(cs_run_options)))
+    return fail(s, CS_E_INVALID,
+                "cs_plan_open: opts->struct_size is not sizeof(cs_run_options) (call cs_run_options_init)");
+  const bool replay = ro->replay && *ro->replay;
+  if (!replay && (!ro->recipe || !*ro->recipe)) return fail(s, CS_E_INVALID, "cs_run: no recipe given");
+  if (replay && ro->recipe && *ro->recipe)
+    return fail(s, CS_E_INVALID,
+                std::string("--replay takes the recipe and its options from the report; remove '") + ro->recipe + "'");
+  if (ro->argc < 0 || ro->nsets < 0 || ro->command_line_n < 0)
+    return fail(s, CS_E_INVALID, "cs_run: argc, nsets and command_line_n must not be negative");
+  if ((ro->argc > 0 && !ro->argv) || (ro->nsets > 0 && !ro->sets) || (ro->command_line_n > 0 && !ro->command_line))
+    return fail(s, CS_E_INVALID, "cs_run: argv, sets or command_line is NULL");
+  for (int i = 0; i < ro->argc; ++i)
+    if (!ro->argv[i]) return fail(s, CS_E_INVALID, "cs_run: argv[" + std::to_string(i) + "] is NULL");
+  for (int i = 0; i < ro->nsets; ++i)
+    if (!ro->sets[i]) return fail(s, CS_E_INVALID, "cs_run: sets[" + std::to_string(i) + "] is NULL");
+  for (int i = 0; i < ro->command_line_n; ++i)
+    if (!ro->command_line[i]) return fail(s, CS_E_INVALID, "cs_run: command_line[" + std::to_string(i) + "] is NULL");
+  if (ro->fail_below != ro->fail_below || ro->fail_below > 100)
+    return fail(s, CS_E_INVALID, "cs_run: fail_below must be a number from 0 to 100 (or < 0: none)");
 
   try {
-    cs::Session ss;
-    ss.embedded = true;
-    ss.backend = "mpi";
+    auto p = std::make_unique<cs_plan>();
+    cs::Session& ss = p->ss;
+    ss.embedded = !s->opts.own_process;
+    ss.backend = s->backend;
     ss.trusted = s->opts.trusted != 0;
-    ss.argv = {"libcommscript", recipe};
-    for (int i = 0; i < argc; ++i) ss.argv.emplace_back(argv[i]);
-    cs::RunInfo info;
+    ss.verify = s->opts.verify != 0;
+    ss.fail_below = ro->fail_below;
+    if (ro->command_line) {
+      ss.argv.assign(ro->command_line, ro->command_line + ro->command_line_n);
+    } else {
+      ss.argv = {"libcommscript", replay ? std::string("--replay=") + ro->replay : std::string(ro->recipe)};
+      for (int i = 0; i < ro->argc; ++i) ss.argv.emplace_back(ro->argv[i]);
+    }
+    std::optional<double> timeout = s->opts.deadline_s >= 0 ? std::optional<double>(s->opts.deadline_s) : std::nullopt;
+    std::optional<uint64_t> seed = s->opts.seed_given ? std::optional<uint64_t>(s->opts.seed) : std::nullopt;
+    const std::string where = ro->config ? std::string(" (in ") + ro->config + ")" : "";
+    nlohmann::json replayed;
     try {
-      if (config) ss.config = cs::Config::load(config);
-      for (int i = 0; i < nsets; ++i) ss.config.set(sets[i]);
+      if (ro->baseline && *ro->baseline) ss.baseline = cs::load_baseline(ro->baseline);
+      if (replay) {
+        replayed = cs::load_replay(ro->replay);
+        cs::Replayed r = cs::replay_settings(replayed, ro->replay);
+        ss.config = std::move(r.config);
+        if (!seed) seed = r.seed;
+        if (!timeout) timeout = r.timeout_s;
+        if (!s->backend_given && r.backend) {
+          std::string why;
+          if (!backend_built(*r.backend, &why)) throw cs::InputError("replay " + std::string(ro->replay) + ": " + why);
+          ss.backend = *r.backend;
+          if (!s->world && s->comm == MPI_COMM_NULL) s->backend = ss.backend;  // what attach_world sets up
+        }
+        // Nor does it reach the loader: without trusted, the recorded [env] is applied only for
+        // the known configuration families, less what loads code or names files.
+        if (!ss.trusted) {
+          const std::vector<std::string> skipped = ss.config.drop_env(cs::env_var_unsafe_to_replay);
+          if (!skipped.empty() && printer(*s)) {
+            std::string names;
+            for (const auto& n : skipped) names += (names.empty() ? "" : ", ") + n;
+            std::fprintf(stderr,
+                         "commscript: replay %s: not applying %s from the report's [env] (they can load code, start "
+                         "programs or write files; --trusted applies them)\n",
+                         ro->replay, names.c_str());
+          }
+        }
+        // A report is data from someone else: it never lifts the sandbox by itself.
+        if (r.was_trusted && !ss.trusted && printer(*s))
+          std::fprintf(stderr,
+                       "commscript: replay %s: warning: the recorded run was --trusted; this one is sandboxed "
+                       "unless you pass --trusted\n",
+                       ro->replay);
+      }
+      if (ro->config) ss.config = cs::Config::load(ro->config);
+      for (int i = 0; i < ro->nsets; ++i) ss.config.set(ro->sets[i]);
+      ss.config.check();  // again after the sets, before [env] is applied or anything is measured
       ss.config.apply_env();
-      info.chaos = cs::chaos_plan(ss.config, ss.backend, config ? std::string(" (in ") + config + ")" : "");
-      const auto rs = cs::run_settings(
-          ss.config, s->opts.deadline_s >= 0 ? std::optional<double>(s->opts.deadline_s) : std::nullopt,
-          s->opts.seed_given ? std::optional<uint64_t>(s->opts.seed) : std::nullopt, "");
+      p->info.chaos = cs::chaos_plan(ss.config, ss.backend, where);
+      const cs::RunSettings rs = cs::run_settings(ss.config, timeout, seed, where);
       ss.timeout_s = rs.timeout_s;
       ss.seed = rs.seed;
     } catch (const cs::Error& e) {
-      return fail(s, CS_E_INVALID, e.what());
+      return fail(s, CS_E_INVALID, e.what(), static_cast<int>(e.code()), Print::launcher_root);
     }
-    std::string why;
-    auto src = locate(*s, recipe, &why);
-    if (!src) return fail(s, CS_E_NOT_FOUND, why);
-    std::vector<std::string> rargs;
-    for (int i = 0; i < argc; ++i) rargs.emplace_back(argv[i]);
-    for (const auto& a : rargs)
-      if (a == "--help" || a == "-h") return fail(s, CS_E_INVALID, "cs_run: --help is for the command line");
-    info.out = out_dir && *out_dir ? std::string(out_dir) : run_dir(*s, recipe);
+    p->info.replay_of = replay ? ro->replay : "";
+    if (!replayed.is_null()) {
+      const auto& rec = replayed["recipe"];
+      p->recipe = cs::RecipeSource{rec.value("file", "replayed.lua"), rec["source"].get<std::string>(),
+                                   rec.value("bundled", false)};
+      for (const auto& x : rec.value("args", nlohmann::json::array())) p->rargs.push_back(x.get<std::string>());
+      if (s->opts.own_process) replay_warnings(replayed, p->recipe, ro->replay);
+      p->name = p->recipe.name;
+    } else {
+      std::string why;
+      auto src = locate(*s, ro->recipe, &why);
+      if (!src) return fail(s, CS_E_NOT_FOUND, why, 1, Print::launcher_root);
+      p->recipe = std::move(*src);
+      for (int i = 0; i < ro->argc; ++i) p->rargs.emplace_back(ro->argv[i]);
+      p->name = ro->recipe;
+    }
+    for (const auto& x : p->rargs)
+      if (x == "--help" || x == "-h") p->help = true;
+    // The output directory: the one asked for; the command line's default (open_report names it);
+    // or a new one under the session's out_dir.
+    if (ro->out_dir && *ro->out_dir)
+      p->info.out = ro->out_dir;
+    else if (!s->opts.own_process || !s->out_dir.empty())
+      p->info.out = run_dir(*s, p->name);
+    s->setup_timeout_s = ss.timeout_s;
+    *out = p.release();
+    return CS_OK;
+  } catch (const std::exception& e) {
+    return fail(s, CS_E_INTERNAL, std::string("cs_plan_open: ") + e.what(), static_cast<int>(cs::ExitCode::internal),
+                Print::every);
+  }
+}
 
-    const MPI_Comm host = s->comm != MPI_COMM_NULL ? s->comm : MPI_COMM_WORLD;
-    int provided = 0;
-    MPI_Query_thread(&provided);
-    ss.host_mpi = {{"initialized_by", s->initialized_by_host ? "host" : "commscript"},
-                   {"thread_level", provided == MPI_THREAD_MULTIPLE     ? "multiple"
-                                    : provided == MPI_THREAD_SERIALIZED ? "serialized"
-                                    : provided == MPI_THREAD_FUNNELED   ? "funneled"
-                                                                        : "single"},
-                   {"communicator", s->comm != MPI_COMM_NULL ? "host" : "MPI_COMM_WORLD"}};
+int cs_plan_wants_help(const cs_plan* p) { return p && p->help ? 1 : 0; }
+
+int cs_plan_check(cs_session* s, cs_plan* p, int print, int* exit_code) {
+  if (!s) return CS_E_INVALID;
+  clear(s);
+  if (!p || !exit_code) return fail(s, CS_E_INVALID, "cs_plan_check: plan or exit_code is NULL");
+  try {
+    *exit_code = cs::answer_without_ranks(p->ss, p->recipe, p->rargs, p->help, print != 0);
+    return CS_OK;
+  } catch (const std::exception& e) {
+    return fail(s, CS_E_INTERNAL, std::string("cs_plan_check: ") + e.what(), static_cast<int>(cs::ExitCode::internal),
+                Print::every);
+  }
+}
+
+void cs_plan_free(cs_plan* p) { delete p; }
+
+int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
+  if (!s) return CS_E_INVALID;
+  clear(s);
+  if (!result) return fail(s, CS_E_INVALID, "cs_run: result is NULL");
+  *result = nullptr;
+  if (!p) return fail(s, CS_E_INVALID, "cs_run: plan is NULL");
+  if (p->used) return fail(s, CS_E_STATE, "cs_run: this plan has run already (a plan runs once)");
+  if (p->help) return fail(s, CS_E_INVALID, "cs_run: --help is answered by cs_plan_check");
+  p->used = true;
+  cs::Session& ss = p->ss;
+  const bool own = s->opts.own_process != 0;
+  if (own && !s->world)
+    return fail(s, CS_E_STATE, "cs_run: own_process: call cs_session_attach_world first", 1, Print::every);
+  if (!own || s->world_mpi) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return fail(s, CS_E_MPI, "cs_run: MPI is finalized");
+  }
+
+  try {
     auto res = std::make_unique<cs_result>();
-    cs::job::attach(host);
-    try {
-      ss.world = cs::MpiCommunicator::of(host);
+    if (s->world) {
+      // The launcher's world (cs_session_attach_world): the command line's run.
+      ss.world = s->world;
+      ss.launcher = s->launch_json;
       ss.rank = ss.world->rank();
       ss.size = ss.world->size();
-      res->exit_code = cs::run_recipe(ss, *src, rargs, info);
-    } catch (...) {
+      if (ss.embedded)
+        ss.host_mpi = {{"initialized_by", s->initialized_by_host ? "host" : "commscript"},
+                       {"thread_level", level_name(s->thread_level)},
+                       {"communicator", "launcher's world"}};
+      res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
+      ss.world.reset();
+      if (ss.embedded) cs::job::clear_cancel();
+      if (!ss.embedded && ss.report && ss.rank == 0) ss.report_json = cs::json_text(ss.report->doc());
+    } else {
+      int init = 0;
+      MPI_Initialized(&init);
+      if (!init)
+        return fail(s, CS_E_STATE,
+                    "cs_run: MPI is not initialised: join the launcher's world (cs_session_attach_world)");
+      const MPI_Comm host = s->comm != MPI_COMM_NULL ? s->comm : MPI_COMM_WORLD;
+      int provided = 0;
+      MPI_Query_thread(&provided);
+      ss.host_mpi = {{"initialized_by", s->initialized_by_host ? "host" : "commscript"},
+                     {"thread_level", level_name(provided)},
+                     {"communicator", s->comm != MPI_COMM_NULL ? "host" : "MPI_COMM_WORLD"}};
+      cs::job::attach(host);
+      try {
+        try {
+          ss.world = world_over(ss.backend, host, ss.timeout_s);
+        } catch (const cs::Error& e) {
+          cs::job::detach();
+          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
+        }
+        ss.world->set_verify(ss.verify);
+        ss.rank = ss.world->rank();
+        ss.size = ss.world->size();
+        res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
+      } catch (...) {
+        ss.world.reset();
+        cs::job::detach();
+        cs::job::clear_cancel();
+        throw;
+      }
       ss.world.reset();
       cs::job::detach();
       cs::job::clear_cancel();
-      throw;
     }
-    ss.world.reset();
-    cs::job::detach();
-    cs::job::clear_cancel();
     // Refused before anything ran (the recipe does not load, its options are wrong): bad input
     // to the API, not a run.
-    if (!ss.report) return fail(s, CS_E_INVALID, ss.last_error.empty() ? "cs_run: bad input" : ss.last_error);
+    if (!ss.report)
+      return fail(s, CS_E_INVALID, ss.last_error.empty() ? "cs_run: bad input" : ss.last_error, res->exit_code);
     res->report = ss.report_json;
     res->out_dir = ss.out_dir;
     res->error = ss.last_error;
@@ -259,8 +727,36 @@ int cs_run(cs_session* s, const char* recipe, const char* const* argv, int argc,
     *result = res.release();
     return CS_OK;
   } catch (const std::exception& e) {
-    return fail(s, CS_E_INTERNAL, std::string("cs_run: ") + e.what());
+    return fail(s, CS_E_INTERNAL, std::string("cs_run: ") + e.what(), static_cast<int>(cs::ExitCode::internal),
+                Print::every);
   }
+}
+
+int cs_run(cs_session* s, const char* recipe, const char* const* argv, int argc, const char* const* sets, int nsets,
+           const char* config, const char* out_dir, cs_result** result) {
+  if (!s) return CS_E_INVALID;
+  clear(s);
+  if (!result) return fail(s, CS_E_INVALID, "cs_run: result is NULL");
+  *result = nullptr;
+  cs_run_options o;
+  cs_run_options_init(&o);
+  o.recipe = recipe;
+  o.argv = argv;
+  o.argc = argc;
+  o.sets = sets;
+  o.nsets = nsets;
+  o.config = config;
+  o.out_dir = out_dir;
+  cs_plan* p = nullptr;
+  int rc = cs_plan_open(s, &o, &p);
+  if (rc != CS_OK) return rc;
+  if (p->help) {
+    cs_plan_free(p);
+    return fail(s, CS_E_INVALID, "cs_run: --help is for the command line");
+  }
+  rc = cs_plan_run(s, p, result);
+  cs_plan_free(p);
+  return rc;
 }
 
 int cs_result_exit_code(const cs_result* r) { return r ? r->exit_code : -1; }
@@ -271,9 +767,14 @@ void cs_result_free(cs_result* r) { delete r; }
 
 void cs_session_close(cs_session* s) {
   if (!s) return;
+  if (s->world) {
+    cs::job::set_control(nullptr);
+    s->world.reset();
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
+  if (s->world_mpi) cs::job::finalize();
   delete s;
 }
 

@@ -14,6 +14,7 @@
 #include "host_name.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
+#include "json_text.hpp"
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
 #include "progress.hpp"
@@ -366,7 +367,7 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
   }
   // Embedded: every rank gets rank 0's report (on the control communicator: the world's may
   // hold requests a cancelled run abandoned).
-  if (s.embedded) s.report_json = job::broadcast_from_root(s.rank == 0 ? s.report->doc().dump() : std::string());
+  if (s.embedded) s.report_json = job::broadcast_from_root(s.rank == 0 ? json_text(s.report->doc()) : std::string());
   job::set_before_abort(nullptr);
   incidents::detach();
   return code;

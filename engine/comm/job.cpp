@@ -54,6 +54,7 @@ int ctrl_size() {
 }
 
 std::string broadcast_from_root(const std::string& s) {
+  if (!g_mpi && g_control && g_control->size() > 1) return g_control->broadcast(s, 0);  // without MPI
   if (!g_mpi || g_ctrl == MPI_COMM_NULL) return s;
   unsigned long long n = s.size();
   MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, g_ctrl);

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define COMMSCRIPT_API_VERSION_MAJOR 1
-#define COMMSCRIPT_API_VERSION_MINOR 0
+#define COMMSCRIPT_API_VERSION_MINOR 1
 #define COMMSCRIPT_API_VERSION_PATCH 0
 #define COMMSCRIPT_API_VERSION \
   (COMMSCRIPT_API_VERSION_MAJOR * 10000 + COMMSCRIPT_API_VERSION_MINOR * 100 + COMMSCRIPT_API_VERSION_PATCH)
@@ -40,6 +40,7 @@ enum {
   CS_E_NOT_FOUND = -2, /* no such recipe (file, search path, or bundled) */
   CS_E_MPI = -3,       /* MPI refused (MPI_COMM_NULL, an intercommunicator, MPI finalized ...) */
   CS_E_STATE = -4,     /* the call does not fit the session's state (no communicator attached ...) */
+  CS_E_BACKEND = -5,   /* (1.1) the backend's communicator could not be set up (Gloo, NCCL: the message says why) */
   CS_E_INTERNAL = -70  /* a failure inside commscript; the message says what */
 };
 
@@ -61,6 +62,17 @@ typedef struct cs_session_options {
   uint64_t seed;           /* seed of everything random */
   int seed_given;          /* 1 when seed above is to be used */
   int init_mpi;            /* 1 (default): if MPI is not initialised, initialise it (FUNNELED) and finalize at exit */
+  /* ---- API 1.1 (a 1.0 caller's smaller struct_size is accepted: these then keep their defaults) ---- */
+  const char* backend;  /* "mpi" (NULL: the default; a --replay'd report's backend when it names one), "gloo",
+                           "nccl" or "self": what moves the data (docs/embedding.md "Backends") */
+  const char* launcher; /* cs_session_attach_world only: how the ranks were started, "auto" (NULL: the default),
+                           "mpi", "env" (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or "slurm" */
+  int verify;           /* 1 (default): call verification; 0 like --no-verify */
+  int own_process;      /* 0 (default). 1: the host hands its process to commscript, as the commscript command
+                           does: messages go to stderr as the command line prints them, a recipe error or a hang
+                           ends every rank (MPI_Abort with the exit code), SIGTERM/SIGINT/SIGHUP are handled by a
+                           thread that saves the report and ends the process with 128+signal, and MPI is
+                           initialised by cs_session_attach_world and finalized by cs_session_close. */
 } cs_session_options;
 
 /* Fills *opts with the defaults. */
@@ -72,7 +84,10 @@ CS_API int cs_session_open(const cs_session_options* opts, cs_session** out);
 
 /* Attaches the host's communicator, given by its Fortran handle (MPI_Comm_c2f(comm); mpi4py:
  * comm.py2f()). The session uses duplicates of it, never the host's own traffic. Without a call,
- * the session runs on MPI_COMM_WORLD. MPI_COMM_NULL and intercommunicators are refused. */
+ * the session runs on MPI_COMM_WORLD. MPI_COMM_NULL and intercommunicators are refused.
+ * (1.1) Each run builds the session's backend over it: mpi uses the duplicate itself, gloo connects
+ * its ranks over TCP after telling them rank 0's store address over it, nccl sends its unique id
+ * over it (and keeps it as its control plane). */
 CS_API int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm);
 
 /* The message of the last failed call on this session ("" when none); valid until the next
@@ -97,13 +112,72 @@ CS_API int cs_session_mpi_info(const cs_session* s, int* initialized_by_host, in
 CS_API int cs_run(cs_session* s, const char* recipe, const char* const* argv, int argc, const char* const* sets,
                   int nsets, const char* config, const char* out_dir, cs_result** result);
 
+/* ---- API 1.1: a run in steps (what the commscript command does), the launcher's world ---- */
+
+/* The exit code the command line would end with for the last failed call on this session (1 bad
+ * input, 2 runtime, 5 timeout, 70 internal ...); 0 when the last call succeeded.
+ * cs_last_exit_code(NULL) is that of the last failure of cs_session_open on this thread. */
+CS_API int cs_last_exit_code(const cs_session* s);
+
+typedef struct cs_run_options {
+  int struct_size;         /* sizeof(cs_run_options): set by cs_run_options_init */
+  const char* recipe;      /* as cs_run's recipe; NULL when replay is given */
+  const char* const* argv; /* the recipe's options, argc entries */
+  int argc;
+  const char* const* sets; /* "key=value" overrides (like --set), nsets entries */
+  int nsets;
+  const char* config;              /* a TOML config file (like --config), or NULL */
+  const char* out_dir;             /* as cs_run's out_dir */
+  const char* replay;              /* an earlier report.json to run again (like --replay): recipe source, options,
+                                      config, seed and timeout come from it; recipe must be NULL */
+  const char* baseline;            /* an earlier report.json to compare against (like --baseline), or NULL */
+  double fail_below;               /* exit 3 when the scorecard's total is below this (like --fail-below); < 0 none */
+  const char* const* command_line; /* recorded as the run's command line in report.json; NULL: "libcommscript"
+                                      RECIPE ARGS. command_line_n entries */
+  int command_line_n;
+} cs_run_options;
+
+typedef struct cs_plan cs_plan; /* one run's inputs, read and checked, not yet run */
+
+/* Fills *opts with the defaults (fail_below -1, everything else empty). */
+CS_API void cs_run_options_init(cs_run_options* opts);
+
+/* Reads and checks everything a run needs, before anything communicates (no collective): the
+ * config, its [env] (applied to this process with setenv), the --set values, the chaos plan, the
+ * replayed report or the recipe. Errors as cs_run's, with cs_last_exit_code. *out is NULL on failure. */
+CS_API int cs_plan_open(cs_session* s, const cs_run_options* opts, cs_plan** out);
+
+/* 1 when the recipe's options ask for its help (--help, -h): answer it with cs_plan_check. */
+CS_API int cs_plan_wants_help(const cs_plan* p);
+
+/* Answers without ranks (no communication): the recipe's help when it was asked for, else loads the
+ * recipe and validates its options (like --check). *exit_code is 0 when it loads and its options are
+ * valid. With print set, the help or "ok: ..." goes to stdout and a problem to stderr. */
+CS_API int cs_plan_check(cs_session* s, cs_plan* p, int print, int* exit_code);
+
+/* Runs the plan (a collective, like cs_run) on the attached communicator or world; a plan runs once. */
+CS_API int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result);
+
+CS_API void cs_plan_free(cs_plan* p);
+
+/* Joins the world the launcher started, with the session's backend (instead of attaching a
+ * communicator): reads the launch environment (the session's launcher), initialises MPI when the
+ * backend needs it (own_process; otherwise MPI is the host's, from cs_session_open), and sets up the
+ * backend's world: mpi (MPI_COMM_WORLD), gloo (its store's address told over MPI, or at
+ * MASTER_ADDR:MASTER_PORT with the env and slurm launchers, where no MPI is needed), nccl (the unique
+ * id over MPI), self. A collective over the launcher's ranks. The deadline for the setup is the
+ * timeout of the last plan opened on the session (else deadline_s). argc/argv may be NULL. */
+CS_API int cs_session_attach_world(cs_session* s, int* argc, char*** argv);
+
 CS_API int cs_result_exit_code(const cs_result* r);           /* the contract's exit code; -1 if r is NULL */
-CS_API const char* cs_result_report_json(const cs_result* r); /* report.json (every rank gets rank 0's) */
+CS_API const char* cs_result_report_json(const cs_result* r); /* report.json (embedded: every rank gets rank 0's;
+                                                                 own_process: rank 0 only) */
 CS_API const char* cs_result_out_dir(const cs_result* r);     /* the directory the run wrote */
 CS_API const char* cs_result_error(const cs_result* r);       /* the message of the failure, "" when none */
 CS_API void cs_result_free(cs_result* r);
 
-/* Closes the session (NULL is allowed). Frees its duplicate communicators; MPI stays as it is. */
+/* Closes the session (NULL is allowed). Frees its duplicate communicators and its world; MPI stays
+ * as it is (own_process: MPI is finalized when cs_session_attach_world initialised it). */
 CS_API void cs_session_close(cs_session* s);
 
 #ifdef __cplusplus

@@ -52,7 +52,10 @@ _lib = _find_library()
 class _Options(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_int), ("recipe_path", ctypes.c_char_p), ("out_dir", ctypes.c_char_p),
                 ("trusted", ctypes.c_int), ("deadline_s", ctypes.c_double), ("seed", ctypes.c_uint64),
-                ("seed_given", ctypes.c_int), ("init_mpi", ctypes.c_int)]
+                ("seed_given", ctypes.c_int), ("init_mpi", ctypes.c_int),
+                # API 1.1
+                ("backend", ctypes.c_char_p), ("launcher", ctypes.c_char_p), ("verify", ctypes.c_int),
+                ("own_process", ctypes.c_int)]
 
 
 _vp, _cp, _int = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
@@ -70,6 +73,9 @@ for f, t in (("cs_result_exit_code", _int), ("cs_result_report_json", _cp), ("cs
     getattr(_lib, f).argtypes = [_vp]
     getattr(_lib, f).restype = t
 _lib.cs_result_free.argtypes = [_vp]
+_lib.cs_last_exit_code.argtypes = [_vp]
+_lib.cs_last_exit_code.restype = _int
+_lib.cs_session_attach_world.argtypes = [_vp, _vp, _vp]
 _lib.cs_session_close.argtypes = [_vp]
 
 
@@ -129,11 +135,22 @@ def _fortran_handle(comm):
 class Session:
     """Options that several runs share, and the communicator they run on (None: MPI_COMM_WORLD)."""
 
-    def __init__(self, comm=None, recipe_path=None, out=None, trusted=False, deadline=None, seed=None):
+    def __init__(self, comm=None, recipe_path=None, out=None, trusted=False, deadline=None, seed=None, backend=None,
+                 launcher=None, verify=True):
+        """backend: "mpi" (default), "gloo" (connected over `comm`, or with launcher="env" at MASTER_ADDR:MASTER_PORT
+        from RANK/WORLD_SIZE without MPI) or "nccl" (unique id over `comm`). launcher: join the world the launcher
+        started instead of `comm` ("auto", "mpi", "env", "slurm")."""
+        if _lib.cs_api_version() < 10100 and (backend or launcher or not verify):
+            raise CommscriptError(-1, "backend, launcher and verify need libcommscript API 1.1")
         o = _Options()
         _lib.cs_session_options_init(ctypes.byref(o))
-        self._keep = [_b(recipe_path), _b(out)]
-        o.recipe_path, o.out_dir = self._keep
+        self._keep = [_b(recipe_path), _b(out), _b(backend), _b(launcher)]
+        o.recipe_path, o.out_dir, o.backend, o.launcher = self._keep
+        o.verify = 1 if verify else 0
+        if launcher is not None and comm is not None:
+            raise CommscriptError(-1, "give comm or launcher, not both")
+        if launcher is not None and backend == "gloo" and launcher != "mpi":
+            o.init_mpi = 0  # a Gloo world from the launcher's variables needs no MPI
         o.trusted = 1 if trusted else 0
         if deadline is not None:
             o.deadline_s = float(deadline)
@@ -144,6 +161,12 @@ class Session:
         if rc != CS_OK:
             raise CommscriptError(rc, _lib.cs_last_error(None).decode())
         self._h = h
+        if launcher is not None:
+            rc = _lib.cs_session_attach_world(self._h, None, None)
+            if rc != CS_OK:
+                msg = _lib.cs_last_error(self._h).decode()
+                self.close()
+                raise CommscriptError(rc, msg)
         f = _fortran_handle(comm)
         if f is not None:
             rc = _lib.cs_session_attach_comm_f(self._h, f)
@@ -201,9 +224,11 @@ class Session:
             pass
 
 
-def run(recipe, comm=None, options=None, out=None, sets=None, config=None, trusted=False, deadline=None, seed=None):
+def run(recipe, comm=None, options=None, out=None, sets=None, config=None, trusted=False, deadline=None, seed=None,
+        backend=None, launcher=None):
     """Runs `recipe` (a bundled name or a file) on `comm` (an mpi4py communicator; None: the world)
     and returns its Report. options: the recipe's options ({"max": "1M", "ops": ["allreduce"]});
-    sets: config overrides ({"run.timeout": 10}); out: the output directory. A collective."""
-    with Session(comm=comm, trusted=trusted, deadline=deadline, seed=seed) as s:
+    sets: config overrides ({"run.timeout": 10}); out: the output directory; backend: "mpi" (default),
+    "gloo" or "nccl" (see Session). A collective."""
+    with Session(comm=comm, trusted=trusted, deadline=deadline, seed=seed, backend=backend, launcher=launcher) as s:
         return s.run(recipe, options=options, sets=sets, config=config, out=out)

@@ -4,7 +4,10 @@
     COMMSCRIPT_BIN=build/commscript COMMSCRIPT_LIBRARY=build/libcommscript.so \
       /usr/bin/python3 tests/embed/compare_busbw.py [ROUNDS] [NP]
 
-Prints the busbw of each size for each round of each and the medians."""
+Each round runs both, the order swapped every round (CLI first in even rounds) so that a drift of
+the machine's load falls on both alike. Prints, per size, the busbw of every run, the medians, and
+the ratio embedded/CLI: the median of the per-round ratios and their spread (min..max, and the
+ratio of the medians)."""
 import json
 import os
 import statistics
@@ -31,20 +34,38 @@ def busbw(path):
     return {r["bytes"]: r["busbw"] for r in rep["results"]}
 
 
+def run_cli(out):
+    subprocess.run(MPIRUN + [os.environ["COMMSCRIPT_BIN"], "--out", out, "bw_sweep"] + ARGS, env=ENV, check=True,
+                   stdout=subprocess.DEVNULL)
+    return busbw(os.path.join(out, "report.json"))
+
+
+def run_embedded(out):
+    subprocess.run(MPIRUN + ["/usr/bin/python3", "-c", EMBED % out] + ARGS, env=ENV, check=True,
+                   stdout=subprocess.DEVNULL)
+    return busbw(os.path.join(out, "report.json"))
+
+
 cli, emb = [], []
 with tempfile.TemporaryDirectory() as tmp:
     for i in range(ROUNDS):
-        out = os.path.join(tmp, "cli%d" % i)
-        subprocess.run(MPIRUN + [os.environ["COMMSCRIPT_BIN"], "--out", out, "bw_sweep"] + ARGS, env=ENV, check=True,
-                       stdout=subprocess.DEVNULL)
-        cli.append(busbw(os.path.join(out, "report.json")))
-        out = os.path.join(tmp, "emb%d" % i)
-        subprocess.run(MPIRUN + ["/usr/bin/python3", "-c", EMBED % out] + ARGS, env=ENV, check=True,
-                       stdout=subprocess.DEVNULL)
-        emb.append(busbw(os.path.join(out, "report.json")))
+        order = [("cli", run_cli), ("emb", run_embedded)]
+        if i % 2:
+            order.reverse()
+        for name, fn in order:
+            (cli if name == "cli" else emb).append(fn(os.path.join(tmp, "%s%d" % (name, i))))
+        print("round %d of %d done (%s first)" % (i + 1, ROUNDS, order[0][0]), file=sys.stderr, flush=True)
+print("bw_sweep %s on %s ranks, %d rounds alternating; busbw in GB/s" % (" ".join(ARGS), NP, ROUNDS))
+all_ratios = []
 for size in sorted(cli[0]):
     c = [r[size] for r in cli]
     e = [r[size] for r in emb]
-    print("%8d B  busbw GB/s  cli median %.3f %s  embedded median %.3f %s  ratio %.3f" %
+    ratios = [x / y for x, y in zip(e, c) if y > 0]
+    all_ratios += ratios
+    print("%8d B  cli median %7.3f %s\n           embedded median %7.3f %s\n"
+          "           ratio emb/cli: median of per-round %.3f (min %.3f, max %.3f), of medians %.3f" %
           (size, statistics.median(c), ["%.2f" % x for x in c], statistics.median(e), ["%.2f" % x for x in e],
-           statistics.median(e) / statistics.median(c)))
+           statistics.median(ratios), min(ratios), max(ratios), statistics.median(e) / statistics.median(c)))
+q = statistics.quantiles(all_ratios, n=4) if len(all_ratios) > 1 else [all_ratios[0]] * 3
+print("all sizes: ratio emb/cli median %.3f, interquartile %.3f..%.3f, min %.3f, max %.3f (%d pairs)" %
+      (statistics.median(all_ratios), q[0], q[2], min(all_ratios), max(all_ratios), len(all_ratios)))

@@ -4,10 +4,13 @@
 //                     through the API returns error codes; the host then does its own MPI work
 //   hygiene N         N consecutive runs: open fds, threads and RSS before and after (printed)
 //   api               versions and the MPI state the session reports
+//   backends          API 1.1: bw_sweep on gloo over a split communicator, nccl's refusal without a
+//                     device, the plan steps (check, replay), cs_last_exit_code, a 1.0-sized options struct
 #include <dirent.h>
 #include <mpi.h>
 #include <unistd.h>
 // after mpi.h
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -154,6 +157,125 @@ int hygiene(cs_session* s, int n) {
   return 0;
 }
 
+// The report's "backend" as recorded in run.backend (a plain search: the report is one line).
+bool report_backend_is(const std::string& rep, const std::string& b) {
+  return rep.find("\"backend\":\"" + b + "\"") != std::string::npos;
+}
+
+int backends(const std::string& dir) {
+  // 1. gloo over a communicator the host split (the upper half of the ranks when there are 4).
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm half = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, size >= 4 && g_rank >= size / 2 ? 1 : 0, g_rank, &half);
+  cs_session_options o;
+  cs_session_options_init(&o);
+  o.out_dir = "embed-runs";
+  o.deadline_s = 30;
+  o.backend = "gloo";
+  cs_session* g = nullptr;
+  std::string rep, err;
+  const int grc = cs_session_open(&o, &g);  // (its message is read after the call)
+  const bool no_gloo = grc == CS_E_INVALID && std::strstr(cs_last_error(nullptr), "without Gloo");
+  if (no_gloo && g_rank == 0) std::printf("skipped: gloo (%s)\n", cs_last_error(nullptr));
+  if (!no_gloo) {
+    expect(grc == CS_OK, std::string("gloo session opened ") + cs_last_error(nullptr));
+    expect(cs_session_attach_comm(g, half) == CS_OK, "gloo session attached to the split communicator");
+  }
+  for (int i = 0; i < (no_gloo ? 0 : 2); ++i) {  // twice: each run sets up and tears down its Gloo context
+    const int code = run(g, "bw_sweep", {"--ops", "allreduce,broadcast", "--min", "1K", "--max", "64K", "--iters", "3"},
+                         nullptr, &rep, &err);
+    expect(code == 0, "embedded bw_sweep on gloo exits 0 (got " + std::to_string(code) + " " + err + ")");
+    expect(report_backend_is(rep, "gloo"), "its report records backend gloo");
+    expect(rep.find("\"busbw\"") != std::string::npos, "its report holds busbw results");
+  }
+  cs_session_close(g);
+  MPI_Comm_free(&half);
+
+  // 2. nccl without a GPU: the backend cannot be set up; an error code on every rank, the host goes on.
+  o.backend = "nccl";
+  cs_session* n = nullptr;
+  const int open_rc = cs_session_open(&o, &n);
+  if (open_rc == CS_OK) {
+    const int rc = run(n, "bw_sweep", {"--max", "1K"}, nullptr, nullptr, &err);
+    expect(rc == CS_E_BACKEND || rc == 0,
+           "nccl: a run with no usable GPU is CS_E_BACKEND (got " + std::to_string(rc) + ": " + err + ")");
+    if (rc == CS_E_BACKEND)
+      expect(cs_last_exit_code(n) == 1 || cs_last_exit_code(n) == 2,
+             "its cs_last_exit_code is the command line's (" + std::to_string(cs_last_exit_code(n)) + ")");
+    cs_session_close(n);
+  } else {
+    expect(open_rc == CS_E_INVALID && std::strstr(cs_last_error(nullptr), "nccl"),
+           std::string("nccl refused by a build without it: ") + cs_last_error(nullptr));
+  }
+
+  // 3. The plan steps on the mpi backend, and the exit codes of failures.
+  o.backend = nullptr;
+  cs_session* s = nullptr;
+  expect(cs_session_open(&o, &s) == CS_OK, "mpi session opened");
+  cs_run_options ro;
+  cs_run_options_init(&ro);
+  cs_plan* p = nullptr;
+  ro.recipe = "no_such_recipe";
+  expect(cs_plan_open(s, &ro, &p) == CS_E_NOT_FOUND && p == nullptr && cs_last_exit_code(s) == 1,
+         "plan of an unknown recipe: CS_E_NOT_FOUND, exit code 1");
+  const char* bad[] = {"run.timeout=banana"};
+  ro.recipe = "env_audit";
+  ro.sets = bad;
+  ro.nsets = 1;
+  int rc = cs_plan_open(s, &ro, &p);  // the call first, then its message
+  expect(rc == CS_E_INVALID && cs_last_exit_code(s) == 1 && std::strstr(cs_last_error(s), "banana"),
+         std::string("plan with a bad --set: CS_E_INVALID, exit code 1 (") + cs_last_error(s) + ")");
+  ro.nsets = 0;
+  const char* args[] = {"--ops", "allreduce", "--min", "1K", "--max", "4K", "--iters", "2"};
+  ro.recipe = "bw_sweep";
+  ro.argv = args;
+  ro.argc = 8;
+  expect(cs_plan_open(s, &ro, &p) == CS_OK && !cs_plan_wants_help(p), "plan of bw_sweep opened");
+  int code = -1;
+  expect(cs_plan_check(s, p, 0, &code) == CS_OK && code == 0, "cs_plan_check: bw_sweep and its options are valid");
+  cs_result* r = nullptr;
+  expect(cs_plan_run(s, p, &r) == CS_OK && cs_result_exit_code(r) == 0, "the plan runs (exit 0)");
+  const std::string out = cs_result_out_dir(r);
+  cs_result_free(r);
+  expect(cs_plan_run(s, p, &r) == CS_E_STATE, "a plan runs once (CS_E_STATE the second time)");
+  cs_plan_free(p);
+  // --replay through the API: the recorded recipe runs again.
+  cs_run_options rp;
+  cs_run_options_init(&rp);
+  const std::string recorded = out + "/report.json";
+  rp.replay = recorded.c_str();
+  rp.recipe = "env_audit";
+  expect(cs_plan_open(s, &rp, &p) == CS_E_INVALID && std::strstr(cs_last_error(s), "--replay"),
+         "replay and a recipe together refused");
+  rp.recipe = nullptr;
+  rc = cs_plan_open(s, &rp, &p);
+  expect(rc == CS_OK, std::string("replay plan opened ") + cs_last_error(s));
+  if (p) {
+    expect(cs_plan_run(s, p, &r) == CS_OK && cs_result_exit_code(r) == 0, "the replayed run exits 0");
+    const std::string again = cs_result_report_json(r);
+    expect(again.find("\"replay_of\":\"" + recorded + "\"") != std::string::npos &&
+               again.find("bw_sweep") != std::string::npos,
+           "its report records the replay of bw_sweep");
+    cs_result_free(r);
+    cs_plan_free(p);
+  }
+  cs_session_close(s);
+
+  // 4. A caller compiled against 1.0 passes the 1.0 struct size: accepted, the 1.1 fields default.
+  cs_session_options old;
+  cs_session_options_init(&old);
+  old.struct_size = static_cast<int>(offsetof(cs_session_options, backend));
+  old.backend = "not-read";
+  cs_session* s10 = nullptr;
+  expect(cs_session_open(&old, &s10) == CS_OK, "a 1.0-sized cs_session_options is accepted");
+  const int c10 = run(s10, "bw_sweep", {"--max", "1K", "--iters", "2"}, nullptr, &rep, &err);
+  expect(c10 == 0 && report_backend_is(rep, "mpi"), "and runs on the default backend (mpi)");
+  cs_session_close(s10);
+  (void)dir;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,6 +295,7 @@ int main(int argc, char** argv) {
   expect(cs_api_version() == COMMSCRIPT_API_VERSION, std::string("API version matches; commscript ") + cs_version());
   if (mode == "failures") failures(argc > 2 ? argv[2] : ".", s);
   if (mode == "hygiene") hygiene(s, argc > 2 ? std::atoi(argv[2]) : 100);
+  if (mode == "backends") backends(argc > 2 ? argv[2] : ".");
   cs_session_close(s);
   // The host carries on with its own MPI work.
   int one = 1, sum = 0, size = 0;
