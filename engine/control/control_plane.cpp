@@ -1,6 +1,8 @@
 #include "control_plane.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "chaos.hpp"
 #include "host_name.hpp"
@@ -11,7 +13,13 @@ namespace cs {
 
 ControlPlane::ControlPlane(Session& s) {
   const std::string host = host_name();
-  if (s.backend != "self") {  // mpi, and nccl (whose control plane is MPI)
+  // The host this rank's heartbeat is grouped by: its host name, or (tests: several "hosts" on
+  // one machine) COMMSCRIPT_CONTROL_HOST.
+  const char* as_host = std::getenv("COMMSCRIPT_CONTROL_HOST");
+  const bool one_machine = as_host && *as_host;  // then loopback reaches rank 0 from every "host"
+  const std::string group = one_machine ? std::string(as_host) : host;
+  const std::string launcher = s.launcher.is_object() ? s.launcher.value("kind", std::string("mpi")) : "mpi";
+  if (s.backend != "self") {  // mpi, gloo, and nccl (whose control plane is MPI or the store)
     std::string endpoint;
     if (s.rank == 0) {
       try {
@@ -20,12 +28,13 @@ ControlPlane::ControlPlane(Session& s) {
         co.timeout_s = s.timeout_s;
         co.out_dir = s.out_dir;
         co.end_process = !s.embedded;
+        co.launcher = launcher;
         co.on_timeout = [](const nlohmann::json& inc) { incidents::save(inc, static_cast<int>(ExitCode::timeout)); };
         co.on_death = [](const nlohmann::json& inc) {
           // A rank that failed (recipe error, timeout) and was then ended is not news.
           if (incidents::outcome_saved()) return;
           std::fprintf(stderr, "commscript: %s\n", inc["message"].get<std::string>().c_str());
-          // The job's exit code is the dead rank's status, which only mpirun knows.
+          // The job's exit code is the dead rank's status, which only the launcher knows.
           incidents::save(inc, -1);
         };
         co.on_error = [](int rank, int code, const std::string& msg) {
@@ -38,8 +47,41 @@ ControlPlane::ControlPlane(Session& s) {
       }
     }
     endpoint = s.world->broadcast(endpoint, 0);
-    const std::string root_host = s.world->broadcast(host, 0);
-    if (!endpoint.empty()) heartbeat_ = std::make_unique<HeartbeatClient>(endpoint, s.rank, host, host == root_host);
+    const std::string root_host = s.world->broadcast(group, 0);
+    if (!endpoint.empty()) {
+      // Heartbeats aggregated per host: the lowest rank of each host relays its host's beats,
+      // so rank 0 holds one connection per host (plus its own host's ranks).
+      const std::vector<std::string> hosts = s.world->allgather(group);
+      const int leader = static_cast<int>(std::find(hosts.begin(), hosts.end(), group) - hosts.begin());
+      if (coordinator_) {
+        size_t conns = 0;
+        std::vector<std::string> seen;
+        for (const auto& h : hosts) {
+          if (h == root_host) {
+            ++conns;
+          } else if (std::find(seen.begin(), seen.end(), h) == seen.end()) {
+            seen.push_back(h);
+            ++conns;
+          }
+        }
+        coordinator_->expect_connections(conns);
+      }
+      if (group != root_host && s.rank == leader) {
+        relay_ = std::make_unique<HostRelay>(s.rank, group, endpoint, one_machine);
+        if (!relay_->connected()) relay_.reset();
+      }
+      const std::vector<std::string> relays = s.world->allgather(relay_ ? relay_->endpoint() : std::string());
+      HeartbeatClient::Options ho;
+      const std::string& mine = relays[static_cast<size_t>(leader)];
+      ho.endpoint = group == root_host || mine.empty() ? endpoint : mine;
+      ho.coordinator = group == root_host || mine.empty() ? "" : endpoint;
+      ho.same_host_as_root = group == root_host || one_machine;
+      ho.rank = s.rank;
+      ho.host = group;
+      ho.root_host = root_host;
+      ho.launcher = launcher;
+      heartbeat_ = std::make_unique<HeartbeatClient>(std::move(ho));
+    }
   }
   incidents::attach_control_plane(coordinator_.get(), heartbeat_.get());
   const bool judged = coordinator_ || heartbeat_;
@@ -81,6 +123,7 @@ ControlPlane::~ControlPlane() {
   incidents::attach_control_plane(nullptr, nullptr);
   watchdog_.reset();
   heartbeat_.reset();
+  relay_.reset();
   coordinator_.reset();
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-// The run's out-of-band side, outside the data path: a coordinator thread on rank 0 and a
-// heartbeat from every rank (coordinator.hpp), each rank's own watchdog as the fallback judge,
-// and the deadline policy that ties them together. Started after the world communicator and the
-// report exist; stopped (in reverse) when the recipe has finished.
+// The run's out-of-band side, outside the data path: a coordinator thread on rank 0, a
+// heartbeat from every rank relayed by its host's leader (coordinator.hpp), each rank's own
+// watchdog as the fallback judge, and the deadline policy that ties them together. Started after the world communicator
+// and the report exist; stopped (in reverse) when the recipe has finished.
 #include <memory>
 
 #include "coordinator.hpp"
@@ -34,6 +34,7 @@ class ControlPlane {
 
  private:
   std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<HostRelay> relay_;  // this rank leads its host (not rank 0's host)
   std::unique_ptr<HeartbeatClient> heartbeat_;
   std::unique_ptr<Watchdog> watchdog_;
 };

@@ -1,11 +1,13 @@
 #include "coordinator.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,73 +15,71 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
+#include <ctime>
+#include <limits>
 
-#include "dtype.hpp"
 #include "error.hpp"
 #include "flight_recorder.hpp"
 #include "job.hpp"
 #include "progress.hpp"
-#include "size.hpp"
 
 namespace cs {
 
+using namespace coord;
+
+std::string ensure_open_files(size_t needed) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return std::string("getrlimit(RLIMIT_NOFILE): ") + std::strerror(errno);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur >= needed) return {};
+  if (lim.rlim_cur == RLIM_INFINITY) return {};
+  const rlim_t want =
+      lim.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(needed) : std::min<rlim_t>(lim.rlim_max, needed);
+  if (want > lim.rlim_cur) {
+    rlimit raised = lim;
+    raised.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim.rlim_cur = want;
+  }
+  if (lim.rlim_cur >= needed) return {};
+  return "the coordinator needs " + std::to_string(needed) + " open files but the limit is " +
+         std::to_string(static_cast<unsigned long long>(lim.rlim_cur)) + " (hard limit " +
+         (lim.rlim_max == RLIM_INFINITY ? std::string("unlimited")
+                                        : std::to_string(static_cast<unsigned long long>(lim.rlim_max))) +
+         "); ranks beyond it cannot connect and will be named as never connected: raise it (ulimit -n " +
+         std::to_string(needed) + ") before launching";
+}
+
 namespace {
 
-void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
-bool write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        pollfd p{fd, POLLOUT, 0};
-        if (poll(&p, 1, 200) <= 0) return false;
-        continue;
-      }
-      return false;
-    }
-    off += static_cast<size_t>(n);
-  }
-  return true;
+Beat sample_progress() {
+  const Progress& p = Progress::instance();
+  const OpRecord cur = p.current();
+  Beat b;
+  b.started = p.ops_started();
+  b.in_flight = p.in_flight();
+  b.seq = cur.seq;
+  b.coll = std::string(collective_name(cur.coll));
+  b.bytes = cur.bytes;
+  b.age_ms = cur.start_ns ? static_cast<double>(now_ns() - cur.start_ns) * 1e-6 : 0.0;
+  b.comm = std::string(cur.comm_name());
+  b.deadline_s = cur.deadline_s;
+  b.count = cur.count;
+  b.dtype = cur.dtype;
+  b.site = p.site().substr(0, 200);
+  return b;
 }
 
-// Connects to ip:port within timeout_ms; returns the fd or -1.
-int connect_to(const std::string& ip, int port, int timeout_ms) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, ip.c_str(), &a.sin_addr) != 1) return -1;
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  set_nonblocking(fd);
-  int rc = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  if (rc != 0 && errno == EINPROGRESS) {
-    pollfd p{fd, POLLOUT, 0};
-    rc = poll(&p, 1, timeout_ms) == 1 ? 0 : -1;
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (rc == 0 && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)) rc = -1;
-  }
-  if (rc != 0) {
-    close(fd);
-    return -1;
-  }
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
+// When rank 0 is gone: what happens to this rank, by launcher.
+std::string rank_aftermath(const std::string& launcher) {
+  if (launcher == "env")
+    return "the launcher (--launcher env) does not end this rank: it goes on until an operation fails or passes its "
+           "deadline";
+  if (launcher == "slurm") return "srun (--launcher slurm) may end this rank";
+  return "mpirun ends this rank";
 }
 
-std::string sanitize(std::string s) {
-  for (char& c : s)
-    if (c == ' ' || c == '\n' || c == '\t') c = '_';
-  return s.empty() ? "-" : s;
-}
+// How long a rank that lost the coordinator waits before it says so: under mpirun, the
+// launcher usually ends it first (rank 0's exit is the news, not this).
+constexpr int kLostNoteDelayMs = 1000;
 
 }  // namespace
 
@@ -87,36 +87,60 @@ std::string sanitize(std::string s) {
 
 HeartbeatClient::HeartbeatClient(const std::string& endpoint, int rank, const std::string& host, bool same_host_as_root,
                                  int interval_ms)
-    : rank_(rank), interval_ms_(interval_ms) {
-  const size_t colon = endpoint.rfind(':');
-  if (colon == std::string::npos) return;
-  const int port = std::atoi(endpoint.c_str() + colon + 1);
-  std::vector<std::string> ips;
-  std::stringstream ss(endpoint.substr(0, colon));
-  for (std::string ip; std::getline(ss, ip, ',');) ips.push_back(ip);
-  // Loopback only reaches the coordinator from its own host (network namespace).
-  std::stable_partition(ips.begin(), ips.end(),
-                        [&](const std::string& ip) { return same_host_as_root == (ip.rfind("127.", 0) == 0); });
-  for (const auto& ip : ips) {
-    if (!same_host_as_root && ip.rfind("127.", 0) == 0) continue;
-    fd_ = connect_to(ip, port, 1000);
-    if (fd_ >= 0) break;
+    : HeartbeatClient(Options{endpoint, "", same_host_as_root, rank, host, "?", "mpi", interval_ms, nullptr}) {}
+
+HeartbeatClient::HeartbeatClient(Options o) : o_(std::move(o)) {
+  if (!o_.sample) o_.sample = sample_progress;
+  if (!o_.coordinator.empty()) {
+    fd_ = connect_endpoint(o_.endpoint, /*same_host=*/true, kConnectTimeoutMs);
+    via_relay_ = fd_ >= 0;
+    if (fd_ >= 0) write_all(fd_, encode_hello(o_.rank, o_.host, getpid()) + "\n");
   }
-  if (fd_ < 0) return;
-  send_line("HELLO " + std::to_string(rank) + " " + sanitize(host) + " " + std::to_string(getpid()));
+  if (fd_ < 0 && !connect_direct()) return;
   thread_ = std::thread([this] { loop(); });
+}
+
+bool HeartbeatClient::connect_direct() {
+  const std::string& ep = o_.coordinator.empty() ? o_.endpoint : o_.coordinator;
+  const int fd = connect_endpoint(ep, o_.same_host_as_root, kConnectTimeoutMs);
+  std::lock_guard<std::mutex> g(write_mu_);
+  if (fd_ >= 0) {
+    // Leaving a relay on purpose: closing this connection is no death.
+    if (via_relay_) write_all(fd_, "MOVE\n");
+    close(fd_);
+  }
+  fd_ = fd;
+  via_relay_ = false;
+  if (fd_ < 0) return false;
+  write_all(fd_, encode_hello(o_.rank, o_.host, getpid()) + "\n");
+  return true;
 }
 
 HeartbeatClient::~HeartbeatClient() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+  if (dropped_) return;
   send_line("BYE");  // a clean end: the coordinator must not take the closed connection for a death
+  std::lock_guard<std::mutex> g(write_mu_);
   if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+void HeartbeatClient::drop_without_goodbye() {
+  dropped_ = true;
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> g(write_mu_);
+  if (fd_ >= 0) {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+  }
+  fd_ = -1;
 }
 
 void HeartbeatClient::send_line(const std::string& s) {
   std::lock_guard<std::mutex> g(write_mu_);
-  if (fd_ >= 0) write_all(fd_, s + "\n");
+  if (fd_ >= 0 && !dropped_) write_all(fd_, s + "\n");
 }
 
 void HeartbeatClient::send_event(const nlohmann::json& ev) { send_line("EV " + ev.dump()); }
@@ -126,65 +150,266 @@ void HeartbeatClient::send_goodbye(const char* why) { send_line(std::string("BYE
 bool HeartbeatClient::report_failure(int code, const std::string& message, int wait_ms) {
   if (fd_ < 0) return false;
   send_line("ERR " + std::to_string(code) + " " + nlohmann::json(message).dump());
-  for (int waited = 0; waited < wait_ms && !acked_; waited += 10)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int waited = 0; waited < wait_ms && !acked_; waited += kAckPollMs)
+    std::this_thread::sleep_for(std::chrono::milliseconds(kAckPollMs));
   return acked_;
 }
 
+void HeartbeatClient::coordinator_lost(const std::string& why) {
+  if (o_.launcher == "mpi") {  // mpirun usually ends this rank first
+    for (int waited = 0; waited < kLostNoteDelayMs && !stop_; waited += kHeartbeatMs)
+      std::this_thread::sleep_for(std::chrono::milliseconds(kHeartbeatMs));
+    if (stop_) return;
+  }
+  std::fprintf(stderr, "commscript: rank %d: lost the coordinator (rank 0, host %s): %s; %s\n", o_.rank,
+               o_.root_host.c_str(), why.c_str(), rank_aftermath(o_.launcher).c_str());
+  std::fflush(stderr);
+}
+
 void HeartbeatClient::loop() {
-  std::string in;
+  LineBuffer in;
+  int64_t heard_ns = now_ns();  // the last time the relay said anything
   while (!stop_) {
-    const Progress& p = Progress::instance();
-    const OpRecord cur = p.current();
-    const bool flying = p.in_flight();
-    const double age_ms = cur.start_ns ? static_cast<double>(now_ns() - cur.start_ns) * 1e-6 : 0.0;
-    char line[512];
-    std::snprintf(line, sizeof line, "HB %llu %d %llu %s %llu %.1f %s %.3f %llu %d %s",
-                  static_cast<unsigned long long>(p.ops_started()), flying ? 1 : 0,
-                  static_cast<unsigned long long>(cur.seq), std::string(collective_name(cur.coll)).c_str(),
-                  static_cast<unsigned long long>(cur.bytes), age_ms, sanitize(std::string(cur.comm_name())).c_str(),
-                  cur.deadline_s, static_cast<unsigned long long>(cur.count), cur.dtype,
-                  sanitize(p.site().substr(0, 200)).c_str());
-    send_line(line);
+    send_line(encode_beat(o_.sample()));
     pollfd pf{fd_, POLLIN, 0};
-    if (poll(&pf, 1, interval_ms_) > 0) {
-      char buf[512];
-      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return;  // the coordinator is gone; mpirun will end this rank
-      in.append(buf, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = in.find('\n')) != std::string::npos) {
-        const std::string cmd = in.substr(0, nl);
-        in.erase(0, nl + 1);
+    bool lost = false, relay_silent = false, relay_end = false;
+    if (poll(&pf, 1, o_.interval_ms) > 0) {
+      lost = !drain(fd_, in);
+      if (!lost) heard_ns = now_ns();
+      std::string cmd;
+      while (in.next(&cmd)) {
         if (cmd == "DUMP") send_line("RING " + flight_ring_json().dump());
         if (cmd == "ACK") acked_ = true;
         if (cmd.rfind("CANCEL ", 0) == 0) job::request_cancel(std::atoi(cmd.c_str() + 7));
+        if (cmd == "END" || cmd.rfind("END ", 0) == 0) return;  // the coordinator ended on purpose
+        if (cmd == "LOST") {                                    // the relay lost the coordinator
+          coordinator_lost("its connection to this host's relay closed without a word, so rank 0 died");
+          return;
+        }
+        if (cmd == "RELAYEND") lost = relay_end = true;  // the leader is done: go to rank 0 directly
+      }
+    } else if (via_relay_ && now_ns() - heard_ns > static_cast<int64_t>(kRelaySilentFailoverMs) * 1000000) {
+      relay_silent = true;  // the leader is frozen (stopped, swapping): do not depend on it
+    }
+    if (stop_) return;
+    if (lost || relay_silent) {
+      if (!via_relay_) {
+        coordinator_lost("its connection closed without a word, so rank 0 died");
+        return;
+      }
+      in.take_rest();
+      if (!connect_direct()) {
+        if (!relay_end) coordinator_lost("neither this host's relay nor rank 0 answers");
+        return;  // after the relay's clean end, rank 0 may well be done too
+      }
+      heard_ns = now_ns();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- host relay
+
+struct HostRelay::Follower {
+  int fd = -1;
+  int rank = -1;
+  bool bye = false;
+  LineBuffer in;
+  bool has_beat = false;
+  Beat beat;
+  int64_t beat_ns = 0;
+};
+
+HostRelay::HostRelay(int leader, std::string host, const std::string& coordinator, bool same_host_as_root)
+    : leader_(leader), host_(std::move(host)) {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return;
+  const int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // only this host's ranks
+  socklen_t len = sizeof a;
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listen_fd_, kListenBacklog) != 0 ||
+      getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(listen_fd_);
+    listen_fd_ = -1;
+    return;
+  }
+  port_ = ntohs(a.sin_port);
+  set_nonblocking(listen_fd_);
+  up_fd_ = connect_endpoint(coordinator, same_host_as_root, kConnectTimeoutMs);
+  if (up_fd_ < 0) return;
+  write_all(up_fd_, encode_relay_hello(leader_, host_) + "\n");
+  thread_ = std::thread([this] { loop(); });
+}
+
+HostRelay::~HostRelay() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (up_fd_ >= 0) close(up_fd_);
+}
+
+void HostRelay::drop_without_goodbye() {
+  dropped_ = true;
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void HostRelay::loop() {
+  std::vector<std::unique_ptr<Follower>> fs;
+  LineBuffer up_in;
+  bool up_ended = false;  // the coordinator said END
+  int64_t next_forward = now_ns() + static_cast<int64_t>(kRelayForwardMs) * 1000000;
+  auto to_follower = [](Follower& f, const std::string& cmd) {
+    if (f.fd >= 0) write_all(f.fd, cmd + "\n");
+  };
+  std::vector<pollfd> pfs;
+  while (!stop_) {
+    pfs.clear();
+    pfs.push_back({listen_fd_, POLLIN, 0});
+    pfs.push_back({up_fd_, POLLIN, 0});
+    for (auto& f : fs) pfs.push_back({f->fd, POLLIN, 0});
+    const int64_t wait_ms = std::max<int64_t>(0, (next_forward - now_ns()) / 1000000);
+    poll(pfs.data(), pfs.size(), static_cast<int>(std::min<int64_t>(wait_ms, kRelayForwardMs)));
+    if (pfs[0].revents & POLLIN) {
+      while (true) {
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        auto f = std::make_unique<Follower>();
+        f->fd = fd;
+        fs.push_back(std::move(f));
       }
     }
+    bool up_lost = false;
+    if (pfs[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      up_lost = !drain(up_fd_, up_in);
+      std::string line, rest;
+      int r = -1;
+      while (up_in.next(&line)) {
+        if (line.rfind("ALL ", 0) == 0) {
+          const std::string cmd = line.substr(4);
+          if (cmd == "END" || cmd.rfind("END ", 0) == 0) up_ended = true;
+          for (auto& f : fs) to_follower(*f, cmd);
+        } else if (decode_addressed(line, "TO", &r, &rest)) {
+          for (auto& f : fs)
+            if (f->rank == r) to_follower(*f, rest);
+        }
+      }
+    }
+    if (up_lost) {  // rank 0 is gone (or ended): tell this host's ranks, then stop
+      for (auto& f : fs) {
+        if (!up_ended) to_follower(*f, "LOST");
+        close(f->fd);
+      }
+      close(up_fd_);
+      up_fd_ = -1;
+      fs.clear();
+      return;
+    }
+    const int64_t now = now_ns();
+    std::string out;  // what goes up now, in order
+    for (size_t i = 2; i < pfs.size(); ++i) {
+      if (!(pfs[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Follower& f = *fs[i - 2];
+      const bool alive = drain(f.fd, f.in);
+      std::string line;
+      while (f.in.next(&line)) {
+        if (line.rfind("HB ", 0) == 0 && f.rank >= 0) {
+          if (decode_beat(line, &f.beat)) {
+            f.has_beat = true;
+            f.beat_ns = now;
+          }
+          continue;
+        }
+        std::string host;
+        int rank = -1, pid = 0;
+        if (f.rank < 0) {
+          if (!decode_hello(line, &rank, &host, &pid)) continue;
+          f.rank = rank;
+        }
+        if (line == "MOVE") {  // it goes to rank 0 directly: its closing connection is no death
+          f.bye = true;
+          continue;
+        }
+        if (line == "BYE" || line.rfind("BYE ", 0) == 0) f.bye = true;
+        out += encode_addressed("FWD", f.rank, line) + "\n";
+      }
+      if (!alive) {
+        if (f.rank >= 0 && !f.bye) out += "GONE " + std::to_string(f.rank) + "\n";
+        close(f.fd);
+        f.fd = -1;
+      }
+    }
+    fs.erase(std::remove_if(fs.begin(), fs.end(), [](const auto& f) { return f->fd < 0; }), fs.end());
+    if (now >= next_forward) {
+      std::vector<RelayedBeat> beats;
+      for (auto& f : fs)
+        if (f->has_beat) beats.push_back({f->rank, static_cast<double>(now - f->beat_ns) * 1e-6, f->beat});
+      if (!beats.empty()) out += encode_host_beats(leader_, beats) + "\n";
+      for (auto& f : fs) to_follower(*f, "TICK");
+      next_forward += static_cast<int64_t>(kRelayForwardMs) * 1000000;
+      if (next_forward < now) next_forward = now + static_cast<int64_t>(kRelayForwardMs) * 1000000;
+    }
+    if (!out.empty() && !write_all(up_fd_, out)) {
+      // The coordinator does not take our writes: the same as losing it.
+      for (auto& f : fs) {
+        to_follower(*f, "LOST");
+        close(f->fd);
+      }
+      fs.clear();
+      return;
+    }
+  }
+  if (dropped_) {  // vanish like a killed process
+    for (auto& f : fs) {
+      shutdown(f->fd, SHUT_RDWR);
+      close(f->fd);
+    }
+    if (up_fd_ >= 0) {
+      shutdown(up_fd_, SHUT_RDWR);
+      close(up_fd_);
+      up_fd_ = -1;
+    }
+    return;
+  }
+  // A clean end: forward what the ranks said last, then send them to the coordinator directly.
+  std::string out;
+  for (auto& f : fs) {
+    drain(f->fd, f->in);
+    std::string line;
+    while (f->in.next(&line))
+      if (line.rfind("HB ", 0) != 0 && f->rank >= 0) out += encode_addressed("FWD", f->rank, line) + "\n";
+    if (up_fd_ >= 0 && !out.empty()) write_all(up_fd_, out);
+    out.clear();
+    to_follower(*f, "RELAYEND");
+    close(f->fd);
   }
 }
 
 // ---------------------------------------------------------------- coordinator
 
-struct Coordinator::RankState {
-  bool hello = false, dead = false, bye = false;
-  std::string host = "?";
-  int pid = 0;
-  int64_t last_hb_ns = 0, progress_ns = 0;
-  uint64_t started = 0, op_seq = 0, bytes = 0;
-  bool in_flight = false;
-  double age_ms = 0, deadline_s = 0;  // the operation's own deadline (0: none)
-  std::string coll, comm;
-  uint64_t count = 0;
-  int dtype = -1;
-  std::string site;  // the recipe file:line of its latest verified call
-  nlohmann::json ring;
-  std::string inbuf;
+struct Coordinator::Conn {
+  enum Kind { pending, rank, relay } kind = pending;
+  int fd = -1;
+  int id = -1;  // the rank, or the relay's leader
+  LineBuffer in;
+};
+
+struct Coordinator::Outcome {
+  struct Failure {
+    int rank, code;
+    std::string message;
+  };
+  std::vector<Failure> failures;
+  std::vector<int> deaths;
 };
 
 Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   ranks_.resize(static_cast<size_t>(o_.nranks));
-  fds_.assign(static_cast<size_t>(o_.nranks), -1);
+  rank_fd_.assign(static_cast<size_t>(o_.nranks), -1);
+  rings_.assign(static_cast<size_t>(o_.nranks), nullptr);
+  if (o_.expected_connections) expect_connections(o_.expected_connections);
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw Error(ExitCode::internal, std::string("coordinator: socket: ") + std::strerror(errno));
   const int one = 1;
@@ -193,10 +418,20 @@ Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t len = sizeof a;
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listen_fd_, 1024) != 0 ||
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listen_fd_, kListenBacklog) != 0 ||
       getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
     throw Error(ExitCode::internal, std::string("coordinator: cannot listen: ") + std::strerror(errno));
   set_nonblocking(listen_fd_);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epoll_fd_ < 0 || wake_fd_ < 0)
+    throw Error(ExitCode::internal, std::string("coordinator: epoll: ") + std::strerror(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.fd = wake_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   std::string ips;
   ifaddrs* ifs = nullptr;
   if (getifaddrs(&ifs) == 0) {
@@ -210,15 +445,32 @@ Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   }
   if (ips.empty()) ips = "127.0.0.1";
   endpoint_ = ips + ":" + std::to_string(ntohs(a.sin_port));
+  start_ns_ = now_ns();
   thread_ = std::thread([this] { loop(); });
 }
 
 Coordinator::~Coordinator() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    send_all("END");  // the ranks still connected: this closing connection is no death of rank 0
+  }
   stop_ = true;
+  const uint64_t one = 1;
+  if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof one) < 0) {
+  }
   if (thread_.joinable()) thread_.join();
-  for (int fd : fds_)
-    if (fd >= 0) close(fd);
+  for (auto& [fd, c] : conns_) close(fd);
   if (listen_fd_ >= 0) close(listen_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void Coordinator::expect_connections(size_t n) {
+  const std::string why = ensure_open_files(n + static_cast<size_t>(kSpareFiles));
+  if (!why.empty()) {
+    std::fprintf(stderr, "commscript: warning: %s\n", why.c_str());
+    std::fflush(stderr);
+  }
 }
 
 nlohmann::json Coordinator::events() const {
@@ -226,474 +478,307 @@ nlohmann::json Coordinator::events() const {
   return events_;
 }
 
+nlohmann::json Coordinator::snapshot() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return coord::snapshot(ranks_, now_ns());
+}
+
+size_t Coordinator::connections() const {
+  std::lock_guard<std::mutex> g(mu_);
+  size_t n = relay_fd_.size();
+  for (int fd : rank_fd_) n += fd >= 0;
+  return n;
+}
+
+double Coordinator::cpu_seconds() const {
+  clockid_t cid;
+  timespec ts{};
+  if (pthread_getcpuclockid(const_cast<std::thread&>(thread_).native_handle(), &cid) != 0 ||
+      clock_gettime(cid, &ts) != 0)
+    return 0;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+void Coordinator::send_to(int rank, const std::string& cmd) {
+  if (rank < 0 || rank >= o_.nranks) return;
+  const int fd = rank_fd_[static_cast<size_t>(rank)];
+  if (fd >= 0) {
+    write_all(fd, cmd + "\n");
+    return;
+  }
+  const int via = ranks_[static_cast<size_t>(rank)].via;
+  const auto it = relay_fd_.find(via);
+  if (via >= 0 && it != relay_fd_.end()) write_all(it->second, encode_addressed("TO", rank, cmd) + "\n");
+}
+
+void Coordinator::send_all(const std::string& cmd) {
+  for (int fd : rank_fd_)
+    if (fd >= 0) write_all(fd, cmd + "\n");
+  for (const auto& [leader, fd] : relay_fd_) write_all(fd, "ALL " + cmd + "\n");
+}
+
 void Coordinator::cancel_all(int code) {
   std::lock_guard<std::mutex> g(mu_);
   judged_ = true;
-  const std::string line = "CANCEL " + std::to_string(code) + "\n";
-  for (int fd : fds_)
-    if (fd >= 0) write_all(fd, line);
+  send_all("CANCEL " + std::to_string(code));
 }
 
-nlohmann::json Coordinator::snapshot() const {
-  std::lock_guard<std::mutex> g(mu_);
-  nlohmann::json out = nlohmann::json::array();
-  const int64_t now = now_ns();
-  for (size_t r = 0; r < ranks_.size(); ++r) {
-    const RankState& s = ranks_[r];
-    std::string state = !s.hello ? "never connected" : s.dead ? "dead (connection closed)" : "alive";
-    if (s.hello && !s.dead && now - s.last_hb_ns > 1500000000LL) state = "no heartbeat";
-    out.push_back({{"rank", r},
-                   {"host", s.host},
-                   {"pid", s.pid},
-                   {"state", state},
-                   {"op", s.coll},
-                   {"seq", s.op_seq},
-                   {"comm", s.comm},
-                   {"in_flight", s.in_flight},
-                   {"ops_started", s.started}});
+void Coordinator::handle_rank_line(int rank, const std::string& line, int64_t now, Outcome& out) {
+  RankView& s = ranks_[static_cast<size_t>(rank)];
+  if (line.rfind("HB ", 0) == 0) {
+    Beat b;
+    if (decode_beat(line, &b)) apply_beat(s, b, now);
+  } else if (line.rfind("EV ", 0) == 0) {
+    try {
+      events_.push_back(nlohmann::json::parse(line.substr(3)));
+    } catch (const nlohmann::json::exception&) {
+    }
+  } else if (line.rfind("RING ", 0) == 0) {
+    try {
+      rings_[static_cast<size_t>(rank)] = nlohmann::json::parse(line.substr(5));
+    } catch (const nlohmann::json::exception&) {
+    }
+  } else if (line == "BYE" || line.rfind("BYE ", 0) == 0) {
+    s.bye = true;
+  } else if (line.rfind("ERR ", 0) == 0) {
+    const size_t sp = line.find(' ', 4);
+    std::string msg;
+    try {
+      msg = nlohmann::json::parse(line.substr(sp + 1)).get<std::string>();
+    } catch (const nlohmann::json::exception&) {
+      msg = sp == std::string::npos ? std::string() : line.substr(sp + 1);
+    }
+    out.failures.push_back({rank, std::atoi(line.c_str() + 4), msg});  // handled without the lock
   }
-  return out;
 }
 
-void Coordinator::loop() {
-  std::vector<int> pending;  // connected, no HELLO yet
-  std::vector<std::string> pending_buf;
-  const int64_t t_start = now_ns();
-  while (!stop_) {
-    std::vector<pollfd> pfs;
-    pfs.push_back({listen_fd_, POLLIN, 0});
-    for (int fd : pending) pfs.push_back({fd, POLLIN, 0});
-    for (int fd : fds_)
-      if (fd >= 0) pfs.push_back({fd, POLLIN, 0});
-    poll(pfs.data(), pfs.size(), 50);
-    const int64_t now = now_ns();
-    if (pfs[0].revents & POLLIN) {
+void Coordinator::handle_relay_line(Conn& c, const std::string& line, int64_t now, Outcome& out) {
+  const int leader = c.id;
+  if (line.rfind("AGG ", 0) == 0) {
+    int from = -1;
+    std::vector<RelayedBeat> beats;
+    if (decode_host_beats(line, &from, &beats)) apply_host_beats(ranks_, leader, beats, now);
+    return;
+  }
+  int r = -1;
+  std::string rest;
+  if (decode_addressed(line, "FWD", &r, &rest)) {
+    if (r >= o_.nranks) return;
+    std::string host;
+    int rank = -1, pid = 0;
+    if (decode_hello(rest, &rank, &host, &pid)) {
+      if (rank == r && rank_fd_[static_cast<size_t>(r)] < 0)
+        apply_hello(ranks_[static_cast<size_t>(r)], host, pid, leader, now);
+      return;
+    }
+    handle_rank_line(r, rest, now, out);
+    return;
+  }
+  if (line.rfind("GONE ", 0) == 0) {
+    const int g = std::atoi(line.c_str() + 5);
+    if (g < 0 || g >= o_.nranks) return;
+    RankView& s = ranks_[static_cast<size_t>(g)];
+    if (s.via != leader || s.bye || s.dead) return;
+    s.dead = true;
+    if (first_death_ < 0) {
+      first_death_ = g;
+      out.deaths.push_back(g);
+    }
+  }
+}
+
+void Coordinator::closed(Conn& c, Outcome& out) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  close(c.fd);
+  if (c.kind == Conn::rank) {
+    rank_fd_[static_cast<size_t>(c.id)] = -1;
+    RankView& s = ranks_[static_cast<size_t>(c.id)];
+    s.dead = !s.bye;
+    // The first death is the news; the ranks the launcher then ends close their connections too.
+    if (s.dead && first_death_ < 0) {
+      first_death_ = c.id;
+      out.deaths.push_back(c.id);
+    }
+  } else if (c.kind == Conn::relay) {
+    relay_fd_.erase(c.id);
+    RankView& leader = ranks_[static_cast<size_t>(c.id)];
+    // The relay lives in its leader's process: closed without the leader's goodbye, it died.
+    const bool leader_died = leader.hello && leader.via == c.id && !leader.bye && !leader.dead;
+    relay_lost(ranks_, c.id);
+    if (leader_died) {
+      leader.dead = true;
+      leader.orphaned_by = -1;
+      if (first_death_ < 0) {
+        first_death_ = c.id;
+        out.deaths.push_back(c.id);
+      }
+    }
+  }
+}
+
+void Coordinator::pump(int timeout_ms, Outcome& out) {
+  epoll_event evs[256];
+  const int n = epoll_wait(epoll_fd_, evs, 256, std::max(0, timeout_ms));
+  if (n <= 0) return;
+  std::lock_guard<std::mutex> g(mu_);
+  const int64_t now = now_ns();
+  for (int i = 0; i < n; ++i) {
+    const int fd = evs[i].data.fd;
+    if (fd == wake_fd_) {
+      uint64_t v;
+      if (read(wake_fd_, &v, sizeof v) < 0) {
+      }
+      continue;
+    }
+    if (fd == listen_fd_) {
       while (true) {
-        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
-        pending.push_back(fd);
-        pending_buf.emplace_back();
-      }
-    }
-    struct Failure {
-      int rank, code;
-      std::string message;
-    };
-    std::vector<Failure> failures;
-    std::vector<int> deaths;
-    std::unique_lock<std::mutex> g(mu_);
-    auto handle = [&](int rank, const std::string& line) {
-      RankState& s = ranks_[static_cast<size_t>(rank)];
-      if (line.rfind("HB ", 0) == 0) {
-        char coll[64] = {0}, comm[128] = {0}, site[256] = {0};
-        unsigned long long started = 0, seq = 0, bytes = 0, count = 0;
-        int flying = 0, dtype = -1;
-        double age = 0, deadline = 0;
-        if (std::sscanf(line.c_str(), "HB %llu %d %llu %63s %llu %lf %127s %lf %llu %d %255s", &started, &flying, &seq,
-                        coll, &bytes, &age, comm, &deadline, &count, &dtype, site) == 11) {
-          s.count = count;
-          s.dtype = dtype;
-          s.site = std::strcmp(site, "-") == 0 ? "?" : site;  // unknown with call verification off
-          s.deadline_s = deadline;
-          if (started != s.started) s.progress_ns = now;
-          s.started = started;
-          s.in_flight = flying != 0;
-          s.op_seq = seq;
-          s.coll = coll;
-          s.bytes = bytes;
-          s.age_ms = age;
-          s.comm = comm;
-          s.last_hb_ns = now;
-        }
-      } else if (line.rfind("EV ", 0) == 0) {
-        try {
-          events_.push_back(nlohmann::json::parse(line.substr(3)));
-        } catch (const nlohmann::json::exception&) {
-        }
-      } else if (line.rfind("RING ", 0) == 0) {
-        try {
-          s.ring = nlohmann::json::parse(line.substr(5));
-        } catch (const nlohmann::json::exception&) {
-        }
-      } else if (line == "BYE" || line.rfind("BYE ", 0) == 0) {
-        s.bye = true;
-      } else if (line.rfind("ERR ", 0) == 0) {
-        const size_t sp = line.find(' ', 4);
-        std::string msg;
-        try {
-          msg = nlohmann::json::parse(line.substr(sp + 1)).get<std::string>();
-        } catch (const nlohmann::json::exception&) {
-          msg = line.substr(sp + 1);
-        }
-        failures.push_back({rank, std::atoi(line.c_str() + 4), msg});  // handled without the lock
-      }
-    };
-    auto drain = [](int fd, std::string& buf) -> bool {  // false on EOF/error
-      char tmp[4096];
-      while (true) {
-        const ssize_t n = recv(fd, tmp, sizeof tmp, 0);
-        if (n > 0) {
-          buf.append(tmp, static_cast<size_t>(n));
-          continue;
-        }
-        if (n == 0) return false;
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-      }
-    };
-    for (size_t i = 0; i < pending.size();) {
-      const bool alive = drain(pending[i], pending_buf[i]);
-      const size_t nl = pending_buf[i].find('\n');
-      int rank = -1;
-      if (nl != std::string::npos) {
-        char host[256] = {0};
-        int pid = 0;
-        if (std::sscanf(pending_buf[i].c_str(), "HELLO %d %255s %d", &rank, host, &pid) == 3 && rank >= 0 &&
-            rank < o_.nranks && fds_[static_cast<size_t>(rank)] < 0) {
-          RankState& s = ranks_[static_cast<size_t>(rank)];
-          s.hello = true;
-          s.host = host;
-          s.pid = pid;
-          s.last_hb_ns = s.progress_ns = now;
-          s.inbuf = pending_buf[i].substr(nl + 1);
-          fds_[static_cast<size_t>(rank)] = pending[i];
-        } else {
-          rank = -1;
-          close(pending[i]);
-        }
-      } else if (!alive) {
-        close(pending[i]);
-        rank = -2;
-      }
-      if (rank != -1 || nl != std::string::npos) {
-        pending.erase(pending.begin() + static_cast<long>(i));
-        pending_buf.erase(pending_buf.begin() + static_cast<long>(i));
-      } else {
-        ++i;
-      }
-    }
-    for (size_t r = 0; r < fds_.size(); ++r) {
-      if (fds_[r] < 0) continue;
-      RankState& s = ranks_[r];
-      const bool alive = drain(fds_[r], s.inbuf);
-      size_t nl;
-      while ((nl = s.inbuf.find('\n')) != std::string::npos) {
-        const std::string line = s.inbuf.substr(0, nl);
-        s.inbuf.erase(0, nl + 1);
-        handle(static_cast<int>(r), line);
-      }
-      if (!alive) {
-        close(fds_[r]);
-        fds_[r] = -1;
-        s.dead = !s.bye;
-        // The first death is the news; the ranks mpirun then ends close their connections too.
-        if (s.dead && first_death_ < 0) {
-          first_death_ = static_cast<int>(r);
-          deaths.push_back(static_cast<int>(r));
-        }
-      }
-    }
-    // Setup has a deadline too: a rank that never connects is missing.
-    if (o_.timeout_s > 0 && !judged_ && static_cast<double>(now - t_start) * 1e-9 > o_.timeout_s) {
-      for (size_t r = 0; r < ranks_.size(); ++r)
-        if (!ranks_[r].hello) {
-          nlohmann::json inc = {
-              {"kind", "timeout"},
-              {"line", "timeout: rank " + std::to_string(r) + " never reached the coordinator within " +
-                           std::to_string(static_cast<int>(o_.timeout_s)) + " s"},
-              {"missing", nlohmann::json::array({{{"rank", r}, {"state", "never connected"}}})}};
-          g.unlock();  // end_job locks again and (unless embedded) never returns
-          end_job(inc);
-          g.lock();
+        const int cfd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (cfd < 0) {
+          if (errno == EMFILE || errno == ENFILE) {
+            static bool said = false;
+            if (!said) std::fprintf(stderr, "commscript: warning: coordinator: accept: %s\n", std::strerror(errno));
+            said = true;
+          }
           break;
         }
-    }
-    if (!deaths.empty() && o_.on_death) {
-      const RankState& d = ranks_[static_cast<size_t>(deaths[0])];
-      nlohmann::json inc = {
-          {"kind", "rank_died"},
-          {"dead_ranks", nlohmann::json::array({{{"rank", deaths[0]}, {"host", d.host}, {"pid", d.pid}}})},
-          {"last_op", {{"op", d.coll}, {"seq", d.op_seq}, {"comm", d.comm}, {"in_flight", d.in_flight}}},
-          {"message", "rank " + std::to_string(deaths[0]) + " (host " + d.host + ", pid " + std::to_string(d.pid) +
-                          ") died during the run (its connection closed without a goodbye) after " + d.coll + " #" +
-                          std::to_string(d.op_seq) + "; mpirun ends the job with its exit status"},
-          {"detected_by", "heartbeat"}};
-      g.unlock();
-      inc["ranks"] = snapshot();
-      o_.on_death(inc);
+        auto c = std::make_unique<Conn>();
+        c->fd = cfd;
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP;
+        ev.data.fd = cfd;
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cfd, &ev);
+        conns_[cfd] = std::move(c);
+      }
       continue;
     }
-    if (!failures.empty()) {
-      g.unlock();  // the callback may ask for events() or snapshot()
-      for (const Failure& f : failures) {
-        if (o_.on_error) o_.on_error(f.rank, f.code, f.message);
-        std::lock_guard<std::mutex> g2(mu_);
-        if (fds_[static_cast<size_t>(f.rank)] >= 0) write_all(fds_[static_cast<size_t>(f.rank)], "ACK\n");
+    const auto it = conns_.find(fd);
+    if (it == conns_.end()) continue;
+    Conn& c = *it->second;
+    const bool alive = drain(fd, c.in);
+    std::string line;
+    bool reject = false;
+    while (!reject && c.in.next(&line)) {
+      if (c.kind == Conn::pending) {
+        int rank = -1, pid = 0;
+        std::string host;
+        if (decode_hello(line, &rank, &host, &pid) && rank < o_.nranks && rank_fd_[static_cast<size_t>(rank)] < 0) {
+          c.kind = Conn::rank;
+          c.id = rank;
+          rank_fd_[static_cast<size_t>(rank)] = fd;
+          apply_hello(ranks_[static_cast<size_t>(rank)], host, pid, -1, now);
+        } else if (decode_relay_hello(line, &rank, &host) && rank < o_.nranks && !relay_fd_.count(rank)) {
+          c.kind = Conn::relay;
+          c.id = rank;
+          relay_fd_[rank] = fd;
+        } else {
+          reject = true;
+        }
+      } else if (c.kind == Conn::rank) {
+        handle_rank_line(c.id, line, now, out);
+      } else {
+        handle_relay_line(c, line, now, out);
       }
-      if (!o_.end_process) cancel_all(failures.front().code);
-      continue;
     }
-    check_desync(now);
-    report_waiting(now);
-    check_deadlines(now);
+    if (reject) {
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+      close(fd);
+      conns_.erase(it);
+    } else if (!alive) {
+      closed(c, out);
+      conns_.erase(it);
+    }
   }
 }
 
-namespace {
-bool point_to_point(const std::string& coll) { return coll == "send" || coll == "recv" || coll == "sendrecv"; }
-}  // namespace
-
-void Coordinator::check_desync(int64_t now) {
-  // (comm, seq) -> call -> ranks
-  std::map<std::pair<std::string, uint64_t>, std::map<std::string, std::vector<int>>> at;
-  for (size_t r = 0; r < ranks_.size(); ++r) {
-    const RankState& s = ranks_[r];
-    if (!s.hello || s.dead || !s.in_flight || s.dtype < 0 || point_to_point(s.coll)) continue;
-    if (now - s.last_hb_ns > 1500000000LL) continue;
-    std::string call = s.coll;
-    if (s.coll != "barrier")
-      call += " count=" + std::to_string(s.count) + " " + std::string(dtype_name(static_cast<DType>(s.dtype)));
-    at[{s.comm, s.op_seq}][call].push_back(static_cast<int>(r));
-  }
-  for (const auto& [key, calls] : at) {
-    if (calls.size() < 2) continue;
-    // Heartbeats come every 100 ms: give the ranks that are still on their way a few of them to
-    // show where they are, so that every rank is on a side or named as elsewhere.
-    const std::string k = key.first + "#" + std::to_string(key.second);
-    if (desync_key_ != k) {
-      desync_key_ = k;
-      desync_seen_ns_ = now;
+void Coordinator::judge(int64_t now) {
+  // Under mu_.
+  if (judged_) return;
+  nlohmann::json inc = never_connected(ranks_, now, start_ns_, o_.timeout_s);
+  if (inc.is_null()) inc = desync_verdict(ranks_, now, desync_memo_);
+  if (inc.is_null()) {
+    const std::string note = waiting_note(ranks_, now, wait_memo_, o_.timeout_s);
+    if (!note.empty()) {
+      std::fprintf(stderr, "commscript: %s\n", note.c_str());
+      std::fflush(stderr);
     }
-    if (now - desync_seen_ns_ < 400000000LL) return;
-    std::string line = "desync: " + key.first + " operation #" + std::to_string(key.second) +
-                       ": the ranks called different operations";
-    nlohmann::json sides = nlohmann::json::array(), mism = nlohmann::json::array();
-    for (const auto& [call, rs] : calls) {
-      // Within a side, ranks by call site.
-      std::map<std::string, std::vector<int>> by_site;
-      for (int r : rs)
-        by_site[ranks_[static_cast<size_t>(r)].site.empty() ? "?" : ranks_[static_cast<size_t>(r)].site].push_back(r);
-      std::string who;
-      for (const auto& [site, ids] : by_site) {
-        who += (who.empty() ? "" : ", ") + std::string(ids.size() > 1 ? "ranks " : "rank ");
-        for (size_t i = 0; i < ids.size(); ++i) who += (i ? ", " : "") + std::to_string(ids[i]);
-        who += " at " + site;
-      }
-      line += "; " + who + " called " + call;
-      nlohmann::json members = nlohmann::json::array();
-      for (int r : rs) {
-        const RankState& s = ranks_[static_cast<size_t>(r)];
-        members.push_back({{"rank", r}, {"host", s.host}, {"site", s.site}});
-        mism.push_back({{"rank", r},
-                        {"host", s.host},
-                        {"op", s.coll},
-                        {"seq", s.op_seq},
-                        {"bytes", s.bytes},
-                        {"count", s.count},
-                        {"dtype", std::string(dtype_name(static_cast<DType>(s.dtype)))},
-                        {"site", s.site}});
-      }
-      sides.push_back({{"call", call}, {"ranks", members}});
-    }
-    nlohmann::json elsewhere = nlohmann::json::array();
-    std::string others;
-    for (size_t r = 0; r < ranks_.size(); ++r) {
-      const RankState& s = ranks_[r];
-      bool on_side = false;
-      for (const auto& [call, rs] : calls) on_side = on_side || std::count(rs.begin(), rs.end(), static_cast<int>(r));
-      if (on_side) continue;
-      const std::string where = !s.hello ? "never connected"
-                                : s.dead ? "dead"
-                                : s.in_flight
-                                    ? "in " + s.coll + " #" + std::to_string(s.op_seq) + " on " + s.comm
-                                    : "not in an operation (last: " + s.coll + " #" + std::to_string(s.op_seq) + ")";
-      elsewhere.push_back({{"rank", r}, {"host", s.host}, {"state", where}});
-      others += (others.empty() ? "" : ", ") + std::to_string(r) + " (" + where + ")";
-    }
-    if (!others.empty()) line += "; elsewhere: rank " + others;
-    nlohmann::json inc = {{"kind", "desync"},  {"elsewhere", elsewhere},
-                          {"line", line},      {"comm", key.first},
-                          {"seq", key.second}, {"sides", sides},
-                          {"mismatch", mism},  {"detected_by", "heartbeat (call verification)"}};
-    mu_.unlock();  // end_job takes the lock itself and never returns
-    end_job(inc);
+    const int worst = overdue_rank(ranks_, now);
+    if (worst >= 0) inc = timeout_verdict(ranks_, worst, now, o_.timeout_s);
   }
-}
-
-void Coordinator::report_waiting(int64_t now) {
-  // The longest wait among the ranks in an operation.
-  int longest = -1;
-  double longest_ms = 0;
-  for (size_t r = 0; r < ranks_.size(); ++r) {
-    const RankState& s = ranks_[r];
-    if (!s.hello || s.dead || !s.in_flight) continue;
-    const double ms = s.age_ms + static_cast<double>(now - s.last_hb_ns) * 1e-6;
-    if (ms > longest_ms) {
-      longest = static_cast<int>(r);
-      longest_ms = ms;
-    }
-  }
-  if (longest < 0) return;
-  const RankState& ref = ranks_[static_cast<size_t>(longest)];
-  // 10 % of the deadline, at least 10 s; then again every such interval.
-  const double every_s = std::max(10.0, ref.deadline_s > 0 ? ref.deadline_s * 0.1 : 0.0);
-  const std::string op = ref.comm + "#" + std::to_string(ref.op_seq);
-  if (longest_ms * 1e-3 < every_s) return;
-  if (op == waited_op_ && static_cast<double>(now - last_wait_note_ns_) * 1e-9 < every_s) return;
-  waited_op_ = op;
-  last_wait_note_ns_ = now;
-  const nlohmann::json v = verdict(longest, now);
-  std::string arrived, missing;
-  for (const auto& a : v["arrived"]) arrived += (arrived.empty() ? "" : ", ") + std::to_string(a.get<size_t>());
-  for (const auto& m : v["missing"]) {
-    missing += (missing.empty() ? "" : "; ") + std::to_string(m["rank"].get<size_t>()) + " (host " +
-               m.value("host", std::string("?")) + ", " + m.value("state", std::string("?"));
-    if (m.contains("detail")) missing += ": " + m["detail"].get<std::string>();
-    missing += ")";
-  }
-  std::fprintf(
-      stderr, "commscript: waiting %.0f s in %s #%llu (%sB, %s)%s; arrived: %s; missing: %s\n", longest_ms * 1e-3,
-      ref.coll.c_str(), static_cast<unsigned long long>(ref.op_seq), format_size(ref.bytes).c_str(), ref.comm.c_str(),
-      ref.deadline_s > 0 ? (", deadline " + std::to_string(static_cast<long>(ref.deadline_s)) + " s").c_str() : "",
-      arrived.empty() ? "none" : arrived.c_str(), missing.empty() ? "none" : missing.c_str());
-  std::fflush(stderr);
-}
-
-void Coordinator::check_deadlines(int64_t now) {
-  int worst = -1;
-  double worst_ms = 0;
-  for (size_t r = 0; r < ranks_.size(); ++r) {
-    const RankState& s = ranks_[r];
-    if (!s.hello || s.dead || !s.in_flight || s.deadline_s <= 0) continue;
-    const double ms = s.age_ms + static_cast<double>(now - s.last_hb_ns) * 1e-6;
-    if (ms > s.deadline_s * 1000 && ms > worst_ms) {
-      worst = static_cast<int>(r);
-      worst_ms = ms;
-    }
-  }
-  if (worst < 0 || judged_) return;
-  nlohmann::json inc = verdict(worst, now);
+  if (inc.is_null()) return;
+  judged_ = true;
   mu_.unlock();  // end_job takes the lock itself and (unless embedded) never returns
   end_job(inc);
   mu_.lock();
 }
 
-nlohmann::json Coordinator::verdict(int stuck, int64_t now) const {
-  const RankState& ref = ranks_[static_cast<size_t>(stuck)];
-  const double after_s = (ref.age_ms + static_cast<double>(now - ref.last_hb_ns) * 1e-6) * 1e-3;
-  nlohmann::json missing = nlohmann::json::array(), mismatch = nlohmann::json::array(),
-                 arrived = nlohmann::json::array();
-  for (size_t r = 0; r < ranks_.size(); ++r) {
-    const RankState& s = ranks_[r];
-    nlohmann::json who = {{"rank", r}, {"host", s.host}, {"pid", s.pid}};
-    const bool silent = s.hello && !s.dead && now - s.last_hb_ns > 1500000000LL;
-    const bool same_op = s.in_flight && s.comm == ref.comm && s.op_seq == ref.op_seq;
-    if (!s.hello) {
-      who["state"] = "never connected";
-    } else if (s.dead) {
-      who["state"] = "dead";
-      who["detail"] = "process gone (connection closed)";
-    } else if (silent) {
-      who["state"] = "stuck";
-      who["detail"] = "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) + " ms (stopped or frozen)";
-    } else if (same_op && (s.coll != ref.coll || s.bytes != ref.bytes)) {
-      mismatch.push_back({{"rank", r}, {"host", s.host}, {"op", s.coll}, {"seq", s.op_seq}, {"bytes", s.bytes}});
-      continue;
-    } else if (same_op) {
-      arrived.push_back(r);
-      continue;
-    } else if (s.comm == ref.comm && s.op_seq > ref.op_seq) {
-      arrived.push_back(r);  // already past it (e.g. a rooted op's early finisher)
-      continue;
-    } else {
-      const bool progressing =
-          now - s.progress_ns < std::min<int64_t>(2000000000LL, static_cast<int64_t>(o_.timeout_s * 5e8));
-      who["state"] = progressing ? "slow" : "stuck";
-      who["detail"] = std::string(progressing ? "still progressing, " : "no progress, ") +
-                      (s.in_flight ? "in " + s.coll + " #" + std::to_string(s.op_seq) + " on " + s.comm
-                                   : "not in an operation (last: " + s.coll + " #" + std::to_string(s.op_seq) + ")");
-      who["last_seq"] = s.op_seq;
+void Coordinator::loop() {
+  next_judge_ns_ = now_ns();
+  next_deadline_ns_ = std::numeric_limits<int64_t>::max();
+  while (!stop_) {
+    const int64_t now = now_ns();
+    const int64_t wake = std::min(next_judge_ns_, next_deadline_ns_);
+    const int timeout_ms =
+        wake <= now ? 0 : static_cast<int>(std::min<int64_t>((wake - now) / 1000000 + 1, kJudgeTickMs));
+    Outcome out;
+    pump(timeout_ms, out);
+    if (stop_) break;
+    if (!out.deaths.empty() && o_.on_death) {
+      nlohmann::json inc;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        inc = death_incident(ranks_, out.deaths[0], o_.launcher);
+      }
+      inc["ranks"] = snapshot();
+      o_.on_death(inc);
     }
-    missing.push_back(who);
-  }
-  // Desync: when every rank that arrived called the same thing as `ref`, but others called
-  // something else at the same sequence number, list both sides.
-  nlohmann::json mism = nlohmann::json::array();
-  if (!mismatch.empty()) {
-    mism.push_back({{"rank", stuck}, {"host", ref.host}, {"op", ref.coll}, {"seq", ref.op_seq}, {"bytes", ref.bytes}});
-    for (auto& m : mismatch) mism.push_back(m);
-  }
-  char head[256];
-  std::snprintf(head, sizeof head, "timeout: %s #%llu (%sB, %s) after %.1f s", ref.coll.c_str(),
-                static_cast<unsigned long long>(ref.op_seq), format_size(ref.bytes).c_str(), ref.comm.c_str(), after_s);
-  std::string line = head;
-  if (!missing.empty()) {
-    line += "; missing ranks: ";
-    for (size_t i = 0; i < missing.size(); ++i) {
-      const auto& m = missing[i];
-      line += (i ? ", " : "") + std::to_string(m["rank"].get<size_t>()) + " (host " + m["host"].get<std::string>() +
-              ", " + m["state"].get<std::string>() + ")";
+    if (!out.failures.empty()) {
+      for (const Outcome::Failure& f : out.failures) {
+        if (o_.on_error) o_.on_error(f.rank, f.code, f.message);
+        std::lock_guard<std::mutex> g(mu_);
+        send_to(f.rank, "ACK");
+      }
+      if (!o_.end_process) cancel_all(out.failures.front().code);
+      continue;
+    }
+    const int64_t t = now_ns();
+    if (t >= next_judge_ns_ || t >= next_deadline_ns_) {
+      std::lock_guard<std::mutex> g(mu_);
+      judge(t);
+      next_deadline_ns_ = next_deadline_ns(ranks_);
+      if (next_deadline_ns_ <= t) next_deadline_ns_ = std::numeric_limits<int64_t>::max();  // already judged
+      next_judge_ns_ = t + static_cast<int64_t>(kJudgeTickMs) * 1000000;
     }
   }
-  if (!mism.empty()) {
-    line += "; mismatch:";
-    for (auto& m : mism)
-      line += " rank " + std::to_string(m["rank"].get<size_t>()) + " called " + m["op"].get<std::string>() + " #" +
-              std::to_string(m["seq"].get<uint64_t>()) + " (" + format_size(m["bytes"].get<uint64_t>()) + "B);";
-    line.pop_back();
-  }
-  return {{"kind", "timeout"},  {"line", line},     {"op", ref.coll},     {"seq", ref.op_seq},
-          {"bytes", ref.bytes}, {"comm", ref.comm}, {"after_s", after_s}, {"timeout_s", ref.deadline_s},
-          {"missing", missing}, {"mismatch", mism}, {"arrived", arrived}, {"detected_by", "deadline"}};
 }
 
 void Coordinator::end_job(nlohmann::json inc) {
+  if (o_.on_verdict) o_.on_verdict(inc);
   std::fprintf(stderr, "%s\n", inc["line"].get<std::string>().c_str());
   std::fflush(stderr);
   {
     std::lock_guard<std::mutex> g(mu_);
-    for (int fd : fds_)
-      if (fd >= 0) write_all(fd, "DUMP\n");
+    send_all("DUMP");
   }
-  // Collect the flight recorders for up to 1.5 s (the loop is this thread: read inline).
-  const int64_t until = now_ns() + 1500000000LL;
+  // Collect the flight recorders for a while (the loop is this thread: pump inline).
+  const int64_t until = now_ns() + kRingCollectNs;
   while (now_ns() < until) {
+    Outcome ignored;  // deaths now are the aftermath
+    pump(kRingPollMs, ignored);
+    std::lock_guard<std::mutex> g(mu_);
     bool all = true;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      for (size_t r = 0; r < fds_.size(); ++r) {
-        if (fds_[r] < 0) continue;
-        RankState& s = ranks_[r];
-        char tmp[65536];
-        ssize_t n;
-        while ((n = recv(fds_[r], tmp, sizeof tmp, MSG_DONTWAIT)) > 0) s.inbuf.append(tmp, static_cast<size_t>(n));
-        size_t nl;
-        while ((nl = s.inbuf.find('\n')) != std::string::npos) {
-          const std::string line = s.inbuf.substr(0, nl);
-          s.inbuf.erase(0, nl + 1);
-          if (line.rfind("RING ", 0) == 0) {
-            try {
-              s.ring = nlohmann::json::parse(line.substr(5));
-            } catch (const nlohmann::json::exception&) {
-            }
-          } else if (line.rfind("EV ", 0) == 0) {
-            try {
-              events_.push_back(nlohmann::json::parse(line.substr(3)));
-            } catch (const nlohmann::json::exception&) {
-            }
-          }
-        }
-        if (s.ring.is_null()) all = false;
-      }
+    for (size_t r = 0; r < ranks_.size() && all; ++r) {
+      const RankView& s = ranks_[r];
+      const bool reachable = s.hello && !s.dead && (rank_fd_[r] >= 0 || (s.via >= 0 && relay_fd_.count(s.via)));
+      if (reachable && rings_[r].is_null()) all = false;
     }
     if (all) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   nlohmann::json files = nlohmann::json::array();
   {
     std::lock_guard<std::mutex> g(mu_);
     for (size_t r = 0; r < ranks_.size(); ++r) {
-      if (ranks_[r].ring.is_null()) continue;
-      const std::string f = write_flight_record(o_.out_dir, static_cast<int>(r), ranks_[r].host, ranks_[r].ring);
+      if (rings_[r].is_null()) continue;
+      const std::string f = write_flight_record(o_.out_dir, static_cast<int>(r), ranks_[r].host, rings_[r]);
       if (!f.empty()) files.push_back(f);
     }
   }
@@ -704,6 +789,10 @@ void Coordinator::end_job(nlohmann::json inc) {
   if (!o_.end_process) {  // embedded: the run ends, the host's process goes on
     cancel_all(static_cast<int>(ExitCode::timeout));
     return;
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    send_all("END verdict");  // the ranks' lost connection is the verdict's doing, not news
   }
   _exit(static_cast<int>(ExitCode::timeout));
 }

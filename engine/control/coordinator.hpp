@@ -1,47 +1,110 @@
 #pragma once
 // Out-of-band view of every rank, independent of MPI (docs/hangs-chaos-replay.md): each rank
-// streams a heartbeat (its operation in flight, sequence number, injections) over TCP to a
-// coordinator thread on rank 0. When an operation passes its deadline, the coordinator names the
-// ranks that never arrived, telling dead (connection closed), stuck (no progress, or no
-// heartbeat at all) and slow (still progressing) apart, and reports ranks that called a
-// different operation (desync). It collects every rank's flight recorder, hands the verdict to
-// the report, and ends the job with exit code 5.
+// streams a heartbeat (its operation in flight, sequence number, injections) to a coordinator
+// thread on rank 0. When an operation passes its deadline, the coordinator names the ranks that
+// never arrived, telling dead (connection closed), stuck (no progress, or no heartbeat at all)
+// and slow (still progressing) apart, and reports ranks that called a different operation
+// (desync). It collects every rank's flight recorder, hands the verdict to the report, and ends
+// the job with exit code 5.
+//
+// At scale, heartbeats are aggregated per host: the lowest rank of each host (its leader) runs a
+// HostRelay that its host's ranks connect to over loopback, and forwards one message per interval
+// carrying every rank's latest beat and its age, so rank 0 holds O(hosts) connections and the
+// verdict stays exact. Ranks on rank 0's own host connect to the coordinator directly. The
+// protocol is coordinator_wire.hpp, the judgement coordinator_verdict.hpp (pure), the timing
+// constants coordinator_timing.hpp; this file is the I/O.
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
+
+#include "coordinator_timing.hpp"
+#include "coordinator_verdict.hpp"
+#include "coordinator_wire.hpp"
 
 namespace cs {
 
-// One rank's side: connects to the coordinator and sends a heartbeat every `interval_ms`.
+// Raises the soft limit on open files to at least `needed` (up to the hard limit). Returns an
+// empty string when there are enough, else a message with the numbers.
+std::string ensure_open_files(size_t needed);
+
+// One rank's side: connects to its host's relay (or the coordinator) and sends a heartbeat every
+// interval; falls back to the coordinator itself when the relay is lost.
 class HeartbeatClient {
  public:
+  struct Options {
+    std::string endpoint;     // the host relay, or the coordinator ("ip1,ip2:port")
+    std::string coordinator;  // the coordinator, when `endpoint` is a relay ("" otherwise)
+    bool same_host_as_root = false;
+    int rank = 0;
+    std::string host;
+    std::string root_host;         // rank 0's host (for the message when it is lost)
+    std::string launcher = "mpi";  // "mpi", "env", "slurm": who ends this rank when rank 0 dies
+    int interval_ms = coord::kHeartbeatMs;
+    std::function<coord::Beat()> sample;  // what to report; default: this process's Progress
+  };
+  explicit HeartbeatClient(Options o);
+  // The historical form: straight to the coordinator.
   HeartbeatClient(const std::string& endpoint, int rank, const std::string& host, bool same_host_as_root,
-                  int interval_ms = 100);
+                  int interval_ms = coord::kHeartbeatMs);
   ~HeartbeatClient();
   HeartbeatClient(const HeartbeatClient&) = delete;
   HeartbeatClient& operator=(const HeartbeatClient&) = delete;
   bool connected() const { return fd_ >= 0; }
+  bool via_relay() const { return via_relay_; }
   void send_event(const nlohmann::json& ev);  // e.g. a chaos injection, sent at once
   // Tells the coordinator this rank is failing (a recipe error) and waits up to wait_ms for it
   // to have saved the report. Returns true when it confirmed.
   bool report_failure(int code, const std::string& message, int wait_ms);
   // This rank is being ended (signal, clean exit): its closing connection is not a death.
   void send_goodbye(const char* why);
+  // Tests: stop as a killed process would, without a goodbye.
+  void drop_without_goodbye();
 
  private:
   void loop();
+  bool connect_direct();
   void send_line(const std::string& s);
+  void coordinator_lost(const std::string& why);
+  Options o_;
   int fd_ = -1;
-  int rank_;
-  int interval_ms_;
+  std::atomic<bool> via_relay_{false};
   std::mutex write_mu_;
   std::atomic<bool> acked_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> dropped_{false};
+  std::thread thread_;
+};
+
+// A host leader's side: serves its host's ranks on loopback and forwards their beats to the
+// coordinator as one message per interval; other lines (events, failures, goodbyes, flight
+// recorders) go through at once, and a rank whose connection closes without a goodbye is
+// reported as gone.
+class HostRelay {
+ public:
+  HostRelay(int leader, std::string host, const std::string& coordinator, bool same_host_as_root);
+  ~HostRelay();
+  HostRelay(const HostRelay&) = delete;
+  HostRelay& operator=(const HostRelay&) = delete;
+  bool connected() const { return up_fd_ >= 0; }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Tests: vanish as a killed process would (every connection closed, nothing said).
+  void drop_without_goodbye();
+
+ private:
+  struct Follower;
+  void loop();
+  int leader_;
+  std::string host_;
+  int listen_fd_ = -1, up_fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> dropped_{false};
   std::thread thread_;
 };
 
@@ -52,18 +115,23 @@ class Coordinator {
     int nranks = 1;
     double timeout_s = 300;
     std::string out_dir;
+    std::string launcher = "mpi";  // named in the death message (who ends the job)
     // Receives the verdict (incident JSON, with "line") after the rings were collected, on the
     // coordinator thread, right before the process exits with code 5.
     std::function<void(const nlohmann::json& incident)> on_timeout;
+    // The same verdict at the moment it is reached, before the rings are collected (tests, bench).
+    std::function<void(const nlohmann::json& incident)> on_verdict;
     // Receives a rank's failure report (rank, exit code, message) on the coordinator thread;
     // the rank waits for it to return before it ends the job.
     std::function<void(int rank, int code, const std::string& message)> on_error;
     // The first rank whose connection closed without saying goodbye: it died. Called once, on
-    // the coordinator thread, before mpirun gets to end the others (and rank 0).
+    // the coordinator thread, before the launcher gets to end the others (and rank 0).
     std::function<void(const nlohmann::json& incident)> on_death;
     // false for an embedded run (job.hpp): a verdict (timeout, a rank's failure) cancels the
     // run on every rank (CANCEL over the heartbeat connections) instead of ending the process.
     bool end_process = true;
+    // Connections expected (hosts + ranks on rank 0's host); the open-files limit is raised for it.
+    size_t expected_connections = 0;
   };
   explicit Coordinator(Options o);
   ~Coordinator();
@@ -72,38 +140,48 @@ class Coordinator {
 
   // "ip1,ip2,...:port" for the clients.
   const std::string& endpoint() const { return endpoint_; }
+  // Raises the open-files limit for `n` connections (a warning with the numbers when it cannot).
+  void expect_connections(size_t n);
   // What the coordinator knows now (for a partial report when the job is being killed).
   nlohmann::json snapshot() const;
   // Injections the ranks reported.
   nlohmann::json events() const;
   // Tells every rank to give up the run with `code` (job::request_cancel on each; embedded runs).
   void cancel_all(int code);
+  // CPU seconds the coordinator thread has used (bench).
+  double cpu_seconds() const;
+  // Connections held now: ranks connected directly, host relays (tests, bench).
+  size_t connections() const;
 
  private:
-  struct RankState;
+  struct Conn;
+  struct Outcome;
   void loop();
-  void check_deadlines(int64_t now);
-  // Ranks at the same sequence number of a communicator calling different things: a desync,
-  // reported at once (call verification keeps MPI from running such a call).
-  void check_desync(int64_t now);
-  // Long waits are not silent: who arrived and who is missing, every so often.
-  void report_waiting(int64_t now);
-  nlohmann::json verdict(int stuck_rank, int64_t now) const;
+  // Waits up to timeout_ms for input and handles it (under mu_); deaths and failures go to `out`.
+  void pump(int timeout_ms, Outcome& out);
+  void handle_rank_line(int rank, const std::string& line, int64_t now, Outcome& out);
+  void handle_relay_line(Conn& c, const std::string& line, int64_t now, Outcome& out);
+  void closed(Conn& c, Outcome& out);
+  void send_to(int rank, const std::string& cmd);  // under mu_
+  void send_all(const std::string& cmd);           // under mu_
+  void judge(int64_t now);
   void end_job(nlohmann::json incident);
 
   Options o_;
-  int listen_fd_ = -1;
+  int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
   std::string endpoint_;
   mutable std::mutex mu_;
-  std::vector<RankState> ranks_;
-  std::vector<int> fds_;  // by rank, -1 when not (or no longer) connected
+  coord::Ranks ranks_;
+  std::vector<int> rank_fd_;                              // direct connection by rank, -1 when none
+  std::map<int, int> relay_fd_;                           // host leader -> its relay's connection
+  std::unordered_map<int, std::unique_ptr<Conn>> conns_;  // by fd
+  std::vector<nlohmann::json> rings_;
   nlohmann::json events_ = nlohmann::json::array();
   int first_death_ = -1;
   bool judged_ = false;  // a verdict was given (embedded: the run is cancelled, judge no more)
-  int64_t last_wait_note_ns_ = 0;
-  std::string desync_key_;  // comm#seq where different calls were first seen
-  int64_t desync_seen_ns_ = 0;
-  std::string waited_op_;  // comm#seq of the wait last reported
+  coord::WaitMemo wait_memo_;
+  coord::DesyncMemo desync_memo_;
+  int64_t start_ns_ = 0, next_judge_ns_ = 0, next_deadline_ns_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

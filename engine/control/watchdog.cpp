@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "coordinator_timing.hpp"
 #include "job.hpp"
 #include "progress.hpp"
 #include "size.hpp"
@@ -28,7 +29,7 @@ Watchdog::~Watchdog() {
 
 void Watchdog::loop() {
   while (!stop_) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(coord::kWatchdogPollMs));
     const Progress& p = Progress::instance();
     if (!p.in_flight()) continue;
     const uint64_t n = p.ops_started();

@@ -1,0 +1,342 @@
+#include "coordinator_verdict.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+#include "coordinator_timing.hpp"
+#include "dtype.hpp"
+#include "size.hpp"
+
+namespace cs::coord {
+
+namespace {
+
+bool silent(const RankView& r, int64_t now) { return r.hello && !r.dead && now - r.last_hb_ns > kSilentNs; }
+
+bool point_to_point(const std::string& coll) { return coll == "send" || coll == "recv" || coll == "sendrecv"; }
+
+// How long rank r has been in its current operation, by its latest beat and the time since.
+double waited_ms(const RankView& r, int64_t now) {
+  return r.beat.age_ms + static_cast<double>(now - r.last_hb_ns) * 1e-6;
+}
+
+std::string dtype_text(int dtype) {
+  return dtype < 0 ? std::string("?") : std::string(dtype_name(static_cast<DType>(dtype)));
+}
+
+}  // namespace
+
+void apply_hello(RankView& r, const std::string& host, int pid, int via, int64_t now) {
+  r.hello = true;
+  r.dead = false;
+  r.host = host;
+  r.pid = pid;
+  r.via = via;
+  r.orphaned_by = -1;
+  r.last_hb_ns = r.progress_ns = now;
+}
+
+void apply_beat(RankView& r, const Beat& b, int64_t sent_ns) {
+  if (b.started != r.beat.started) r.progress_ns = sent_ns;
+  r.beat = b;
+  if (r.beat.site == "-") r.beat.site = "?";  // unknown with call verification off
+  r.last_hb_ns = std::max(r.last_hb_ns, sent_ns);
+}
+
+size_t apply_host_beats(Ranks& ranks, int leader, const std::vector<RelayedBeat>& beats, int64_t now) {
+  size_t applied = 0;
+  for (const RelayedBeat& rb : beats) {
+    if (rb.rank < 0 || static_cast<size_t>(rb.rank) >= ranks.size()) continue;
+    RankView& r = ranks[static_cast<size_t>(rb.rank)];
+    if (!r.hello || r.dead || r.via != leader) continue;
+    apply_beat(r, rb.beat, now - static_cast<int64_t>(std::max(0.0, rb.hold_ms) * 1e6));
+    ++applied;
+  }
+  return applied;
+}
+
+void relay_lost(Ranks& ranks, int leader) {
+  for (RankView& r : ranks)
+    if (r.via == leader) {
+      r.via = -1;
+      if (!r.bye && !r.dead) r.orphaned_by = leader;
+    }
+}
+
+std::string liveness(const RankView& r, int64_t now) {
+  if (!r.hello) return "never connected";
+  if (r.dead) return "dead (connection closed)";
+  if (silent(r, now)) return r.orphaned_by >= 0 ? "unreachable" : "no heartbeat";
+  return "alive";
+}
+
+nlohmann::json snapshot(const Ranks& ranks, int64_t now) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankView& s = ranks[i];
+    out.push_back({{"rank", i},
+                   {"host", s.host},
+                   {"pid", s.pid},
+                   {"state", liveness(s, now)},
+                   {"op", s.beat.coll},
+                   {"seq", s.beat.seq},
+                   {"comm", s.beat.comm},
+                   {"in_flight", s.beat.in_flight},
+                   {"ops_started", s.beat.started}});
+  }
+  return out;
+}
+
+int overdue_rank(const Ranks& ranks, int64_t now) {
+  int worst = -1;
+  double worst_ms = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankView& s = ranks[i];
+    if (!s.hello || s.dead || !s.beat.in_flight || s.beat.deadline_s <= 0) continue;
+    const double ms = waited_ms(s, now);
+    if (ms > s.beat.deadline_s * 1000 && ms > worst_ms) {
+      worst = static_cast<int>(i);
+      worst_ms = ms;
+    }
+  }
+  return worst;
+}
+
+int64_t next_deadline_ns(const Ranks& ranks) {
+  int64_t next = std::numeric_limits<int64_t>::max();
+  for (const RankView& s : ranks) {
+    if (!s.hello || s.dead || !s.beat.in_flight || s.beat.deadline_s <= 0) continue;
+    const int64_t start = s.last_hb_ns - static_cast<int64_t>(s.beat.age_ms * 1e6);
+    next = std::min(next, start + static_cast<int64_t>(s.beat.deadline_s * 1e9));
+  }
+  return next;
+}
+
+nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, double run_timeout_s) {
+  const RankView& ref = ranks[static_cast<size_t>(stuck)];
+  const Beat& rb = ref.beat;
+  const double after_s = waited_ms(ref, now) * 1e-3;
+  const int64_t progress_window =
+      std::min<int64_t>(kProgressWindowNs, static_cast<int64_t>(run_timeout_s * 5e8));  // half the timeout
+  nlohmann::json missing = nlohmann::json::array(), mismatch = nlohmann::json::array(),
+                 arrived = nlohmann::json::array();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankView& s = ranks[i];
+    const Beat& b = s.beat;
+    nlohmann::json who = {{"rank", i}, {"host", s.host}, {"pid", s.pid}};
+    const bool same_op = b.in_flight && b.comm == rb.comm && b.seq == rb.seq;
+    if (!s.hello) {
+      who["state"] = "never connected";
+    } else if (s.dead) {
+      who["state"] = "dead";
+      who["detail"] = "process gone (connection closed)";
+    } else if (silent(s, now)) {
+      const std::string quiet = "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) + " ms";
+      if (s.orphaned_by >= 0) {
+        who["state"] = "unreachable";
+        who["detail"] = quiet + " since its host leader (rank " + std::to_string(s.orphaned_by) +
+                        ") was lost, and it did not reconnect";
+      } else {
+        who["state"] = "stuck";
+        who["detail"] = quiet + " (stopped or frozen)";
+      }
+    } else if (same_op && (b.coll != rb.coll || b.bytes != rb.bytes)) {
+      mismatch.push_back({{"rank", i}, {"host", s.host}, {"op", b.coll}, {"seq", b.seq}, {"bytes", b.bytes}});
+      continue;
+    } else if (same_op) {
+      arrived.push_back(i);
+      continue;
+    } else if (b.comm == rb.comm && b.seq > rb.seq) {
+      arrived.push_back(i);  // already past it (e.g. a rooted op's early finisher)
+      continue;
+    } else {
+      const bool progressing = now - s.progress_ns < progress_window;
+      who["state"] = progressing ? "slow" : "stuck";
+      who["detail"] = std::string(progressing ? "still progressing, " : "no progress, ") +
+                      (b.in_flight ? "in " + b.coll + " #" + std::to_string(b.seq) + " on " + b.comm
+                                   : "not in an operation (last: " + b.coll + " #" + std::to_string(b.seq) + ")");
+      who["last_seq"] = b.seq;
+    }
+    missing.push_back(who);
+  }
+  // Desync: when every rank that arrived called the same thing as `ref`, but others called
+  // something else at the same sequence number, list both sides.
+  nlohmann::json mism = nlohmann::json::array();
+  if (!mismatch.empty()) {
+    mism.push_back({{"rank", stuck}, {"host", ref.host}, {"op", rb.coll}, {"seq", rb.seq}, {"bytes", rb.bytes}});
+    for (auto& m : mismatch) mism.push_back(m);
+  }
+  char head[256];
+  std::snprintf(head, sizeof head, "timeout: %s #%llu (%sB, %s) after %.1f s", rb.coll.c_str(),
+                static_cast<unsigned long long>(rb.seq), format_size(rb.bytes).c_str(), rb.comm.c_str(), after_s);
+  std::string line = head;
+  if (!missing.empty()) {
+    line += "; missing ranks: ";
+    for (size_t i = 0; i < missing.size(); ++i) {
+      const auto& m = missing[i];
+      line += (i ? ", " : "") + std::to_string(m["rank"].get<size_t>()) + " (host " + m["host"].get<std::string>() +
+              ", " + m["state"].get<std::string>() + ")";
+    }
+  }
+  if (!mism.empty()) {
+    line += "; mismatch:";
+    for (auto& m : mism)
+      line += " rank " + std::to_string(m["rank"].get<size_t>()) + " called " + m["op"].get<std::string>() + " #" +
+              std::to_string(m["seq"].get<uint64_t>()) + " (" + format_size(m["bytes"].get<uint64_t>()) + "B);";
+    line.pop_back();
+  }
+  return {{"kind", "timeout"},  {"line", line},     {"op", rb.coll},      {"seq", rb.seq},
+          {"bytes", rb.bytes},  {"comm", rb.comm},  {"after_s", after_s}, {"timeout_s", rb.deadline_s},
+          {"missing", missing}, {"mismatch", mism}, {"arrived", arrived}, {"detected_by", "deadline"}};
+}
+
+nlohmann::json never_connected(const Ranks& ranks, int64_t now, int64_t start_ns, double run_timeout_s) {
+  if (run_timeout_s <= 0 || static_cast<double>(now - start_ns) * 1e-9 <= run_timeout_s) return nullptr;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (!ranks[i].hello)
+      return {{"kind", "timeout"},
+              {"line", "timeout: rank " + std::to_string(i) + " never reached the coordinator within " +
+                           std::to_string(static_cast<int>(run_timeout_s)) + " s"},
+              {"missing", nlohmann::json::array({{{"rank", i}, {"state", "never connected"}}})}};
+  return nullptr;
+}
+
+nlohmann::json desync_verdict(const Ranks& ranks, int64_t now, DesyncMemo& memo) {
+  // (comm, seq) -> call -> ranks
+  std::map<std::pair<std::string, uint64_t>, std::map<std::string, std::vector<int>>> at;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankView& s = ranks[i];
+    const Beat& b = s.beat;
+    if (!s.hello || s.dead || !b.in_flight || b.dtype < 0 || point_to_point(b.coll) || silent(s, now)) continue;
+    std::string call = b.coll;
+    if (b.coll != "barrier") call += " count=" + std::to_string(b.count) + " " + dtype_text(b.dtype);
+    at[{b.comm, b.seq}][call].push_back(static_cast<int>(i));
+  }
+  for (const auto& [key, calls] : at) {
+    if (calls.size() < 2) continue;
+    const std::string k = key.first + "#" + std::to_string(key.second);
+    if (memo.key != k) {
+      memo.key = k;
+      memo.seen_ns = now;
+    }
+    if (now - memo.seen_ns < kDesyncSettleNs) return nullptr;
+    std::string line = "desync: " + key.first + " operation #" + std::to_string(key.second) +
+                       ": the ranks called different operations";
+    nlohmann::json sides = nlohmann::json::array(), mism = nlohmann::json::array();
+    std::vector<bool> on_side(ranks.size(), false);
+    for (const auto& [call, rs] : calls) {
+      // Within a side, ranks by call site.
+      std::map<std::string, std::vector<int>> by_site;
+      for (int r : rs) {
+        const std::string& site = ranks[static_cast<size_t>(r)].beat.site;
+        by_site[site.empty() ? "?" : site].push_back(r);
+        on_side[static_cast<size_t>(r)] = true;
+      }
+      std::string who;
+      for (const auto& [site, ids] : by_site) {
+        who += (who.empty() ? "" : ", ") + std::string(ids.size() > 1 ? "ranks " : "rank ");
+        for (size_t i = 0; i < ids.size(); ++i) who += (i ? ", " : "") + std::to_string(ids[i]);
+        who += " at " + site;
+      }
+      line += "; " + who + " called " + call;
+      nlohmann::json members = nlohmann::json::array();
+      for (int r : rs) {
+        const RankView& s = ranks[static_cast<size_t>(r)];
+        members.push_back({{"rank", r}, {"host", s.host}, {"site", s.beat.site}});
+        mism.push_back({{"rank", r},
+                        {"host", s.host},
+                        {"op", s.beat.coll},
+                        {"seq", s.beat.seq},
+                        {"bytes", s.beat.bytes},
+                        {"count", s.beat.count},
+                        {"dtype", dtype_text(s.beat.dtype)},
+                        {"site", s.beat.site}});
+      }
+      sides.push_back({{"call", call}, {"ranks", members}});
+    }
+    nlohmann::json elsewhere = nlohmann::json::array();
+    std::string others;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (on_side[i]) continue;
+      const RankView& s = ranks[i];
+      const Beat& b = s.beat;
+      const std::string where = !s.hello ? "never connected"
+                                : s.dead ? "dead"
+                                : b.in_flight
+                                    ? "in " + b.coll + " #" + std::to_string(b.seq) + " on " + b.comm
+                                    : "not in an operation (last: " + b.coll + " #" + std::to_string(b.seq) + ")";
+      elsewhere.push_back({{"rank", i}, {"host", s.host}, {"state", where}});
+      others += (others.empty() ? "" : ", ") + std::to_string(i) + " (" + where + ")";
+    }
+    if (!others.empty()) line += "; elsewhere: rank " + others;
+    return {{"kind", "desync"},  {"elsewhere", elsewhere},
+            {"line", line},      {"comm", key.first},
+            {"seq", key.second}, {"sides", sides},
+            {"mismatch", mism},  {"detected_by", "heartbeat (call verification)"}};
+  }
+  return nullptr;
+}
+
+std::string waiting_note(const Ranks& ranks, int64_t now, WaitMemo& memo, double run_timeout_s) {
+  // The longest wait among the ranks in an operation.
+  int longest = -1;
+  double longest_ms = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankView& s = ranks[i];
+    if (!s.hello || s.dead || !s.beat.in_flight) continue;
+    const double ms = waited_ms(s, now);
+    if (ms > longest_ms) {
+      longest = static_cast<int>(i);
+      longest_ms = ms;
+    }
+  }
+  if (longest < 0) return {};
+  const Beat& ref = ranks[static_cast<size_t>(longest)].beat;
+  // A fraction of the deadline, at least kWaitNoteMinS; then again every such interval.
+  const double every_s = std::max(kWaitNoteMinS, ref.deadline_s > 0 ? ref.deadline_s * kWaitNoteFraction : 0.0);
+  const std::string op = ref.comm + "#" + std::to_string(ref.seq);
+  if (longest_ms * 1e-3 < every_s) return {};
+  if (op == memo.op && static_cast<double>(now - memo.noted_ns) * 1e-9 < every_s) return {};
+  memo.op = op;
+  memo.noted_ns = now;
+  const nlohmann::json v = timeout_verdict(ranks, longest, now, run_timeout_s);
+  std::string arrived, missing;
+  for (const auto& a : v["arrived"]) arrived += (arrived.empty() ? "" : ", ") + std::to_string(a.get<size_t>());
+  for (const auto& m : v["missing"]) {
+    missing += (missing.empty() ? "" : "; ") + std::to_string(m["rank"].get<size_t>()) + " (host " +
+               m.value("host", std::string("?")) + ", " + m.value("state", std::string("?"));
+    if (m.contains("detail")) missing += ": " + m["detail"].get<std::string>();
+    missing += ")";
+  }
+  char head[512];
+  std::snprintf(
+      head, sizeof head, "waiting %.0f s in %s #%llu (%sB, %s)%s", longest_ms * 1e-3, ref.coll.c_str(),
+      static_cast<unsigned long long>(ref.seq), format_size(ref.bytes).c_str(), ref.comm.c_str(),
+      ref.deadline_s > 0 ? (", deadline " + std::to_string(static_cast<long>(ref.deadline_s)) + " s").c_str() : "");
+  return std::string(head) + "; arrived: " + (arrived.empty() ? "none" : arrived) +
+         "; missing: " + (missing.empty() ? "none" : missing);
+}
+
+std::string launcher_aftermath(const std::string& launcher) {
+  if (launcher == "env")
+    return "the launcher (--launcher env) sees its exit status; nothing ends the other ranks for it: they go on or "
+           "give up at their deadline";
+  if (launcher == "slurm") return "srun (--launcher slurm) sees its exit status and may end the other tasks";
+  return "mpirun ends the job with its exit status";
+}
+
+nlohmann::json death_incident(const Ranks& ranks, int rank, const std::string& launcher) {
+  const RankView& d = ranks[static_cast<size_t>(rank)];
+  return {
+      {"kind", "rank_died"},
+      {"dead_ranks", nlohmann::json::array({{{"rank", rank}, {"host", d.host}, {"pid", d.pid}}})},
+      {"last_op", {{"op", d.beat.coll}, {"seq", d.beat.seq}, {"comm", d.beat.comm}, {"in_flight", d.beat.in_flight}}},
+      {"message", "rank " + std::to_string(rank) + " (host " + d.host + ", pid " + std::to_string(d.pid) +
+                      ") died during the run (its connection closed without a goodbye) after " + d.beat.coll + " #" +
+                      std::to_string(d.beat.seq) + "; " + launcher_aftermath(launcher)},
+      {"detected_by", "heartbeat"}};
+}
+
+}  // namespace cs::coord

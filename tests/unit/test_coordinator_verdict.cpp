@@ -1,0 +1,288 @@
+// The coordinator's pure verdict (control/coordinator_verdict.hpp) and its wire protocol
+// (control/coordinator_wire.hpp): who is missing, stuck, slow, dead or unreachable, given what
+// rank 0 last heard from every rank and the clock. No sockets, no threads.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "coordinator_timing.hpp"
+#include "coordinator_verdict.hpp"
+#include "coordinator_wire.hpp"
+
+using namespace cs::coord;
+
+namespace {
+
+constexpr int64_t kMs = 1000000;
+constexpr int64_t kT0 = 1000 * 1000 * kMs;  // an arbitrary clock origin
+
+Beat in_op(uint64_t seq, double age_ms, double deadline_s, uint64_t started) {
+  Beat b;
+  b.started = started;
+  b.in_flight = true;
+  b.seq = seq;
+  b.coll = "allreduce";
+  b.bytes = 4096;
+  b.age_ms = age_ms;
+  b.comm = "world";
+  b.deadline_s = deadline_s;
+  b.count = 1024;
+  b.dtype = 0;
+  b.site = "recipe.lua:7";
+  return b;
+}
+
+Beat idle_after(uint64_t seq, uint64_t started) {
+  Beat b = in_op(seq, 0, 0, started);
+  b.in_flight = false;
+  return b;
+}
+
+// n ranks on hosts of `per_host`, all connected at kT0.
+Ranks world(int n, int per_host) {
+  Ranks r(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    apply_hello(r[static_cast<size_t>(i)], "h" + std::to_string(i / per_host), 100 + i, -1, kT0);
+  return r;
+}
+
+// Every rank beats at `at`: all in allreduce #5 since `op_start` (deadline 2 s) except `others`.
+void beat_all(Ranks& r, int64_t at, int64_t op_start) {
+  for (auto& v : r) apply_beat(v, in_op(5, static_cast<double>(at - op_start) / kMs, 2, 5), at);
+}
+
+nlohmann::json missing_of(const nlohmann::json& v, int rank) {
+  for (const auto& m : v["missing"])
+    if (m["rank"].get<int>() == rank) return m;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("verdict: all ranks fine, nobody overdue", "[coordinator]") {
+  Ranks r = world(8, 4);
+  const int64_t start = kT0 + 100 * kMs;
+  beat_all(r, start + 500 * kMs, start);
+  CHECK(overdue_rank(r, start + 1500 * kMs) == -1);
+  CHECK(next_deadline_ns(r) == start + 2000 * kMs);
+  for (const auto& s : snapshot(r, start + 600 * kMs)) CHECK(s["state"] == "alive");
+  DesyncMemo dm;
+  CHECK(desync_verdict(r, start + 600 * kMs, dm).is_null());
+}
+
+TEST_CASE("verdict: one stuck rank is the only one missing", "[coordinator]") {
+  Ranks r = world(8, 4);
+  const int64_t start = kT0 + 100 * kMs;
+  beat_all(r, start + 1900 * kMs, start);
+  // Rank 6 finished op #4 long ago and never started #5: heartbeats, but no progress.
+  apply_beat(r[6], idle_after(4, 4), start + 1900 * kMs);
+  r[6].progress_ns = kT0;
+  const int64_t now = start + 2050 * kMs;
+  const int stuck = overdue_rank(r, now);
+  REQUIRE(stuck >= 0);
+  REQUIRE(stuck != 6);
+  const auto v = timeout_verdict(r, stuck, now, 300);
+  REQUIRE(v["missing"].size() == 1);
+  CHECK(v["missing"][0]["rank"] == 6);
+  CHECK(v["missing"][0]["state"] == "stuck");
+  CHECK(v["missing"][0]["host"] == "h1");
+  CHECK(v["arrived"].size() == 7);
+  CHECK(v["after_s"].get<double>() == Approx(2.05).margin(0.001));
+  CHECK(v["line"].get<std::string>().find("missing ranks: 6 (host h1, stuck)") != std::string::npos);
+}
+
+TEST_CASE("verdict: a rank that still progresses is slow, not stuck", "[coordinator]") {
+  Ranks r = world(4, 4);
+  const int64_t start = kT0 + 100 * kMs;
+  beat_all(r, start + 1900 * kMs, start);
+  Beat b = in_op(3, 10, 2, 9);  // behind, but just started another op
+  b.seq = 3;
+  apply_beat(r[2], b, start + 1950 * kMs);
+  const int64_t now = start + 2100 * kMs;
+  const auto v = timeout_verdict(r, overdue_rank(r, now), now, 300);
+  REQUIRE(v["missing"].size() == 1);
+  CHECK(missing_of(v, 2)["state"] == "slow");
+}
+
+TEST_CASE("verdict: one dead rank", "[coordinator]") {
+  Ranks r = world(4, 2);
+  const int64_t start = kT0 + 100 * kMs;
+  beat_all(r, start + 1900 * kMs, start);
+  r[3].dead = true;
+  const int64_t now = start + 2100 * kMs;
+  const auto v = timeout_verdict(r, overdue_rank(r, now), now, 300);
+  REQUIRE(v["missing"].size() == 1);
+  CHECK(missing_of(v, 3)["state"] == "dead");
+  CHECK(snapshot(r, now)[3]["state"] == "dead (connection closed)");
+  const auto d = death_incident(r, 3, "env");
+  CHECK(d["kind"] == "rank_died");
+  CHECK(d["message"].get<std::string>().find("mpirun") == std::string::npos);
+  CHECK(d["message"].get<std::string>().find("--launcher env") != std::string::npos);
+  CHECK(death_incident(r, 3, "mpi")["message"].get<std::string>().find("mpirun ends the job") != std::string::npos);
+}
+
+TEST_CASE("verdict: a rank seen just inside / just outside the silence limit", "[coordinator]") {
+  Ranks r = world(4, 4);
+  const int64_t start = kT0 + 100 * kMs;
+  beat_all(r, start + 1900 * kMs, start);
+  // Rank 1's latest beat (not in the op) is exactly kSilentNs old at `now`: still heard.
+  const int64_t now = start + 2100 * kMs;
+  apply_beat(r[1], idle_after(4, 4), now - kSilentNs);
+  r[1].last_hb_ns = now - kSilentNs;
+  r[1].progress_ns = kT0;
+  auto v = timeout_verdict(r, 0, now, 300);
+  CHECK(missing_of(v, 1)["state"] == "stuck");
+  CHECK(missing_of(v, 1)["detail"].get<std::string>().rfind("no progress", 0) == 0);
+  CHECK(snapshot(r, now)[1]["state"] == "alive");
+  // One millisecond more: no heartbeat, i.e. stopped or frozen.
+  r[1].last_hb_ns = now - kSilentNs - kMs;
+  v = timeout_verdict(r, 0, now, 300);
+  CHECK(missing_of(v, 1)["state"] == "stuck");
+  CHECK(missing_of(v, 1)["detail"].get<std::string>().find("no heartbeat for 1501 ms") != std::string::npos);
+  CHECK(snapshot(r, now)[1]["state"] == "no heartbeat");
+}
+
+TEST_CASE("verdict: the deadline, just inside and just outside", "[coordinator]") {
+  Ranks r = world(2, 2);
+  const int64_t start = kT0 + 100 * kMs;
+  beat_all(r, start + 1000 * kMs, start);
+  CHECK(overdue_rank(r, start + 2000 * kMs - kMs) == -1);
+  CHECK(overdue_rank(r, start + 2000 * kMs + kMs) >= 0);
+}
+
+TEST_CASE("verdict: never connected within the run's timeout", "[coordinator]") {
+  Ranks r(3);
+  apply_hello(r[0], "h0", 1, -1, kT0);
+  apply_hello(r[2], "h0", 3, -1, kT0);
+  CHECK(never_connected(r, kT0 + 9 * 1000 * kMs, kT0, 10).is_null());
+  const auto v = never_connected(r, kT0 + 11 * 1000 * kMs, kT0, 10);
+  REQUIRE(!v.is_null());
+  CHECK(v["missing"][0]["rank"] == 1);
+  CHECK(v["line"] == "timeout: rank 1 never reached the coordinator within 10 s");
+}
+
+TEST_CASE("verdict: per-host aggregated input is exact", "[coordinator]") {
+  // 8 ranks, 2 hosts of 4: host h1's ranks 4..7 reach rank 0 through leader 4's relay.
+  Ranks r = world(8, 4);
+  for (int i = 4; i < 8; ++i) r[static_cast<size_t>(i)].via = 4;
+  const int64_t start = kT0 + 100 * kMs;
+  for (int i = 0; i < 4; ++i) apply_beat(r[static_cast<size_t>(i)], in_op(5, 1800, 2, 5), start + 1800 * kMs);
+  // The relay's message arrives at start+1900 ms; it held each beat for a different time.
+  std::vector<RelayedBeat> agg;
+  agg.push_back({4, 90, in_op(5, 1810, 2, 5)});
+  agg.push_back({5, 10, in_op(5, 1890, 2, 5)});
+  agg.push_back({6, 50, idle_after(4, 4)});       // rank 6 is behind
+  agg.push_back({7, 1600, in_op(5, 200, 2, 5)});  // rank 7's latest beat is 1.6 s old: silent
+  agg.push_back({2, 0, idle_after(0, 0)});        // not carried by this relay: ignored
+  const std::string wire = encode_host_beats(4, agg);
+  int leader = -1;
+  std::vector<RelayedBeat> got;
+  REQUIRE(decode_host_beats(wire, &leader, &got));
+  CHECK(leader == 4);
+  REQUIRE(got.size() == agg.size());
+  const int64_t recv = start + 1900 * kMs;
+  CHECK(apply_host_beats(r, 4, got, recv) == 4);
+  r[6].progress_ns = kT0;
+  CHECK(r[4].last_hb_ns == recv - 90 * kMs);
+  CHECK(r[7].last_hb_ns == recv - 1600 * kMs);
+  CHECK(r[2].beat.in_flight);  // untouched
+  // The op's start seen through the relay is the same as seen directly.
+  CHECK(next_deadline_ns(r) == start + 2000 * kMs);
+  const int64_t now = start + 2050 * kMs;
+  const auto v = timeout_verdict(r, overdue_rank(r, now), now, 300);
+  REQUIRE(v["missing"].size() == 2);
+  CHECK(missing_of(v, 6)["state"] == "stuck");
+  CHECK(missing_of(v, 7)["state"] == "stuck");
+  CHECK(missing_of(v, 7)["detail"].get<std::string>().find("no heartbeat") != std::string::npos);
+  CHECK(v["arrived"].size() == 6);
+}
+
+TEST_CASE("verdict: a host leader lost; its ranks are unreachable until they reconnect", "[coordinator]") {
+  Ranks r = world(6, 3);
+  for (int i = 3; i < 6; ++i) r[static_cast<size_t>(i)].via = 3;
+  const int64_t start = kT0 + 100 * kMs;
+  beat_all(r, start + 100 * kMs, start);
+  // Leader 3 dies (the server marks it dead); its relay is lost.
+  relay_lost(r, 3);
+  r[3].dead = true;
+  r[3].orphaned_by = -1;
+  CHECK(r[4].orphaned_by == 3);
+  CHECK(r[4].via == -1);
+  // Rank 4 reconnects directly; rank 5 (its host gone too) never does.
+  apply_hello(r[4], "h1", 104, -1, start + 300 * kMs);
+  for (int i : {0, 1, 2, 4}) apply_beat(r[static_cast<size_t>(i)], in_op(5, 1900, 2, 5), start + 1900 * kMs);
+  const int64_t now = start + 2100 * kMs;
+  const auto v = timeout_verdict(r, overdue_rank(r, now), now, 300);
+  REQUIRE(v["missing"].size() == 2);
+  CHECK(missing_of(v, 3)["state"] == "dead");
+  CHECK(missing_of(v, 5)["state"] == "unreachable");
+  CHECK(missing_of(v, 5)["detail"].get<std::string>().find("host leader (rank 3)") != std::string::npos);
+  CHECK(missing_of(v, 4).is_null());
+  CHECK(snapshot(r, now)[5]["state"] == "unreachable");
+  // Beats that a late relay message still carries for rank 4 are ignored (it is direct now).
+  std::vector<RelayedBeat> late = {{4, 0, idle_after(1, 1)}};
+  CHECK(apply_host_beats(r, 3, late, now) == 0);
+}
+
+TEST_CASE("verdict: desync waits for the stragglers, then names both sides", "[coordinator]") {
+  Ranks r = world(3, 3);
+  const int64_t t = kT0 + 100 * kMs;
+  for (auto& v : r) apply_beat(v, in_op(5, 10, 2, 5), t);
+  Beat other = in_op(5, 10, 2, 5);
+  other.count = 8;
+  other.site = "recipe.lua:9";
+  apply_beat(r[2], other, t);
+  DesyncMemo dm;
+  CHECK(desync_verdict(r, t, dm).is_null());
+  CHECK(desync_verdict(r, t + kDesyncSettleNs - kMs, dm).is_null());
+  const auto v = desync_verdict(r, t + kDesyncSettleNs, dm);
+  REQUIRE(!v.is_null());
+  CHECK(v["sides"].size() == 2);
+  CHECK(v["line"].get<std::string>().find("rank 2 at recipe.lua:9 called allreduce count=8") != std::string::npos);
+}
+
+TEST_CASE("verdict: a long wait is noted, then not again until the next interval", "[coordinator]") {
+  Ranks r = world(2, 2);
+  const int64_t t = kT0 + 100 * kMs;
+  apply_beat(r[0], in_op(5, 11000, 100, 5), t);
+  apply_beat(r[1], idle_after(4, 4), t);
+  WaitMemo wm;
+  const std::string note = waiting_note(r, t, wm, 300);
+  CHECK(note.rfind("waiting 11 s in allreduce #5", 0) == 0);
+  CHECK(note.find("arrived: 0; missing: 1 (host h0") != std::string::npos);
+  CHECK(waiting_note(r, t + 1000 * kMs, wm, 300).empty());
+  CHECK(!waiting_note(r, t + 10001 * kMs, wm, 300).empty());
+}
+
+TEST_CASE("wire: beats, hellos and addressed lines round-trip", "[coordinator]") {
+  Beat b = in_op(42, 12.5, 3, 99);
+  b.site = "my recipe.lua:3";  // spaces become '_'
+  Beat back;
+  REQUIRE(decode_beat(encode_beat(b), &back));
+  CHECK(back.seq == 42);
+  CHECK(back.started == 99);
+  CHECK(back.age_ms == Approx(12.5));
+  CHECK(back.site == "my_recipe.lua:3");
+  CHECK(!decode_beat("HB 1 2 3", &back));
+  int rank = -1, pid = 0;
+  std::string host;
+  REQUIRE(decode_hello(encode_hello(7, "node 1", 1234), &rank, &host, &pid));
+  CHECK((rank == 7 && host == "node_1" && pid == 1234));
+  CHECK(!decode_hello("HELLO -1 x 3", &rank, &host, &pid));
+  std::string rest;
+  REQUIRE(decode_addressed(encode_addressed("FWD", 12, "BYE signal"), "FWD", &rank, &rest));
+  CHECK((rank == 12 && rest == "BYE signal"));
+  CHECK(!decode_addressed("FWD x BYE", "FWD", &rank, &rest));
+  CHECK(!decode_addressed("TO 3 DUMP", "FWD", &rank, &rest));
+  int leader = -1;
+  std::vector<RelayedBeat> got;
+  CHECK(!decode_host_beats("AGG 1 2;3 0 1 1 1 x 1 1 c 1 1 1 s", &leader, &got));  // says 2, carries 1
+  LineBuffer lb;
+  lb.append("A\nB", 3);
+  std::string line;
+  REQUIRE(lb.next(&line));
+  CHECK(line == "A");
+  CHECK(!lb.next(&line));
+  lb.append("C\n", 2);
+  REQUIRE(lb.next(&line));
+  CHECK(line == "BC");
+}
