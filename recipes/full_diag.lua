@@ -140,15 +140,16 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
   st:begin("pattern")
   local left = SHARE.pattern * tier.budget - elapsed()
   local margs = { bytes = tier.pair_bytes, window = MATRIX.window, iters = MATRIX.iters, repeats = MATRIX.repeats,
-                  lat_iters = MATRIX.lat_iters, budget_s = math.max(left, 0), deadline = t0 + tier.budget,
+                  lat_iters = MATRIX.lat_iters, budget_s = math.max(left, 0),
+                  deadline = t0 + SHARE.pattern * tier.budget,
                   stages = st, pair = { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, repeats = tier.repeats } }
   if left <= 0 then
     -- nothing left of the pattern's share: the host-level plan still runs (a slow host is named)
-    margs.plan = cs.p2p.host_plan(ctx.hosts)
+    margs.plan, margs.light = cs.p2p.host_plan(ctx.hosts), true
   end
   local matrix = cs.p2p.matrix(ctx, margs)
   if left <= 0 then
-    matrix.plan.kind = "hosts"
+    matrix.plan.kind, matrix.plan.light = "hosts", true
     matrix.plan.reason = "the pattern's share of the budget was spent before it began"
   end
   st:info("plan", matrix.plan)

@@ -11,8 +11,10 @@
 --                                  (h-1 rounds, h odd: h) opts.cycles times (default 1), each
 --                                  host pair's ranks paired local rank k with local rank k+shift,
 --                                  so that every host pair is covered in every cycle.
---                                  opts.intra = false: the inter-host rounds only (host_plan).
---   host_plan(rank_hosts)          sampled_plan without the intra-host rounds, one cycle
+--                                  opts.intra = false: the inter-host rounds only;
+--                                  opts.per_host_pair = 1: one rank pair per host pair.
+--   host_plan(rank_hosts)          the inter-host rounds, one rank pair per host pair (fewer ranks
+--                                  busy at once: less noise where hosts share cores)
 --
 -- round_robin(ctx, args) -> on rank 0 a list of { a, b, value } for every pair of the plan
 --   (args.plan, default full_plan), repeated args.repeats times (default 1) keeping the smallest
@@ -72,7 +74,8 @@ function M.sampled_plan(rank_hosts, opts)
         for _, hp in ipairs(hround) do
           local A, B = of[names[hp[1] + 1]], of[names[hp[2] + 1]]
           local shift = (j - 1 + c) % #B
-          for k = 0, math.min(#A, #B) - 1 do
+          local first = opts.per_host_pair == 1 and (j - 1 + c) % #A or 0
+          for k = first, math.min(first + (opts.per_host_pair or #A), math.min(#A, #B)) - 1 do
             local a, b = A[k + 1], B[(k + shift) % #B + 1]
             round[#round + 1] = a < b and { a, b } or { b, a }
           end
@@ -84,7 +87,7 @@ function M.sampled_plan(rank_hosts, opts)
   return rounds
 end
 
-function M.host_plan(rank_hosts) return M.sampled_plan(rank_hosts, { intra = false }) end
+function M.host_plan(rank_hosts) return M.sampled_plan(rank_hosts, { intra = false, per_host_pair = 1 }) end
 
 -- The number of rounds of each plan for a job (no communication): what the report says and
 -- what the budget is weighed against.
@@ -353,7 +356,9 @@ end
 -- The plan: args.plan (rounds) when given; else the full round robin while it fits
 -- args.budget_s (seconds from the call, rank 0's clock; none: no limit): rank 0 times the first
 -- round and, when n-1 rounds would not fit, switches to sampled_plan (as many cycles as fit)
--- or, when not even one cycle fits, host_plan. args.deadline (cs.now() seconds) stops the
+-- or, when not even one cycle fits, host_plan; with args.pair, the rounds after the switch are
+-- light (plan.light): only the pair value, no latency or bandwidth (those pairs stay empty in
+-- bw and lat). args.deadline (cs.now() seconds) stops the
 -- rounds wherever they are. args.stages (cs.stages) gets the count "rounds".
 local function measure_pair(comm, me, peer, args)
   local l = comm:pingpong { peer = peer, bytes = args.lat_bytes or 8, iters = args.lat_iters or 100, warmup = 10 }
@@ -375,6 +380,8 @@ function M.matrix(ctx, args)
   local rounds = full
   local mine = {}  -- { partner, lat_us, GB/s sent } per round this rank took part in
   local done, cut = 0, false
+  -- a reduced plan measures only the pair value, once, in its later rounds (args.light: all of them)
+  local light = args.light == true and args.pair ~= nil
   local i = 0
   while i < #rounds do
     i = i + 1
@@ -382,7 +389,8 @@ function M.matrix(ctx, args)
     for _ = 1, args.repeats or 1 do
       local peer = pairs_mod.partner(round, me)
       if peer then
-        local lat, bw = measure_pair(ctx.comm, me, peer, args)
+        local lat, bw = false, false
+        if not light then lat, bw = measure_pair(ctx.comm, me, peer, args) end
         local pv = false
         if args.pair then
           for _ = 1, args.pair.repeats or 1 do
@@ -406,7 +414,9 @@ function M.matrix(ctx, args)
         local left = args.budget_s - round_s
         if (#rounds - 1) * round_s > left then
           local c = M.plan_rounds(ctx.hosts, 1)
-          local cycles = c.inter > 0 and math.floor((left / round_s - c.intra) / c.inter) or 0
+          -- the later rounds are light (about half a full one: no latency, no streams)
+          local light_s = round_s / 2
+          local cycles = c.inter > 0 and math.floor((left / light_s - c.intra) / c.inter) or 0
           if c.inter > 0 and cycles >= 1 then
             decision.kind, decision.cycles = "sampled", math.min(cycles, 8)
           else
@@ -426,6 +436,8 @@ function M.matrix(ctx, args)
       rounds = { round }
       for _, r in ipairs(next_rounds) do rounds[#rounds + 1] = r end
       plan.kind, plan.reason, plan.cycles = decision.kind, decision.reason, decision.cycles
+      light = args.pair ~= nil  -- with a pair value to measure, the later rounds measure only it
+      plan.light = light
     end
     if decision and decision.stop then cut = i < #rounds; break end
   end
@@ -440,7 +452,7 @@ function M.matrix(ctx, args)
       for _, v in ipairs(rows) do
         local a, b = r, v[1] + 1
         if v[3] and (not bw[a][b] or v[3] > bw[a][b]) then bw[a][b] = v[3] end  -- a sent to b
-        if not lat[a][b] or v[2] < lat[a][b] then lat[a][b], lat[b][a] = v[2], v[2] end
+        if v[2] and (not lat[a][b] or v[2] < lat[a][b]) then lat[a][b], lat[b][a] = v[2], v[2] end
       end
     end
     local bytes = args.bytes or 262144
