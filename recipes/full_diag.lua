@@ -7,7 +7,8 @@
 -- Scale: per-rank data (topology, environment, pair measurements) is gathered to rank 0, which
 -- analyses; what every rank needs (the pattern plan, the re-tests, the verdict, the scorecard)
 -- is broadcast. Pairs measure on the world, no communicator is made per round.
--- Budget: the sweep ends by SHARE.sweep of the tier's budget, the pattern by SHARE.pattern;
+-- Budget: a probe round estimates the pattern's cost; the sweep ends early enough for it (at
+-- most SHARE.pattern_max of the budget is kept for it), the pattern by SHARE.pattern;
 -- localisation's host-level re-tests always run, the rest while the budget lasts.
 -- Exit 0 when healthy; 3 when an error-severity finding or --fail-below says so; 4 on wrong
 -- data; 5 when a rank never arrives (the watchdog).
@@ -45,8 +46,13 @@ local MATRIX = { window = 4, iters = 3, repeats = 1, lat_iters = 50 }
 local LOCALISE_ITERS = 10
 -- Straggler votes are taken over the all-reduces up to this size (arrival dominates there).
 local STRAGGLER_MAX_BYTES = 65536
--- Where each stage must end, as fractions of the tier's budget (rank 0's clock).
-local SHARE = { sweep = 0.45, pattern = 0.8 }
+-- The budget's shares (rank 0's clock): the pattern ends by SHARE.pattern of it, leaving the
+-- rest to localisation; the sweep ends where the pattern's estimated time (a probe round before
+-- the sweep, x PROBE_FACTOR per round, x the full plan's rounds), at most SHARE.pattern_max of
+-- the budget, would still fit: a cheap pattern leaves the sweep nearly everything, a slow fabric
+-- caps the sweep so that the pattern and localisation still run.
+local SHARE = { pattern = 0.9, pattern_max = 0.55 }
+local PROBE_FACTOR = 3
 -- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
 -- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least
 -- BOUND_RATIO times as long) and consistent (busbw within BOUND_SPREAD of each other): larger
@@ -79,7 +85,7 @@ local function bandwidth_sweep(ctx, tier, elapsed, found, st)
   local sizes = cs.sweep.sizes { min = tier.min, max = ctx.opt.max > 0 and ctx.opt.max or tier.max, factor = tier.factor }
   local m = { sweep = {}, cvs = {}, operations = 0, wrong = 0 }
   local vote = cs.diagnose.straggler_vote { op = "allreduce" }
-  local deadline = SHARE.sweep * tier.budget
+  local deadline = tier.sweep_deadline
   local stopped = {}
   for oi, op in ipairs(tier.ops) do
     m.sweep[op] = {}
@@ -99,7 +105,7 @@ local function bandwidth_sweep(ctx, tier, elapsed, found, st)
       d = ctx.comm:broadcast_value(d, 0)
       if d.cut then
         found:add { { severity = "info", subject = { stage = "bandwidth sweep" },
-                      message = ("sweep cut short at %s of %s: its share of the %s tier's %g s budget (%.3g s) is spent"):format(
+                      message = ("sweep cut short at %s of %s: its share of the %s tier's %g s budget (until %.3g s) is spent"):format(
                         cs.format_size(bytes), op, ctx.opt.tier, tier.budget, deadline),
                       evidence = { budget_s = tier.budget, sweep_budget_s = deadline, elapsed_s = elapsed() },
                       remedy = "use a longer --tier" } }
@@ -214,11 +220,30 @@ function recipe.run(ctx)
   found:add(e.findings)
   ctx.log("environment: %d variable(s) audited on rank 0, %d finding(s)", e.audited or 0, #e.findings)
 
-  -- 3. bandwidth sweep
+  -- 3. a probe: one round of pairs (the pair value, once) says what the pattern will cost,
+  -- hence how much of the budget the sweep may take
+  stage("probe")
+  local probe_s = 0
+  if ctx.size >= 2 then
+    local tp = cs.now()
+    local round = cs.p2p.full_plan(ctx.size)[1]
+    local peer = cs.pairs.partner(round, ctx.rank)
+    if peer then ctx.comm:pair_bench { peer = peer, bytes = tier.pair_bytes, iters = LOCALISE_ITERS, warmup = 2 } end
+    ctx.comm:barrier()
+    probe_s = cs.now() - tp
+  end
+  local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) or 0
+  local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
+    + (1 - SHARE.pattern) * tier.budget
+  tier = setmetatable({ sweep_deadline = math.max(tier.budget - reserve - elapsed(), 0) + elapsed() }, { __index = tier })
+  st:info("probe_s", probe_s)
+  st:info("sweep_deadline_s", tier.sweep_deadline)
+
+  -- 4. bandwidth sweep
   stage("bandwidth sweep")
   local measured, stragglers = bandwidth_sweep(ctx, tier, elapsed, found, st)
 
-  -- 4. pattern and 5. localisation: they always run (their plans shrink to what is left)
+  -- 5. pattern and 6. localisation: they always run (their plans shrink to what is left)
   local loc = { hosts = {}, ranks = {}, links = {} }
   if ctx.size >= 2 then
     ctx.log("== pattern and localisation (%.1f s)", elapsed())
@@ -227,7 +252,7 @@ function recipe.run(ctx)
     if ctx.rank == 0 then measured.matrix = matrix end
   end
 
-  -- 6. scorecard: rank 0's (it holds the matrix), broadcast so every rank's --fail-below agrees
+  -- 7. scorecard: rank 0's (it holds the matrix), broadcast so every rank's --fail-below agrees
   stage("scorecard")
   local inputs = cs.scorecard.inputs(ctx, measured)  -- collective (a broadcast of the memcpy reference)
   local card = false
@@ -235,7 +260,7 @@ function recipe.run(ctx)
   card = ctx.comm:broadcast_value(card, 0)
   ctx.report:set("scorecard", card)
 
-  -- 7. rules, on rank 0 (the topology is there)
+  -- 8. rules, on rank 0 (the topology is there)
   stage("rules")
   if ctx.rank == 0 then
     found:add(cs.rules.evaluate({ size = ctx.size, rank_hosts = ctx.hosts, oversubscribed = cs.topo.oversubscribed(topology),
