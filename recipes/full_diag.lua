@@ -2,7 +2,14 @@
 -- blame, with the evidence and what to do (docs/full_diag-and-scorecard.md). The flow:
 --   topology -> environment -> bandwidth sweep -> pattern -> localisation -> scorecard
 -- The helpers are stdlib functions (docs/stdlib.md): cs.diagnose.straggler_vote,
--- cs.scorecard.inputs, cs.rules.from_config, cs.findings.
+-- cs.scorecard.inputs, cs.rules.from_config, cs.findings, cs.p2p (plans, matrix, localise),
+-- cs.stages (what each stage cost: report key "cost", docs/scale-cost.md).
+-- Scale: per-rank data (topology, environment, pair measurements) is gathered to rank 0, which
+-- analyses; what every rank needs (the pattern plan, the re-tests, the verdict, the scorecard)
+-- is broadcast. Pairs measure on the world, no communicator is made per round.
+-- Budget: a probe round estimates the pattern's cost; the sweep ends early enough for it (at
+-- most SHARE.pattern_max of the budget is kept for it), the pattern by SHARE.pattern;
+-- localisation's host-level re-tests always run, the rest while the budget lasts.
 -- Exit 0 when healthy; 3 when an error-severity finding or --fail-below says so; 4 on wrong
 -- data; 5 when a rank never arrives (the watchdog).
 local cs = require "commscript"
@@ -20,7 +27,7 @@ local TIERS = {
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.1.0",
+  version = "1.2.0",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -28,37 +35,95 @@ local recipe = cs.recipe {
              choices = { "quick", "standard", "long" } },
     max = { default = "0", help = "largest sweep size (0: the tier's)", type = "size" },
     dtype = { default = "float32", help = "element type of the sweep", choices = cs.dtypes },
+    budget = { default = 0, type = "number", min = 0, help = "time budget in seconds (0: the tier's)" },
   },
 }
 
--- The rank x rank matrix and the localisation re-tests (cs.p2p): messages in flight per pair,
--- timed exchanges per pair, latency round trips per pair, localisation iterations.
+-- The rank x rank matrix (cs.p2p.matrix): messages in flight per pair, timed exchanges per
+-- pair, latency round trips per pair. Localisation's pair values (sendrecv, measured in the
+-- matrix's rounds) and its re-tests: iterations each, the best of the tier's repeats.
 local MATRIX = { window = 4, iters = 3, repeats = 1, lat_iters = 50 }
 local LOCALISE_ITERS = 10
 -- Straggler votes are taken over the all-reduces up to this size (arrival dominates there).
 local STRAGGLER_MAX_BYTES = 65536
+-- The budget's shares (rank 0's clock): the pattern ends by SHARE.pattern of it, leaving the
+-- rest to localisation; the sweep ends where the pattern's estimated time (a probe round before
+-- the sweep, x PROBE_FACTOR per round, x the full plan's rounds), at most SHARE.pattern_max of
+-- the budget, would still fit: a cheap pattern leaves the sweep nearly everything, a slow fabric
+-- caps the sweep so that the pattern and localisation still run.
+local SHARE = { pattern = 0.9, pattern_max = 0.55 }
+local PROBE_FACTOR = 3
+-- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
+-- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least
+-- BOUND_RATIO times as long) and consistent (busbw within BOUND_SPREAD of each other): larger
+-- sizes would only repeat that bandwidth, and the time is the pattern's and localisation's.
+local BOUND_RUN, BOUND_RATIO, BOUND_SPREAD = 3, 1.6, 0.15
 
--- The bandwidth sweep: every op at every size while the tier's budget lasts (rank 0's clock
--- decides, so every rank skips the same sizes). Returns per-op results, the stragglers voted
--- over the small all-reduces, and the counts the scorecard's stability part needs.
-local function bandwidth_sweep(ctx, tier, elapsed, found)
+-- bandwidth_bound(results) -> true when the last BOUND_RUN results (ascending sizes) say that
+-- larger sizes would only repeat the bandwidth already measured.
+local function bandwidth_bound(rs)
+  if #rs < BOUND_RUN then return false end
+  local lo, hi = math.huge, 0
+  for i = #rs - BOUND_RUN + 1, #rs do
+    local r = rs[i]
+    if not (r.busbw and r.busbw > 0) then return false end
+    lo, hi = math.min(lo, r.busbw), math.max(hi, r.busbw)
+    if i > #rs - BOUND_RUN + 1 then
+      local p = rs[i - 1]
+      if not (r.time_us >= BOUND_RATIO * p.time_us * (r.bytes / p.bytes) / 2) then return false end
+    end
+  end
+  return hi <= lo * (1 + BOUND_SPREAD)
+end
+
+-- The bandwidth sweep: every op at every size until the sweep's share of the budget is spent
+-- (rank 0's clock decides, so every rank skips the same sizes; a size whose bench would not end
+-- before the deadline, judged by the size before it, is not started), each op stopping early
+-- once bandwidth-bound. Returns per-op results, the stragglers voted over the small
+-- all-reduces, and the counts the scorecard's stability part needs.
+local function bandwidth_sweep(ctx, tier, elapsed, found, st)
   local sizes = cs.sweep.sizes { min = tier.min, max = ctx.opt.max > 0 and ctx.opt.max or tier.max, factor = tier.factor }
   local m = { sweep = {}, cvs = {}, operations = 0, wrong = 0 }
   local vote = cs.diagnose.straggler_vote { op = "allreduce" }
-  for _, op in ipairs(tier.ops) do
+  local deadline = tier.sweep_deadline
+  local stopped = {}
+  for oi, op in ipairs(tier.ops) do
     m.sweep[op] = {}
     ctx.log("#\n# %s", op)
     ctx.log(cs.bwtable.header())
-    for _, bytes in ipairs(sizes) do
-      if ctx.comm:broadcast_value(elapsed() > tier.budget, 0) then
+    local last_s, op_s = 0, 0
+    for i, bytes in ipairs(sizes) do
+      local d = false
+      if ctx.rank == 0 then
+        -- What the rest would take: this op's remaining sizes at twice the time per doubling
+        -- (bandwidth-bound), the ops after it as long as this one so far.
+        local k = #sizes - i + 1
+        local rest = last_s * (2 ^ (k + 1) - 2) + (op_s + last_s * (2 ^ (k + 1) - 2)) * (#tier.ops - oi)
+        d = { cut = elapsed() + 2 * last_s > deadline,
+              bound = elapsed() + rest > deadline and bandwidth_bound(m.sweep[op]) }
+      end
+      d = ctx.comm:broadcast_value(d, 0)
+      if d.cut then
         found:add { { severity = "info", subject = { stage = "bandwidth sweep" },
-                      message = ("sweep cut short at %s of %s: the %s tier's %d s budget is spent"):format(
-                        cs.format_size(bytes), op, ctx.opt.tier, tier.budget),
-                      evidence = { budget_s = tier.budget, elapsed_s = elapsed() }, remedy = "use a longer --tier" } }
+                      message = ("sweep cut short at %s of %s: its share of the %s tier's %g s budget (until %.3g s) is spent"):format(
+                        cs.format_size(bytes), op, ctx.opt.tier, tier.budget, deadline),
+                      evidence = { budget_s = tier.budget, sweep_budget_s = deadline, elapsed_s = elapsed() },
+                      remedy = "use a longer --tier" } }
+        st:info("cut", { op = op, bytes = bytes })
+        st:info("stopped_early", stopped)
         return m, vote:result()
       end
+      if d.bound then
+        stopped[op] = bytes
+        ctx.log("# %s: bandwidth-bound and consistent below %s, larger sizes skipped", op, cs.format_size(bytes))
+        break
+      end
       if cs.count_for_bytes(op, bytes, ctx.opt.dtype, ctx.size) > 0 then
+        local t = cs.now()
         local r = ctx.comm:bench { op = op, bytes = bytes, dtype = ctx.opt.dtype, iters = tier.iters, warmup = tier.warmup }
+        last_s = cs.now() - t
+        op_s = op_s + last_s
+        st:count("collectives", 1)
         r.placement, r.kind = "out-of-place", "sweep"
         ctx.report:result(r)
         ctx.log(cs.bwtable.row(r, nil))
@@ -71,32 +136,66 @@ local function bandwidth_sweep(ctx, tier, elapsed, found)
       end
     end
   end
+  st:info("stopped_early", stopped)
   return m, vote:result()
 end
 
--- The rank x rank matrix, then localisation from exchange times (suspects re-tested alone).
-local function pattern_and_localisation(ctx, tier, stage)
-  stage("pattern (rank x rank)")
-  local matrix = cs.p2p.matrix(ctx, { bytes = tier.pair_bytes, window = MATRIX.window, iters = MATRIX.iters,
-                                      repeats = MATRIX.repeats, lat_iters = MATRIX.lat_iters })
-  ctx.report:set("matrix", cs.p2p.matrix_report(matrix, tier.pair_bytes))
-  stage("localisation")
-  local args = { op = "sendrecv", bytes = tier.pair_bytes, iters = LOCALISE_ITERS, repeats = tier.repeats }
-  local pairs_t = cs.p2p.round_robin(ctx, args)
-  for _, p in ipairs(pairs_t) do
-    ctx.report:result { kind = "pair", op = "sendrecv", a = p[1], b = p[2], hosts = { ctx.hosts[p[1] + 1], ctx.hosts[p[2] + 1] },
-                        bytes = tier.pair_bytes, min_us = p[3] }
+-- The rank x rank matrix (its plan fitted to what is left of the pattern's share), then
+-- localisation from its pair times (suspects re-tested alone; the host-level re-tests always).
+local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
+  st:begin("pattern")
+  local left = SHARE.pattern * tier.budget - elapsed()
+  local margs = { bytes = tier.pair_bytes, window = MATRIX.window, iters = MATRIX.iters, repeats = MATRIX.repeats,
+                  lat_iters = MATRIX.lat_iters, budget_s = math.max(left, 0),
+                  deadline = t0 + SHARE.pattern * tier.budget,
+                  stages = st, pair = { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, repeats = tier.repeats } }
+  if left <= 0 then
+    -- nothing left of the pattern's share: the host-level plan still runs (a slow host is named)
+    margs.plan, margs.light = cs.p2p.host_plan(ctx.hosts), true
   end
+  local matrix = cs.p2p.matrix(ctx, margs)
+  if left <= 0 then
+    matrix.plan.kind, matrix.plan.light = "hosts", true
+    matrix.plan.reason = "the pattern's share of the budget was spent before it began"
+  end
+  st:info("plan", matrix.plan)
+  ctx.log("pattern: %s plan, %d of %d round(s) (every pair: %d)%s", matrix.plan.kind, matrix.plan.rounds_run,
+    matrix.plan.rounds_planned, matrix.plan.rounds_full,
+    matrix.plan.kind == "full" and "" or (": " .. tostring(matrix.plan.reason)))
+  if ctx.rank == 0 then
+    local rep = cs.p2p.matrix_report(matrix, tier.pair_bytes)
+    rep.plan = matrix.plan
+    ctx.report:set("matrix", rep)
+    for _, p in ipairs(matrix.pairs) do
+      ctx.report:result { kind = "pair", op = "sendrecv", a = p[1], b = p[2], hosts = { ctx.hosts[p[1] + 1], ctx.hosts[p[2] + 1] },
+                          bytes = tier.pair_bytes, min_us = p[3] }
+    end
+  end
+  st:begin("localisation")
   local loc = { hosts = {}, ranks = {}, links = {} }
-  if ctx.size >= 4 or ctx.nhosts >= 3 then loc = cs.p2p.localise(ctx, pairs_t, ctx.hosts, args) end
+  if ctx.size >= 4 or ctx.nhosts >= 3 then
+    loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts,
+      { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, repeats = tier.repeats, deadline = t0 + tier.budget, stages = st })
+    st:info("retests", loc.retests)
+  end
   return matrix, loc
 end
 
 function recipe.run(ctx)
   local tier = TIERS[ctx.opt.tier]
+  if ctx.opt.budget > 0 then
+    local t = {}
+    for k, v in pairs(tier) do t[k] = v end
+    t.budget = ctx.opt.budget
+    tier = t
+  end
   local t0 = cs.now()
   local function elapsed() return cs.now() - t0 end
-  local function stage(name) ctx.log("== %s (%.1f s)", name, elapsed()) end
+  local st = cs.stages.new(ctx)
+  local function stage(name)
+    ctx.log("== %s (%.1f s)", name, elapsed())
+    st:begin(name)
+  end
   local found = cs.findings.collector(ctx)
   -- Configuration is checked before measuring: a bad [scorecard] or rule file is bad input (exit 1).
   cs.scorecard.check_config(ctx.config.scorecard)
@@ -104,46 +203,80 @@ function recipe.run(ctx)
   ctx.log("# commscript full_diag %s: tier %s, %d ranks on %d host(s), backend %s", recipe.version, ctx.opt.tier,
     ctx.size, ctx.nhosts, ctx.backend)
 
-  -- 1. topology (differences in the environment are the next stage's)
+  -- 1. topology, gathered to rank 0, which checks it (differences in the environment are the
+  -- next stage's). Findings are rank 0's: the job's exit code is the worst rank's.
   stage("topology")
-  local topology = cs.topo.collect(ctx)
-  ctx.report:set("topology", topology)
-  found:add(cs.topo.check(topology, { env_prefixes = {} }))
-  ctx.log("%s", cs.topo.render(topology))
+  local topology = cs.topo.collect(ctx, { root = 0 })
+  if ctx.rank == 0 then
+    ctx.report:set("topology", topology)
+    found:add(cs.topo.check(topology, { env_prefixes = {} }))
+    ctx.log("%s", cs.topo.render(topology))
+  end
 
-  -- 2. environment: every rank audits its own; the same finding on several ranks becomes one
+  -- 2. environment: every rank audits its own, rank 0 merges (the same finding on several
+  -- ranks becomes one)
   stage("environment")
-  local e = cs.env.collect(ctx, { nics = (topology.hosts[ctx.host] or {}).nics })
+  local e = cs.env.collect(ctx, { nics = topology and (topology.hosts[ctx.host] or {}).nics, root = 0 })
   found:add(e.findings)
   ctx.log("environment: %d variable(s) audited on rank 0, %d finding(s)", e.audited or 0, #e.findings)
 
-  -- 3. bandwidth sweep
-  stage("bandwidth sweep")
-  local measured, stragglers = bandwidth_sweep(ctx, tier, elapsed, found)
+  -- 3. a probe: one round of pairs (the pair value, once) says what the pattern will cost,
+  -- hence how much of the budget the sweep may take
+  stage("probe")
+  local probe_s = 0
+  if ctx.size >= 2 then
+    local tp = cs.now()
+    local round = cs.p2p.full_plan(ctx.size)[1]
+    local peer = cs.pairs.partner(round, ctx.rank)
+    if peer then ctx.comm:pair_bench { peer = peer, bytes = tier.pair_bytes, iters = LOCALISE_ITERS, warmup = 2 } end
+    ctx.comm:barrier()
+    probe_s = cs.now() - tp
+  end
+  local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) or 0
+  local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
+    + (1 - SHARE.pattern) * tier.budget
+  tier = setmetatable({ sweep_deadline = math.max(tier.budget - reserve - elapsed(), 0) + elapsed() }, { __index = tier })
+  st:info("probe_s", probe_s)
+  st:info("sweep_deadline_s", tier.sweep_deadline)
 
-  -- 4. pattern and 5. localisation, while the budget lasts (rank 0's clock decides for every rank)
+  -- 4. bandwidth sweep
+  stage("bandwidth sweep")
+  local measured, stragglers = bandwidth_sweep(ctx, tier, elapsed, found, st)
+
+  -- 5. pattern and 6. localisation: they always run (their plans shrink to what is left)
   local loc = { hosts = {}, ranks = {}, links = {} }
-  local in_budget = ctx.comm:broadcast_value(elapsed() <= tier.budget, 0)
-  if ctx.size >= 2 and in_budget then
-    measured.matrix, loc = pattern_and_localisation(ctx, tier, stage)
-  elseif ctx.size >= 2 then
-    found:add { { severity = "info", subject = { stage = "pattern" },
-                  message = "pattern and localisation skipped: the time budget is spent",
-                  evidence = { budget_s = tier.budget, elapsed_s = elapsed() }, remedy = "use a longer --tier" } }
+  if ctx.size >= 2 then
+    ctx.log("== pattern and localisation (%.1f s)", elapsed())
+    local matrix
+    matrix, loc = pattern_and_localisation(ctx, tier, elapsed, t0, st)
+    if ctx.rank == 0 then measured.matrix = matrix end
   end
 
-  -- 6. scorecard
+  -- 7. scorecard: rank 0's (it holds the matrix), broadcast so every rank's --fail-below agrees
   stage("scorecard")
-  local card = cs.scorecard.compute(cs.scorecard.inputs(ctx, measured), ctx.config.scorecard or {})
+  local inputs = cs.scorecard.inputs(ctx, measured)  -- collective (a broadcast of the memcpy reference)
+  local card = false
+  if ctx.rank == 0 then card = cs.scorecard.compute(inputs, ctx.config.scorecard or {}) end
+  card = ctx.comm:broadcast_value(card, 0)
   ctx.report:set("scorecard", card)
 
-  -- 7. rules
-  found:add(cs.rules.evaluate({ size = ctx.size, rank_hosts = ctx.hosts, oversubscribed = cs.topo.oversubscribed(topology),
-                                sweep = measured.sweep, stragglers = stragglers, localisation = loc, scorecard = card,
-                                baseline = ctx.baseline, thresholds = ctx.config.thresholds or {} }, rules))
+  -- 8. rules, on rank 0 (the topology is there)
+  stage("rules")
+  if ctx.rank == 0 then
+    found:add(cs.rules.evaluate({ size = ctx.size, rank_hosts = ctx.hosts, oversubscribed = cs.topo.oversubscribed(topology),
+                                  sweep = measured.sweep, stragglers = stragglers, localisation = loc, scorecard = card,
+                                  baseline = ctx.baseline, thresholds = ctx.config.thresholds or {} }, rules))
+  end
 
   cs.findings.print(ctx, found.list, { heading = "#\n# findings", empty = "none: healthy" })
   ctx.log("#\n# %s", cs.scorecard.render(card))
+  local cost = st:finish()
+  if ctx.rank == 0 then
+    ctx.report:set("cost", cost)
+    local parts = {}
+    for _, s in ipairs(cost.stages) do parts[#parts + 1] = ("%s %.2f"):format(s.name, s.seconds) end
+    ctx.log("# stages (s): %s", table.concat(parts, ", "))
+  end
   ctx.log("# full_diag finished in %.1f s", elapsed())
 end
 

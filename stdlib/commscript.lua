@@ -18,6 +18,7 @@ local cs = {
   environ = native.environ,          -- the process environment as a table
   memory_available = native.memory_available,
   copy_bandwidth = native.copy_bandwidth,  -- GB/s of a host memcpy: the shared-memory ceiling
+  traffic = native.traffic,          -- this process's operation and control-plane counters (cs.stages)
   sha256 = native.sha256,
   json = { encode = native.json_encode, decode = native.json_decode, null = native.null },
   array = native.array,              -- cs.array(t): t is a list in JSON even when empty

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "bench.hpp"
@@ -16,6 +17,18 @@ namespace cs::lua {
 namespace {
 
 constexpr const char* kMT = "commscript.communicator";
+
+// The communicators that split/shrink made and nobody has freed yet (cs.traffic's comms_live:
+// stdlib code frees what it creates, and a test can see that it did).
+std::unordered_set<const Communicator*> g_made;
+double g_made_total = 0;  // every communicator split/shrink made (cs.traffic's comms_made)
+
+// __gc and free(): releases the handle's communicator (at most once).
+int comm_gc(lua_State* L) {
+  auto* b = static_cast<Box<Communicator>*>(lua_touserdata(L, 1));
+  if (b && b->p) g_made.erase(b->p.get());
+  return gc_box<Communicator>(L);
+}
 
 Communicator& check_comm(lua_State* L, int idx) { return *check_box<Communicator>(L, idx, kMT, "communicator"); }
 
@@ -168,6 +181,8 @@ int c_split(lua_State* L) {
     lua_pushnil(L);
     return 1;
   }
+  g_made.insert(sub.get());
+  g_made_total += 1;
   push_communicator(L, std::shared_ptr<Communicator>(std::move(sub)));
   return 1;
 }
@@ -221,6 +236,8 @@ int c_shrink(lua_State* L) {
   }
   std::shared_ptr<Communicator> sub(c.shrink(exclude));
   c.set_successor(sub);
+  g_made.insert(sub.get());
+  g_made_total += 1;
   push_communicator(L, sub);
   return 1;
 }
@@ -264,7 +281,7 @@ int c_check(lua_State* L) {
 // destroyed here, not at some later garbage collection).
 int c_free(lua_State* L) {
   check_comm(L, 1);
-  return gc_box<Communicator>(L);
+  return comm_gc(L);
 }
 
 // tensor(dtype, count) -> a zero-filled tensor where this communicator's operations want their
@@ -445,13 +462,91 @@ int c_stream(lua_State* L) {
   return 1;
 }
 
+// pair_bench{peer=, bytes=, iters=, warmup=} -> { min_us, p50_us, mean_us, max_us, bytes, iters }:
+// a sendrecv with one peer (each sends `bytes` to the other at once), every iteration timed
+// alone. Only this rank and `peer` call it: pairs measure on the world (or any communicator)
+// without a communicator of their own, and other pairs may measure at the same time.
+int c_pair_bench(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char* const f[] = {"peer", "bytes", "iters", "warmup", nullptr};
+  check_fields(L, 2, "pair_bench", f);
+  const int64_t peer = field_integer(L, 2, "pair_bench", "peer", -1);
+  if (peer < 0 || peer >= c.size() || peer == c.rank())
+    luaL_argerror(L, 2, "field 'peer': another rank of the communicator expected");
+  const int64_t bytes = field_integer(L, 2, "pair_bench", "bytes", 8);
+  if (bytes < 1) luaL_argerror(L, 2, "field 'bytes': positive expected");
+  const int iters = count_field(L, 2, "pair_bench", "iters", 10, 1);
+  const int warmup = count_field(L, 2, "pair_bench", "warmup", 2, 0);
+  Tensor send = c.alloc(DType::uint8, static_cast<size_t>(bytes));
+  Tensor recv = c.alloc(DType::uint8, static_cast<size_t>(bytes));
+  Op op =
+      make_op(c, Collective::sendrecv, send, recv, ReduceOp::sum, 0, static_cast<int>(peer), static_cast<int>(peer));
+  op.blocking = true;  // timed
+  std::vector<double> us(static_cast<size_t>(iters));
+  for (int i = 0; i < warmup; ++i) c.execute(op);
+  for (double& u : us) {
+    if (c.device_timing()) {
+      u = c.timed_execute_us(op);
+    } else {
+      const int64_t t0 = c.execute(op);
+      u = static_cast<double>(now_ns() - t0) * 1e-3;
+    }
+  }
+  double sum = 0;
+  for (double u : us) sum += u;
+  std::sort(us.begin(), us.end());
+  lua_createtable(L, 0, 6);
+  set_num(L, "bytes", static_cast<double>(bytes));
+  set_num(L, "iters", iters);
+  set_num(L, "min_us", us.front());
+  set_num(L, "p50_us", us[us.size() / 2]);
+  set_num(L, "mean_us", sum / static_cast<double>(us.size()));
+  set_num(L, "max_us", us.back());
+  return 1;
+}
+
+// Control-plane traffic of the *_value functions below (this process, every communicator):
+// calls, bytes this rank sent and bytes it received (serialised JSON). cs.traffic() reports it
+// with the engine's operation counters.
+struct ValueTraffic {
+  double calls = 0, sent = 0, received = 0;
+};
+ValueTraffic g_value_traffic;
+
 // Plain data between ranks (JSON-serialisable values), for orchestration, not timing.
 int c_allgather_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checkany(L, 2);
-  const auto all = c.allgather(to_json(L, 2).dump());
+  const std::string mine = to_json(L, 2).dump();
+  const auto all = c.allgather(mine);
+  g_value_traffic.calls += 1;
+  g_value_traffic.sent += static_cast<double>(mine.size());
   lua_createtable(L, static_cast<int>(all.size()), 0);
   for (size_t i = 0; i < all.size(); ++i) {
+    g_value_traffic.received += static_cast<double>(all[i].size());
+    push_json(L, nlohmann::json::parse(all[i]));
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+// gather_value(v, root) -> on root the list of every rank's v (entry i is rank i-1's), nil on
+// the others: what only root needs goes to root alone (O(n) there, O(1) elsewhere).
+int c_gather_value(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  luaL_checkany(L, 2);
+  const int root = check_rank_arg(L, 3, c, "root");
+  const std::string mine = to_json(L, 2).dump();
+  const auto all = c.gather(mine, root);
+  g_value_traffic.calls += 1;
+  g_value_traffic.sent += c.rank() == root ? 0.0 : static_cast<double>(mine.size());
+  if (c.rank() != root) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_createtable(L, static_cast<int>(all.size()), 0);
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (static_cast<int>(i) != root) g_value_traffic.received += static_cast<double>(all[i].size());
     push_json(L, nlohmann::json::parse(all[i]));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
@@ -461,7 +556,29 @@ int c_broadcast_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   const int root = check_rank_arg(L, 3, c, "root");
   const std::string mine = c.rank() == root ? to_json(L, 2).dump() : std::string();
-  push_json(L, nlohmann::json::parse(c.broadcast(mine, root)));
+  const std::string got = c.broadcast(mine, root);
+  g_value_traffic.calls += 1;
+  if (c.rank() == root)
+    g_value_traffic.sent += static_cast<double>(got.size()) * (c.size() - 1);  // root's share: n-1 copies at most
+  else
+    g_value_traffic.received += static_cast<double>(got.size());
+  push_json(L, nlohmann::json::parse(got));
+  return 1;
+}
+
+// native.traffic() -> { ops, bytes_sent, value_calls, value_sent, value_received, comms_live,
+// comms_made }:
+// this process's counters since it started (docs/lua-api.md, cs.traffic).
+int n_traffic(lua_State* L) {
+  const Traffic& t = Communicator::traffic();
+  lua_createtable(L, 0, 7);
+  set_num(L, "ops", static_cast<double>(t.ops.load(std::memory_order_relaxed)));
+  set_num(L, "bytes_sent", static_cast<double>(t.bytes_sent.load(std::memory_order_relaxed)));
+  set_num(L, "value_calls", g_value_traffic.calls);
+  set_num(L, "value_sent", g_value_traffic.sent);
+  set_num(L, "value_received", g_value_traffic.received);
+  set_num(L, "comms_live", static_cast<double>(g_made.size()));
+  set_num(L, "comms_made", g_made_total);
   return 1;
 }
 
@@ -506,19 +623,23 @@ void register_communicator(lua_State* L) {
                                      {"bench", entry<c_bench>},
                                      {"pingpong", entry<c_pingpong>},
                                      {"stream", entry<c_stream>},
+                                     {"pair_bench", entry<c_pair_bench>},
                                      {"allgather_value", entry<c_allgather_value>},
                                      {"broadcast_value", entry<c_broadcast_value>},
+                                     {"gather_value", entry<c_gather_value>},
                                      {nullptr, nullptr}};
   lua_newtable(L);
   luaL_register(L, nullptr, methods);
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, entry<c_tostring>);
   lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, gc_box<Communicator>);
+  lua_pushcfunction(L, comm_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushstring(L, "communicator");
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
+  lua_pushcfunction(L, entry<n_traffic>);
+  lua_setfield(L, -2, "traffic");  // native.traffic
 }
 
 }  // namespace cs::lua

@@ -33,6 +33,12 @@ int64_t Communicator::execute_with_hook(OpHook& h, const Op& op, const CallSite*
   return t0;
 }
 
+std::vector<std::string> Communicator::gather(const std::string& s, int root) {
+  std::vector<std::string> all = allgather(s);
+  if (rank() != root) all.clear();
+  return all;
+}
+
 void Communicator::exchange(int to, const void* out, int from, void* in, size_t n) {
   if (to != rank() || from != rank())
     throw Error(ExitCode::internal, backend() + " communicator: exchange between ranks is not implemented");

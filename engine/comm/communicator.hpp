@@ -32,6 +32,14 @@ class OpHook {
   virtual void after(const Op& op, uint64_t seq, int64_t start_ns) = 0;
 };
 
+// Process-wide traffic counters (the cost model, docs/lua-api.md, cs.traffic): every operation
+// executed on any communicator of this process, and the payload bytes this rank handed to them
+// (the send side of collective_counts: nccl-tests' size for a collective, the message for a
+// send, nothing for a recv). Relaxed atomics: two adds per operation.
+struct Traffic {
+  std::atomic<uint64_t> ops{0}, bytes_sent{0};
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -52,6 +60,7 @@ class Communicator {
   // first agree that they all call the same thing (see verify()); the wait for that agreement
   // is part of the operation, under its deadline and visible to the watchdog.
   int64_t execute(const Op& op, const CallSite* site = nullptr) {
+    count(op);
     if (OpHook* h = hook_.load(std::memory_order_relaxed)) [[unlikely]]
       return execute_with_hook(*h, op, site);
     const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_, timeout_s_, op.count,
@@ -141,12 +150,17 @@ class Communicator {
     return "cannot survive a dropped rank (no revoke/shrink in this backend)";
   }
 
+  static Traffic& traffic() { return traffic_; }
+
   // Control-plane helpers for result gathering (not numbered, not timed).
   virtual void allreduce_max(std::vector<double>& v) = 0;
   virtual void allreduce_sum(std::vector<uint64_t>& v) = 0;
   virtual std::vector<double> allgather(double v) = 0;
   virtual std::vector<std::string> allgather(const std::string& s) = 0;
   virtual std::string broadcast(const std::string& s, int root) = 0;
+  // Every rank's string on `root` (the others get an empty list). The default allgathers and
+  // keeps the result on root (O(n) on every rank); MPI gathers (O(1) on the others).
+  virtual std::vector<std::string> gather(const std::string& s, int root);
   // Sends `n` bytes to rank `to` and receives `n` bytes from rank `from` on the control plane
   // (not numbered, not timed, under the deadline); used by sendrecv's verification.
   // The default serves a communicator of one rank.
@@ -161,7 +175,13 @@ class Communicator {
 
  private:
   int64_t execute_with_hook(OpHook& h, const Op& op, const CallSite* site);
+  static void count(const Op& op) {
+    traffic_.ops.fetch_add(1, std::memory_order_relaxed);
+    traffic_.bytes_sent.fetch_add(collective_counts(op.coll, op.count, op.nranks).send * dtype_size(op.dtype),
+                                  std::memory_order_relaxed);
+  }
   static inline std::atomic<OpHook*> hook_{nullptr};
+  static inline Traffic traffic_{};
   static inline std::atomic<double> judge_grace_s_{0};
 
  protected:

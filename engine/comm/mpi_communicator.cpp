@@ -337,6 +337,28 @@ std::vector<std::string> MpiCommunicator::allgather(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> MpiCommunicator::gather(const std::string& s, int root) {
+  int len = static_cast<int>(s.size());
+  const bool me = rank_ == root;
+  std::vector<int> lens(me ? static_cast<size_t>(size_) : 0), displs(lens.size());
+  MPI_Request r;
+  check(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm_, &r), "MPI_Gather");
+  control_wait(r, Collective::gather, sizeof(int), "MPI_Gather");
+  int total = 0;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    displs[i] = total;
+    total += lens[i];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  check(MPI_Igatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root, comm_, &r),
+        "MPI_Gatherv");
+  control_wait(r, Collective::gather, static_cast<size_t>(me ? total : len), "MPI_Gatherv");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < lens.size(); ++i)
+    out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(lens[i])));
+  return out;
+}
+
 std::string MpiCommunicator::broadcast(const std::string& s, int root) {
   unsigned long len = s.size();
   MPI_Request r;

@@ -28,6 +28,7 @@ class MpiCommunicator final : public Communicator {
   std::vector<double> allgather(double v) override;
   std::vector<std::string> allgather(const std::string& s) override;
   std::string broadcast(const std::string& s, int root) override;
+  std::vector<std::string> gather(const std::string& s, int root) override;
   void exchange(int to, const void* out, int from, void* in, size_t n) override;
   void verify_max(std::vector<double>& v) override;
   std::string no_shrink_reason() const override {

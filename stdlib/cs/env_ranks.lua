@@ -193,7 +193,8 @@ M.format_table = findings_mod.table
 -- every rank the same exit code. opts: nccl_version, strict, extra (conf files), host_checks
 -- (default true: NCCL_SOCKET_IFNAME / NCCL_IB_HCA against this host), nics (this host's NIC
 -- list from a topology already collected; default native.topology's), vars (default
--- cs.environ()). `files`, `audited` and `from_files` are rank 0's.
+-- cs.environ()), root (a rank: the results are gathered to it alone, and the other ranks get
+-- no findings and their own counts). `files`, `audited` and `from_files` are rank 0's.
 function M.collect(ctx, opts)
   opts = opts or {}
   local vars = opts.vars or require("commscript").environ()
@@ -220,8 +221,19 @@ function M.collect(ctx, opts)
   for _ in pairs(conf.effective) do from_files = from_files + 1 end
   for k in pairs(conf.merged) do if is_audited(k) then audited = audited + 1 end end
 
-  local all = ctx.comm:allgather_value { host = ctx.host, findings = findings, snapshot = M.snapshot(conf.merged),
-                                         files = files, audited = audited, from_files = from_files }
+  local mine = { host = ctx.host, findings = findings, snapshot = M.snapshot(conf.merged), files = files,
+                 audited = audited, from_files = from_files }
+  local all
+  if opts.root then
+    -- only that rank merges (O(n) there, O(1) elsewhere); the others return no findings
+    all = ctx.comm:gather_value(mine, opts.root)
+    if not all then
+      return { findings = {}, counts = { error = 0, warn = 0, info = 0 }, files = files, audited = audited,
+               from_files = from_files, hosts = {}, nhosts = 0 }
+    end
+  else
+    all = ctx.comm:allgather_value(mine)
+  end
   local per_rank, snaps, hosts, nhosts, seen = {}, {}, {}, 0, {}
   for i, a in ipairs(all) do
     per_rank[i], snaps[i], hosts[i] = a.findings or {}, a.snapshot or {}, a.host

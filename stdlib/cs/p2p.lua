@@ -1,54 +1,142 @@
 -- Point-to-point measurement patterns over a communicator. Every function here is collective:
--- all ranks of ctx.comm call it with the same arguments.
+-- all ranks of ctx.comm call it with the same arguments. Pairs measure on ctx.comm itself
+-- (matched send/recv between the two ranks, comm:pair_bench / pingpong / stream): no
+-- communicator is created per round or per re-test. Per-rank results go to rank 0 only
+-- (gather_value); what every rank needs (the plan, the localisation's verdict) is broadcast.
 --
--- round_robin(ctx, args) -> list of { a, b, value } for every unordered pair, measured in
---   rounds of disjoint pairs (n-1 rounds of n/2 pairs at once), repeated args.repeats times
---   (default 1) keeping the smallest value (noise only adds time).
--- pair(ctx, a, b, args) -> value: the pair alone, every other rank idle.
--- confirm(ctx, suspects, good, args, factor) -> list of confirmed suspects: each suspect is
---   re-measured alone against a known-good partner and kept only when it is still more than
---   `factor` times the time of two known-good ranks measured the same way.
--- args: { op = "sendrecv", bytes =, iters =, warmup =, field = "min_us" }: `field` of comm:bench's
---   result; the default, min_us, is the fastest iteration of the sampled pass (noise only adds
---   time); "time_us" would be the whole-loop headline (docs/timing.md). `iters` sizes the pass
---   the field comes from (the headline loop runs once when the field is a sampled one).
+-- Plans (pure functions; a plan is a list of rounds, a round a list of disjoint pairs {a, b}):
+--   full_plan(n)                   the round robin: every unordered pair, n-1 rounds (n odd: n)
+--   sampled_plan(rank_hosts, opts) every intra-host pair (the hosts' round robins side by side:
+--                                  max ranks per host - 1 rounds), then the hosts' round robin
+--                                  (h-1 rounds, h odd: h) opts.cycles times (default 1), each
+--                                  host pair's ranks paired local rank k with local rank k+shift,
+--                                  so that every host pair is covered in every cycle.
+--                                  opts.intra = false: the inter-host rounds only;
+--                                  opts.per_host_pair = 1: one rank pair per host pair.
+--   host_plan(rank_hosts)          the inter-host rounds, one rank pair per host pair (fewer ranks
+--                                  busy at once: less noise where hosts share cores)
+--
+-- round_robin(ctx, args) -> on rank 0 a list of { a, b, value } for every pair of the plan
+--   (args.plan, default full_plan), repeated args.repeats times (default 1) keeping the smallest
+--   value (noise only adds time); {} on the other ranks.
+-- pair(ctx, a, b, args) -> value on every rank: the pair alone, every other rank idle.
+-- confirm(ctx, suspects, good, args, factor) -> list of confirmed suspects (rank 0's lists
+--   decide): each suspect is re-measured alone against a known-good partner and kept only when
+--   it is still more than `factor` times the time of two known-good ranks measured the same way.
+-- args: { bytes =, iters =, warmup =, field = "min_us" }: a pair's value is `field` of
+--   comm:pair_bench (a sendrecv of args.bytes between the two ranks, args.iters iterations each
+--   timed alone); min_us by default (noise only adds time). args.op is accepted for the older
+--   interface and must be "sendrecv".
 local pairs_mod = require "cs.pairs"
+local native = require "commscript.native"
 local M = {}
 
--- The headline's fields; every other field of comm:bench comes from its sampled pass.
-local HEADLINE = { time_us = true, time_rank_min_us = true, time_rank_max_us = true, algbw = true, busbw = true }
+local function rounds_of(n) return #pairs_mod.round_robin(n) end
 
-local function bench_value(comm, args)
-  local field, n = args.field or "min_us", args.iters or 10
-  -- A value from the sampled pass needs no headline loop: run it once only.
-  local r = comm:bench { op = args.op or "sendrecv", bytes = args.bytes, iters = HEADLINE[field] and n or 1,
-                         samples = n, warmup = args.warmup or 2 }
-  return r[field]
+function M.full_plan(n) return pairs_mod.round_robin(n) end
+
+-- The hosts in order of their first rank, and each host's ranks (ascending).
+local function host_ranks(rank_hosts)
+  local names, of = {}, {}
+  for r, h in ipairs(rank_hosts) do
+    if not of[h] then of[h] = {}; names[#names + 1] = h end
+    table.insert(of[h], r - 1)
+  end
+  return names, of
+end
+
+function M.sampled_plan(rank_hosts, opts)
+  opts = opts or {}
+  local names, of = host_ranks(rank_hosts)
+  local rounds = {}
+  if opts.intra ~= false then
+    local per = {}
+    local most = 0
+    for _, h in ipairs(names) do
+      if #of[h] >= 2 then
+        per[h] = pairs_mod.round_robin(#of[h])
+        if #per[h] > most then most = #per[h] end
+      end
+    end
+    for i = 1, most do
+      local round = {}
+      for _, h in ipairs(names) do
+        for _, p in ipairs(per[h] and per[h][i] or {}) do round[#round + 1] = { of[h][p[1] + 1], of[h][p[2] + 1] } end
+      end
+      rounds[#rounds + 1] = round
+    end
+  end
+  if #names >= 2 then
+    local hr = pairs_mod.round_robin(#names)
+    for c = 0, (opts.cycles or 1) - 1 do
+      for j, hround in ipairs(hr) do
+        local round = {}
+        for _, hp in ipairs(hround) do
+          local A, B = of[names[hp[1] + 1]], of[names[hp[2] + 1]]
+          local shift = (j - 1 + c) % #B
+          local first = opts.per_host_pair == 1 and (j - 1 + c) % #A or 0
+          for k = first, math.min(first + (opts.per_host_pair or #A), math.min(#A, #B)) - 1 do
+            local a, b = A[k + 1], B[(k + shift) % #B + 1]
+            round[#round + 1] = a < b and { a, b } or { b, a }
+          end
+        end
+        rounds[#rounds + 1] = round
+      end
+    end
+  end
+  return rounds
+end
+
+function M.host_plan(rank_hosts) return M.sampled_plan(rank_hosts, { intra = false, per_host_pair = 1 }) end
+
+-- The number of rounds of each plan for a job (no communication): what the report says and
+-- what the budget is weighed against.
+function M.plan_rounds(rank_hosts, cycles)
+  local names, of = host_ranks(rank_hosts)
+  local most = 0
+  for _, h in ipairs(names) do if #of[h] >= 2 then most = math.max(most, rounds_of(#of[h])) end end
+  local inter = #names >= 2 and rounds_of(#names) or 0
+  return { full = #rank_hosts >= 2 and rounds_of(#rank_hosts) or 0, intra = most, inter = inter,
+           sampled = most + inter * (cycles or 1), hosts = inter }
+end
+
+local function check_op(args)
+  if args.op ~= nil and args.op ~= "sendrecv" then
+    error(("cs.p2p: pairs measure sendrecv, not %s"):format(tostring(args.op)), 3)
+  end
+end
+
+local function pair_value(comm, peer, args)
+  local best
+  for _ = 1, args.repeats_inner or 1 do
+    local r = comm:pair_bench { peer = peer, bytes = args.bytes, iters = args.iters or 10, warmup = args.warmup or 2 }
+    local v = r[args.field or "min_us"]
+    if not best or v < best then best = v end
+  end
+  return best
 end
 
 function M.round_robin(ctx, args)
-  local best = {}
+  check_op(args)
+  local plan = args.plan or M.full_plan(ctx.size)
+  local mine = {}  -- { partner, value } of the pairs where this rank is the lower one
   for _ = 1, args.repeats or 1 do
-    for _, round in ipairs(pairs_mod.round_robin(ctx.size)) do
-      local color = -1
-      for i, p in ipairs(round) do
-        if p[1] == ctx.rank or p[2] == ctx.rank then color = i end
+    for _, round in ipairs(plan) do
+      local partner = pairs_mod.partner(round, ctx.rank)
+      if partner then
+        local v = pair_value(ctx.comm, partner, args)
+        if ctx.rank < partner then mine[#mine + 1] = { partner, v } end
       end
-      local sub = ctx.comm:split(color, ctx.rank)
-      local mine = false
-      if sub then
-        local v = bench_value(sub, args)
-        local partner = pairs_mod.partner(round, ctx.rank)
-        if ctx.rank < partner then mine = { ctx.rank, partner, v } end
-        sub:free()  -- now, not at the next garbage collection (NCCL communicators hold GPU memory)
-      end
-      ctx.comm:barrier()  -- idle ranks wait here, yielding the CPU
-      for _, v in ipairs(ctx.comm:allgather_value(mine)) do
-        if v then
-          local key = v[1] * 65536 + v[2]
-          if not best[key] or v[3] < best[key][3] then best[key] = v end
-        end
-      end
+      ctx.comm:barrier()  -- rounds do not overlap; idle ranks wait here, yielding the CPU
+    end
+  end
+  local all = ctx.comm:gather_value(mine, 0)
+  if ctx.rank ~= 0 then return {} end
+  local best = {}
+  for i, list in ipairs(all) do
+    for _, v in ipairs(list) do
+      local key = (i - 1) * 1048576 + v[1]
+      if not best[key] or v[2] < best[key][3] then best[key] = { i - 1, v[1], v[2] } end
     end
   end
   local keys, out = {}, {}
@@ -59,22 +147,22 @@ function M.round_robin(ctx, args)
 end
 
 function M.pair(ctx, a, b, args)
-  local member = ctx.rank == a or ctx.rank == b
-  local sub = ctx.comm:split(member and 0 or -1, ctx.rank)
+  check_op(args)
   local v = false
-  for _ = 1, args.repeats or 1 do
-    if sub then
-      local x = bench_value(sub, args)
+  if ctx.rank == a or ctx.rank == b then
+    for _ = 1, args.repeats or 1 do
+      local x = pair_value(ctx.comm, ctx.rank == a and b or a, args)
       if not v or x < v then v = x end
     end
   end
-  if sub then sub:free() end
   ctx.comm:barrier()
-  local all = ctx.comm:allgather_value(ctx.rank == math.min(a, b) and v or false)
-  return all[math.min(a, b) + 1]
+  return ctx.comm:broadcast_value(v, math.min(a, b))
 end
 
 function M.confirm(ctx, suspects, good, args, factor)
+  -- rank 0's lists decide (round_robin's values are rank 0's)
+  local both = ctx.comm:broadcast_value({ suspects, good }, 0)
+  suspects, good = both[1], both[2]
   if #suspects == 0 or #good < 2 then return {} end  -- nothing to compare against: name nobody
   local reference = M.pair(ctx, good[1], good[2], args)
   local out = {}
@@ -88,16 +176,20 @@ function M.confirm(ctx, suspects, good, args, factor)
   return out
 end
 
--- localise(ctx, values, rank_hosts, args) -> { hosts = {...}, ranks = {...}, links = {...} }
---   Suspects from diagnose.localize_hosts / localize over `values` ({a, b, us}, larger is
---   worse), each re-measured alone (pair(): sendrecv, the fastest of args.repeats) against a
---   reference pair of known-good ranks of the same kind (same host or not), and named only
---   when still args.factor (ranks, hosts; default 1.5) or args.link_factor (links; default 3)
---   times slower. Ranks and links on a confirmed slow host are left to the host finding.
-function M.localise(ctx, values, rank_hosts, args)
+-- localise(ctx, values, rank_hosts, args) -> { hosts = {...}, ranks = {...}, links = {...},
+--   suspects = {hosts, ranks, links}, retests = {planned, run, cut} } on every rank.
+--   values ({a, b, us}, larger is worse) are rank 0's (other ranks may pass anything): rank 0
+--   finds the suspects (diagnose.localize_hosts / localize) and plans the re-tests, which it
+--   broadcasts: each suspect re-measured alone (pair_bench on ctx.comm, the fastest of
+--   args.repeats) against a reference pair of known-good ranks of the same kind (same host or
+--   not); named only when still args.factor (ranks, hosts; default 1.5) or args.link_factor
+--   (links; default 3) times slower. Ranks and links on a suspect host are left to the host
+--   re-test. The re-tests run in order: references and hosts always, ranks and links while
+--   rank 0's clock is before args.deadline (cs.now() seconds; none: no limit), so a slow host
+--   is named even when the budget is nearly spent. The values go to rank 0, which decides and
+--   broadcasts the verdict (O(suspects) per rank).
+local function retest_plan(n, values, rank_hosts, factor, link_factor)
   local D = require "cs.diagnose"
-  local n = ctx.size
-  local factor, link_factor = args.factor or 1.5, args.link_factor or 3
   local host_sus = D.localize_hosts(values, rank_hosts, { factor = factor })
   local loc = D.localize(n, values, { factor = factor, link_factor = link_factor })
   local bad_host, bad_rank = {}, {}
@@ -107,17 +199,22 @@ function M.localise(ctx, values, rank_hosts, args)
   for r = 0, n - 1 do
     if not bad_rank[r] and not bad_host[rank_hosts[r + 1]] then order[#order + 1] = r end
   end
-  table.sort(order, function(x, y) return (loc.scores[x + 1] or 0) < (loc.scores[y + 1] or 0) end)
-  local refs = {}
+  table.sort(order, function(x, y)
+    local sx, sy = loc.scores[x + 1] or 0, loc.scores[y + 1] or 0
+    if sx ~= sy then return sx < sy end
+    return x < y
+  end)
+  local tests, refs = {}, {}
   local function reference(same_host)
     local key = same_host and "intra" or "inter"
     if refs[key] == nil then
       refs[key] = false
       for i = 1, #order do
         for j = i + 1, #order do
-          local a, b = order[i], order[j]
-          if (rank_hosts[a + 1] == rank_hosts[b + 1]) == same_host and not refs[key] then
-            refs[key] = { value = M.pair(ctx, a, b, args), a = a, b = b }
+          local x, y = order[i], order[j]
+          if not refs[key] and (rank_hosts[x + 1] == rank_hosts[y + 1]) == same_host then
+            tests[#tests + 1] = { x, y, kind = "reference", key = key, must = true }
+            refs[key] = #tests
           end
         end
       end
@@ -130,47 +227,104 @@ function M.localise(ctx, values, rank_hosts, args)
     end
     return nil
   end
-  local out = { hosts = {}, ranks = {}, links = {} }
-  for _, h in ipairs(host_sus) do
+  for i, h in ipairs(host_sus) do
     local r = h.ranks[1]
     local partner, ref = good_partner(r, true), reference(false)
-    if partner and ref then
-      local v = M.pair(ctx, r, partner, args)
-      if v > factor * ref.value then
-        h.retest = { rank = r, partner = partner, partner_host = rank_hosts[partner + 1], value = v, reference = ref.value }
-        out.hosts[#out.hosts + 1] = h
-      end
-    end
+    if partner and ref then tests[#tests + 1] = { r, partner, kind = "host", index = i, ref = ref, must = true } end
   end
-  local confirmed_host = {}
-  for _, h in ipairs(out.hosts) do confirmed_host[h.host] = true end
-  for _, s in ipairs(loc.ranks) do
-    if not confirmed_host[rank_hosts[s.rank + 1]] then
+  for i, s in ipairs(loc.ranks) do
+    if not bad_host[rank_hosts[s.rank + 1]] then
       local partner = good_partner(s.rank, false) or good_partner(s.rank, true)
       local ref = partner and reference(rank_hosts[partner + 1] == rank_hosts[s.rank + 1])
-      if partner and ref then
-        local v = M.pair(ctx, s.rank, partner, args)
-        if v > factor * ref.value then
-          s.partner, s.value, s.reference = partner, v, ref.value
-          out.ranks[#out.ranks + 1] = s
-        end
-      end
+      if partner and ref then tests[#tests + 1] = { s.rank, partner, kind = "rank", index = i, ref = ref } end
     end
   end
-  for _, l in ipairs(loc.pairs) do
-    if not confirmed_host[rank_hosts[l.a + 1]] and not confirmed_host[rank_hosts[l.b + 1]] then
+  for i, l in ipairs(loc.pairs) do
+    if not bad_host[rank_hosts[l.a + 1]] and not bad_host[rank_hosts[l.b + 1]] then
       local ref = reference(rank_hosts[l.a + 1] == rank_hosts[l.b + 1])
-      if ref then
-        local v = M.pair(ctx, l.a, l.b, args)
-        if v > link_factor * ref.value then
-          l.retest, l.reference = v, ref.value
-          out.links[#out.links + 1] = l
+      if ref then tests[#tests + 1] = { l.a, l.b, kind = "link", index = i, ref = ref } end
+    end
+  end
+  -- references first (every other test needs one), then hosts, ranks, links
+  local rank_of = { reference = 1, host = 2, rank = 3, link = 4 }
+  local idx = {}
+  for i = 1, #tests do idx[i] = i end
+  table.sort(idx, function(x, y)
+    local kx, ky = rank_of[tests[x].kind], rank_of[tests[y].kind]
+    if kx ~= ky then return kx < ky end
+    return x < y
+  end)
+  local sorted, where = {}, {}
+  for k, i in ipairs(idx) do sorted[k], where[i] = tests[i], k end
+  for _, t in ipairs(sorted) do if t.ref then t.ref = where[t.ref] end end
+  return sorted, host_sus, loc
+end
+
+function M.localise(ctx, values, rank_hosts, args)
+  check_op(args)
+  local n = ctx.size
+  local factor, link_factor = args.factor or 1.5, args.link_factor or 3
+  local tests, host_sus, loc
+  if ctx.rank == 0 then tests, host_sus, loc = retest_plan(n, values or {}, rank_hosts, factor, link_factor) end
+  -- Every rank needs the pairs to run, nothing else: { a, b, must } per test.
+  local wire = false
+  if ctx.rank == 0 then
+    wire = {}
+    for i, t in ipairs(tests) do wire[i] = { t[1], t[2], t.must and 1 or 0 } end
+  end
+  wire = ctx.comm:broadcast_value(wire, 0)
+  local mine, run, cut = {}, 0, false
+  for i, t in ipairs(wire) do
+    if t[3] == 0 and args.deadline then
+      cut = ctx.comm:broadcast_value(ctx.rank == 0 and native.now() > args.deadline, 0)
+      if cut then break end
+    end
+    if ctx.rank == t[1] or ctx.rank == t[2] then
+      local v
+      for _ = 1, args.repeats or 1 do
+        local x = pair_value(ctx.comm, ctx.rank == t[1] and t[2] or t[1], args)
+        if not v or x < v then v = x end
+      end
+      if ctx.rank == math.min(t[1], t[2]) then mine[#mine + 1] = { i, v } end
+    end
+    ctx.comm:barrier()  -- each re-test alone
+    run = i
+  end
+  if args.stages then args.stages:count("retests", run) end
+  local all = ctx.comm:gather_value(mine, 0)
+  local out = false
+  if ctx.rank == 0 then
+    local value = {}
+    for _, list in ipairs(all) do for _, v in ipairs(list) do value[v[1]] = v[2] end end
+    out = { hosts = {}, ranks = {}, links = {} }
+    for i, t in ipairs(tests) do
+      local v, ref = value[i], t.ref and tests[t.ref] and value[t.ref]
+      if v and ref then
+        if t.kind == "host" then
+          local h = host_sus[t.index]
+          if v > factor * ref then
+            h.retest = { rank = t[1], partner = t[2], partner_host = rank_hosts[t[2] + 1], value = v, reference = ref }
+            out.hosts[#out.hosts + 1] = h
+          end
+        elseif t.kind == "rank" then
+          local s = loc.ranks[t.index]
+          if v > factor * ref then
+            s.partner, s.value, s.reference = t[2], v, ref
+            out.ranks[#out.ranks + 1] = s
+          end
+        elseif t.kind == "link" then
+          local l = loc.pairs[t.index]
+          if v > link_factor * ref then
+            l.retest, l.reference = v, ref
+            out.links[#out.links + 1] = l
+          end
         end
       end
     end
+    out.suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs }
+    out.retests = { planned = #tests, run = run, cut = cut }
   end
-  out.suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs }
-  return out
+  return ctx.comm:broadcast_value(out, 0)
 end
 
 -- matrix_report(m, bytes) -> the report's "matrix" section: n x n lists (row = sender) with
@@ -189,55 +343,140 @@ function M.matrix_report(m, bytes)
            latency_us = dense(m.lat), bytes = bytes }
 end
 
--- matrix(ctx, args) -> { bw = n x n GB/s (row = sender), lat = n x n us, pairs = { {a, b, us} } }
--- Every pair in round-robin rounds (disjoint pairs at once): ping-pong latency (p50 of
+-- matrix(ctx, args) -> { bw = n x n GB/s (row = sender), lat = n x n us, pairs = { {a, b, us} },
+--   n, plan = { kind, rounds_planned, rounds_run, rounds_full, round_s, reason } }: bw, lat and
+--   pairs complete on rank 0 only (the other ranks get empty rows: they measured, rank 0 holds).
+-- The pairs of each round measure at once on ctx.comm: ping-pong latency (p50 of
 -- args.lat_iters round trips of args.lat_bytes) and streaming bandwidth in both directions
--- (args.bytes x args.window per iteration, args.iters iterations), repeated args.repeats
--- times keeping the best. `pairs` carries, per unordered pair, the time one message of
--- args.bytes takes at the slower direction's bandwidth: larger is worse, for localize().
+-- (args.bytes x args.window per iteration, args.iters iterations), args.repeats times keeping
+-- the best. `pairs` carries, per unordered pair, the time one message of args.bytes takes at
+-- the slower direction's bandwidth: larger is worse, for localize(); with args.pair ({ bytes,
+-- iters, repeats, field }: what localise's re-tests measure) the pair's sendrecv value
+-- (pair_bench, the best of args.pair.repeats) instead, measured in the same round.
+-- The plan: args.plan (rounds) when given; else the full round robin while it fits
+-- args.budget_s (seconds from the call, rank 0's clock; none: no limit): rank 0 times the first
+-- round and, when n-1 rounds would not fit, switches to sampled_plan (as many cycles as fit)
+-- or, when not even one cycle fits, host_plan; with args.pair, the rounds after the switch are
+-- light (plan.light): only the pair value, no latency or bandwidth (those pairs stay empty in
+-- bw and lat). args.deadline (cs.now() seconds) stops the
+-- rounds wherever they are. args.stages (cs.stages) gets the count "rounds".
+local function measure_pair(comm, me, peer, args)
+  local l = comm:pingpong { peer = peer, bytes = args.lat_bytes or 8, iters = args.lat_iters or 100, warmup = 10 }
+  local sent
+  for first = 1, 0, -1 do  -- the lower rank sends first, then the other
+    local sender = (first == 1) == (me < peer)
+    local g = comm:stream { peer = peer, sender = sender, bytes = args.bytes or 262144, window = args.window or 8,
+                            iters = args.iters or 5, warmup = 1 }
+    if sender then sent = g end
+  end
+  return l.p50_us, sent
+end
+
 function M.matrix(ctx, args)
-  local n = ctx.size
+  local n, me = ctx.size, ctx.rank
+  local t0 = native.now()
+  local full = args.plan or M.full_plan(n)
+  local plan = { kind = args.plan and "given" or "full", rounds_full = rounds_of(n), reason = args.plan and "given by the caller" or "every pair fits the budget" }
+  local rounds = full
+  local mine = {}  -- { partner, lat_us, GB/s sent } per round this rank took part in
+  local done, cut = 0, false
+  -- a reduced plan measures only the pair value, once, in its later rounds (args.light: all of them)
+  local light = args.light == true and args.pair ~= nil
+  local i = 0
+  while i < #rounds do
+    i = i + 1
+    local round = rounds[i]
+    for _ = 1, args.repeats or 1 do
+      local peer = pairs_mod.partner(round, me)
+      if peer then
+        local lat, bw = false, false
+        if not light then lat, bw = measure_pair(ctx.comm, me, peer, args) end
+        local pv = false
+        if args.pair then
+          for _ = 1, args.pair.repeats or 1 do
+            local x = pair_value(ctx.comm, peer, args.pair)
+            if not pv or x < pv then pv = x end
+          end
+        end
+        mine[#mine + 1] = { peer, lat, bw, pv }
+      end
+    end
+    ctx.comm:barrier()  -- rounds do not overlap
+    done = done + 1
+    if args.stages then args.stages:count("rounds", 1) end
+    local decision = false
+    if me == 0 then
+      local now = native.now()
+      decision = { stop = args.deadline ~= nil and now > args.deadline }
+      if i == 1 and not args.plan and args.budget_s and #rounds > 1 then
+        local round_s = now - t0
+        plan.round_s = round_s
+        local left = args.budget_s - round_s
+        if (#rounds - 1) * round_s > left then
+          local c = M.plan_rounds(ctx.hosts, 1)
+          -- the later rounds are light (about half a full one: no latency, no streams)
+          local light_s = round_s / 2
+          local cycles = c.inter > 0 and math.floor((left / light_s - c.intra) / c.inter) or 0
+          if c.inter > 0 and cycles >= 1 then
+            decision.kind, decision.cycles = "sampled", math.min(cycles, 8)
+          else
+            decision.kind = "hosts"
+          end
+          decision.reason = ("%d rounds of %.3f s would take %.1f s, %.1f s are left of the pattern's budget"):format(
+            #rounds - 1, round_s, (#rounds - 1) * round_s, left)
+        end
+      end
+    end
+    if i == 1 or args.deadline then decision = ctx.comm:broadcast_value(decision, 0) end
+    if decision and decision.kind then
+      -- round 1 is kept; the new plan follows it
+      local next_rounds = decision.kind == "sampled" and M.sampled_plan(ctx.hosts, { cycles = decision.cycles })
+        or M.host_plan(ctx.hosts)
+      if decision.kind == "hosts" and #next_rounds == 0 then next_rounds = {} end
+      rounds = { round }
+      for _, r in ipairs(next_rounds) do rounds[#rounds + 1] = r end
+      plan.kind, plan.reason, plan.cycles = decision.kind, decision.reason, decision.cycles
+      light = args.pair ~= nil  -- with a pair value to measure, the later rounds measure only it
+      plan.light = light
+    end
+    if decision and decision.stop then cut = i < #rounds; break end
+  end
+  plan.rounds_planned, plan.rounds_run, plan.cut = #rounds, done, cut
+  if cut then plan.reason = plan.reason .. "; cut short: the pattern's deadline passed" end
+  local all = ctx.comm:gather_value(mine, 0)
   local bw, lat = {}, {}
-  for i = 1, n do bw[i], lat[i] = {}, {} end
-  for _ = 1, args.repeats or 1 do
-    for _, round in ipairs(pairs_mod.round_robin(n)) do
-      local color = -1
-      for i, p in ipairs(round) do
-        if p[1] == ctx.rank or p[2] == ctx.rank then color = i end
-      end
-      local sub = ctx.comm:split(color, ctx.rank)
-      local mine = false
-      if sub then
-        local me, peer = sub:rank(), 1 - sub:rank()
-        local l = sub:pingpong { peer = peer, bytes = args.lat_bytes or 8, iters = args.lat_iters or 100, warmup = 10 }
-        local out = {}
-        for sender = 0, 1 do
-          local g = sub:stream { peer = peer, sender = me == sender, bytes = args.bytes or 262144,
-                                 window = args.window or 8, iters = args.iters or 5, warmup = 1 }
-          if me == sender then out[sender] = g end
-        end
-        mine = { rank = ctx.rank, partner = pairs_mod.partner(round, ctx.rank), lat = l.p50_us, bw = out[me] }
-        sub:free()
-      end
-      ctx.comm:barrier()
-      for _, v in ipairs(ctx.comm:allgather_value(mine)) do
-        if v then
-          local a, b = v.rank + 1, v.partner + 1
-          if not bw[a][b] or v.bw > bw[a][b] then bw[a][b] = v.bw end  -- a sent to b
-          if not lat[a][b] or v.lat < lat[a][b] then lat[a][b], lat[b][a] = v.lat, v.lat end
-        end
-      end
-    end
-  end
+  for r = 1, n do bw[r], lat[r] = {}, {} end
   local list = {}
-  local bytes = args.bytes or 262144
-  for a = 1, n do
-    for b = a + 1, n do
-      local slow = math.min(bw[a][b] or 0, bw[b][a] or 0)
-      if slow > 0 then list[#list + 1] = { a - 1, b - 1, bytes / slow / 1e3 } end  -- GB/s -> us
+  if me == 0 then
+    for r, rows in ipairs(all) do
+      for _, v in ipairs(rows) do
+        local a, b = r, v[1] + 1
+        if v[3] and (not bw[a][b] or v[3] > bw[a][b]) then bw[a][b] = v[3] end  -- a sent to b
+        if v[2] and (not lat[a][b] or v[2] < lat[a][b]) then lat[a][b], lat[b][a] = v[2], v[2] end
+      end
+    end
+    local bytes = args.bytes or 262144
+    local pv = {}
+    for r, rows in ipairs(all) do
+      for _, v in ipairs(rows) do
+        local a, b = math.min(r, v[1] + 1), math.max(r, v[1] + 1)
+        local key = a * (n + 1) + b
+        if v[4] and (not pv[key] or v[4] < pv[key]) then pv[key] = v[4] end
+      end
+    end
+    for a = 1, n do
+      for b = a + 1, n do
+        if args.pair then
+          local v = pv[a * (n + 1) + b]
+          if v then list[#list + 1] = { a - 1, b - 1, v } end
+        else
+          local slow = math.min(bw[a][b] or 0, bw[b][a] or 0)
+          if slow > 0 then list[#list + 1] = { a - 1, b - 1, bytes / slow / 1e3 } end  -- GB/s -> us
+        end
+      end
     end
   end
-  return { bw = bw, lat = lat, pairs = list, n = n }
+  return { bw = bw, lat = lat, pairs = list, n = n, plan = plan }
 end
 
 return M

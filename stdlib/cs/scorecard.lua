@@ -198,7 +198,9 @@ local function bandwidth_reference(ctx, cfg, big)
     end
   end
   if not reference and ctx.nhosts == 1 then
-    reference = ctx.comm:broadcast_value(require("commscript").copy_bandwidth(), 0)
+    -- rank 0 alone measures, 16M x 3 (every rank copying 64M x 5 at once on shared cores took
+    -- 10+ s at 4 ranks, 64M x 5 alone 3 s on a loaded 2-core VM)
+    reference = ctx.comm:broadcast_value(ctx.rank == 0 and require("commscript").copy_bandwidth(16777216, 3), 0)
     source = "host memory-copy bandwidth (the ceiling of shared-memory transport)"
   end
   return reference, source

@@ -10,7 +10,8 @@
 --   topo.report(ctx, t)                     -- the three above: report key "topology", the
 --                                           -- findings, the text on rank 0; returns findings
 --
--- topo.collect(ctx [, {sysfs_root=}]) -> t; topo.build(list) builds the same t from a list of
+-- topo.collect(ctx [, {sysfs_root=, root=}]) -> t (with root: t on that rank only, nil on the others,
+-- gathered rather than allgathered); topo.build(list) builds the same t from a list of
 -- per-rank tables (what native.topology() returns, plus `rank`), which is what the tests use.
 --
 -- t = {

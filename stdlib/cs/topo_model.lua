@@ -187,9 +187,9 @@ function M.collect(ctx, opts)
   opts = opts or {}
   local comm = ctx.comm
   -- The first rank of each host sends the host-level part (and alone asks hwloc for it); the
-  -- others only their own.
+  -- others only their own. ctx.hosts (the job's host list) says who is first, else one allgather.
   local me = native.hostname()
-  local hosts = comm:allgather_value(me)
+  local hosts = ctx.hosts or comm:allgather_value(me)
   local first
   for i, h in ipairs(hosts) do
     if h == me then first = i - 1; break end
@@ -198,6 +198,11 @@ function M.collect(ctx, opts)
   mine.rank = ctx.rank
   if first ~= ctx.rank then
     for _, k in ipairs(HOST_KEYS) do mine[k] = nil end
+  end
+  -- opts.root: only that rank gets (and builds) the topology; the others get nil.
+  if opts.root then
+    local all = comm:gather_value(mine, opts.root)
+    return all and M.build(all) or nil
   end
   return M.build(comm:allgather_value(mine))
 end

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# A copy of scripts/netns_hosts.sh with its own names (cs-sr-h0.., cs-sr-sw, cs-sr-launch) and
+# subnet (10.78.0), for the scale tests (scripts/scale_diag.sh): it never meets the e2e_multihost
+# set. Several "hosts" on this one machine, joined by real links, for multi-host tests of commscript
+# (tests/e2e/test_multihost.py). Needs root, iproute2 (ip netns, veth, bridge) and tc.
+#
+#   scripts/scale_netns.sh up N [--slots S] [--rate RATE] [--throttle HOST_INDEX RATE]
+#       Creates (after removing any leftovers of the same set, so `up` is idempotent):
+#         cs-sr-sw       a "switch" namespace holding the bridge br0 (stp off, forward delay 0);
+#         cs-sr-h0..cs-sr-h{N-1}  one namespace per host, lo up, one veth `cs-eth` (10.78.0.(I+1)/24)
+#                     whose peer `p-hI` is a port of br0 in cs-sr-sw;
+#         cs-sr-launch   the launcher's namespace, veth `cs-eth` (10.78.0.254/24, peer `p-launch`)
+#                     on the same bridge: mpirun runs there (see `run`), so that the orted of
+#                     every host can reach it and the root namespace is never touched.
+#       The veth pairs are created directly inside cs-sr-sw with their peer in the host's namespace:
+#       no interface, address, route or qdisc is ever added to the root namespace. IPv6 is off in
+#       these namespaces (only the 10.78.0.0/24 test subnet exists there).
+#       --throttle I RATE  limits host I's link to RATE (a tc rate: 100mbit, 1gbit, ...) in both
+#                   directions with a tbf qdisc on the egress of both ends of its veth (cs-eth in
+#                   cs-sr-hI: what the host sends; p-hI in cs-sr-sw: what it receives).
+#       --rate RATE the same limit on every host's link (the fabric's speed; --throttle overrides
+#                   it for its host). Unlimited, the veths run at memory speed and the ranks of
+#                   different "hosts" compete for this machine's cores: a pair whose two ranks
+#                   share a core is then several times slower than the others. A rate at which the
+#                   transfer time dominates (1gbit for 256 KB messages) makes that noise small.
+#                   The launcher's link is never limited.
+#       --slots S   slots per host in the printed hostfile (default 1).
+#       Prints a hostfile on stdout: one `cs-sr-hI slots=S` line per host.
+#   scripts/scale_netns.sh down [--stale]
+#       Ends the processes left in the set's namespaces (by pid, from `ip netns pids`: orted
+#       daemonizes, so an interrupted mpirun can leave them), then removes the namespaces (and so
+#       their veths, bridge and qdiscs). Idempotent. --stale: instead, removes every tagged set
+#       (see CS_NETNS_TAG) whose tag is the pid of no running process.
+#   scripts/scale_netns.sh run COMMAND...
+#       Runs COMMAND in the launcher's namespace with the hostname `cs-sr-launch` (its own UTS
+#       namespace), keeping the environment. This is where mpirun goes:
+#         scripts/scale_netns.sh run mpirun --mca plm_rsh_agent "$PWD/scripts/scale_rsh.sh" ...
+#       (the full command line is in scripts/scale_rsh.sh and tests/e2e/test_multihost.py).
+#   scripts/scale_netns.sh status
+#       Lists the set's namespaces, addresses and qdiscs.
+# Environment:
+#   CS_NETNS_TAG     sets apart concurrent sets (two test runs at once): the namespaces are then
+#                    named cs-sr-h0.TAG, cs-sr-sw.TAG, cs-sr-launch.TAG (the hostnames stay cs-sr-hI; every
+#                    set has its own bridge, so they can all use the same subnet). scale_rsh.sh
+#                    reads it too (mpirun passes its environment to the agent). A pid as the tag
+#                    lets `down --stale` clean up after a killed run. [A-Za-z0-9_] only.
+#   CS_NETNS_SUBNET  the first three octets of the /24 used (default 10.78.0).
+set -euo pipefail
+
+SUBNET=${CS_NETNS_SUBNET:-10.78.0}
+TAG=${CS_NETNS_TAG:-}
+[[ "$TAG" =~ ^[A-Za-z0-9_]*$ ]] || { echo "scale_netns.sh: bad CS_NETNS_TAG '$TAG'" >&2; exit 1; }
+SFX=${TAG:+.$TAG}
+SW=cs-sr-sw$SFX
+LAUNCH=cs-sr-launch$SFX
+BR=br0
+IF=cs-eth
+
+die() { echo "scale_netns.sh: $*" >&2; exit 1; }
+
+all_ns() { ip netns list 2>/dev/null | awk '{print $1}'; }
+
+ours() {  # the namespaces of this set (and only those)
+  all_ns | grep -E "^(cs-sr-h[0-9]+|cs-sr-sw|cs-sr-launch)${SFX//./\\.}\$" || true
+}
+
+remove() {  # NS...: end the processes inside, delete the namespaces (switch last)
+  local ns pid
+  for ns in "$@"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+  done
+  for ns in "$@"; do [[ "$ns" == cs-sr-sw* ]] || ip netns del "$ns" 2>/dev/null || true; done
+  for ns in "$@"; do [[ "$ns" != cs-sr-sw* ]] || ip netns del "$ns" 2>/dev/null || true; done
+}
+
+down() {
+  if [[ "${1:-}" == "--stale" ]]; then
+    local ns tag
+    for ns in $(all_ns | grep -E '^(cs-sr-h[0-9]+|cs-sr-sw|cs-sr-launch)\.[0-9]+$' || true); do
+      tag=${ns##*.}
+      kill -0 "$tag" 2>/dev/null || remove "$ns"
+    done
+    return 0
+  fi
+  remove $(ours)
+  # `ip netns del` can leave the name behind for a moment while the namespace is still in use.
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -z "$(ours)" ]] && return 0
+    sleep 0.2
+    remove $(ours)
+  done
+  [[ -z "$(ours)" ]] || die "could not remove: $(ours | tr '\n' ' ')"
+}
+
+ns_base() {  # NS: lo up, IPv6 off
+  local ns=$1
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 2>/dev/null || true
+}
+
+attach() {  # NS PORT ADDR: a veth from NS (named $IF there) to the bridge port PORT in $SW
+  local ns=$1 port=$2 addr=$3
+  ip -n "$SW" link add "$port" type veth peer name "$IF" netns "$ns"
+  ip -n "$SW" link set "$port" master "$BR" up
+  ip -n "$ns" addr add "$addr/24" dev "$IF"
+  ip -n "$ns" link set "$IF" up
+}
+
+throttle() {  # I RATE: tbf on the egress of both ends of host I's link
+  local i=$1 rate=$2
+  # burst: 64 KB (a TSO segment; ~5 ms at 100mbit); latency bounds the queue.
+  tc -n "cs-sr-h$i$SFX" qdisc replace dev "$IF" root tbf rate "$rate" burst 64kb latency 50ms
+  tc -n "$SW" qdisc replace dev "p-h$i" root tbf rate "$rate" burst 64kb latency 50ms
+}
+
+reachable() {  # ADDR: from the launcher, within ~5 s (no ping here: a TCP connection to a
+  local out    # closed port, answered "refused" by the host's kernel, proves the path)
+  for _ in $(seq 50); do
+    out=$(ip netns exec "$LAUNCH" timeout 1 bash -c "exec 3<>/dev/tcp/$1/9" 2>&1) && return 0
+    [[ "$out" == *refused* ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+up() {
+  [[ $# -ge 1 && "$1" =~ ^[0-9]+$ ]] || die "usage: up N [--slots S] [--rate RATE] [--throttle HOST_INDEX RATE]"
+  local n=$1 slots=1 t_host="" t_rate="" rate="" i
+  shift
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --slots) [[ $# -ge 2 ]] || die "--slots needs a value"; slots=$2; shift 2 ;;
+      --rate) [[ $# -ge 2 ]] || die "--rate needs a value"; rate=$2; shift 2 ;;
+      --throttle) [[ $# -ge 3 ]] || die "--throttle needs HOST_INDEX RATE"; t_host=$2; t_rate=$3; shift 3 ;;
+      *) die "unknown option: $1" ;;
+    esac
+  done
+  (( n >= 1 && n <= 200 )) || die "N must be 1..200"
+  if [[ -n "$t_host" ]]; then
+    [[ "$t_host" =~ ^[0-9]+$ ]] && (( t_host < n )) || die "--throttle: no host $t_host"
+  fi
+  down
+  ns_base "$SW"
+  ip -n "$SW" link add "$BR" type bridge stp_state 0 forward_delay 0
+  ip -n "$SW" link set "$BR" up
+  for ((i = 0; i < n; i++)); do
+    ns_base "cs-sr-h$i$SFX"
+    attach "cs-sr-h$i$SFX" "p-h$i" "$SUBNET.$((i + 1))"
+  done
+  ns_base "$LAUNCH"
+  attach "$LAUNCH" p-launch "$SUBNET.254"
+  for ((i = 0; i < n; i++)); do
+    if [[ -n "$t_host" ]] && (( i == t_host )); then
+      throttle "$i" "$t_rate"
+    elif [[ -n "$rate" ]]; then
+      throttle "$i" "$rate"
+    fi
+  done
+  for ((i = 0; i < n; i++)); do
+    reachable "$SUBNET.$((i + 1))" || die "cs-sr-h$i ($SUBNET.$((i + 1))) is not reachable from $LAUNCH"
+  done
+  for ((i = 0; i < n; i++)); do echo "cs-sr-h$i slots=$slots"; done
+}
+
+status() {
+  local ns
+  for ns in $(ours); do
+    echo "== $ns"
+    ip -n "$ns" -br addr | grep -v '^lo ' || true
+    tc -n "$ns" qdisc show | grep -E 'tbf|htb' || true
+  done
+}
+
+run() {
+  [[ $# -ge 1 ]] || die "usage: run COMMAND..."
+  all_ns | grep -qx "$LAUNCH" || die "no $LAUNCH namespace: run \`up N\` first"
+  exec ip netns exec "$LAUNCH" unshare --uts -- sh -c 'hostname cs-sr-launch && exec "$@"' sh "$@"
+}
+
+[[ $(id -u) -eq 0 ]] || die "needs root"
+cmd=${1:-}
+[[ $# -gt 0 ]] && shift
+case "$cmd" in
+  up) up "$@" ;;
+  down) down "$@" ;;
+  run) run "$@" ;;
+  status) status ;;
+  *) die "usage: $0 up N [--slots S] [--rate RATE] [--throttle HOST_INDEX RATE] | down [--stale] | run COMMAND... | status" ;;
+esac

@@ -1,0 +1,181 @@
+"""full_diag's budgets on network-namespace hosts (issue 11): one host's link throttled by tc tbf,
+the quick tier with --max 64K, at 4 and 8 hosts x 2 ranks: the slow host is named, nobody else,
+and the run ends within the quick tier's budget (60 s) plus start and report.
+
+Hosts come from scripts/scale_netns.sh (a copy of scripts/netns_hosts.sh with its own names,
+cs-sr-h0.TAG ..., and subnet 10.78.0.0/24, so it never meets e2e_multihost's set), mpirun reaches
+them through scripts/scale_rsh.sh. Every link runs at BASE_RATE, the slow host's at RATE.
+
+Also runnable by hand, one configuration at a time (prints the per-stage times):
+    python3 tests/e2e/test_scale_hosts.py --hosts 8 --slots 2
+Needs root, iproute2, tc, unshare and Open MPI; skipped with the reason otherwise."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import cs_e2e
+
+NETNS = os.path.join(cs_e2e.REPO, "scripts", "scale_netns.sh")
+AGENT = os.path.join(cs_e2e.REPO, "scripts", "scale_rsh.sh")
+SUBNET = "10.78.0.0/24"
+RATE = "100mbit"
+BASE_RATE = "1gbit"
+SLOW_HOST = 2
+BUDGET_S = 60      # the quick tier's
+SLACK_S = 25       # mpirun's start on namespace hosts, the report, the orteds' exit
+TAG = str(os.getpid())
+
+
+def env():
+    return cs_e2e._env({"CS_NETNS_TAG": TAG, "CS_NETNS_SUBNET": "10.78.0"})
+
+
+def netns(*args, timeout=90):
+    return subprocess.run(["bash", NETNS] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=timeout, universal_newlines=True, env=env())
+
+
+def why_not():
+    if not sys.platform.startswith("linux"):
+        return "network namespaces need Linux"
+    if os.geteuid() != 0:
+        return "needs root (ip netns, veth, tc)"
+    for tool in ("ip", "tc", "unshare", "bash"):
+        if not shutil.which(tool):
+            return "%s is not installed" % tool
+    try:
+        v = subprocess.run([cs_e2e.MPIRUN, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=30, universal_newlines=True)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "%s --version failed: %s" % (cs_e2e.MPIRUN, e)
+    if "Open MPI" not in v.stdout + v.stderr:
+        return "the launch flags are Open MPI's; %s is not Open MPI" % cs_e2e.MPIRUN
+    if not os.path.exists(cs_e2e.BIN):
+        return "no commscript binary at %s" % cs_e2e.BIN
+    return None
+
+
+def run_diag(n, slots, out_dir, timeout):
+    """full_diag quick --max 64K on n hosts x slots ranks, host SLOW_HOST throttled. Returns
+    (cs_e2e.Run, placement rank -> host)."""
+    r = netns("up", str(n), "--slots", str(slots), "--rate", BASE_RATE, "--throttle", str(SLOW_HOST), RATE)
+    if r.returncode != 0:
+        raise RuntimeError("scale_netns.sh up failed:\n" + r.stdout + r.stderr)
+    argv = ["bash", NETNS, "run", cs_e2e.MPIRUN,
+            "--mca", "plm_rsh_agent", AGENT, "--mca", "plm_rsh_no_tree_spawn", "1",
+            "--mca", "rtc", "^hwloc", "--mca", "btl", "tcp,self",
+            "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET,
+            "--mca", "mpi_yield_when_idle", "1", "-x", "OMPI_MCA_rtc=^hwloc", "--oversubscribe",
+            "--host", ",".join("cs-sr-h%d:%d" % (i, slots) for i in range(n)), "-np", str(n * slots),
+            cs_e2e.BIN, "--out", out_dir, "full_diag", "--tier", "quick", "--max", "64K"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env(), start_new_session=True)
+    timed_out = False
+    try:
+        so, se = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        so, se = p.communicate()
+    run = cs_e2e.Run(argv, None if timed_out else p.returncode, so.decode("utf-8", "replace"),
+                     se.decode("utf-8", "replace"), time.monotonic() - t0, out_dir, timed_out)
+    return run, {k: "cs-sr-h%d" % (k // slots) for k in range(n * slots)}
+
+
+def named_hosts(rep, placement):
+    named = set()
+    for f in rep.get("findings", []):
+        if f.get("severity") not in ("warn", "error"):
+            continue
+        s = f.get("subject") or {}
+        if isinstance(s.get("host"), str):
+            named.add(s["host"])
+        named.update(h for h in (s.get("hosts") or []) if isinstance(h, str))
+        ranks = ([s["rank"]] if isinstance(s.get("rank"), int) else []) + list(s.get("ranks") or []) + \
+            list(s.get("pair") or [])
+        named.update(placement.get(r, "rank %s" % r) for r in ranks if isinstance(r, int))
+    return named
+
+
+def summary(run, rep):
+    stages = [(s["name"], round(s["seconds"], 2)) for s in (rep.get("cost") or {}).get("stages", [])]
+    plan = (rep.get("matrix") or {}).get("plan")
+    return "stages: %s\nplan: %s\nfindings: %s\n%s" % (
+        stages, plan, [(f.get("severity"), f.get("subject"), f.get("message")) for f in rep.get("findings", [])],
+        run.describe(2500))
+
+
+class ScaleHosts(cs_e2e.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        reason = why_not()
+        if reason:
+            raise unittest.SkipTest(reason)
+        netns("down", "--stale")
+        netns("down")
+
+    @classmethod
+    def tearDownClass(cls):
+        netns("down")
+
+    def check(self, n, slots):
+        self.addCleanup(netns, "down")
+        run, placement = run_diag(n, slots, self.new_out(), BUDGET_S + SLACK_S + 30)
+        self.assertFalse(run.timed_out, "hung\n" + run.describe())
+        self.assertIn(run.rc, (cs_e2e.OK, cs_e2e.HEALTH), run.describe())
+        rep = run.report()
+        slow = "cs-sr-h%d" % SLOW_HOST
+        self.assertEqual(named_hosts(rep, placement), {slow}, "expected exactly %s\n%s" % (slow, summary(run, rep)))
+        # the recipe's own clock: within the tier's budget (+ the last re-test's overrun)
+        stages = rep["cost"]["stages"]
+        total = sum(s["seconds"] for s in stages)
+        self.assertLess(total, BUDGET_S + 5, summary(run, rep))
+        self.assertLess(run.elapsed, BUDGET_S + SLACK_S, summary(run, rep))
+        return run, rep
+
+    def test_slow_host_named_4x2(self):
+        self.check(4, 2)
+
+    def test_slow_host_named_8x2(self):
+        self.check(8, 2)
+
+
+def main_by_hand(argv):
+    import argparse
+    import tempfile
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--slots", type=int, default=2)
+    a = ap.parse_args(argv)
+    reason = why_not()
+    if reason:
+        print("skipped:", reason)
+        return 0
+    out = tempfile.mkdtemp(prefix="cs-scale-hosts-")
+    try:
+        run, placement = run_diag(a.hosts, a.slots, out, BUDGET_S + SLACK_S + 30)
+    finally:
+        netns("down")
+    rep = run.report() if os.path.exists(run.path("report.json")) else {}
+    print(json.dumps({"hosts": a.hosts, "slots": a.slots, "rc": run.rc, "wall_s": round(run.elapsed, 1),
+                      "named": sorted(named_hosts(rep, placement)),
+                      "plan": (rep.get("matrix") or {}).get("plan"),
+                      "stages": [(s["name"], round(s["seconds"], 2)) for s in (rep.get("cost") or {}).get("stages", [])],
+                      "out": out}))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1].startswith("--hosts"):
+        sys.exit(main_by_hand(sys.argv[1:]))
+    cs_e2e.main()

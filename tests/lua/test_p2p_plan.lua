@@ -1,0 +1,143 @@
+-- LuaUnit tests of the pattern plans of stdlib/cs/p2p.lua (full_plan, sampled_plan, host_plan,
+-- plan_rounds): pure functions, checked at the scales the recipes cannot run here (up to 1024
+-- ranks on 128 hosts): rounds are disjoint pairs, the full plan covers every pair in n-1
+-- rounds, the sampled plan every intra-host pair and every host pair in (ranks per host - 1)
+-- + (hosts - 1) rounds.
+-- Run: commscript --backend self --trusted tests/lua/test_p2p_plan.lua
+local cs = require "commscript"
+local lu = require "luaunit"
+
+local recipe = cs.recipe {
+  name = "test_p2p_plan",
+  version = "0.1.0",
+  summary = "LuaUnit tests of cs.p2p's pattern plans",
+}
+
+-- rank_hosts for h hosts of l ranks each (rank r on host floor(r / l)), or a list of sizes.
+local function hosts_of(h, l)
+  local out = {}
+  local sizes = type(h) == "table" and h or nil
+  if sizes then
+    for i, n in ipairs(sizes) do for _ = 1, n do out[#out + 1] = "h" .. i end end
+  else
+    for r = 0, h * l - 1 do out[r + 1] = "h" .. (math.floor(r / l) + 1) end
+  end
+  return out
+end
+
+-- Checks that every round is a set of disjoint pairs {a < b} of valid ranks; returns the set of
+-- pairs covered ("a,b" -> count).
+local function check_rounds(rounds, n)
+  local seen = {}
+  for i, round in ipairs(rounds) do
+    local busy = {}
+    for _, p in ipairs(round) do
+      lu.assertTrue(p[1] < p[2], ("round %d: pair %d,%d not ordered"):format(i, p[1], p[2]))
+      lu.assertTrue(p[1] >= 0 and p[2] < n, ("round %d: pair %d,%d out of range"):format(i, p[1], p[2]))
+      lu.assertNil(busy[p[1]], ("round %d: rank %d twice"):format(i, p[1]))
+      lu.assertNil(busy[p[2]], ("round %d: rank %d twice"):format(i, p[2]))
+      busy[p[1]], busy[p[2]] = true, true
+      local k = p[1] .. "," .. p[2]
+      seen[k] = (seen[k] or 0) + 1
+    end
+  end
+  return seen
+end
+
+TestPlans = {}
+
+function TestPlans:test_full_plan_covers_every_pair_in_n_minus_1_rounds()
+  for _, n in ipairs { 2, 3, 4, 7, 8, 64 } do
+    local rounds = cs.p2p.full_plan(n)
+    lu.assertEquals(#rounds, n % 2 == 0 and n - 1 or n, "n=" .. n)
+    local seen = check_rounds(rounds, n)
+    local count = 0
+    for _, c in pairs(seen) do
+      lu.assertEquals(c, 1)
+      count = count + 1
+    end
+    lu.assertEquals(count, n * (n - 1) / 2, "n=" .. n)
+  end
+end
+
+-- every intra-host pair exactly once, every host pair at least once per cycle
+local function check_sampled(h, l, cycles)
+  local rh = hosts_of(h, l)
+  local n = #rh
+  local rounds = cs.p2p.sampled_plan(rh, { cycles = cycles })
+  local seen = check_rounds(rounds, n)
+  local intra_rounds = l >= 2 and (l % 2 == 0 and l - 1 or l) or 0
+  local inter_rounds = h >= 2 and (h % 2 == 0 and h - 1 or h) or 0
+  lu.assertEquals(#rounds, intra_rounds + inter_rounds * cycles, ("h=%d l=%d"):format(h, l))
+  local c = cs.p2p.plan_rounds(rh, cycles)
+  lu.assertEquals(c.sampled, #rounds)
+  lu.assertEquals(c.full, n % 2 == 0 and n - 1 or n)
+  lu.assertEquals(c.hosts, inter_rounds)
+  local host_pairs = {}
+  for k in pairs(seen) do
+    local a, b = k:match("(%d+),(%d+)")
+    a, b = tonumber(a), tonumber(b)
+    local ha, hb = rh[a + 1], rh[b + 1]
+    if ha == hb then
+      lu.assertEquals(seen[k], 1, "intra pair " .. k)
+    else
+      local hk = ha < hb and ha .. "|" .. hb or hb .. "|" .. ha
+      host_pairs[hk] = true
+    end
+  end
+  -- every intra-host pair
+  for r = 0, n - 1 do
+    for q = r + 1, n - 1 do
+      if rh[r + 1] == rh[q + 1] then lu.assertNotNil(seen[r .. "," .. q], "intra pair missing " .. r .. "," .. q) end
+    end
+  end
+  local count = 0
+  for _ in pairs(host_pairs) do count = count + 1 end
+  lu.assertEquals(count, h * (h - 1) / 2, ("host pairs, h=%d l=%d"):format(h, l))
+  return rounds
+end
+
+function TestPlans:test_sampled_plan_small()
+  check_sampled(4, 2, 1)
+  check_sampled(8, 2, 1)
+  check_sampled(3, 3, 2)
+  check_sampled(5, 1, 1)
+end
+
+function TestPlans:test_sampled_plan_1024_ranks_128_hosts()
+  local rounds = check_sampled(128, 8, 1)
+  lu.assertEquals(#rounds, 7 + 127)  -- against 1023 for every pair
+end
+
+function TestPlans:test_uneven_hosts()
+  local rh = hosts_of({ 3, 1, 2 })
+  local rounds = cs.p2p.sampled_plan(rh)
+  local seen = check_rounds(rounds, #rh)
+  -- host pairs (h1,h2), (h1,h3), (h2,h3) all covered
+  local hp = {}
+  for k in pairs(seen) do
+    local a, b = k:match("(%d+),(%d+)")
+    local ha, hb = rh[tonumber(a) + 1], rh[tonumber(b) + 1]
+    if ha ~= hb then hp[ha < hb and ha .. hb or hb .. ha] = true end
+  end
+  lu.assertEquals(hp, { h1h2 = true, h1h3 = true, h2h3 = true })
+end
+
+function TestPlans:test_host_plan_has_no_intra_pairs()
+  local rh = hosts_of(8, 2)
+  local rounds = cs.p2p.host_plan(rh)
+  lu.assertEquals(#rounds, 7)
+  for _, round in ipairs(rounds) do
+    for _, p in ipairs(round) do lu.assertNotEquals(rh[p[1] + 1], rh[p[2] + 1]) end
+  end
+  lu.assertEquals(cs.p2p.host_plan(hosts_of(1, 4)), {})
+end
+
+function recipe.run(ctx)
+  local runner = lu.LuaUnit.new()
+  runner:setOutputType("text")
+  local fails = runner:runSuiteByInstances { { "TestPlans", TestPlans } }
+  if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
+end
+
+return recipe
