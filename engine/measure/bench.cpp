@@ -131,8 +131,12 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
 PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters, int samples) {
   if (iters < 1 || samples < 1) throw InputError("pingpong: iters and samples must be at least 1");
   if (warmup < 0) throw InputError("pingpong: warmup must not be negative");
+  // Two buffers, as osu_latency has (s_buf, r_buf): receiving into the buffer that is sent next
+  // makes every transfer read lines the other core has just written (a cross-core cache miss
+  // per line), which doubled the latency of cache-sized messages (64 KiB and up) against OSU.
+  Tensor into = comm.alloc(buf.dtype(), buf.count());  // before anything is timed
   Op s = make_op(comm, Collective::send, buf, Tensor(), ReduceOp::sum, 0, peer);
-  Op rv = make_op(comm, Collective::recv, Tensor(), buf, ReduceOp::sum, 0, peer);
+  Op rv = make_op(comm, Collective::recv, Tensor(), into, ReduceOp::sum, 0, peer);
   s.blocking = rv.blocking = true;  // timed: what osu_latency times
   const bool first = comm.rank() < peer;
   auto round_trip = [&] {

@@ -271,3 +271,53 @@ TEST_CASE("Communicator::time_loop_us: the default runs the op iters times on th
   CHECK(us > 0.0);
   CHECK(us <= wall_us);
 }
+
+namespace {
+
+// Rank 0 of two whose operations do nothing but record what they were given.
+class RecordingComm final : public cs::Communicator {
+ public:
+  struct Call {
+    Collective coll;
+    const void* send;
+    const void* recv;
+  };
+  RecordingComm() : Communicator("recording") {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "recording"; }
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+  void allreduce_max(std::vector<double>&) override {}
+  void allreduce_sum(std::vector<uint64_t>&) override {}
+  std::vector<double> allgather(double v) override { return {v, v}; }
+  std::vector<std::string> allgather(const std::string& s) override { return {s, s}; }
+  std::string broadcast(const std::string& s, int) override { return s; }
+  std::vector<Call> calls;
+
+ protected:
+  void run(const cs::Op& op) override { calls.push_back({op.coll, op.send, op.recv}); }
+};
+
+}  // namespace
+
+TEST_CASE("pingpong: sends one buffer and receives into another, as osu_latency", "[bench]") {
+  // Receiving into the buffer that is sent next made every transfer read lines the other core had
+  // just written: latency.lua read about 2x osu_latency from 64 KiB up.
+  RecordingComm comm;
+  Tensor buf = Tensor::host(DType::uint8, 4096);
+  const cs::PingPongResult r = cs::pingpong(comm, 1, buf, 3, 5, 2);
+  REQUIRE(comm.calls.size() == 2 * (3 + 5 + 2));
+  for (size_t i = 0; i < comm.calls.size(); ++i) {
+    INFO("call " << i);
+    const auto& c = comm.calls[i];
+    CHECK(c.coll == (i % 2 == 0 ? Collective::send : Collective::recv));  // rank 0 sends first
+    if (c.coll == Collective::send) CHECK(c.send == buf.data());
+    if (c.coll == Collective::recv) {
+      CHECK(c.recv != nullptr);
+      CHECK(c.recv != buf.data());
+    }
+  }
+  CHECK(comm.seq() == 2 * (3 + 5 + 2));
+  CHECK(r.latency_us >= 0.0);
+  CHECK(r.us.n == 2);
+}
