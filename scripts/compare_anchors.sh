@@ -22,8 +22,14 @@
 # runs next to each other in time) and shown as min / median / max over rounds. The load average
 # is printed before, during and after: on a shared host, read the ratios with it.
 #
+# A last table gives, for allreduce, sendrecv and latency at 8 B, 64 KiB and 4 MiB, commscript's
+# headline over the plain loop of the same run against the targets of issue 10 (<= 1.03 at 8 B,
+# <= 1.02 at 4 MiB, median of the per-round ratios), with min/max over rounds and the ratio of the
+# two best rounds. One command on a quiet host: scripts/compare_anchors.sh --rounds 5
+# (--osu/--imb only add their columns).
+#
 # Environment: BUILD_DIR (default build), NP (2), MPIRUN (mpirun; Open MPI's --oversubscribe is
-# passed), NICE (run ranks under nice -n NICE).
+# passed), NICE (run ranks under nice -n NICE), CPUS (run mpirun under taskset -c CPUS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -37,7 +43,7 @@ while [[ $# -gt 0 ]]; do
     --imb) IMB=$(cd "$2" && pwd); shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "compare_anchors: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -81,7 +87,10 @@ CS="$REPO/$BUILD_DIR/commscript"
 [[ -x "$CS" ]] || CS="$BUILD_DIR/commscript"
 
 run_mpi() {
-  if [[ -n "${NICE:-}" ]]; then nice -n "$NICE" "$MPIRUN" -np "$NP" --oversubscribe "$@"; else "$MPIRUN" -np "$NP" --oversubscribe "$@"; fi
+  local pre=()
+  [[ -n "${CPUS:-}" ]] && pre+=(taskset -c "$CPUS")
+  [[ -n "${NICE:-}" ]] && pre+=(nice -n "$NICE")
+  "${pre[@]}" "$MPIRUN" -np "$NP" --oversubscribe "$@"
 }
 
 OUT="$WORK/measurements.txt"
@@ -222,4 +231,26 @@ print("# allreduce/sendrecv: OSU = osu_allreduce Avg Latency (per-iteration timi
       " iterations; no OSU sendrecv test), IMB = t_avg, plain/cs = whole loop / iters, mean over ranks.")
 print("# latency: OSU = osu_latency, IMB = PingPong t (half round trip), plain = the same loop,"
       " cs = latency.lua (OSU's counts), cs p50 = its sampled pass.")
+
+# The targets of issue 10: commscript's headline / the plain MPI loop of the same run.
+targets = {8: 1.03, 4194304: 1.02}
+print()
+print("# commscript headline / plain MPI loop, measured in this run (target: median of the per-round ratios)")
+print("# %-9s %8s %7s %8s %8s %8s %11s  %s" % ("op", "size", "target", "median", "min", "max", "min/min", "verdict"))
+for op in ("allreduce", "sendrecv", "pingpong"):
+    for b in (8, 65536, 4194304):
+        if b not in sizes:
+            continue
+        rs = ratios("cs", "plain", op, b)
+        if not rs:
+            continue
+        cs_min = min(v[("cs", op, b)].values())
+        pl_min = min(v[("plain", op, b)].values())
+        t = targets.get(b)
+        m = statistics.median(rs)
+        verdict = "-" if t is None else ("met" if m <= t else "MISSED")
+        print("  %-9s %8s %7s %8.3f %8.3f %8.3f %11.3f  %s" % (
+            op if op != "pingpong" else "latency", size_name(b), "%.2f" % t if t else "-", m, min(rs), max(rs),
+            cs_min / pl_min if pl_min > 0 else float("nan"), verdict))
+print("# min/min: commscript's best round / the plain loop's best round, the steadier figure on a loaded host.")
 PY

@@ -121,8 +121,25 @@ class Communicator {
   }
 
   // Runs `op` `iters` times back to back (no per-iteration synchronisation) and returns the
-  // total elapsed time in microseconds by the backend's clock (host steady clock by default).
+  // total elapsed time in microseconds by the backend's clock (host steady clock by default:
+  // time_steps_us with one step).
   virtual double time_loop_us(const Op& op, size_t iters);
+
+  // One step of a timed loop: `repeat` calls of `*op` (made by make_op for this communicator).
+  struct TimedStep {
+    const Op* op = nullptr;
+    uint32_t repeat = 1;
+  };
+  // Runs `iters` iterations of `steps` (each step's calls in order) back to back between two reads
+  // of the host steady clock and returns the elapsed us: a ping-pong is {send, recv}, a streaming
+  // window {send x window, recv}. Allocates nothing and calls nothing but the operations.
+  // Without an operation hook the bookkeeping is done once for the loop, not per call: one
+  // Progress record (begin_loop) that the watchdog, the heartbeats and the flight recorder read
+  // as the loop's current operation, the sequence number advanced per call as execute() would,
+  // and per call nothing but two stores and run(). With a hook installed (a chaos plan) every
+  // call goes through execute(), so the hook sees each operation. Not call-verified (verify the
+  // operation once before the loop, as comm:bench does).
+  double time_steps_us(const TimedStep* steps, size_t nsteps, size_t iters);
 
   // A buffer where this backend's operations expect their data: host memory by default, the
   // rank's GPU for NCCL.

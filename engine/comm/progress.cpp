@@ -18,12 +18,12 @@ Progress& Progress::instance() {
 int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm, double deadline_s,
                         uint64_t count, int32_t dtype) {
   const int64_t t = now_ns();
-  const uint64_t n = started_.load(std::memory_order_relaxed);
+  const uint64_t m = records_.load(std::memory_order_relaxed);
   // Single writer (this rank's main thread): plain stores, no locked instructions.
   const uint64_t v = version_.load(std::memory_order_relaxed);
   version_.store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  OpRecord& r = ring_[n % kRing];
+  OpRecord& r = ring_[m % kRing];
   r.seq = seq;
   r.coll = coll;
   r.bytes = bytes;
@@ -31,24 +31,110 @@ int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::stri
   r.deadline_s = deadline_s;
   r.count = count;
   r.dtype = dtype;
+  r.ops = 1;
   const size_t len = comm.size() < sizeof r.comm - 1 ? comm.size() : sizeof r.comm - 1;
   std::memcpy(r.comm, comm.data(), len);
   r.comm[len] = '\0';
-  cur_start_.store(t, std::memory_order_relaxed);
   in_flight_.store(true, std::memory_order_relaxed);
-  started_.store(n + 1, std::memory_order_release);
+  in_loop_.store(false, std::memory_order_relaxed);  // a loop that ended by an exception is over too
+  records_.store(m + 1, std::memory_order_relaxed);
+  started_.store(started_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   version_.store(v + 2, std::memory_order_release);
   return t;
+}
+
+int64_t Progress::begin_loop(uint64_t first_seq, const LoopKind* kinds, size_t nkinds, std::string_view comm,
+                             double deadline_s) {
+  if (nkinds > kLoopKinds) nkinds = kLoopKinds;  // the caller falls back to per-operation records before this
+  // The loop's first operation, as any other: a reader in between sees exactly that.
+  const int64_t t = begin(first_seq, kinds[0].coll, kinds[0].bytes, comm, deadline_s, kinds[0].count, kinds[0].dtype);
+  const uint64_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  loop_.nkinds = nkinds;
+  loop_.per_iter = 0;
+  for (size_t i = 0; i < nkinds; ++i) {
+    loop_.kinds[i] = kinds[i];
+    loop_.per_iter += kinds[i].repeat;
+  }
+  loop_k_.store(0, std::memory_order_relaxed);
+  in_loop_.store(true, std::memory_order_relaxed);
+  version_.store(v + 2, std::memory_order_release);
+  return t;
+}
+
+void Progress::end_loop(uint64_t ops, bool failed) {
+  const uint64_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const uint64_t m = records_.load(std::memory_order_relaxed);
+  if (ops > 0 && m > 0) {
+    OpRecord& r = ring_[(m - 1) % kRing];
+    describe_loop_op(r, loop_, ops - 1);
+    started_.store(started_.load(std::memory_order_relaxed) + ops - 1, std::memory_order_relaxed);
+  }
+  in_loop_.store(false, std::memory_order_relaxed);
+  if (!failed)
+    in_flight_.store(false, std::memory_order_relaxed);  // as end(): a failed operation stays the current one
+  version_.store(v + 2, std::memory_order_release);
+}
+
+void Progress::describe_loop_op(OpRecord& r, const Loop& loop, uint64_t k) const {
+  uint64_t j = loop.per_iter ? k % loop.per_iter : 0;
+  const LoopKind* kind = &loop.kinds[0];
+  for (size_t i = 0; i < loop.nkinds; ++i) {
+    if (j < loop.kinds[i].repeat) {
+      kind = &loop.kinds[i];
+      break;
+    }
+    j -= loop.kinds[i].repeat;
+  }
+  r.seq += k;
+  r.coll = kind->coll;
+  r.bytes = kind->bytes;
+  r.count = kind->count;
+  r.dtype = kind->dtype;
+  r.ops = k + 1;
+}
+
+int64_t Progress::observed_start(uint64_t record, uint64_t k, int64_t loop_start_ns) const {
+  std::lock_guard<std::mutex> g(obs_mu_);
+  if (obs_record_ != record || obs_k_ != k) {
+    obs_record_ = record;
+    obs_k_ = k;
+    obs_ns_ = k == 0 ? loop_start_ns : now_ns();
+  }
+  return obs_ns_;
+}
+
+uint64_t Progress::ops_started() const {
+  while (true) {
+    const uint64_t v = version_.load(std::memory_order_acquire);
+    if (v & 1) continue;
+    uint64_t n = started_.load(std::memory_order_acquire);
+    if (in_loop_.load(std::memory_order_relaxed)) n += loop_k_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (version_.load(std::memory_order_relaxed) == v) return n;
+  }
 }
 
 OpRecord Progress::current() const {
   while (true) {
     const uint64_t v = version_.load(std::memory_order_acquire);
     if (v & 1) continue;
-    const uint64_t n = started_.load(std::memory_order_acquire);
-    OpRecord r = n ? ring_[(n - 1) % kRing] : OpRecord{};
+    const uint64_t m = records_.load(std::memory_order_acquire);
+    OpRecord r = m ? ring_[(m - 1) % kRing] : OpRecord{};
+    const bool looping = in_loop_.load(std::memory_order_relaxed);
+    const uint64_t k = looping ? loop_k_.load(std::memory_order_relaxed) : 0;
+    Loop loop;
+    if (looping) loop = loop_;
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (version_.load(std::memory_order_relaxed) == v) return r;
+    if (version_.load(std::memory_order_relaxed) != v) continue;
+    if (looping) {
+      describe_loop_op(r, loop, k);
+      r.start_ns = observed_start(m, k, r.start_ns);
+    }
+    return r;
   }
 }
 
@@ -56,11 +142,20 @@ std::vector<OpRecord> Progress::recent() const {
   while (true) {
     const uint64_t v = version_.load(std::memory_order_acquire);
     if (v & 1) continue;
-    const uint64_t n = started_.load(std::memory_order_acquire);
+    const uint64_t m = records_.load(std::memory_order_acquire);
     std::vector<OpRecord> out;
-    for (uint64_t i = n > kRing ? n - kRing : 0; i < n; ++i) out.push_back(ring_[i % kRing]);
+    for (uint64_t i = m > kRing ? m - kRing : 0; i < m; ++i) out.push_back(ring_[i % kRing]);
+    const bool looping = in_loop_.load(std::memory_order_relaxed);
+    const uint64_t k = looping ? loop_k_.load(std::memory_order_relaxed) : 0;
+    Loop loop;
+    if (looping) loop = loop_;
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (version_.load(std::memory_order_relaxed) == v) return out;
+    if (version_.load(std::memory_order_relaxed) != v) continue;
+    if (looping && !out.empty()) {
+      describe_loop_op(out.back(), loop, k);
+      out.back().start_ns = observed_start(m, k, out.back().start_ns);
+    }
+    return out;
   }
 }
 

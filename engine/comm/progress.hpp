@@ -23,8 +23,19 @@ struct OpRecord {
   uint64_t count = 0;     // the per-call element count (what the ranks must agree on)
   int32_t dtype = -1;     // DType as a number
 
+  uint64_t ops = 1;  // operations this record stands for: a timed loop's, up to and including seq
+
   char comm[32] = {0};  // a copy: communicators may be gone when the record is read
   std::string_view comm_name() const { return std::string_view(comm); }
+};
+
+// One step of a timed loop as Progress records it: `repeat` operations of one kind per iteration.
+struct LoopKind {
+  Collective coll = Collective::barrier;
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  int32_t dtype = -1;
+  uint32_t repeat = 1;
 };
 
 class Progress {
@@ -36,9 +47,25 @@ class Progress {
                 uint64_t count = 0, int32_t dtype = -1);
   void end() { in_flight_.store(false, std::memory_order_release); }
 
+  // A timed loop (Communicator::time_steps_us without an operation hook) is recorded once: one
+  // ring record for all its operations, and per operation nothing but loop_op(k), one relaxed
+  // store of its index within the loop (0-based), before it starts. Readers derive the current
+  // operation from that index (seq = first_seq + k, its kind from `kinds`, each iteration being
+  // kinds[0] x repeat, kinds[1] x repeat, ...). Its start time is not read per operation: readers
+  // take the moment one of them first saw index k (the loop's own start for k = 0), so an age is
+  // short by at most the readers' polling interval (watchdog 50 ms, heartbeat 100 ms).
+  // end_loop(ops) leaves the record describing the last of the `ops` operations started, with
+  // ops set; `failed` (that operation threw) leaves it in flight, as an operation that threw
+  // after begin() is left.
+  static constexpr size_t kLoopKinds = 4;
+  int64_t begin_loop(uint64_t first_seq, const LoopKind* kinds, size_t nkinds, std::string_view comm_name,
+                     double deadline_s);
+  void loop_op(uint64_t k) { loop_k_.store(k, std::memory_order_relaxed); }
+  void end_loop(uint64_t ops, bool failed = false);
+
   bool in_flight() const { return in_flight_.load(std::memory_order_acquire); }
-  int64_t current_start_ns() const { return cur_start_.load(std::memory_order_acquire); }
-  uint64_t ops_started() const { return started_.load(std::memory_order_acquire); }
+  int64_t current_start_ns() const { return current().start_ns; }
+  uint64_t ops_started() const;  // operations, a timed loop's counted one by one
   OpRecord current() const;
   std::vector<OpRecord> recent() const;  // oldest first
 
@@ -54,12 +81,28 @@ class Progress {
   }
 
  private:
+  struct Loop {
+    std::array<LoopKind, kLoopKinds> kinds{};
+    size_t nkinds = 0;
+    uint64_t per_iter = 0;  // operations per iteration
+  };
+  // The loop's k-th operation, in `r` (the loop's record as begin_loop wrote it).
+  void describe_loop_op(OpRecord& r, const Loop& loop, uint64_t k) const;
+  int64_t observed_start(uint64_t record, uint64_t k, int64_t loop_start_ns) const;
+
   static constexpr size_t kRing = 64;
   std::array<OpRecord, kRing> ring_{};
-  std::atomic<uint64_t> started_{0};
+  std::atomic<uint64_t> records_{0};  // records written (the ring's position)
+  std::atomic<uint64_t> started_{0};  // operations started (a loop's first one only, until it ends)
   std::atomic<uint64_t> version_{0};  // odd while a record is being written (seqlock)
-  std::atomic<int64_t> cur_start_{0};
   std::atomic<bool> in_flight_{false};
+  std::atomic<bool> in_loop_{false};
+  std::atomic<uint64_t> loop_k_{0};
+  Loop loop_;
+  // Readers' estimate of when a loop's current operation started (readers only; never the writer).
+  mutable std::mutex obs_mu_;
+  mutable uint64_t obs_record_ = 0, obs_k_ = 0;
+  mutable int64_t obs_ns_ = 0;
   mutable std::mutex site_mu_;
   std::string site_;
 };

@@ -131,8 +131,12 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
 PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters, int samples) {
   if (iters < 1 || samples < 1) throw InputError("pingpong: iters and samples must be at least 1");
   if (warmup < 0) throw InputError("pingpong: warmup must not be negative");
+  // Two buffers, as osu_latency has (s_buf, r_buf): receiving into the buffer that is sent next
+  // makes every transfer read lines the other core has just written (a cross-core cache miss
+  // per line), which doubled the latency of cache-sized messages (64 KiB and up) against OSU.
+  Tensor into = comm.alloc(buf.dtype(), buf.count());  // before anything is timed
   Op s = make_op(comm, Collective::send, buf, Tensor(), ReduceOp::sum, 0, peer);
-  Op rv = make_op(comm, Collective::recv, Tensor(), buf, ReduceOp::sum, 0, peer);
+  Op rv = make_op(comm, Collective::recv, Tensor(), into, ReduceOp::sum, 0, peer);
   s.blocking = rv.blocking = true;  // timed: what osu_latency times
   const bool first = comm.rank() < peer;
   auto round_trip = [&] {
@@ -144,13 +148,12 @@ PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, i
       comm.execute(s);
     }
   };
+  // The timed loop: the same round trip, its bookkeeping once for the loop (time_steps_us).
+  const Communicator::TimedStep order[2] = {{first ? &s : &rv, 1}, {first ? &rv : &s, 1}};
   std::vector<double> sampled(static_cast<size_t>(samples));
   for (int i = 0; i < warmup; ++i) round_trip();
-  const int64_t t0 = now_ns();
-  for (int i = 0; i < iters; ++i) round_trip();
-  const int64_t t1 = now_ns();
   PingPongResult r;
-  r.latency_us = static_cast<double>(t1 - t0) * 1e-3 / (2.0 * iters);
+  r.latency_us = comm.time_steps_us(order, 2, static_cast<size_t>(iters)) / (2.0 * iters);
   for (size_t i = 0; i < sampled.size(); ++i) {
     const int64_t a = now_ns();
     round_trip();
@@ -169,14 +172,12 @@ double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, 
   Op a = sender ? make_op(comm, Collective::recv, Tensor(), ack, ReduceOp::sum, 0, peer)
                 : make_op(comm, Collective::send, ack, Tensor(), ReduceOp::sum, 0, peer);
   data.blocking = a.blocking = true;  // timed: what osu_bw times
-  auto one = [&] {
+  const Communicator::TimedStep steps[2] = {{&data, static_cast<uint32_t>(window)}, {&a, 1}};
+  for (int i = 0; i < warmup; ++i) {
     for (int w = 0; w < window; ++w) comm.execute(data);
     comm.execute(a);
-  };
-  for (int i = 0; i < warmup; ++i) one();
-  const int64_t t0 = now_ns();
-  for (int i = 0; i < iters; ++i) one();
-  const double sec = static_cast<double>(now_ns() - t0) * 1e-9;
+  }
+  const double sec = comm.time_steps_us(steps, 2, static_cast<size_t>(iters)) * 1e-6;
   return static_cast<double>(buf.bytes()) * window * iters / 1e9 / sec;
 }
 

@@ -59,6 +59,8 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
 // `iters` round trips timed as a whole; latency = total / (2 x iters). The rank with the lower
 // number sends first. Then a sampled pass of `samples` round trips, each timed (half the round
 // trip), for the distribution. Both ranks return their own figures (OSU prints the sender's).
+// `buf` is what is sent; messages are received into a second buffer of the same size, allocated
+// here before anything is timed, as osu_latency's s_buf/r_buf.
 struct PingPongResult {
   double latency_us = 0;  // headline: loop time / (2 x iters)
   Summary us;             // sampled pass: per round trip / 2

@@ -1,16 +1,19 @@
 // bench() on a one-rank SelfCommunicator: timing samples, bandwidth arithmetic, the result check,
 // and the operations it issues (counted by Communicator::seq()).
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench.hpp"
 #include "collective.hpp"
 #include "error.hpp"
 #include "pattern.hpp"
+#include "progress.hpp"
 #include "self_communicator.hpp"
 
 namespace {
@@ -270,4 +273,180 @@ TEST_CASE("Communicator::time_loop_us: the default runs the op iters times on th
   CHECK(comm.seq() == 250);
   CHECK(us > 0.0);
   CHECK(us <= wall_us);
+}
+
+namespace {
+
+// Rank 0 of two whose operations do nothing but record what they were given.
+class RecordingComm final : public cs::Communicator {
+ public:
+  struct Call {
+    Collective coll;
+    const void* send;
+    const void* recv;
+  };
+  RecordingComm() : Communicator("recording") {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "recording"; }
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+  void allreduce_max(std::vector<double>&) override {}
+  void allreduce_sum(std::vector<uint64_t>&) override {}
+  std::vector<double> allgather(double v) override { return {v, v}; }
+  std::vector<std::string> allgather(const std::string& s) override { return {s, s}; }
+  std::string broadcast(const std::string& s, int) override { return s; }
+  std::vector<Call> calls;
+
+ protected:
+  void run(const cs::Op& op) override { calls.push_back({op.coll, op.send, op.recv}); }
+};
+
+}  // namespace
+
+TEST_CASE("pingpong: sends one buffer and receives into another, as osu_latency", "[bench]") {
+  // Receiving into the buffer that is sent next made every transfer read lines the other core had
+  // just written: latency.lua read about 2x osu_latency from 64 KiB up.
+  RecordingComm comm;
+  Tensor buf = Tensor::host(DType::uint8, 4096);
+  const cs::PingPongResult r = cs::pingpong(comm, 1, buf, 3, 5, 2);
+  REQUIRE(comm.calls.size() == 2 * (3 + 5 + 2));
+  for (size_t i = 0; i < comm.calls.size(); ++i) {
+    INFO("call " << i);
+    const auto& c = comm.calls[i];
+    CHECK(c.coll == (i % 2 == 0 ? Collective::send : Collective::recv));  // rank 0 sends first
+    if (c.coll == Collective::send) CHECK(c.send == buf.data());
+    if (c.coll == Collective::recv) {
+      CHECK(c.recv != nullptr);
+      CHECK(c.recv != buf.data());
+    }
+  }
+  CHECK(comm.seq() == 2 * (3 + 5 + 2));
+  CHECK(r.latency_us >= 0.0);
+  CHECK(r.us.n == 2);
+}
+
+namespace {
+
+// One rank whose operations do nothing, except that call number `gate_at` (0-based, counted over
+// the communicator's life) waits until the test opens the gate, or throws when `throw_at` says so.
+class GateComm final : public cs::Communicator {
+ public:
+  GateComm() : Communicator("gate") {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "gate"; }
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+  void allreduce_max(std::vector<double>&) override {}
+  void allreduce_sum(std::vector<uint64_t>&) override {}
+  std::vector<double> allgather(double v) override { return {v}; }
+  std::vector<std::string> allgather(const std::string& s) override { return {s}; }
+  std::string broadcast(const std::string& s, int) override { return s; }
+  long gate_at = -1, throw_at = -1;
+  std::atomic<bool> waiting{false}, open{false};
+  long calls = 0;
+
+ protected:
+  void run(const cs::Op&) override {
+    const long n = calls++;
+    if (n == throw_at) throw cs::Error(cs::ExitCode::runtime, "gate: injected failure");
+    if (n != gate_at) return;
+    waiting = true;
+    while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
+struct CountingHook final : cs::OpHook {
+  std::vector<uint64_t> before_seq, after_seq;
+  void before(cs::Op&, uint64_t seq, std::string_view) override { before_seq.push_back(seq); }
+  void after(const cs::Op&, uint64_t seq, int64_t) override { after_seq.push_back(seq); }
+};
+
+}  // namespace
+
+TEST_CASE("time_steps_us: one Progress record for the loop, read as its current operation", "[bench]") {
+  GateComm comm;
+  Tensor a = Tensor::host(DType::float32, 4), b = Tensor::host(DType::float32, 4);
+  const cs::Op ar = cs::make_op(comm, Collective::allreduce, a, b, ReduceOp::sum);
+  cs::Op barrier;
+  barrier.coll = Collective::barrier;
+  barrier.nranks = 1;
+  // 5 iterations of {allreduce x 2, barrier}: 15 calls, seq 1..15; call 8 (0-based) is the
+  // third iteration's barrier, seq 9.
+  const cs::Communicator::TimedStep steps[2] = {{&ar, 2}, {&barrier, 1}};
+  comm.gate_at = 8;
+  cs::Progress& p = cs::Progress::instance();
+  const uint64_t started0 = p.ops_started();
+  double us = -1;
+  std::thread loop([&] { us = comm.time_steps_us(steps, 2, 5); });
+  while (!comm.waiting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(p.in_flight());
+  const cs::OpRecord cur = p.current();
+  CHECK(cur.seq == 9);
+  CHECK(cur.coll == Collective::barrier);
+  CHECK(cur.ops == 9);
+  CHECK(cur.comm_name() == "gate");
+  CHECK(p.ops_started() == started0 + 9);
+  // Its start is when a reader first saw it: fixed from then on, so its age grows while it hangs
+  // (what the watchdog and the heartbeats measure).
+  const int64_t s1 = p.current_start_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(p.current_start_ns() == s1);
+  CHECK(cs::now_ns() - s1 >= 30000000);
+  CHECK(p.recent().back().seq == 9);
+  comm.open = true;
+  loop.join();
+  CHECK(us > 0.0);
+  CHECK_FALSE(p.in_flight());
+  CHECK(comm.calls == 15);
+  CHECK(comm.seq() == 15);
+  CHECK(p.ops_started() == started0 + 15);
+  const cs::OpRecord last = p.current();  // the loop's record now describes its last call
+  CHECK(last.seq == 15);
+  CHECK(last.coll == Collective::barrier);
+  CHECK(last.ops == 15);
+  // The next operation is a record of its own, numbered after the loop.
+  comm.execute(ar);
+  CHECK(p.current().seq == 16);
+  CHECK(p.current().ops == 1);
+  CHECK(p.current().coll == Collective::allreduce);
+  CHECK(p.ops_started() == started0 + 16);
+}
+
+TEST_CASE("time_steps_us: a call that throws stays the current operation, numbered", "[bench]") {
+  GateComm comm;
+  Tensor a = Tensor::host(DType::float32, 4), b = Tensor::host(DType::float32, 4);
+  const cs::Op ar = cs::make_op(comm, Collective::allreduce, a, b, ReduceOp::sum);
+  comm.throw_at = 4;
+  CHECK_THROWS_AS(comm.time_loop_us(ar, 10), cs::Error);
+  cs::Progress& p = cs::Progress::instance();
+  CHECK(comm.seq() == 5);
+  CHECK(p.in_flight());
+  CHECK(p.current().seq == 5);
+  CHECK(p.current().ops == 5);
+  comm.execute(ar);
+  CHECK_FALSE(p.in_flight());
+  CHECK(p.current().seq == 6);
+  CHECK(p.current().ops == 1);
+}
+
+TEST_CASE("time_steps_us: with an operation hook (chaos) every call goes through it", "[bench]") {
+  cs::SelfCommunicator comm;
+  Tensor send = Tensor::host(DType::float32, 16), recv = Tensor::host(DType::float32, 16);
+  const cs::Op op = cs::make_op(comm, Collective::allreduce, send, recv, ReduceOp::sum);
+  CountingHook hook;
+  cs::Communicator::set_hook(&hook);
+  const double us = comm.time_loop_us(op, 10);
+  cs::Communicator::set_hook(nullptr);
+  CHECK(us > 0.0);
+  CHECK(comm.seq() == 10);
+  REQUIRE(hook.before_seq.size() == 10);
+  REQUIRE(hook.after_seq.size() == 10);
+  for (uint64_t i = 0; i < 10; ++i) {
+    CHECK(hook.before_seq[i] == i + 1);
+    CHECK(hook.after_seq[i] == i + 1);
+  }
+  // Without the hook, the same loop calls it no more.
+  (void)comm.time_loop_us(op, 5);
+  CHECK(hook.before_seq.size() == 10);
+  CHECK(comm.seq() == 15);
 }
