@@ -89,99 +89,43 @@ function M.confirm(ctx, suspects, good, args, factor)
 end
 
 -- localise(ctx, values, rank_hosts, args) -> { hosts = {...}, ranks = {...}, links = {...} }
---   Suspects from diagnose.localize_hosts / localize over `values` ({a, b, us}, larger is
---   worse), each re-measured alone (pair(): sendrecv, the fastest of args.repeats) against a
---   reference pair of known-good ranks of the same kind (same host or not), and named only
---   when still args.factor (ranks, hosts; default 1.5) or args.link_factor (links; default 3)
---   times slower. Ranks and links on a confirmed slow host are left to the host finding.
+--   cs.diagnose.localise with pair() as its re-test (sendrecv, the fastest of args.repeats):
+--   suspects from the pattern's values, each re-measured alone and named only when still slow.
 function M.localise(ctx, values, rank_hosts, args)
-  local D = require "cs.diagnose"
-  local n = ctx.size
-  local factor, link_factor = args.factor or 1.5, args.link_factor or 3
-  local host_sus = D.localize_hosts(values, rank_hosts, { factor = factor })
-  local loc = D.localize(n, values, { factor = factor, link_factor = link_factor })
-  local bad_host, bad_rank = {}, {}
-  for _, h in ipairs(host_sus) do bad_host[h.host] = true end
-  for _, r in ipairs(loc.ranks) do bad_rank[r.rank] = true end
-  local order = {}
-  for r = 0, n - 1 do
-    if not bad_rank[r] and not bad_host[rank_hosts[r + 1]] then order[#order + 1] = r end
-  end
-  table.sort(order, function(x, y) return (loc.scores[x + 1] or 0) < (loc.scores[y + 1] or 0) end)
-  local refs = {}
-  local function reference(same_host)
-    local key = same_host and "intra" or "inter"
-    if refs[key] == nil then
-      refs[key] = false
-      for i = 1, #order do
-        for j = i + 1, #order do
-          local a, b = order[i], order[j]
-          if (rank_hosts[a + 1] == rank_hosts[b + 1]) == same_host and not refs[key] then
-            refs[key] = { value = M.pair(ctx, a, b, args), a = a, b = b }
-          end
-        end
-      end
-    end
-    return refs[key] or nil
-  end
-  local function good_partner(r, want_other_host)
-    for _, g in ipairs(order) do
-      if g ~= r and (rank_hosts[g + 1] ~= rank_hosts[r + 1]) == want_other_host then return g end
-    end
-    return nil
-  end
-  local out = { hosts = {}, ranks = {}, links = {} }
-  for _, h in ipairs(host_sus) do
-    local r = h.ranks[1]
-    local partner, ref = good_partner(r, true), reference(false)
-    if partner and ref then
-      local v = M.pair(ctx, r, partner, args)
-      if v > factor * ref.value then
-        h.retest = { rank = r, partner = partner, partner_host = rank_hosts[partner + 1], value = v, reference = ref.value }
-        out.hosts[#out.hosts + 1] = h
-      end
-    end
-  end
-  local confirmed_host = {}
-  for _, h in ipairs(out.hosts) do confirmed_host[h.host] = true end
-  for _, s in ipairs(loc.ranks) do
-    if not confirmed_host[rank_hosts[s.rank + 1]] then
-      local partner = good_partner(s.rank, false) or good_partner(s.rank, true)
-      local ref = partner and reference(rank_hosts[partner + 1] == rank_hosts[s.rank + 1])
-      if partner and ref then
-        local v = M.pair(ctx, s.rank, partner, args)
-        if v > factor * ref.value then
-          s.partner, s.value, s.reference = partner, v, ref.value
-          out.ranks[#out.ranks + 1] = s
-        end
-      end
-    end
-  end
-  for _, l in ipairs(loc.pairs) do
-    if not confirmed_host[rank_hosts[l.a + 1]] and not confirmed_host[rank_hosts[l.b + 1]] then
-      local ref = reference(rank_hosts[l.a + 1] == rank_hosts[l.b + 1])
-      if ref then
-        local v = M.pair(ctx, l.a, l.b, args)
-        if v > link_factor * ref.value then
-          l.retest, l.reference = v, ref.value
-          out.links[#out.links + 1] = l
-        end
-      end
-    end
-  end
-  out.suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs }
-  return out
+  return require("cs.diagnose").localise(values, rank_hosts, args, function(a, b) return M.pair(ctx, a, b, args) end)
 end
 
 -- matrix_report(m, bytes) -> the report's "matrix" section: n x n lists (row = sender) with
 -- null on the diagonal, bandwidth in GB/s and ping-pong latency in us.
+-- Above DENSE_MAX ranks (or when fewer than half the pairs were measured: a sampled plan) the
+-- section is sparse instead: layout = "pairs", pairs = list of {a, b, GB/s a->b, GB/s b->a,
+-- latency us}, a < b (docs/scale.md): n x n lists would be 2 x 67M entries at 8192 ranks.
+-- Values are written to 4 significant digits (far below the measurements' noise): a full
+-- double takes 18 characters, a million of them 18 MB at 1024 ranks.
+M.DENSE_MAX = 1024
+local function sig4(x)
+  if type(x) ~= "number" or x == 0 or x ~= x or x == math.huge or x == -math.huge then return x end
+  local f = 10 ^ (3 - math.floor(math.log10(math.abs(x))))
+  return math.floor(x * f + 0.5) / f
+end
 function M.matrix_report(m, bytes)
   local null = require("commscript").json.null
+  if m.n > M.DENSE_MAX or (m.pairs and #m.pairs < m.n * (m.n - 1) / 4) then
+    local list = {}
+    for a = 1, m.n do
+      for b, x in pairs(m.bw[a]) do
+        if b > a then list[#list + 1] = { a - 1, b - 1, sig4(x), sig4(m.bw[b][a]) or null, sig4(m.lat[a][b]) or null } end
+      end
+    end
+    table.sort(list, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
+    return { metric = "bandwidth", unit = "GB/s", n = m.n, layout = "pairs", pairs = list, bytes = bytes,
+             columns = { "a", "b", "a_to_b", "b_to_a", "latency_us" } }
+  end
   local function dense(t)
     local out = {}
     for a = 1, m.n do
       out[a] = {}
-      for b = 1, m.n do out[a][b] = t[a][b] or null end
+      for b = 1, m.n do out[a][b] = sig4(t[a][b]) or null end
     end
     return out
   end
