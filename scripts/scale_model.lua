@@ -212,7 +212,8 @@ function recipe.run(ctx)
   end)
 
   -- Who was named, by the findings the rules made.
-  local named = { hosts = {}, ranks = {}, links = {}, stragglers = {}, other = {} }
+  local A = cs.array -- lists in JSON even when empty
+  local named = { hosts = A {}, ranks = A {}, links = A {}, stragglers = A {}, other = A {} }
   for _, f in ipairs(findings) do
     local s = f.subject or {}
     if f.rule == "slow_host" then named.hosts[#named.hosts + 1] = s.host
@@ -221,8 +222,8 @@ function recipe.run(ctx)
     elseif f.rule == "straggler" then named.stragglers[#named.stragglers + 1] = s.rank
     elseif f.severity ~= "info" then named.other[#named.other + 1] = f.rule end
   end
-  local planted = { hosts = { j.slow_host }, ranks = { j.slow_rank }, links = { { j.link[1], j.link[2] } }, stragglers = {},
-                    other = {} }
+  local planted = { hosts = A { j.slow_host }, ranks = A { j.slow_rank }, links = A { { j.link[1], j.link[2] } },
+                    stragglers = A {}, other = A {} }
   local function same(x, y) return cs.json.encode(x) == cs.json.encode(y) end
   local exact = same(named, planted)
   local analysis, analysis_cpu = 0, 0
