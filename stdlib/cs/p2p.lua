@@ -100,21 +100,14 @@ end
 -- Above DENSE_MAX ranks (or when fewer than half the pairs were measured: a sampled plan) the
 -- section is sparse instead: layout = "pairs", pairs = list of {a, b, GB/s a->b, GB/s b->a,
 -- latency us}, a < b (docs/scale.md): n x n lists would be 2 x 67M entries at 8192 ranks.
--- Values are written to 4 significant digits (far below the measurements' noise): a full
--- double takes 18 characters, a million of them 18 MB at 1024 ranks.
 M.DENSE_MAX = 1024
-local function sig4(x)
-  if type(x) ~= "number" or x == 0 or x ~= x or x == math.huge or x == -math.huge then return x end
-  local f = 10 ^ (3 - math.floor(math.log10(math.abs(x))))
-  return math.floor(x * f + 0.5) / f
-end
 function M.matrix_report(m, bytes)
   local null = require("commscript").json.null
   if m.n > M.DENSE_MAX or (m.pairs and #m.pairs < m.n * (m.n - 1) / 4) then
     local list = {}
     for a = 1, m.n do
       for b, x in pairs(m.bw[a]) do
-        if b > a then list[#list + 1] = { a - 1, b - 1, sig4(x), sig4(m.bw[b][a]) or null, sig4(m.lat[a][b]) or null } end
+        if b > a then list[#list + 1] = { a - 1, b - 1, x, m.bw[b][a] or null, m.lat[a][b] or null } end
       end
     end
     table.sort(list, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
@@ -125,7 +118,7 @@ function M.matrix_report(m, bytes)
     local out = {}
     for a = 1, m.n do
       out[a] = {}
-      for b = 1, m.n do out[a][b] = sig4(t[a][b]) or null end
+      for b = 1, m.n do out[a][b] = t[a][b] or null end
     end
     return out
   end

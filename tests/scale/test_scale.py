@@ -81,7 +81,9 @@ class ScaleTest(unittest.TestCase):
         # the plan used above 1024 ranks, at a size this machine runs in seconds
         with tempfile.TemporaryDirectory() as tmp:
             p = run_model(os.path.join(tmp, "out"), 512, 64, ("--plan", "sampled"))
-            r = json.loads(p.stdout.strip().splitlines()[-1])
+            lines = p.stdout.strip().splitlines()
+            self.assertEqual(len(lines), 1, "one JSON line expected:\n" + p.stdout + p.stderr)
+            r = json.loads(lines[0])
             self.assertTrue(r["exact"], p.stdout + p.stderr)
             self.assertEqual(r["pairs"], 64 * 28 + 64 * 63 // 2)
             self.assertEqual(p.returncode, 0, p.stderr)
