@@ -85,6 +85,32 @@ std::string iso_time_now() {
   return b;
 }
 
+// The document cs.html renders: the report, less the per-pair results when a matrix section
+// holds the pattern (half a million tables at 1024 ranks that the page does not draw).
+void push_for_html(lua_State* L, const nlohmann::json& doc) {
+  const auto results = doc.is_object() ? doc.find("results") : doc.end();
+  if (!doc.is_object() || !doc.contains("matrix") || results == doc.end() || !results->is_array()) {
+    lua::push_json(L, doc);
+    return;
+  }
+  lua_createtable(L, 0, static_cast<int>(doc.size()));
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "results") {
+      lua_createtable(L, 0, 0);
+      int i = 1;
+      for (const auto& r : value) {
+        const auto kind = r.is_object() ? r.find("kind") : r.end();
+        if (kind != r.end() && kind->is_string() && kind->get_ref<const std::string&>() == "pair") continue;
+        lua::push_json(L, r);
+        lua_rawseti(L, -2, i++);
+      }
+    } else {
+      lua::push_json(L, value);
+    }
+    lua_setfield(L, -2, key.c_str());
+  }
+}
+
 // report.html from the finished report (cs.html); a page that fails to render is a warning,
 // never a failed run: report.json is the contract.
 void write_html(LuaVm& vm, Report& report) {
@@ -93,7 +119,7 @@ void write_html(LuaVm& vm, Report& report) {
   LuaFailure f;
   if (vm.require("cs.html", &f)) {
     lua_getfield(L, -1, "render");
-    lua::push_json(L, report.doc());
+    push_for_html(L, report.doc());
     if (lua_isfunction(L, -2) && vm.call(1, 1, &f) && lua_isstring(L, -1)) {
       size_t n = 0;
       const char* html = lua_tolstring(L, -1, &n);

@@ -76,7 +76,11 @@ void Report::write() {
   if (!writer_) return;
   std::lock_guard<std::recursive_mutex> g(mu_);
   const auto tmp = dir_ / "report.json.tmp";
-  const std::string text = doc_.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // Indented for reading, unless large (thousands of ranks: per-pair results and matrices),
+  // where indentation more than doubles the file (docs/scale.md).
+  std::string text = doc_.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() <= kIndentedMaxBytes) text = doc_.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  text += "\n";
   errno = 0;
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;

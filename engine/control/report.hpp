@@ -15,6 +15,8 @@ namespace cs {
 // meaning (the mean of the slowest rank per iteration) is `iter_mean_us`. Readers (--replay,
 // --baseline) take both.
 inline constexpr const char* kReportSchema = "commscript.report/2";
+// report.json is written indented up to this size (compact JSON), compact above it.
+inline constexpr size_t kIndentedMaxBytes = size_t{16} << 20;
 // True for a schema this version reads ("commscript.report/1" or "/2").
 bool readable_report_schema(const nlohmann::json& schema);
 

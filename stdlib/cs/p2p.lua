@@ -209,14 +209,10 @@ local function retest_plan(n, values, rank_hosts, factor, link_factor)
     local key = same_host and "intra" or "inter"
     if refs[key] == nil then
       refs[key] = false
-      for i = 1, #order do
-        for j = i + 1, #order do
-          local x, y = order[i], order[j]
-          if not refs[key] and (rank_hosts[x + 1] == rank_hosts[y + 1]) == same_host then
-            tests[#tests + 1] = { x, y, kind = "reference", key = key, must = true }
-            refs[key] = #tests
-          end
-        end
+      local p = D.reference_pair(order, rank_hosts, same_host)  -- O(n), not a scan of all pairs
+      if p then
+        tests[#tests + 1] = { order[p[1]], order[p[2]], kind = "reference", key = key, must = true }
+        refs[key] = #tests
       end
     end
     return refs[key] or nil
@@ -329,8 +325,23 @@ end
 
 -- matrix_report(m, bytes) -> the report's "matrix" section: n x n lists (row = sender) with
 -- null on the diagonal, bandwidth in GB/s and ping-pong latency in us.
+-- Above DENSE_MAX ranks (or when fewer than half the pairs were measured: a sampled plan) the
+-- section is sparse instead: layout = "pairs", pairs = list of {a, b, GB/s a->b, GB/s b->a,
+-- latency us}, a < b (docs/scale.md): n x n lists would be 2 x 67M entries at 8192 ranks.
+M.DENSE_MAX = 1024
 function M.matrix_report(m, bytes)
   local null = require("commscript").json.null
+  if m.n > M.DENSE_MAX or (m.pairs and #m.pairs < m.n * (m.n - 1) / 4) then
+    local list = {}
+    for a = 1, m.n do
+      for b, x in pairs(m.bw[a]) do
+        if b > a then list[#list + 1] = { a - 1, b - 1, x, m.bw[b][a] or null, m.lat[a][b] or null } end
+      end
+    end
+    table.sort(list, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
+    return { metric = "bandwidth", unit = "GB/s", n = m.n, layout = "pairs", pairs = list, bytes = bytes,
+             columns = { "a", "b", "a_to_b", "b_to_a", "latency_us" } }
+  end
   local function dense(t)
     local out = {}
     for a = 1, m.n do

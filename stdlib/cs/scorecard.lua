@@ -210,13 +210,13 @@ end
 local function matrix_values(matrix, size)
   local lat_values, rank_bw = {}, {}
   if not matrix then return lat_values, rank_bw end
+  -- Over the measured entries only (pairs(), not 1..size): a sampled plan at 8192 ranks
+  -- measures about 1/16 of the n^2 cells.
   for a = 1, size do
     local row = {}
-    for b = 1, size do
-      if matrix.lat[a][b] then lat_values[#lat_values + 1] = matrix.lat[a][b] end
-      if matrix.bw[a][b] then row[#row + 1] = matrix.bw[a][b] end
-    end
-    rank_bw[a] = stats.median(row)
+    for _, v in pairs(matrix.lat[a] or {}) do lat_values[#lat_values + 1] = v end
+    for _, v in pairs(matrix.bw[a] or {}) do row[#row + 1] = v end
+    rank_bw[a] = stats.median_inplace(row)
   end
   return lat_values, rank_bw
 end
@@ -240,7 +240,7 @@ function M.inputs(ctx, m)
                                         bytes = big.bytes },
     latency = small and {
       collective_us = small.p50_us, collective_target_us = lat_target,
-      p2p_us = stats.median(lat_values), p2p_target_us = #lat_values > 0 and p2p_target or nil,
+      p2p_us = stats.median_inplace(lat_values), p2p_target_us = #lat_values > 0 and p2p_target or nil,
       source = cfg.latency_target_us and "config"
         or (single and "default for one host (shared memory)" or "default for several hosts") },
     balance = worst and { worst = worst, median = stats.median(rank_bw), worst_is = worst_is,

@@ -366,6 +366,106 @@ function TestStragglerVote:test_fewer_than_three_measurements_vote_nothing()
   lu.assertEquals(votes(0, {}), {})
 end
 
+-- The O(n log n) stragglers() against the definition (each rank's others, their median and
+-- median absolute deviation, from scratch), on noisy lists with ties, late and early ranks.
+local function stragglers_by_definition(times)
+  local median = cs.stats.median
+  local out = {}
+  if #times < 3 then return out end
+  for i, t in ipairs(times) do
+    local others = {}
+    for j, u in ipairs(times) do if j ~= i then others[#others + 1] = u end end
+    local om = median(others)
+    local dev = {}
+    for k, u in ipairs(others) do dev[k] = math.abs(u - om) end
+    local lateness = om - t
+    if lateness > 0.3 * om and lateness > 5 * median(dev) then out[#out + 1] = { rank = i - 1, lateness = lateness } end
+  end
+  table.sort(out, function(a, b) return a.lateness > b.lateness end)
+  return out
+end
+
+function TestStragglers:test_same_as_the_definition()
+  local u = rng(777)
+  local named = 0
+  for trial = 1, 600 do
+    local n = 3 + trial % 37
+    local t = {}
+    for i = 1, n do
+      local k = u(0, 1)
+      t[i] = k < 0.1 and math.floor(u(0, 3)) * 100 or (k < 0.25 and 10 or 1000 * u(0.9, 1.1))
+    end
+    if trial % 2 == 0 then t[1 + math.floor(u(0, n))] = 5 end
+    local want, got = stragglers_by_definition(t), cs.diagnose.stragglers(t)
+    lu.assertEquals(#got, #want, table.concat(t, ", "))
+    for k = 1, #want do
+      lu.assertEquals(got[k].rank, want[k].rank)
+      lu.assertEquals(got[k].lateness, want[k].lateness)
+    end
+    named = named + #want
+  end
+  lu.assertTrue(named > 50, "the trials name some ranks: " .. named)
+end
+
+-- 8192 ranks in well under a second (the definition takes minutes there).
+function TestStragglers:test_8192_ranks_fast()
+  local u = rng(99)
+  local t = {}
+  for i = 1, 8192 do t[i] = 1000 * u(0.95, 1.05) end
+  t[4001] = 100
+  local t0 = cs.now()
+  lu.assertEquals(ranks_of(cs.diagnose.stragglers(t)), { 4000 })
+  lu.assertTrue(cs.now() - t0 < 2, ("%.2f s"):format(cs.now() - t0))
+end
+
+---------------------------------------------------------------------------- cs.diagnose.localise
+
+TestLocalise = {}
+
+-- 4 hosts x 4 ranks, every pair measured; host 2 slow, rank 5 slow, link 0-12 slow. The
+-- re-test is the model without noise; it records what it was asked.
+local function four_hosts(plant)
+  local hosts, values = {}, {}
+  for r = 0, 15 do hosts[r + 1] = "h" .. math.floor(r / 4) end
+  local function model(a, b)
+    local f = hosts[a + 1] == hosts[b + 1] and 20 or 100
+    if plant.host and (hosts[a + 1] == plant.host or hosts[b + 1] == plant.host) then f = f * 3 end
+    if plant.rank and (a == plant.rank or b == plant.rank) then f = f * 3 end
+    if plant.link and ((a == plant.link[1] and b == plant.link[2]) or (a == plant.link[2] and b == plant.link[1])) then f = f * 6 end
+    return f
+  end
+  local u = rng(5)
+  for a = 0, 15 do for b = a + 1, 15 do values[#values + 1] = { a, b, model(a, b) * u(1, 1.1) } end end
+  return hosts, values, model
+end
+
+function TestLocalise:test_names_the_planted_host_rank_and_link()
+  local hosts, values, model = four_hosts { host = "h2", rank = 5, link = { 0, 12 } }
+  local asked = {}
+  local loc = cs.diagnose.localise(values, hosts, {}, function(a, b) asked[#asked + 1] = { a, b }; return model(a, b) end)
+  lu.assertEquals(#loc.hosts, 1)
+  lu.assertEquals(loc.hosts[1].host, "h2")
+  lu.assertEquals(ranks_of(loc.ranks), { 5 })
+  lu.assertEquals(#loc.links, 1)
+  lu.assertEquals({ loc.links[1].a, loc.links[1].b }, { 0, 12 })
+  -- re-tests: the two references, one per suspect (host, rank, link): O(suspects), not O(pairs)
+  lu.assertEquals(#asked, 5)
+end
+
+function TestLocalise:test_healthy_names_nobody_and_retests_nothing()
+  local hosts, values, model = four_hosts {}
+  local asked = 0
+  local loc = cs.diagnose.localise(values, hosts, {}, function(a, b) asked = asked + 1; return model(a, b) end)
+  lu.assertEquals({ #loc.hosts, #loc.ranks, #loc.links, asked }, { 0, 0, 0, 0 })
+end
+
+function TestLocalise:test_a_suspect_fine_alone_is_not_named()
+  local hosts, values = four_hosts { rank = 9 }
+  local loc = cs.diagnose.localise(values, hosts, {}, function(a, b) return hosts[a + 1] == hosts[b + 1] and 20 or 100 end)
+  lu.assertEquals(loc.suspects.ranks, 1)
+  lu.assertEquals(#loc.ranks, 0)
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
@@ -374,6 +474,7 @@ function recipe.run(ctx)
     { "TestStragglers", TestStragglers },
     { "TestLocalize", TestLocalize },
     { "TestStragglerVote", TestStragglerVote },
+    { "TestLocalise", TestLocalise },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end

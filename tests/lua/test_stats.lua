@@ -76,6 +76,20 @@ function TestPercentile:test_one_median_in_the_stdlib()
   lu.assertIs(cs.diagnose.median, cs.stats.median)
 end
 
+-- median_inplace: the value median() gives, on lists with ties, even and odd sizes.
+function TestPercentile:test_median_inplace_is_the_median()
+  local x = 11
+  local function u() x = (x * 1103515245 + 12345) % 2147483648; return x / 2147483648 end
+  for t = 1, 3000 do
+    local n = 1 + t % 60
+    local a, b = {}, {}
+    for i = 1, n do local v = u() < 0.3 and math.floor(u() * 4) or u(); a[i] = v; b[i] = v end
+    lu.assertEquals(cs.stats.median_inplace(b), cs.stats.median(a), table.concat(a, ", "))
+  end
+  lu.assertNil(cs.stats.median_inplace {})
+  lu.assertEquals(cs.stats.median_inplace { 1, 2, 3, 10 }, 2.5)
+end
+
 TestMeanRelative = {}
 
 function TestMeanRelative:test_mean()

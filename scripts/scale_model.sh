@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# full_diag's analysis stages at scale, on a synthetic result set (docs/scale.md): runs
+# scripts/scale_model.lua with the commscript binary on the self backend (one process, no MPI)
+# and prints ONE JSON line: per-stage analysis seconds, report.json and report.html bytes, the
+# planted culprits and who was named.
+#   scripts/scale_model.sh --ranks 1024 --hosts 128 [--plan auto|full|sampled] [--seed 1]
+#                          [--out DIR] [--check] [--max-analysis-s 5] [--max-html-bytes 5000000]
+#                          [--max-json-bytes 200000000] [--time wall|cpu]
+# --check: exit 1 unless the named are exactly the planted, all analysis (stragglers,
+# localisation, scorecard, rules, report sections, report.json write, report.html render) took
+# at most --max-analysis-s seconds (wall-clock, or with --time cpu the process's CPU seconds:
+# steadier on a shared machine) and the files are within their byte limits.
+# Environment: COMMSCRIPT (the binary; default build/commscript).
+# Stages: *_s inside the recipe; report_json_s from the recipe's end to the engine's "report
+# written" line; report_html_s from there to the process's exit (the engine renders the page
+# last). analysis_s is their sum; analysis_cpu_s the same in CPU seconds (cpu: per stage).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin=${COMMSCRIPT:-$root/build/commscript}
+ranks=1024 hosts=128 plan=auto seed=1 out="" check=0 timing=wall
+max_s=5 max_html=5000000 max_json=200000000
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ranks) ranks=${2:?}; shift 2 ;;
+    --hosts) hosts=${2:?}; shift 2 ;;
+    --plan) plan=${2:?}; shift 2 ;;
+    --seed) seed=${2:?}; shift 2 ;;
+    --out) out=${2:?}; shift 2 ;;
+    --check) check=1; shift ;;
+    --time) timing=${2:?}; shift 2 ;;
+    --max-analysis-s) max_s=${2:?}; shift 2 ;;
+    --max-html-bytes) max_html=${2:?}; shift 2 ;;
+    --max-json-bytes) max_json=${2:?}; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "scale_model.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+[[ -x "$bin" ]] || { echo "scale_model.sh: no commscript binary at $bin (build it, or set COMMSCRIPT)" >&2; exit 1; }
+tmp=""
+if [[ -z "$out" ]]; then tmp=$(mktemp -d); out="$tmp/out"; fi
+trap '[[ -n "$tmp" ]] && rm -rf "$tmp"' EXIT
+
+python3 - "$bin" "$root/scripts/scale_model.lua" "$out" "$ranks" "$hosts" "$plan" "$seed" "$check" "$max_s" \
+  "$max_html" "$max_json" "$timing" <<'EOF'
+import json, os, subprocess, sys, threading, time
+binary, script, out, ranks, hosts, plan, seed, check, max_s, max_html, max_json, timing = sys.argv[1:]
+time_key = "analysis_cpu_s" if timing == "cpu" else "analysis_s"
+cmd = [binary, "--backend", "self", "--trusted", "--out", out, script, "--ranks", ranks, "--hosts", hosts,
+       "--plan", plan, "--seed", seed]
+env = dict(os.environ)  # COMMSCRIPT_STDLIB, when set, replaces the embedded stdlib (development)
+t0 = time.monotonic()
+p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+marks, lines = {}, []
+def read(stream):
+    for line in stream:
+        now = time.monotonic()
+        lines.append(line.rstrip("\n"))
+        if line.startswith("SCALE "):
+            marks["scale"], marks["scale_line"] = now, line[6:]
+        elif "report written to" in line:
+            marks["json"] = now
+threads = [threading.Thread(target=read, args=(s,)) for s in (p.stdout, p.stderr)]
+for t in threads: t.start()
+_, status, usage = os.wait4(p.pid, 0)
+rc = os.waitstatus_to_exitcode(status)
+p.returncode = rc
+for t in threads: t.join()
+t_end = time.monotonic()
+if "scale_line" not in marks or "json" not in marks:
+    sys.stderr.write("scale_model.sh: the run did not finish (exit %d):\n%s\n" % (rc, "\n".join(lines[-30:])))
+    sys.exit(1)
+r = json.loads(marks["scale_line"])
+r["report_json_s"] = round(marks["json"] - marks["scale"], 3)
+r["report_html_s"] = round(t_end - marks["json"], 3)
+r["analysis_s"] = round(r["analysis_in_recipe_s"] + r["report_json_s"] + r["report_html_s"], 3)
+# CPU seconds: the recipe's stages, then everything after the recipe (report.json and
+# report.html) from the process's resource usage.
+r["report_write_cpu_s"] = round(usage.ru_utime + usage.ru_stime - r["process_cpu_s"], 3)
+r["analysis_cpu_s"] = round(r["analysis_in_recipe_cpu_s"] + r["report_write_cpu_s"], 3)
+r["cpu"] = {k: round(v, 3) for k, v in r["cpu"].items()}
+for k in list(r):
+    if k.endswith("_s") and isinstance(r[k], float): r[k] = round(r[k], 3)
+def size(name):
+    path = os.path.join(out, name)
+    return os.path.getsize(path) if os.path.exists(path) else -1
+r["report_json_bytes"], r["report_html_bytes"] = size("report.json"), size("report.html")
+r["exit_code"] = rc
+fails = []
+if check == "1":
+    if not r["exact"]: fails.append("named %s, planted %s" % (json.dumps(r["named"]), json.dumps(r["planted"])))
+    if r[time_key] > float(max_s): fails.append("analysis took %.2f s (%s) > %s s" % (r[time_key], time_key, max_s))
+    if not 0 < r["report_html_bytes"] <= int(max_html):
+        fails.append("report.html is %d bytes (limit %s)" % (r["report_html_bytes"], max_html))
+    if not 0 < r["report_json_bytes"] <= int(max_json):
+        fails.append("report.json is %d bytes (limit %s)" % (r["report_json_bytes"], max_json))
+    if rc != 0: fails.append("commscript exited %d" % rc)
+    r["check"] = "failed" if fails else "passed"
+print(json.dumps(r, sort_keys=True))
+for f in fails: sys.stderr.write("scale_model.sh: FAILED: %s\n" % f)
+sys.exit(1 if fails else 0)
+EOF
