@@ -17,6 +17,7 @@
 
 #include "commscript_version.hpp"
 #include "digest.hpp"
+#include "guardian.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
 #include "launch_env.hpp"
@@ -395,6 +396,7 @@ int cli_main(int argc, char** argv) {
                           ")");
   s.launcher = launch.to_json();
 
+  guardian::start();  // forks: before any thread (the signal thread, MPI's)
   incidents::start_signal_thread();
   if (auto failed = start_backend(s, launch, &argc, &argv)) return *failed;
 
