@@ -8,10 +8,12 @@ last operation and recipe file:line, or where its Lua code was busy.
   rank 2 SIGKILL   the coordinator's death line names the last operation and file:line
   busy in Lua      a rank killed while in an endless Lua loop: "busy in Lua at file:line" when
                    LuaJIT's profiler saw it, else "outside any operation" after its last call
+  output removed   the output directory removed mid-run: exit 6 and the message, no crash
   memory limit     a table bomb ends with the Lua memory limit message, exit 2, report.json
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -164,6 +166,30 @@ class Guardian(cs_e2e.TestCase):
             self.assertIn("outside any operation (running Lua", msg)
             self.assertIn("last completed: allreduce #1 on world", msg)
             self.assertIn("victim.lua:5", msg)
+
+
+class OutputRemoved(cs_e2e.TestCase):
+
+    def test_output_directory_removed_mid_run(self):
+        path = self.recipe("victim", SPIN)
+        out = self.new_out()
+        cmd = [cs_e2e.MPIRUN, "-np", "2", "--oversubscribe", cs_e2e.BIN, "--out", out, path]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp,
+                             env=cs_e2e._env(), start_new_session=True)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60 and not Guardian.results_written(out):
+            time.sleep(0.1)
+        shutil.rmtree(out)
+        try:
+            _, err = p.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            self.fail("the run went on after its output directory was removed")
+        err = err.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 6, err)  # outputs could not be written
+        self.assertIn("results.jsonl was removed during the run", err)
+        self.assertNotIn("Segmentation", err)
 
 
 class MemoryLimit(cs_e2e.TestCase):
