@@ -23,6 +23,7 @@
 #include "commscript_version.hpp"
 #include "digest.hpp"
 #include "error.hpp"
+#include "guardian.hpp"
 #include "host_name.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
@@ -387,7 +388,10 @@ int cs_session_attach_world(cs_session* s, int* argc, char*** argv) {
   try {
     // Termination signals go to one thread, started before MPI's threads (which inherit the mask),
     // so a rank that mpirun ends still saves what it measured.
-    if (own) cs::incidents::start_signal_thread();
+    if (own) {
+      cs::guardian::start();  // forks: before any thread (the signal thread, MPI's)
+      cs::incidents::start_signal_thread();
+    }
     if (b == "self") {
       s->world = std::make_shared<cs::SelfCommunicator>();
     } else if (launch.kind != "mpi") {

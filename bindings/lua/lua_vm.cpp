@@ -1,5 +1,6 @@
 #include "lua_vm.hpp"
 
+#include <luajit.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -12,7 +13,10 @@
 #include "bindings.hpp"
 #include "embedded.hpp"
 #include "lua_support.hpp"
+#include "memory_share.hpp"
+#include "progress.hpp"
 #include "session.hpp"
+#include "size.hpp"
 
 namespace cs {
 
@@ -23,6 +27,11 @@ struct Guard {
   bool budget = false;
   double budget_s = 0;
   std::chrono::steady_clock::time_point deadline;
+  // The Lua heap: bytes held now, the limit (0: none), and whether an allocation was refused.
+  size_t mem_used = 0;
+  size_t mem_limit = 0;
+  bool mem_refused = false;
+  std::string mem_basis;  // how the limit was chosen, for the message
 };
 
 namespace embedded {
@@ -231,10 +240,64 @@ int traceback_handler(lua_State* L) {
   return 1;
 }
 
+// The Lua heap's allocator: refuses what would pass the limit, so that a table bomb is a Lua
+// error ("not enough memory", then the limit message below) instead of the OOM killer.
+void* limited_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  auto* g = static_cast<Guard*>(ud);
+  if (nsize == 0) {
+    std::free(ptr);
+    g->mem_used -= std::min(g->mem_used, osize);
+    return nullptr;
+  }
+  const size_t old = ptr ? osize : 0;
+  if (g->mem_limit && nsize > old && g->mem_used - std::min(g->mem_used, old) + nsize > g->mem_limit) {
+    g->mem_refused = true;
+    return nullptr;
+  }
+  void* p = std::realloc(ptr, nsize);
+  if (!p) return nullptr;
+  g->mem_used = g->mem_used - std::min(g->mem_used, old) + nsize;
+  return p;
+}
+
+// COMMSCRIPT_LUA_MEMORY (a size: "512M", "2G"; "0" or "none": no limit), else the rank's share
+// of this host's memory (memory_share.hpp), at least 64 MiB.
+void choose_memory_limit(Guard* g) {
+  constexpr size_t kFloor = 64u << 20;
+  if (const char* v = std::getenv("COMMSCRIPT_LUA_MEMORY"); v && *v) {
+    const std::string text = v;
+    if (text == "none" || text == "0") return;
+    if (auto n = parse_size(text); n && *n > 0) {
+      g->mem_limit = std::max<size_t>(static_cast<size_t>(*n), 1u << 20);
+      g->mem_basis = "COMMSCRIPT_LUA_MEMORY=" + text;
+      return;
+    }
+  }
+  const MemoryShare m = memory_share();
+  if (!m.per_rank) return;
+  g->mem_limit = std::max(m.per_rank, kFloor);
+  g->mem_basis = "this rank's share of the host's memory: " + m.source + " / " + std::to_string(m.local_ranks) +
+                 " local rank(s); COMMSCRIPT_LUA_MEMORY sets it";
+}
+
+// The profiler's sample (every 100 ms of CPU time, compiled code included): where the recipe's
+// Lua code runs, for "busy in Lua at file:line" and the memory-limit message.
+void sample_position(void*, lua_State* L, int, int vmstate) {
+  if (vmstate == 'C') return;  // inside an engine call: the operation is named by the flight recorder
+  size_t len = 0;
+  const char* where = luaJIT_profile_dumpstack(L, "pl", 1, &len);
+  if (where && len) Progress::instance().set_lua_site(where, len);
+}
+
 }  // namespace
 
-LuaVm::LuaVm(Session* session)
-    : L_(luaL_newstate()), trusted_(session && session->trusted), guard_(std::make_unique<Guard>()) {
+LuaVm::LuaVm(Session* session) : L_(nullptr), trusted_(session && session->trusted), guard_(std::make_unique<Guard>()) {
+  choose_memory_limit(guard_.get());
+  L_ = lua_newstate(limited_alloc, guard_.get());
+  if (!L_) {  // a LuaJIT that must use its own allocator (x64 without GC64): no limit
+    guard_->mem_limit = 0;
+    L_ = luaL_newstate();
+  }
   if (!L_) throw Error(ExitCode::internal, "cannot create a Lua state");
   luaL_openlibs(L_);
   // Our loader goes right after package.preload's. Sandboxed, it is the last one: no file-system
@@ -295,7 +358,29 @@ LuaVm::LuaVm(Session* session)
   lua_pop(L_, 3);
 }
 
-LuaVm::~LuaVm() { lua_close(L_); }
+LuaVm::~LuaVm() {
+  if (sampling_) luaJIT_profile_stop(L_);
+  lua_close(L_);
+}
+
+void LuaVm::sample_positions(bool on) {
+  if (on == sampling_) return;
+  if (on)
+    luaJIT_profile_start(L_, "i100", sample_position, nullptr);
+  else
+    luaJIT_profile_stop(L_);
+  sampling_ = on;
+}
+
+size_t LuaVm::memory_limit() const { return guard_->mem_limit; }
+
+std::string LuaVm::memory_message() const {
+  std::string where = Progress::instance().lua_site();
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.0f", static_cast<double>(guard_->mem_limit) / 1048576.0);
+  return (where.empty() ? std::string() : where + ": ") + "the recipe's Lua memory limit of " + mib +
+         " MiB was reached (" + guard_->mem_basis + ")";
+}
 
 void LuaVm::set_recipe_chunk(const std::string& chunkname) {
   lua_pushstring(L_, chunkname.c_str());
@@ -347,6 +432,18 @@ bool LuaVm::call(int nargs, int nresults, LuaFailure* f) {
   if (--guard_->calls == 0) guard_->stack_base = nullptr;
   lua_remove(L_, base);
   if (rc == 0) return true;
+  if (guard_->mem_refused) {  // the limit, wherever the error was caught and rethrown
+    guard_->mem_refused = false;
+    lua_pop(L_, 1);
+    lua_gc(L_, LUA_GCCOLLECT, 0);
+    if (f) {
+      f->code = ExitCode::runtime;
+      f->message = memory_message();
+      f->traceback.clear();
+      f->limit = true;
+    }
+    return false;
+  }
   if (rc == LUA_ERRMEM && f) {
     f->code = ExitCode::runtime;
     f->message = "Lua ran out of memory";

@@ -37,11 +37,18 @@ class LuaVm {
   bool require(const char* module, LuaFailure* f);
   // Frames of this chunk name give the "recipe file:line" prefix of runtime errors.
   void set_recipe_chunk(const std::string& chunkname);
+  // Samples where the Lua code runs (LuaJIT's profiler, every 100 ms of CPU time, compiled code
+  // too) into the flight recorder's Lua position (progress.hpp). One state per process at a time.
+  void sample_positions(bool on);
+  // The Lua heap's limit in bytes (0: none); a recipe that passes it ends with memory_message().
+  size_t memory_limit() const;
+  std::string memory_message() const;
 
  private:
   lua_State* L_;
   bool trusted_;
-  std::unique_ptr<Guard> guard_;  // C-stack depth and top-level budget (lua_vm.cpp)
+  std::unique_ptr<Guard> guard_;
+  bool sampling_ = false;  // C-stack depth and top-level budget (lua_vm.cpp)
 };
 
 }  // namespace cs

@@ -11,6 +11,7 @@
 #include "control_plane.hpp"
 #include "digest.hpp"
 #include "embedded.hpp"
+#include "guardian.hpp"
 #include "host_name.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
@@ -372,6 +373,9 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
   job::clear_cancel();
   const auto t_start = std::chrono::steady_clock::now();
   describe_run(s, L, src, rargs, info);
+  // The rank's guardian (cli: forked before MPI) writes what this rank no longer can if it dies.
+  guardian::watch(s.out_dir, s.rank, s.size, host_name());
+  if (s.rank == 0) guardian::header(s.report->doc());
   incidents::attach(&s);
   incidents::set_html_renderer(write_html_standalone);
   job::set_before_abort(incidents::on_abort);
@@ -381,7 +385,9 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
   {
     ControlPlane plane(s);
     Chaos::instance().install(info.chaos, s.seed);
+    if (!s.embedded) vm.sample_positions(true);  // "busy in Lua at file:line" (a host may profile itself)
     code = call_runner(vm, s);
+    vm.sample_positions(false);
     adopt_survivors(s);
     code = job::agree_max(code);
     fired = plane.fired_injections(s);
@@ -389,6 +395,7 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
     plane.stop_heartbeat();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     code = finish_report(s, std::move(fired), secs, code);
+    guardian::release();  // the report is written: nothing left for the guardian to do
     lua_settop(L, 0);
   }
   // Embedded: every rank gets rank 0's report (on the control communicator: the world's may

@@ -1,10 +1,13 @@
 #pragma once
 // What this rank is doing right now, readable from other threads (watchdog, heartbeat) without
 // locks, and a ring of the last operations (the flight recorder). Written on every operation:
-// a few stores, no allocation.
+// a few stores, no allocation. The object lives in shared anonymous memory (plain data only, no
+// heap pointers), so the rank's guardian process (control/guardian.hpp), forked before MPI
+// starts, still reads it after the rank was killed.
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -71,14 +74,18 @@ class Progress {
 
   // The recipe file:line of the latest verified call (set only when call verification
   // exchanges a new signature, so not on every operation), for the watchdog's desync line.
-  void set_site(std::string site) {
-    std::lock_guard<std::mutex> g(site_mu_);
-    site_ = std::move(site);
-  }
-  std::string site() const {
-    std::lock_guard<std::mutex> g(site_mu_);
-    return site_;
-  }
+  void set_site(const std::string& site);
+  std::string site() const;
+
+  // Where the recipe's Lua code was last seen running (file:line, sampled every ~100 ms by the
+  // bindings' profiler hook) and when (steady clock, ns): names a rank busy in Lua.
+  void set_lua_site(const char* site, size_t len);
+  std::string lua_site(int64_t* at_ns = nullptr) const;
+
+  // For a reader in another process whose writer is gone (the guardian): the ring as it was
+  // left, without waiting for a write that will never finish.
+  std::vector<OpRecord> recent_left() const;
+  std::string site_left() const { return std::string(site_, strnlen(site_, sizeof site_)); }
 
  private:
   struct Loop {
@@ -104,7 +111,10 @@ class Progress {
   mutable uint64_t obs_record_ = 0, obs_k_ = 0;
   mutable int64_t obs_ns_ = 0;
   mutable std::mutex site_mu_;
-  std::string site_;
+  char site_[256] = {0};
+  std::atomic<uint64_t> lua_version_{0};  // seqlock of lua_site_
+  std::atomic<int64_t> lua_at_ns_{0};
+  char lua_site_[256] = {0};
 };
 
 int64_t now_ns();

@@ -33,9 +33,7 @@ ControlPlane::ControlPlane(Session& s) {
         co.on_death = [](const nlohmann::json& inc) {
           // A rank that failed (recipe error, timeout) and was then ended is not news.
           if (incidents::outcome_saved()) return;
-          std::fprintf(stderr, "commscript: %s\n", inc["message"].get<std::string>().c_str());
-          // The job's exit code is the dead rank's status, which only the launcher knows.
-          incidents::save(inc, -1);
+          incidents::rank_died(inc);  // names its last operation from its guardian's flight recorder
         };
         co.on_error = [](int rank, int code, const std::string& msg) {
           incidents::save({{"kind", "error"}, {"rank", rank}, {"exit_code", code}, {"message", msg}}, code);

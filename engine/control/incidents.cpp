@@ -8,10 +8,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
+#include "coordinator_verdict.hpp"
 #include "flight_recorder.hpp"
+#include "guardian.hpp"
 #include "host_name.hpp"
 
 namespace cs::incidents {
@@ -23,6 +27,11 @@ std::atomic<Coordinator*> g_coordinator{nullptr};
 std::atomic<HeartbeatClient*> g_heartbeat{nullptr};
 std::atomic<bool> g_outcome_saved{false};
 std::atomic<void (*)(Session&)> g_render{nullptr};
+std::atomic<bool> g_death_pending{false};
+
+// How long the coordinator waits for a dead rank's guardian to write its flight recorder (it
+// does so the moment it hears of the death: milliseconds).
+constexpr int kGuardianWaitMs = 400;
 
 // How long a rank other than 0 lingers after a signal, so that rank 0 can save the report
 // before mpirun's SIGKILL follows.
@@ -34,6 +43,8 @@ const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SI
 
 void on_signal(int sig) {
   Session* s = g_session.load();
+  // A death being recorded (rank_died): mpirun's SIGTERM to rank 0 follows it; let it finish.
+  for (int i = 0; i < 100 && g_death_pending; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (s) {
     // Ended by a signal is not dying on its own: say so to the coordinator first.
     if (HeartbeatClient* hb = g_heartbeat.load()) hb->send_goodbye("signal");
@@ -101,6 +112,7 @@ void on_signal(int sig) {
     }
   }
   std::fflush(nullptr);
+  guardian::release();  // ended on purpose, with its own record written
   _exit(128 + sig);
 }
 
@@ -125,6 +137,50 @@ void detach() {
 void set_html_renderer(void (*render)(Session& s)) { g_render = render; }
 
 bool outcome_saved() { return g_outcome_saved; }
+
+void rank_died(nlohmann::json inc) {
+  Session* s = g_session.load();
+  if (!s) return;
+  g_death_pending = true;
+  try {
+    const int rank = inc["dead_ranks"][0].value("rank", -1);
+    const auto file = std::filesystem::path(s->out_dir) / "flight" / ("rank-" + std::to_string(rank) + ".json");
+    guardian::Death d;
+    nlohmann::json ended;
+    for (int waited = 0; waited <= kGuardianWaitMs; waited += 20) {
+      std::ifstream in(file);
+      if (in) {
+        try {
+          const nlohmann::json f = nlohmann::json::parse(in);
+          if (guardian::death_from_flight_file(f, &d)) {
+            ended = f["ended"];
+            break;
+          }
+        } catch (const nlohmann::json::exception&) {  // being written: read it again
+        }
+      }
+      d.rank = -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (d.rank == rank) {
+      if (d.host.empty() || d.host == "?") d.host = inc["dead_ranks"][0].value("host", "?");
+      const std::string launcher = s->launcher.is_object() ? s->launcher.value("kind", std::string("mpi")) : "mpi";
+      inc["message"] = guardian::death_message(d) + "; " + launcher_aftermath(launcher);
+      inc["ended"] = ended;
+      inc["site"] = d.site;
+      inc["last_completed"] = nullptr;
+      inc["in_flight"] = nullptr;
+      for (const auto& r : d.ops) (r.value("state", "") == "in flight" ? inc["in_flight"] : inc["last_completed"]) = r;
+      if (!d.lua_site.empty()) inc["lua_site"] = {{"site", d.lua_site}, {"seen_s_ago", d.lua_age_s}};
+      inc["flight_recorder"] = nlohmann::json::array({file.string()});
+    }
+  } catch (const std::exception&) {  // keep the coordinator's words
+  }
+  std::fprintf(stderr, "commscript: %s\n", inc.value("message", std::string("a rank died")).c_str());
+  // The job's exit code is the dead rank's status, which mpirun passes on.
+  save(inc, -1);
+  g_death_pending = false;
+}
 
 void save(const nlohmann::json& incident, int exit_code) {
   Session* s = g_session.load();

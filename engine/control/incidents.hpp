@@ -24,6 +24,11 @@ void set_html_renderer(void (*render)(Session& s));
 // Rank 0 only; safe from any thread; never throws.
 void save(const nlohmann::json& incident, int exit_code);
 
+// The coordinator heard a rank die (its heartbeat connection closed without a goodbye): waits
+// briefly for the dead rank's guardian (guardian.hpp) to write its flight recorder, names its
+// last operation, how it ended and its recipe file:line, prints the line and saves the report.
+void rank_died(nlohmann::json incident);
+
 // True once an error or timeout verdict is in report.json (what follows it is aftermath).
 bool outcome_saved();
 

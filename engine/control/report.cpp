@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -46,7 +47,17 @@ void Report::add_result(const nlohmann::json& r) {
   const std::string line = r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   const long before = std::ftell(jsonl_);
   errno = 0;
-  if (std::fwrite(line.data(), 1, line.size(), jsonl_) == line.size() && std::fflush(jsonl_) == 0) return;
+  if (std::fwrite(line.data(), 1, line.size(), jsonl_) == line.size() && std::fflush(jsonl_) == 0) {
+    // Written, but perhaps into a file that is no longer there (the output directory removed
+    // during the run): appending would go on silently into nothing.
+    struct stat st {};
+    if (fstat(fileno(jsonl_), &st) != 0 || st.st_nlink > 0) return;
+    std::fclose(jsonl_);
+    jsonl_ = nullptr;
+    throw Error(ExitCode::output, (dir_ / "results.jsonl").string() +
+                                      " was removed during the run (the output directory with it?): " +
+                                      std::strerror(ENOENT) + "; the measurements in it are gone");
+  }
   // Disk full, the directory gone, ...: cut the half line off so that every line stays a
   // measurement, stop appending, and end the run with the OS's reason.
   const int err = errno ? errno : EIO;

@@ -11,6 +11,7 @@
 
 #include "cuda_support.hpp"
 #include "error.hpp"
+#include "memory_share.hpp"
 #include "size.hpp"
 
 namespace cs {
@@ -63,15 +64,9 @@ struct Tensor::Storage {
 static void settle() { cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize"); }
 #endif
 
-size_t host_memory_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  size_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
+// MemAvailable, or the cgroup's limit less its usage when lower (memory_share.hpp): a job under
+// Slurm or Kubernetes is killed at its cgroup's limit, which /proc/meminfo does not show.
+size_t host_memory_available() { return memory_share().available; }
 
 static size_t checked_bytes(DType dtype, size_t count) {
   const size_t es = dtype_size(dtype);
