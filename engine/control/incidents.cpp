@@ -165,7 +165,7 @@ void rank_died(nlohmann::json inc) {
     if (d.rank == rank) {
       if (d.host.empty() || d.host == "?") d.host = inc["dead_ranks"][0].value("host", "?");
       const std::string launcher = s->launcher.is_object() ? s->launcher.value("kind", std::string("mpi")) : "mpi";
-      inc["message"] = guardian::death_message(d) + "; " + launcher_aftermath(launcher);
+      inc["message"] = guardian::death_message(d) + "; " + coord::launcher_aftermath(launcher);
       inc["ended"] = ended;
       inc["site"] = d.site;
       inc["last_completed"] = nullptr;
