@@ -108,7 +108,7 @@ void check_replay_fields(const nlohmann::json& rep, const std::string& path) {
          "\"commscript.report/1\" or \"commscript.report/2\"", rep.value("schema", nlohmann::json()));
   expect(rep.contains("recipe"), path, "recipe", "an object with the recipe's source", nlohmann::json());
   const auto& rec = rep["recipe"];
-  expect(rec.is_object(), path, "recipe", "an object", rec);
+  expect(rec.is_object(), path, "recipe", "an object with the recipe's source", rec);
   expect(rec.contains("source") && rec["source"].is_string(), path, "recipe.source", "a string (the recipe's text)",
          rec.value("source", nlohmann::json()));
   for (const char* k : {"file", "sha256", "name", "version"})
