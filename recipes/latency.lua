@@ -13,7 +13,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "latency",
-  version = "2.0.0",
+  version = "2.0.1",
   requires = ">=0.1, <1.0",
   summary = "point-to-point latency and bandwidth between rank pairs (osu_latency / osu_bw)",
   options = {
@@ -107,8 +107,15 @@ function recipe.run(ctx)
     local mine = {}
     if ctx.rank == a then mine = measure_pair(ctx, sizes, b, true)
     elseif ctx.rank == b then mine = measure_pair(ctx, sizes, a, false) end
-    -- Collective (every rank calls it): rank 0 learns both sides of the pair.
+    -- Collective (every rank calls it): rank 0 learns both sides of the pair. The ranks outside
+    -- the pair wait here while it measures every size: their deadline covers the pair's whole
+    -- run (each of the pair's own operations keeps the normal deadline, so a stuck pair is still
+    -- named on time), else a short --timeout would call the idle ranks hung.
+    local idle = ctx.rank ~= a and ctx.rank ~= b
+    local prev = idle and ctx.comm:set_timeout(0) or nil
+    if idle and prev > 0 then ctx.comm:set_timeout(prev * (4 * #sizes + 2)) elseif idle then ctx.comm:set_timeout(0) end
     local all = ctx.comm:allgather_value({ rows = mine })
+    if idle then ctx.comm:set_timeout(prev) end
     local ra, rb = all[a + 1].rows or {}, all[b + 1].rows or {}
 
     if ctx.rank == 0 then

@@ -43,14 +43,18 @@
 #                    reads it too (mpirun passes its environment to the agent). A pid as the tag
 #                    lets `down --stale` clean up after a killed run. [A-Za-z0-9_] only.
 #   CS_NETNS_SUBNET  the first three octets of the /24 used (default 10.77.0).
+#   CS_NETNS_PREFIX  the names' prefix (default cs: cs-h0.., cs-sw, cs-launch), so that another
+#                    test's set (e.g. CS_NETNS_PREFIX=cs-sr, subnet 10.78.0) never meets this one.
 set -euo pipefail
 
 SUBNET=${CS_NETNS_SUBNET:-10.77.0}
 TAG=${CS_NETNS_TAG:-}
 [[ "$TAG" =~ ^[A-Za-z0-9_]*$ ]] || { echo "netns_hosts.sh: bad CS_NETNS_TAG '$TAG'" >&2; exit 1; }
+P=${CS_NETNS_PREFIX:-cs}
+[[ "$P" =~ ^[a-z][a-z0-9-]{0,7}$ ]] || { echo "netns_hosts.sh: bad CS_NETNS_PREFIX '$P'" >&2; exit 1; }
 SFX=${TAG:+.$TAG}
-SW=cs-sw$SFX
-LAUNCH=cs-launch$SFX
+SW=$P-sw$SFX
+LAUNCH=$P-launch$SFX
 BR=br0
 IF=cs-eth
 
@@ -59,7 +63,7 @@ die() { echo "netns_hosts.sh: $*" >&2; exit 1; }
 all_ns() { ip netns list 2>/dev/null | awk '{print $1}'; }
 
 ours() {  # the namespaces of this set (and only those)
-  all_ns | grep -E "^(cs-h[0-9]+|cs-sw|cs-launch)${SFX//./\\.}\$" || true
+  all_ns | grep -E "^($P-h[0-9]+|$P-sw|$P-launch)${SFX//./\\.}\$" || true
 }
 
 remove() {  # NS...: end the processes inside, delete the namespaces (switch last)
@@ -67,14 +71,14 @@ remove() {  # NS...: end the processes inside, delete the namespaces (switch las
   for ns in "$@"; do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
   done
-  for ns in "$@"; do [[ "$ns" == cs-sw* ]] || ip netns del "$ns" 2>/dev/null || true; done
-  for ns in "$@"; do [[ "$ns" != cs-sw* ]] || ip netns del "$ns" 2>/dev/null || true; done
+  for ns in "$@"; do [[ "$ns" == "$P-sw"* ]] || ip netns del "$ns" 2>/dev/null || true; done
+  for ns in "$@"; do [[ "$ns" != "$P-sw"* ]] || ip netns del "$ns" 2>/dev/null || true; done
 }
 
 down() {
   if [[ "${1:-}" == "--stale" ]]; then
     local ns tag
-    for ns in $(all_ns | grep -E '^(cs-h[0-9]+|cs-sw|cs-launch)\.[0-9]+$' || true); do
+    for ns in $(all_ns | grep -E "^($P-h[0-9]+|$P-sw|$P-launch)\\.[0-9]+\$" || true); do
       tag=${ns##*.}
       kill -0 "$tag" 2>/dev/null || remove "$ns"
     done
@@ -108,7 +112,7 @@ attach() {  # NS PORT ADDR: a veth from NS (named $IF there) to the bridge port 
 throttle() {  # I RATE: tbf on the egress of both ends of host I's link
   local i=$1 rate=$2
   # burst: 64 KB (a TSO segment; ~5 ms at 100mbit); latency bounds the queue.
-  tc -n "cs-h$i$SFX" qdisc replace dev "$IF" root tbf rate "$rate" burst 64kb latency 50ms
+  tc -n "$P-h$i$SFX" qdisc replace dev "$IF" root tbf rate "$rate" burst 64kb latency 50ms
   tc -n "$SW" qdisc replace dev "p-h$i" root tbf rate "$rate" burst 64kb latency 50ms
 }
 
@@ -143,8 +147,8 @@ up() {
   ip -n "$SW" link add "$BR" type bridge stp_state 0 forward_delay 0
   ip -n "$SW" link set "$BR" up
   for ((i = 0; i < n; i++)); do
-    ns_base "cs-h$i$SFX"
-    attach "cs-h$i$SFX" "p-h$i" "$SUBNET.$((i + 1))"
+    ns_base "$P-h$i$SFX"
+    attach "$P-h$i$SFX" "p-h$i" "$SUBNET.$((i + 1))"
   done
   ns_base "$LAUNCH"
   attach "$LAUNCH" p-launch "$SUBNET.254"
@@ -156,9 +160,9 @@ up() {
     fi
   done
   for ((i = 0; i < n; i++)); do
-    reachable "$SUBNET.$((i + 1))" || die "cs-h$i ($SUBNET.$((i + 1))) is not reachable from $LAUNCH"
+    reachable "$SUBNET.$((i + 1))" || die "$P-h$i ($SUBNET.$((i + 1))) is not reachable from $LAUNCH"
   done
-  for ((i = 0; i < n; i++)); do echo "cs-h$i slots=$slots"; done
+  for ((i = 0; i < n; i++)); do echo "$P-h$i slots=$slots"; done
 }
 
 status() {
@@ -173,7 +177,7 @@ status() {
 run() {
   [[ $# -ge 1 ]] || die "usage: run COMMAND..."
   all_ns | grep -qx "$LAUNCH" || die "no $LAUNCH namespace: run \`up N\` first"
-  exec ip netns exec "$LAUNCH" unshare --uts -- sh -c 'hostname cs-launch && exec "$@"' sh "$@"
+  exec ip netns exec "$LAUNCH" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$P-launch" "$@"
 }
 
 [[ $(id -u) -eq 0 ]] || die "needs root"

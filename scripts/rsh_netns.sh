@@ -31,6 +31,8 @@
 set -euo pipefail
 
 SUBNET=${CS_NETNS_SUBNET:-10.77.0}
+P=${CS_NETNS_PREFIX:-cs}  # the names' prefix (netns_hosts.sh)
+[[ "$P" =~ ^[a-z][a-z0-9-]{0,7}$ ]] || { echo "rsh_netns.sh: bad CS_NETNS_PREFIX '$P'" >&2; exit 255; }
 TAG=${CS_NETNS_TAG:-}
 if [[ -n "${CS_RSH_NETNS_TRACE:-}" ]]; then printf '%q ' "$0" "$@" >>"$CS_RSH_NETNS_TRACE"; echo >>"$CS_RSH_NETNS_TRACE"; fi
 
@@ -47,10 +49,10 @@ host=${1##*@}
 shift
 
 name=""
-if [[ "$host" =~ ^cs-h[0-9]+$ ]]; then
+if [[ "$host" =~ ^$P-h[0-9]+$ ]]; then
   name=$host
 elif [[ "$host" == "$SUBNET".* && "${host##*.}" =~ ^[0-9]+$ ]] && (( ${host##*.} >= 1 && ${host##*.} <= 200 )); then
-  name=cs-h$(( ${host##*.} - 1 ))
+  name=$P-h$(( ${host##*.} - 1 ))
 fi
 ns=${name:+$name${TAG:+.$TAG}}
 if [[ -z "$ns" ]] || ! ip netns list | awk '{print $1}' | grep -qx "$ns"; then

@@ -192,6 +192,7 @@ class Communicator {
 
  private:
   int64_t execute_with_hook(OpHook& h, const Op& op, const CallSite* site);
+  static void count_loop(const TimedStep* steps, size_t nsteps, uint64_t per_iter, uint64_t k);
   static void count(const Op& op) {
     traffic_.ops.fetch_add(1, std::memory_order_relaxed);
     traffic_.bytes_sent.fetch_add(collective_counts(op.coll, op.count, op.nranks).send * dtype_size(op.dtype),

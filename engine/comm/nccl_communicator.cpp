@@ -14,6 +14,7 @@
 #include "error.hpp"
 #include "gpu_libs.hpp"
 #include "host_name.hpp"
+#include "int_list.hpp"
 #include "job.hpp"
 #include "mpi_communicator.hpp"
 #include "size.hpp"
@@ -50,20 +51,6 @@ std::optional<int> nccl_version_code(std::string_view text) {
                                       : part[0] * 10000 + part[1] * 100 + part[2];
 }
 
-std::string format_rank_list(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]);
-    if (j > i) out += "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 void check_nccl_versions(const std::vector<int>& code_by_rank) {
   std::map<int, std::vector<int>> by_code;
   for (size_t r = 0; r < code_by_rank.size(); ++r) by_code[code_by_rank[r]].push_back(static_cast<int>(r));
@@ -75,7 +62,7 @@ void check_nccl_versions(const std::vector<int>& code_by_rank) {
   std::string list;
   for (const auto& [code, ranks] : groups)
     list += (list.empty() ? "" : "; ") + nccl_version_string(code) + " on rank" + (ranks.size() > 1 ? "s " : " ") +
-            format_rank_list(ranks);
+            format_int_ranges(ranks);
   throw InputError("--backend nccl: the ranks loaded different NCCL libraries: " + list +
                    " (every rank must load the same libnccl: check LD_LIBRARY_PATH and the installs on each host)");
 }
@@ -398,7 +385,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
     for (int r = 0; r < n; ++r) users[{hosts[static_cast<size_t>(r)], buses[static_cast<size_t>(r)]}].push_back(r);
     for (const auto& [where, ranks] : users)
       if (ranks.size() > 1)
-        throw InputError("--backend nccl: ranks " + format_rank_list(ranks) + " on host " + where.first +
+        throw InputError("--backend nccl: ranks " + format_int_ranges(ranks) + " on host " + where.first +
                          " would share GPU " + where.second +
                          " (NCCL needs one GPU per rank): give each rank its own GPU (COMMSCRIPT_DEVICE, "
                          "CUDA_VISIBLE_DEVICES) or start fewer ranks on that host");
@@ -502,7 +489,7 @@ void NcclCommunicator::check_gone(const Op& op, const char* call) {
   throw RanksLostError(std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
                            format_size(op.bytes()) + "B, " + name() + ", nccl) on rank " + std::to_string(rank_) +
                            ", GPU " + std::to_string(device_) + ": " + call + " cannot complete: rank" +
-                           (gone.size() > 1 ? "s " : " ") + format_rank_list(gone) +
+                           (gone.size() > 1 ? "s " : " ") + format_int_ranges(gone) +
                            " gone (the control plane lost their connection); revoke and shrink to go on",
                        gone);
 }
@@ -555,7 +542,7 @@ std::unique_ptr<Communicator> NcclCommunicator::shrink(const std::vector<int>& e
   timed_ = nullptr;
   ++shrinks_;
   const std::string sub_name = name() + "/shrink" + std::to_string(shrinks_);
-  const std::string what = "ncclCommShrink of communicator '" + name() + "' (excluding " + format_rank_list(exclude) +
+  const std::string what = "ncclCommShrink of communicator '" + name() + "' (excluding " + format_int_ranges(exclude) +
                            ") on rank " + std::to_string(rank_) + ", GPU " + std::to_string(device_);
   int cur = -1;
   if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");

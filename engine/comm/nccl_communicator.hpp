@@ -160,7 +160,6 @@ std::optional<int> nccl_version_code(std::string_view text);
 // Throws InputError naming the ranks of each version when the codes differ.
 void check_nccl_versions(const std::vector<int>& code_by_rank);
 // "0-2,5": ranks in ascending order, runs joined.
-std::string format_rank_list(std::vector<int> ranks);
 // The rank's place among the ranks of its host (hosts[r] is rank r's host name).
 int local_rank(const std::vector<std::string>& hosts, int rank);
 // The device rank `rank` (local rank `local`, on `host`, seeing `count` devices) uses:

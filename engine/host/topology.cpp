@@ -28,6 +28,7 @@
 #include <sstream>
 
 #include "host_name.hpp"
+#include "int_list.hpp"
 
 #ifdef COMMSCRIPT_HAVE_HWLOC
 #include <hwloc.h>
@@ -190,8 +191,8 @@ json numa_nodes(const std::string& root) {
   }
   std::sort(nodes.begin(), nodes.end());
   for (const auto& [id, list] : nodes) {
-    const auto cpus = parse_cpu_list(list);
-    out.push_back({{"node", id}, {"cpus", format_cpu_list(cpus)}, {"count", cpus.size()}});
+    const auto cpus = parse_int_ranges(list, false);
+    out.push_back({{"node", id}, {"cpus", format_int_ranges(cpus)}, {"count", cpus.size()}});
   }
   return out;
 }
@@ -439,44 +440,6 @@ void set_gpu_probe(GpuProbe probe) {
   g_probe = std::move(probe);
 }
 
-std::vector<int> parse_cpu_list(const std::string& s) {
-  std::vector<int> out;
-  std::istringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    part = trim(part);
-    if (part.empty()) continue;
-    const auto dash = part.find('-');
-    if (dash == std::string::npos) {
-      auto v = parse_ll(part);
-      if (v && *v >= 0 && *v < (1 << 20)) out.push_back(static_cast<int>(*v));
-      continue;
-    }
-    auto a = parse_ll(trim(part.substr(0, dash)));
-    auto b = parse_ll(trim(part.substr(dash + 1)));
-    if (!a || !b || *a < 0 || *b < *a || *b >= (1 << 20)) continue;
-    for (long long i = *a; i <= *b; ++i) out.push_back(static_cast<int>(i));
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-std::string format_cpu_list(std::vector<int> cpus) {
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  std::string out;
-  for (size_t i = 0; i < cpus.size();) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += '-' + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 int pcie_gen_from_speed(const std::string& speed) {
   const char* s = speed.c_str();
   char* end = nullptr;
@@ -588,18 +551,18 @@ json local_topology(const TopologyOptions& opt) {
   cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
   json numa = numa_nodes(root);
   json cpu;
-  cpu["affinity"] = format_cpu_list(cpus);
+  cpu["affinity"] = format_int_ranges(cpus);
   cpu["cpus"] = cpus;
   cpu["count"] = cpus.size();
   if (auto online = read_text(fs::path(root) / "devices/system/cpu/online")) {
-    const auto on = parse_cpu_list(*online);
-    cpu["online"] = format_cpu_list(on);
+    const auto on = parse_int_ranges(*online, false);
+    cpu["online"] = format_int_ranges(on);
     cpu["online_count"] = on.size();
     cpu["bound"] = !on.empty() && !std::includes(cpus.begin(), cpus.end(), on.begin(), on.end());
   }
   json bound_nodes = json::array();
   for (const auto& n : numa) {
-    const auto node_cpus = parse_cpu_list(n["cpus"].get<std::string>());
+    const auto node_cpus = parse_int_ranges(n["cpus"].get<std::string>(), false);
     const bool hit = std::any_of(cpus.begin(), cpus.end(),
                                  [&](int c) { return std::binary_search(node_cpus.begin(), node_cpus.end(), c); });
     if (hit) bound_nodes.push_back(n["node"]);

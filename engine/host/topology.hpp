@@ -53,10 +53,6 @@ nlohmann::json local_topology(const TopologyOptions& opt = {});
 
 // ---- pieces, public for the tests ----
 
-// "0-3,8,10-11" -> {0,1,2,3,8,10,11}; malformed parts are skipped. Sorted, unique.
-std::vector<int> parse_cpu_list(const std::string& s);
-// {0,1,2,3,8,10,11} -> "0-3,8,10-11" (sorted and deduplicated first).
-std::string format_cpu_list(std::vector<int> cpus);
 // "16.0 GT/s PCIe" / "8 GT/s" -> 4 / 3; 0 when unknown.
 int pcie_gen_from_speed(const std::string& speed);
 // The usable bandwidth of one lane in one direction, GB/s, by generation (after encoding).

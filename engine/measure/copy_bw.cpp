@@ -11,39 +11,10 @@
 #include "cuda_support.hpp"
 #include "error.hpp"
 #include "host_name.hpp"
+#include "int_list.hpp"
 #include "tensor.hpp"
 
 namespace cs {
-
-std::vector<int> parse_cpulist(std::string_view list) {
-  std::vector<int> cpus;
-  while (!list.empty() && (list.back() == '\n' || list.back() == ' ')) list.remove_suffix(1);
-  size_t pos = 0;
-  auto number = [&](int* out) {
-    const size_t start = pos;
-    long v = 0;
-    while (pos < list.size() && list[pos] >= '0' && list[pos] <= '9' && pos - start < 6)
-      v = v * 10 + (list[pos++] - '0');
-    *out = static_cast<int>(v);
-    return pos > start;
-  };
-  while (pos < list.size()) {
-    int a = 0, b = 0;
-    if (!number(&a)) return {};
-    b = a;
-    if (pos < list.size() && list[pos] == '-') {
-      ++pos;
-      if (!number(&b) || b < a || b - a > 65536) return {};
-    }
-    for (int c = a; c <= b; ++c) cpus.push_back(c);
-    if (pos < list.size()) {
-      if (list[pos] != ',') return {};
-      ++pos;
-      if (pos == list.size()) return {};
-    }
-  }
-  return cpus;
-}
 
 GpuLocality gpu_locality(const std::string& bdf, const std::string& sysfs_root) {
   GpuLocality l;
@@ -52,7 +23,7 @@ GpuLocality gpu_locality(const std::string& bdf, const std::string& sysfs_root) 
   if (int n = -1; numa >> n) l.numa = n < 0 ? -1 : n;
   std::ifstream cpus(dir + "local_cpulist");
   std::string text;
-  if (std::getline(cpus, text)) l.cpus = parse_cpulist(text);
+  if (std::getline(cpus, text)) l.cpus = parse_int_ranges(text, /*strict=*/true);
   return l;
 }
 

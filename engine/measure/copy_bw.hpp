@@ -25,7 +25,6 @@ struct GpuLocality {
 };
 GpuLocality gpu_locality(const std::string& bdf, const std::string& sysfs_root);
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; empty on anything malformed.
-std::vector<int> parse_cpulist(std::string_view list);
 
 // Copy-engine bandwidths (cudaMemcpyAsync between CUDA events, GB/s = 1e9 B/s) of every GPU this
 // process sees. Host buffers are NUMA-local to each GPU, as nvbandwidth places them: the

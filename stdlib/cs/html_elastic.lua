@@ -5,10 +5,8 @@
 local M = {}
 
 local fmt, concat = string.format, table.concat
-local ESC = { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&#39;" }
-local function esc(s) return (tostring(s):gsub("[&<>\"']", ESC)) end
-local function T(x) return type(x) == "table" and x or {} end
-local function num(x) return type(x) == "number" and x == x and math.abs(x) ~= math.huge and x or nil end
+local U = require "cs.html_util"
+local esc, T, num = U.esc, U.T, U.num
 local function f3(x) x = num(x); return x and fmt("%.3f", x) or "-" end
 local function fsize(b)
   b = num(b)

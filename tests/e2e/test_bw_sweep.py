@@ -241,8 +241,12 @@ class BwSweep(cs_e2e.TestCase):
                 t = res["time_us"]
                 tol = 0.0051 if t < 100 else 0.051 if t < 10000 else 0.51
                 self.assertLessEqual(abs(float(half[0]) - t), tol, row)
-                self.assertLessEqual(abs(float(half[1]) - res["algbw"]), 0.0051, row)
-                self.assertLessEqual(abs(float(half[2]) - res["busbw"]), 0.0051, row)
+                # 2 decimals, fewer when the number needs the column's width (an in-place no-op
+                # on the self backend reads 11299.3 GB/s): half a unit of the last digit printed
+                for cell, key in ((half[1], "algbw"), (half[2], "busbw")):
+                    decimals = len(cell.split(".")[1]) if "." in cell else 0
+                    self.assertLessEqual(decimals, 2, row)
+                    self.assertLessEqual(abs(float(cell) - res[key]), 0.51 * 10 ** -decimals + 1e-9, row)
                 self.assertEqual(int(half[3]), res["wrong"], row)
 
     # ---------------------------------------------------------------- the runs

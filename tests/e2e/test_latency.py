@@ -65,7 +65,7 @@ class Latency(cs_e2e.TestCase):
         r = self.cs(ARGS, np=2, timeout=120)
         self.assertExit(r, cs_e2e.OK)
         rep = r.report()
-        self.assertEqual(rep["recipe"]["version"], "2.0.0")
+        self.assertEqual(rep["recipe"]["version"], "2.0.1")
         self.check_records(rep["results"], [(0, 1)])
         self.assertEqual(rep["results"], r.results_lines())
         self.check_table(r.stdout, rep["results"])
@@ -79,6 +79,17 @@ class Latency(cs_e2e.TestCase):
         for x in res:
             self.assertNotIn("bw_GBps", x)
             self.assertGreater(x["latency_us"], 0)
+
+    def test_idle_ranks_outlast_a_short_timeout(self):
+        """Rank 2 waits while the pair 0-1 measures every size; that wait (here several times
+        --timeout 1) is not a hang: the idle ranks' deadline covers the pair's whole run."""
+        r = self.cs(["--timeout", "1", "latency", "--min", "1", "--max", "64K", "--iters", "30000",
+                     "--iters-large", "3000", "--no-bw"], np=3, timeout=150)
+        self.assertExit(r, cs_e2e.OK)
+        res = r.report()["results"]
+        self.assertEqual(sorted({tuple(x["pair"]) for x in res}), [(0, 1), (0, 2)])
+        # the pair's run really outlasted the 1 s deadline, else this test proves nothing
+        self.assertGreater(r.report()["run"]["duration_s"], 2.0)
 
     def test_osu_defaults(self):
         """--help shows OSU's counts as the defaults."""

@@ -2,9 +2,9 @@
 the quick tier with --max 64K, at 4 and 8 hosts x 2 ranks: the slow host is named, nobody else,
 and the run ends within the quick tier's budget (60 s) plus start and report.
 
-Hosts come from scripts/scale_netns.sh (a copy of scripts/netns_hosts.sh with its own names,
-cs-sr-h0.TAG ..., and subnet 10.78.0.0/24, so it never meets e2e_multihost's set), mpirun reaches
-them through scripts/scale_rsh.sh. Every link runs at BASE_RATE, the slow host's at RATE.
+Hosts come from scripts/netns_hosts.sh with its own names (CS_NETNS_PREFIX=cs-sr: cs-sr-h0.TAG
+...) and subnet 10.78.0.0/24, so it never meets e2e_multihost's set; mpirun reaches them through
+scripts/rsh_netns.sh. Every link runs at BASE_RATE, the slow host's at RATE.
 
 Also runnable by hand, one configuration at a time (prints the per-stage times):
     python3 tests/e2e/test_scale_hosts.py --hosts 8 --slots 2
@@ -20,8 +20,8 @@ import unittest
 
 import cs_e2e
 
-NETNS = os.path.join(cs_e2e.REPO, "scripts", "scale_netns.sh")
-AGENT = os.path.join(cs_e2e.REPO, "scripts", "scale_rsh.sh")
+NETNS = os.path.join(cs_e2e.REPO, "scripts", "netns_hosts.sh")
+AGENT = os.path.join(cs_e2e.REPO, "scripts", "rsh_netns.sh")
 SUBNET = "10.78.0.0/24"
 RATE = "100mbit"
 BASE_RATE = "1gbit"
@@ -32,7 +32,7 @@ TAG = str(os.getpid())
 
 
 def env():
-    return cs_e2e._env({"CS_NETNS_TAG": TAG, "CS_NETNS_SUBNET": "10.78.0"})
+    return cs_e2e._env({"CS_NETNS_TAG": TAG, "CS_NETNS_SUBNET": "10.78.0", "CS_NETNS_PREFIX": "cs-sr"})
 
 
 def netns(*args, timeout=90):
@@ -65,7 +65,7 @@ def run_diag(n, slots, out_dir, timeout):
     (cs_e2e.Run, placement rank -> host)."""
     r = netns("up", str(n), "--slots", str(slots), "--rate", BASE_RATE, "--throttle", str(SLOW_HOST), RATE)
     if r.returncode != 0:
-        raise RuntimeError("scale_netns.sh up failed:\n" + r.stdout + r.stderr)
+        raise RuntimeError("netns_hosts.sh up failed:\n" + r.stdout + r.stderr)
     argv = ["bash", NETNS, "run", cs_e2e.MPIRUN,
             "--mca", "plm_rsh_agent", AGENT, "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "rtc", "^hwloc", "--mca", "btl", "tcp,self",

@@ -19,6 +19,7 @@
 #include "error.hpp"
 #include "gpu_topology.hpp"
 #include "host_name.hpp"
+#include "int_list.hpp"
 #include "job.hpp"
 #include "op.hpp"
 #include "self_communicator.hpp"
@@ -243,9 +244,9 @@ TEST_CASE("ranks that loaded different NCCL libraries are named", "[nccl]") {
       cs::ExitCode::bad_input);
   CHECK(msg.find("different NCCL libraries: 2.28.9 on ranks 0-1,3; 2.27.3 on ranks 2,4; 2.19.3 on rank 5") !=
         std::string::npos);
-  CHECK(cs::format_rank_list({5, 0, 1, 2, 7, 8}) == "0-2,5,7-8");
-  CHECK(cs::format_rank_list({3}) == "3");
-  CHECK(cs::format_rank_list({}).empty());
+  CHECK(cs::format_int_ranges({5, 0, 1, 2, 7, 8}) == "0-2,5,7-8");
+  CHECK(cs::format_int_ranges({3}) == "3");
+  CHECK(cs::format_int_ranges({}).empty());
 }
 
 TEST_CASE("one GPU per rank by local rank, COMMSCRIPT_DEVICE overrides", "[nccl]") {
@@ -316,11 +317,11 @@ TEST_CASE("the device before MPI_Init: the launcher's local rank, refused past t
 
 TEST_CASE("a GPU's NUMA node and local CPUs from sysfs", "[gpu_topology]") {
   using V = std::vector<int>;
-  CHECK(cs::parse_cpulist("0-3,8,10-11\n") == V{0, 1, 2, 3, 8, 10, 11});
-  CHECK(cs::parse_cpulist("5") == V{5});
+  CHECK(cs::parse_int_ranges("0-3,8,10-11\n", true) == V{0, 1, 2, 3, 8, 10, 11});
+  CHECK(cs::parse_int_ranges("5", true) == V{5});
   for (const char* bad : {"", "a", "3-1", "1,", ",1", "1--2", "0-99999999"}) {
     INFO(bad);
-    CHECK(cs::parse_cpulist(bad).empty());
+    CHECK(cs::parse_int_ranges(bad, true).empty());
   }
   const cs::GpuLocality none = cs::gpu_locality("0000:ff:1f.7", "/nonexistent-sysfs");
   CHECK(none.numa == -1);

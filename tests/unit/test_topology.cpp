@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "int_list.hpp"
 #include "topology.hpp"
 
 namespace fs = std::filesystem;
@@ -57,19 +58,19 @@ const json* find_nic(const json& t, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("parse_cpu_list and format_cpu_list", "[topology]") {
-  CHECK(cs::parse_cpu_list("0-3,8,10-11") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
-  CHECK(cs::parse_cpu_list("5") == std::vector<int>{5});
-  CHECK(cs::parse_cpu_list("").empty());
-  CHECK(cs::parse_cpu_list(" 3 , 1-2\n") == std::vector<int>{1, 2, 3});
-  CHECK(cs::parse_cpu_list("2,2,1-2") == std::vector<int>{1, 2});
-  CHECK(cs::parse_cpu_list("x,4-2,7") == std::vector<int>{7});  // malformed parts skipped
-  CHECK(cs::format_cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
-  CHECK(cs::format_cpu_list({11, 10, 3, 2, 1, 0, 8, 8}) == "0-3,8,10-11");
-  CHECK(cs::format_cpu_list({}).empty());
-  CHECK(cs::format_cpu_list({7}) == "7");
-  CHECK(cs::format_cpu_list({1, 3}) == "1,3");
-  CHECK(cs::format_cpu_list(cs::parse_cpu_list("0-63,128-191")) == "0-63,128-191");
+TEST_CASE("int ranges: lenient parse and format (CPU lists)", "[topology]") {
+  CHECK(cs::parse_int_ranges("0-3,8,10-11", false) == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  CHECK(cs::parse_int_ranges("5", false) == std::vector<int>{5});
+  CHECK(cs::parse_int_ranges("", false).empty());
+  CHECK(cs::parse_int_ranges(" 3 , 1-2\n", false) == std::vector<int>{1, 2, 3});
+  CHECK(cs::parse_int_ranges("2,2,1-2", false) == std::vector<int>{1, 2});
+  CHECK(cs::parse_int_ranges("x,4-2,7", false) == std::vector<int>{7});  // malformed parts skipped
+  CHECK(cs::format_int_ranges({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
+  CHECK(cs::format_int_ranges({11, 10, 3, 2, 1, 0, 8, 8}) == "0-3,8,10-11");
+  CHECK(cs::format_int_ranges({}).empty());
+  CHECK(cs::format_int_ranges({7}) == "7");
+  CHECK(cs::format_int_ranges({1, 3}) == "1,3");
+  CHECK(cs::format_int_ranges(cs::parse_int_ranges("0-63,128-191", false)) == "0-63,128-191");
 }
 
 TEST_CASE("PCIe speed strings map to generations and lane bandwidth", "[topology]") {
