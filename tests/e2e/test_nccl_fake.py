@@ -25,6 +25,21 @@ def env(extra=None):
     return e
 
 
+SPLIT_RECIPE = """
+local cs = require "commscript"
+local recipe = cs.recipe { name = "split_once", version = "1.0.0", requires = ">=0.1, <1.0",
+  summary = "a timed loop on the world, then a split and an all-reduce on it" }
+function recipe.run(ctx)
+  ctx.comm:bench { op = "allreduce", bytes = 1024, iters = 2, warmup = 1 }
+  local sub = ctx.comm:split(1)
+  local t = sub:tensor("float32", 256)
+  sub:allreduce(t, t)
+  sub:free()
+end
+return recipe
+"""
+
+
 class Fake(cs_e2e.TestCase):
 
     def nccl(self, args, np, code=cs_e2e.OK, timeout=150, extra_env=None, pre=()):
@@ -213,8 +228,10 @@ class Fake(cs_e2e.TestCase):
     def test_failed_split_ends_the_communicator(self):
         # Rank 1's second split (the first is the world's blocking communicator of the timed loops)
         # fails: it names the split and ends; rank 0, left in the split, times out.
-        r = self.cs(["--backend", "nccl", "--timeout", "5", "p2p_matrix", "--bytes", "1K", "--lat_iters", "2",
-                     "--repeats", "1"], np=2, timeout=90, env=env({"FAKE_NCCL_SPLIT_ERROR": "1:2"}))
+        # (p2p_matrix no longer splits: pairs measure on the world, issue 11)
+        recipe = self.write("split_once.lua", SPLIT_RECIPE)
+        r = self.cs(["--backend", "nccl", "--timeout", "5", "--trusted", recipe], np=2, timeout=90,
+                    env=env({"FAKE_NCCL_SPLIT_ERROR": "1:2"}))
         self.assertFalse(r.timed_out, r.describe())
         self.assertIn(r.rc, (cs_e2e.RUNTIME, cs_e2e.TIMEOUT), r.describe())
         self.assertIn("ncclCommSplit of communicator 'world' (color 1) on rank 1", r.stderr + r.stdout)
@@ -251,8 +268,9 @@ class Fake(cs_e2e.TestCase):
         # every rank by then, so the ranks agree on the failure at once instead of rank 0 waiting
         # in ncclCommSplit for a rank that left.
         t0 = time.monotonic()
-        r = self.cs(["--backend", "nccl", "--timeout", "30", "p2p_matrix", "--bytes", "1K", "--lat_iters", "2",
-                     "--repeats", "1"], np=2, timeout=90, env=env({"FAKE_CUDA_STREAM_ERROR": "1:2"}))
+        recipe = self.write("split_once.lua", SPLIT_RECIPE)
+        r = self.cs(["--backend", "nccl", "--timeout", "30", "--trusted", recipe], np=2, timeout=90,
+                    env=env({"FAKE_CUDA_STREAM_ERROR": "1:2"}))
         self.assertFalse(r.timed_out, r.describe())
         self.assertEqual(r.rc, cs_e2e.RUNTIME, r.describe())
         self.assertRegex(r.stderr + r.stdout, r"rank 1 \(host \S+\): GPU \d+: cudaStreamCreateWithFlags failed")
