@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "bindings.hpp"
 #include "embedded.hpp"
+#include "json_text.hpp"
 #include "lua_support.hpp"
 #include "memory_share.hpp"
 #include "progress.hpp"
@@ -267,10 +269,24 @@ void choose_memory_limit(Guard* g) {
   if (const char* v = std::getenv("COMMSCRIPT_LUA_MEMORY"); v && *v) {
     const std::string text = v;
     if (text == "none" || text == "0") return;
-    if (auto n = parse_size(text); n && *n > 0) {
+    std::optional<uint64_t> n;
+    try {
+      n = parse_size(text);
+    } catch (const Error&) {
+    }
+    if (n && *n > 0) {
       g->mem_limit = std::max<size_t>(static_cast<size_t>(*n), 1u << 20);
       g->mem_basis = "COMMSCRIPT_LUA_MEMORY=" + text;
       return;
+    }
+    // Not a size: say so (once per process) rather than silently run with another limit.
+    static bool said = false;
+    if (!said) {
+      said = true;
+      std::fprintf(stderr,
+                   "commscript: COMMSCRIPT_LUA_MEMORY=%s is not a size (e.g. 512M, 2G, or none): ignored, the "
+                   "recipe's Lua memory limit is this rank's share of the host's memory\n",
+                   json_text(nlohmann::json(text)).c_str());
     }
   }
   const MemoryShare m = memory_share();

@@ -206,6 +206,11 @@ class MemoryLimit(cs_e2e.TestCase):
         self.assertEqual(rep["run"]["exit_code"], cs_e2e.RUNTIME)
         self.assertTrue(any("memory limit" in i.get("message", "") for i in rep["incidents"]), rep["incidents"])
 
+    def test_a_limit_that_is_not_a_size_is_named(self):
+        r = self.cs([self.recipe("small", "  return 0")], np=1, timeout=60, env={"COMMSCRIPT_LUA_MEMORY": "lots"})
+        self.assertExit(r, cs_e2e.OK)
+        self.assertIn('COMMSCRIPT_LUA_MEMORY="lots" is not a size', r.stderr)
+
     def test_default_limit_is_the_ranks_share(self):
         # Without the variable the limit is the rank's share of MemAvailable / the cgroup: a
         # recipe that stays far below it runs as before.
