@@ -214,6 +214,15 @@ function M.reference_pair(order, rank_hosts, same_host)
   return nil
 end
 
+-- good_partner(order, rank_hosts, r, want_other_host) -> rank | nil: the first rank of `order`
+--   (least suspect first) other than r, on another host than r's (want_other_host) or on the same.
+function M.good_partner(order, rank_hosts, r, want_other_host)
+  for _, g in ipairs(order) do
+    if g ~= r and (rank_hosts[g + 1] ~= rank_hosts[r + 1]) == want_other_host then return g end
+  end
+  return nil
+end
+
 -- localise(values, rank_hosts, args, measure) -> { hosts = {...}, ranks = {...}, links = {...},
 --   suspects = { hosts =, ranks =, links = } }
 --   Suspects from localize_hosts / localize over `values` ({a, b, us}, larger is worse), each
@@ -250,12 +259,7 @@ function M.localise(values, rank_hosts, args, measure)
     end
     return refs[key] or nil
   end
-  local function good_partner(r, want_other_host)
-    for _, g in ipairs(order) do
-      if g ~= r and (rank_hosts[g + 1] ~= rank_hosts[r + 1]) == want_other_host then return g end
-    end
-    return nil
-  end
+  local function good_partner(r, want_other_host) return M.good_partner(order, rank_hosts, r, want_other_host) end
   local out = { hosts = {}, ranks = {}, links = {} }
   for _, h in ipairs(host_sus) do
     local r = h.ranks[1]

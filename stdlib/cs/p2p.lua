@@ -217,12 +217,7 @@ local function retest_plan(n, values, rank_hosts, factor, link_factor)
     end
     return refs[key] or nil
   end
-  local function good_partner(r, want_other_host)
-    for _, g in ipairs(order) do
-      if g ~= r and (rank_hosts[g + 1] ~= rank_hosts[r + 1]) == want_other_host then return g end
-    end
-    return nil
-  end
+  local function good_partner(r, want_other_host) return D.good_partner(order, rank_hosts, r, want_other_host) end
   for i, h in ipairs(host_sus) do
     local r = h.ranks[1]
     local partner, ref = good_partner(r, true), reference(false)
