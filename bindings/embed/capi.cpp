@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -391,6 +392,10 @@ int cs_session_attach_world(cs_session* s, int* argc, char*** argv) {
     if (own) {
       cs::guardian::start();  // forks: before any thread (the signal thread, MPI's)
       cs::incidents::start_signal_thread();
+      // A peer that dies closes its sockets; Gloo's writev to it must fail with EPIPE (an error
+      // the backend reports), not kill this rank with SIGPIPE (seen: a survivor of a dropped rank
+      // gone with signal 13 mid-shrink). Embedded hosts keep their own disposition (docs).
+      std::signal(SIGPIPE, SIG_IGN);
     }
     if (b == "self") {
       s->world = std::make_shared<cs::SelfCommunicator>();

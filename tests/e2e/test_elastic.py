@@ -113,10 +113,16 @@ class DrillMore(cs_e2e.TestCase):
         out = os.path.join(self.tmp, "out")
         res, wall = launch_env.launch([cs_e2e.BIN, "--out", out] + args, n, timeout=timeout, cwd=self.tmp,
                                       env=cs_e2e._env())
-        with open(os.path.join(out, "report.json")) as f:
-            rep = json.load(f)
-        with open(os.path.join(out, "report.html")) as f:
-            html = f.read()
+        # A missing or partial report fails with every rank's output, not a bare exception.
+        try:
+            with open(os.path.join(out, "report.json")) as f:
+                rep = json.load(f)
+            with open(os.path.join(out, "report.html")) as f:
+                html = f.read()
+        except (OSError, ValueError) as e:
+            self.fail("no readable report (%s)\n%s" % (e, self.describe(res)))
+        if "drill" not in rep:
+            self.fail("report.json has no drill section\n%s" % self.describe(res))
         return res, rep, html
 
     def describe(self, res):
