@@ -3,6 +3,7 @@
 # builds build-bench/ (Release) when needed, then runs the benchmark on 2 ranks and prints the
 # table. A benchmark, not a test: it is not registered with ctest.
 #   scripts/bench_overhead.sh [--rounds 10] [--scale 1] [--verbose] [--side lua|direct|control]
+#                             [--method headline|sampled]
 # Environment:
 #   BUILD_DIR  build directory (default build-bench)
 #   NP         ranks (default 2; the targets were set for 2)

@@ -14,7 +14,7 @@ class Communicator;
 
 namespace cs::job {
 
-// MPI_Init_thread (funneled). After this, world_rank/world_size are MPI's.
+// MPI_Init_thread (single: only the main thread calls MPI). After this, world_rank/world_size are MPI's.
 void init_mpi(int* argc, char*** argv);
 bool mpi_active();
 int world_rank();

@@ -11,9 +11,10 @@
 //   - commscript: the user's path: a Lua chunk in a cs::LuaVm over a cs::Session whose world is
 //                 MpiCommunicator::world(), calling comm:bench{op=, bytes=, iters=, warmup=,
 //                 check=false} (bindings/bind_comm.cpp c_bench -> engine bench()); compared here
-//                 is bench()'s sampled pass (p50_us, iter_mean_us: per-iteration samples, like
-//                 the baseline's), not its whole-loop headline time_us (for that, see
-//                 scripts/compare_anchors.sh).
+//                 (--method headline, the default) is bench()'s headline time_us against the
+//                 baseline timed the same way (the whole loop between two clock reads, / iters,
+//                 mean over ranks); with --method sampled, bench()'s sampled pass (p50_us,
+//                 iter_mean_us) against the per-iteration baseline above.
 // The two alternate (A B, then B A, ...) to cancel drift. Per round each method gives the p50
 // and the mean of its per-iteration samples; the table shows the median over rounds of the p50s
 // and the mean over rounds of the means, ratio = commscript / baseline, and paired_p50: the
@@ -65,6 +66,11 @@ struct Sample {
   double p50 = 0, mean = 0;
 };
 
+// --method headline: both columns are the whole-loop time per iteration (warm-up, barrier, the
+// loop between two clock reads, each rank's mean, then the mean over ranks: bench()'s time_us,
+// nccl-tests' and OSU's method); sampled (the default before issue 10): per-iteration samples.
+bool g_headline = true;
+
 // The baseline's clock: exactly what cs::now_ns() does, written out here.
 inline int64_t plain_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -109,6 +115,13 @@ Sample baseline_loop(MPI_Comm comm, const Case& c) {
   };
   for (int i = 0; i < c.warmup; ++i) once();
   MPI_Barrier(comm);
+  if (g_headline) {  // the whole loop between two clock reads, per-rank mean, mean over ranks
+    const int64_t t0 = plain_now_ns();
+    for (size_t i = 0; i < iters; ++i) once();
+    double mine = static_cast<double>(plain_now_ns() - t0) * 1e-3 / static_cast<double>(iters), sum = 0;
+    MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, comm);
+    return {sum / size, sum / size};
+  }
   for (size_t i = 0; i < iters; ++i) {
     const int64_t t0 = plain_now_ns();
     once();
@@ -124,10 +137,11 @@ Sample baseline(MPI_Comm comm, const Case& c) {
   return c.kind == Kind::allreduce ? baseline_loop<Kind::allreduce>(comm, c) : baseline_loop<Kind::sendrecv>(comm, c);
 }
 
-// What a recipe writes. Called with (comm, op, bytes, iters, warmup).
+// What a recipe writes. Called with (comm, op, bytes, iters, warmup, headline).
 constexpr const char* kChunk = R"lua(
-local comm, op, bytes, iters, warmup = ...
+local comm, op, bytes, iters, warmup, headline = ...
 local r = comm:bench{op = op, bytes = bytes, iters = iters, warmup = warmup, check = false}
+if headline then return r.time_us, r.time_us, r.samples end
 return r.p50_us, r.iter_mean_us, r.samples
 )lua";
 
@@ -144,8 +158,9 @@ struct LuaSide {
     lua_pushnumber(L, static_cast<double>(c.bytes));
     lua_pushinteger(L, c.iters);
     lua_pushinteger(L, c.warmup);
+    lua_pushboolean(L, g_headline);
     cs::LuaFailure f;
-    if (!vm.call(5, 3, &f)) {
+    if (!vm.call(6, 3, &f)) {
       std::fprintf(stderr, "overhead bench: comm:bench failed: %s\n%s\n", f.message.c_str(), f.traceback.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -246,7 +261,9 @@ void usage() {
                "  --verbose   print every round\n"
                "  --side S    what the commscript column runs: lua (default: comm:bench from Lua, the user's\n"
                "              path), direct (cs::bench() called from C++, no Lua), control (the baseline\n"
-               "              loop again: an A/A run that shows the method's own noise and bias)\n");
+               "              loop again: an A/A run that shows the method's own noise and bias)\n"
+               "  --method M  headline (default): whole-loop time per iteration, mean over ranks (time_us,\n"
+               "              as nccl-tests/OSU); sampled: per-iteration samples, max over ranks (p50_us)\n");
 }
 
 }  // namespace
@@ -268,6 +285,9 @@ int main(int argc, char** argv) {
              (std::string(argv[i + 1]) == "lua" || std::string(argv[i + 1]) == "direct" ||
               std::string(argv[i + 1]) == "control"))
       side = argv[++i];
+    else if (a == "--method" && i + 1 < argc &&
+             (std::string(argv[i + 1]) == "headline" || std::string(argv[i + 1]) == "sampled"))
+      g_headline = std::string(argv[++i]) == "headline";
     else {
       if (cs::job::launcher_rank() <= 0) usage();
       return a == "--help" || a == "-h" ? 0 : 1;
@@ -320,10 +340,11 @@ int main(int argc, char** argv) {
         std::printf(
             "NOTE: --side %s: the commscript columns run %s\n", side.c_str(),
             side == "direct" ? "cs::bench() called from C++ (no Lua)" : "the baseline loop again (A/A control)");
-      std::printf(
-          "float32, per-iteration time = max over ranks; %d alternating rounds per case "
-          "(p50: median of the rounds' p50s; mean: mean of the rounds' means)\n",
-          rounds);
+      std::printf(g_headline ? "float32, headline: whole-loop time / iterations, mean over ranks (time_us); %d "
+                               "alternating rounds per case (columns p50 and mean both show it)\n"
+                             : "float32, per-iteration time = max over ranks; %d alternating rounds per case "
+                               "(p50: median of the rounds' p50s; mean: mean of the rounds' means)\n",
+                  rounds);
       if (session.size != 2) std::printf("note: the targets were set for 2 ranks\n");
       const double load = load1();
       std::printf("load average at start: %.2f%s\n", load,
@@ -345,7 +366,7 @@ int main(int argc, char** argv) {
       spec.warmup = c.warmup;
       spec.check = false;
       const cs::BenchResult r = cs::bench(w, op, snd, rcv, spec);
-      return Sample{r.us.p50, r.us.mean};
+      return g_headline ? Sample{r.time_us, r.time_us} : Sample{r.us.p50, r.us.mean};
     };
     auto commscript = [&](const Case& c) {
       if (side == "direct") return direct(c);
