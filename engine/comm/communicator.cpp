@@ -70,7 +70,7 @@ void Communicator::count_loop(const TimedStep* steps, size_t nsteps, uint64_t pe
     const Op& op = *steps[s].op;
     const uint64_t extra = std::min<uint64_t>(rest, steps[s].repeat);
     rest -= extra;
-    const uint64_t calls = full * steps[s].repeat + extra;
+    const uint64_t calls = (full * steps[s].repeat + extra) * static_cast<uint64_t>(op.window > 1 ? op.window : 1);
     ops += calls;
     bytes += calls * collective_counts(op.coll, op.count, op.nranks).send * dtype_size(op.dtype);
   }

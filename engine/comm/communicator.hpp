@@ -113,6 +113,9 @@ class Communicator {
   // (CUDA events around the operation) instead of the host clock around execute(). The headline
   // loop is timed by time_loop_us() either way.
   virtual bool device_timing() const { return false; }
+  // Whether run() posts an Op's `window` sends/receives nonblocking and waits for them together
+  // (osu_bw's window). Otherwise a caller repeats the call `window` times.
+  virtual bool windowed_p2p() const { return false; }
   // Runs `op` through execute() and returns its device time in us. Only called when
   // device_timing() is true.
   virtual double timed_execute_us(const Op& op) {
@@ -194,8 +197,9 @@ class Communicator {
   int64_t execute_with_hook(OpHook& h, const Op& op, const CallSite* site);
   static void count_loop(const TimedStep* steps, size_t nsteps, uint64_t per_iter, uint64_t k);
   static void count(const Op& op) {
-    traffic_.ops.fetch_add(1, std::memory_order_relaxed);
-    traffic_.bytes_sent.fetch_add(collective_counts(op.coll, op.count, op.nranks).send * dtype_size(op.dtype),
+    const uint64_t w = static_cast<uint64_t>(op.window > 1 ? op.window : 1);
+    traffic_.ops.fetch_add(w, std::memory_order_relaxed);
+    traffic_.bytes_sent.fetch_add(w * collective_counts(op.coll, op.count, op.nranks).send * dtype_size(op.dtype),
                                   std::memory_order_relaxed);
   }
   static inline std::atomic<OpHook*> hook_{nullptr};

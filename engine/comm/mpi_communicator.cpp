@@ -263,14 +263,30 @@ void MpiCommunicator::run(const Op& op) {
       }
       break;
     case Collective::send:
+    case Collective::recv:
+      if (op.window > 1) {  // osu_bw: the window posted nonblocking, then waited for together
+        MPI_Request w[Op::kMaxWindow];
+        const int n = std::min(op.window, Op::kMaxWindow);
+        const bool s = op.coll == Collective::send;
+        for (int i = 0; i < n; ++i)
+          check(s ? MPI_Isend(op.send, c, t, op.peer, op.tag, comm_, &w[i])
+                  : MPI_Irecv(op.recv, c, t, op.peer, op.tag, comm_, &w[i]),
+                s ? "MPI_Isend" : "MPI_Irecv");
+        if (op.blocking)
+          check(MPI_Waitall(n, w, MPI_STATUSES_IGNORE), "MPI_Waitall");
+        else
+          wait(w, n, op, "MPI_Waitall");
+        break;
+      }
+      if (op.coll == Collective::recv) {
+        go(
+            "MPI_Recv", [&] { return MPI_Recv(op.recv, c, t, op.peer, op.tag, comm_, MPI_STATUS_IGNORE); },
+            [&](MPI_Request* r) { return MPI_Irecv(op.recv, c, t, op.peer, op.tag, comm_, r); });
+        break;
+      }
       go(
           "MPI_Send", [&] { return MPI_Send(op.send, c, t, op.peer, op.tag, comm_); },
           [&](MPI_Request* r) { return MPI_Isend(op.send, c, t, op.peer, op.tag, comm_, r); });
-      break;
-    case Collective::recv:
-      go(
-          "MPI_Recv", [&] { return MPI_Recv(op.recv, c, t, op.peer, op.tag, comm_, MPI_STATUS_IGNORE); },
-          [&](MPI_Request* r) { return MPI_Irecv(op.recv, c, t, op.peer, op.tag, comm_, r); });
       break;
   }
 }

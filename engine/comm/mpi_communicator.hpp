@@ -21,6 +21,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  bool windowed_p2p() const override { return true; }
   std::unique_ptr<Communicator> split(int color, int key) override;
 
   void allreduce_max(std::vector<double>& v) override;

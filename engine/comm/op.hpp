@@ -23,6 +23,10 @@ struct Op {
   // Blocking backend calls (the timed loops: what OSU/nccl-tests time). Otherwise the backend
   // starts the operation and polls it against the communicator's deadline.
   bool blocking = false;
+  // send/recv on a backend with windowed_p2p(): this many calls of the same buffer posted
+  // nonblocking, then all waited for (osu_bw's window); 1 <= window <= kMaxWindow.
+  int window = 1;
+  static constexpr int kMaxWindow = 1024;
   void* send = nullptr;
   void* recv = nullptr;
 
