@@ -10,6 +10,7 @@ last operation and recipe file:line, or where its Lua code was busy.
                    LuaJIT's profiler saw it, else "outside any operation" after its last call
   output removed   the output directory removed mid-run: exit 6 and the message, no crash
   memory limit     a table bomb ends with the Lua memory limit message, exit 2, report.json
+                   (and --iters/--samples beyond the limit are refused before allocating, exit 1)
 """
 import json
 import os
@@ -205,6 +206,25 @@ class MemoryLimit(cs_e2e.TestCase):
         rep = r.report()
         self.assertEqual(rep["run"]["exit_code"], cs_e2e.RUNTIME)
         self.assertTrue(any("memory limit" in i.get("message", "") for i in rep["incidents"]), rep["incidents"])
+
+    def test_iterations_beyond_the_limit_are_refused_before_allocating(self):
+        # Issue 13: `--iters 1e9` under a cgroup limit ended in SIGKILL (the per-iteration samples
+        # were never checked). They are now checked against the same limit before anything is
+        # allocated or timed: exit 1, the report kept, nothing measured.
+        env = {"COMMSCRIPT_LUA_MEMORY": "64M"}
+        cases = ((["bw_sweep", "--min", "8", "--max", "8", "--no-inplace", "--iters", "10000000"],
+                  r"bench: 10000000 per-iteration samples needs 305 MiB, which with the recipe's Lua heap \(\d+ MiB\) "
+                  r"passes this rank's memory limit of 64 MiB \(COMMSCRIPT_LUA_MEMORY=64M\): fewer iterations or samples"),
+                 (["latency", "--min", "8", "--max", "8", "--no-bw", "--iters", "10000000", "--samples", "10000000"],
+                  r"pingpong: 10000000 per-iteration samples needs 153 MiB, .*memory limit of 64 MiB"))
+        for args, msg in cases:
+            r = self.cs(args, np=2, timeout=90, env=env)
+            self.assertExit(r, cs_e2e.BAD_INPUT, max_s=30)
+            self.assertRegex(r.stderr, msg)
+            self.assertNotIn("Killed", r.stderr)
+            rep = r.report()
+            self.assertEqual(rep["run"]["exit_code"], cs_e2e.BAD_INPUT)
+            self.assertEqual(r.results_lines(), [], "nothing may be measured before the refusal")
 
     def test_a_limit_that_is_not_a_size_is_named(self):
         r = self.cs([self.recipe("small", "  return 0")], np=1, timeout=60, env={"COMMSCRIPT_LUA_MEMORY": "lots"})
