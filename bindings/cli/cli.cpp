@@ -121,7 +121,8 @@ CLI::Validator finite_number(bool non_negative) {
 }
 
 // ---- phase 1: the command line. Returns an exit code when the process is done (--help, errors).
-std::optional<int> parse_args(int argc, char** argv, Args& a) {
+// `act`: answer --version and --list here (cli_parse, for the fuzz target, does not).
+std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
   CLI::App app{"commscript: diagnose, benchmark and stress-test distributed training communication", "commscript"};
   app.footer(
       "usage: commscript [options] RECIPE[.lua] [recipe options]\n"
@@ -167,6 +168,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
     return 1;
   }
   a.rest = app.remaining();
+  if (!act && (a.version || a.list)) return 0;
   if (a.version) {
     std::fputs(version_text().c_str(), stdout);
     return 0;
@@ -232,6 +234,14 @@ cs_run_options run_options(const Args& a, int argc, char** argv, std::vector<con
 }
 
 }  // namespace
+
+int cli_parse(int argc, char** argv, std::vector<std::string>* rest, std::vector<std::string>* sets) {
+  Args args;
+  if (auto done = parse_args(argc, argv, args, false)) return *done;
+  if (rest) *rest = args.rest;
+  if (sets) *sets = args.sets;
+  return -1;
+}
 
 int cli_main(int argc, char** argv) {
   // ---- phase 1: the command line (answers --version, --list, --help and malformed input itself).

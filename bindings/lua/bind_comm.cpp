@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "error.hpp"
 #include "lua_support.hpp"
+#include "lua_vm.hpp"
 #include "pattern.hpp"
 
 namespace cs::lua {
@@ -341,6 +342,10 @@ int c_bench(lua_State* L) {
   spec.warmup = count_field(L, 2, "bench", "warmup", 5, 0);
   spec.check = field_bool(L, 2, "bench", "check", true);
   spec.samples = count_field(L, 2, "bench", "samples", spec.iters, 1);
+  // The per-iteration times: the samples, the slowest rank's, the copy returned and the sorted
+  // copy of the summary (bench.cpp), checked before anything is allocated.
+  check_engine_memory(L, static_cast<size_t>(spec.samples) * sizeof(double) * 4,
+                      "bench: " + std::to_string(spec.samples) + " per-iteration samples");
   const bool by_bytes = has_field(L, 2, "bytes");
   if (by_bytes == has_field(L, 2, "count"))
     luaL_argerror(L, 2, "exactly one of the fields 'bytes' and 'count' expected");
@@ -422,6 +427,8 @@ int c_pingpong(lua_State* L) {
   const int iters = count_field(L, 2, "pingpong", "iters", 100, 1);
   const int warmup = count_field(L, 2, "pingpong", "warmup", 10, 0);
   const int samples = count_field(L, 2, "pingpong", "samples", iters, 1);
+  check_engine_memory(L, static_cast<size_t>(samples) * sizeof(double) * 2,
+                      "pingpong: " + std::to_string(samples) + " per-iteration samples");
   Tensor buf = c.alloc(DType::uint8, static_cast<size_t>(bytes));  // where the backend wants it (NCCL: GPU)
   const PingPongResult r = pingpong(c, static_cast<int>(peer), buf, warmup, iters, samples);
   lua_createtable(L, 0, 12);

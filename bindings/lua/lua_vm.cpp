@@ -305,7 +305,27 @@ void sample_position(void*, lua_State* L, int, int vmstate) {
   if (where && len) Progress::instance().set_lua_site(where, len);
 }
 
+std::string mib_text(size_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f MiB", static_cast<double>(bytes) / 1048576.0);
+  return b;
+}
+
 }  // namespace
+
+void check_engine_memory(lua_State* L, size_t bytes, const std::string& what) {
+  const Guard* g = guard_of(L);
+  if (g && g->mem_limit && (bytes > g->mem_limit || g->mem_used > g->mem_limit - bytes))
+    lua::raise(L, ExitCode::bad_input,
+               what + " needs " + mib_text(bytes) + ", which with the recipe's Lua heap (" + mib_text(g->mem_used) +
+                   ") passes this rank's memory limit of " + mib_text(g->mem_limit) + " (" + g->mem_basis +
+                   "): fewer iterations or samples");
+  const MemoryShare m = memory_share();
+  if (m.available && bytes > m.available)
+    lua::raise(L, ExitCode::bad_input,
+               what + " needs " + mib_text(bytes) + ", more than this host has available (" + mib_text(m.available) +
+                   ", " + m.source + "): fewer iterations or samples");
+}
 
 LuaVm::LuaVm(Session* session) : L_(nullptr), trusted_(session && session->trusted), guard_(std::make_unique<Guard>()) {
   choose_memory_limit(guard_.get());

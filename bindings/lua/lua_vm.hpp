@@ -20,6 +20,13 @@ struct LuaFailure {
   bool limit = false;
 };
 
+// Engine memory sized by a recipe's numbers (the per-iteration samples of --iters/--samples):
+// refused before it is allocated, with a Lua error (exit 1, bad input) naming `what`, when
+// `bytes` and the Lua heap together pass the rank's memory limit (COMMSCRIPT_LUA_MEMORY, else
+// the rank's share of the host's memory, cgroup included), or `bytes` pass what the host (or
+// its cgroup) has available now, the figure cs.tensor checks. Never an OOM kill mid-run.
+void check_engine_memory(lua_State* L, size_t bytes, const std::string& what);
+
 class LuaVm {
  public:
   explicit LuaVm(Session* session);

@@ -112,26 +112,39 @@ void push_for_html(lua_State* L, const nlohmann::json& doc) {
   }
 }
 
-// report.html from the finished report (cs.html); a page that fails to render is a warning,
-// never a failed run: report.json is the contract.
-void write_html(LuaVm& vm, Report& report) {
+// The page cs.html renders from `doc`, or "" and *why (a render error; cs.html absent from a
+// COMMSCRIPT_STDLIB that lacks it is no error).
+std::string render_html(LuaVm& vm, const nlohmann::json& doc, std::string* why) {
   lua_State* L = vm.state();
   const int top = lua_gettop(L);
   LuaFailure f;
+  std::string page;
   if (vm.require("cs.html", &f)) {
     lua_getfield(L, -1, "render");
-    push_for_html(L, report.doc());
+    push_for_html(L, doc);
     if (lua_isfunction(L, -2) && vm.call(1, 1, &f) && lua_isstring(L, -1)) {
       size_t n = 0;
       const char* html = lua_tolstring(L, -1, &n);
-      std::ofstream(report.dir() / "report.html", std::ios::binary).write(html, static_cast<std::streamsize>(n));
-      lua_settop(L, top);
-      return;
+      page.assign(html, n);
+    } else if (f.message.empty()) {
+      f.message = "cs.html.render returned no page";
     }
   }
-  if (!f.message.empty() && f.message.find("no module 'cs.html'") == std::string::npos)
-    std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", f.message.c_str());
+  if (page.empty() && why && f.message.find("no module 'cs.html'") == std::string::npos) *why = f.message;
   lua_settop(L, top);
+  return page;
+}
+
+// report.html from the finished report (cs.html); a page that fails to render is a warning,
+// never a failed run: report.json is the contract.
+void write_html(LuaVm& vm, Report& report) {
+  std::string why;
+  const std::string page = render_html(vm, report.doc(), &why);
+  if (!page.empty())
+    std::ofstream(report.dir() / "report.html", std::ios::binary)
+        .write(page.data(), static_cast<std::streamsize>(page.size()));
+  else if (!why.empty())
+    std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", why.c_str());
 }
 
 // The same from a thread other than main (coordinator, signal thread): the main thread's Lua
@@ -143,6 +156,42 @@ void write_html_standalone(Session& s) {
   } catch (const std::exception&) {  // on the way out: never throw from here
   }
 }
+
+}  // namespace
+
+bool render_html_file(const std::string& json_path, const std::string& html_path, std::string* why) {
+  nlohmann::json doc;
+  try {
+    std::ifstream in(json_path, std::ios::binary);
+    if (!in) throw Error(ExitCode::bad_input, "cannot open " + json_path);
+    doc = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+  if (!doc.is_object()) {
+    if (why) *why = json_path + " is not a JSON object";
+    return false;
+  }
+  Session s;  // sandboxed: nothing of the recipe's state, nor --trusted
+  LuaVm vm(&s);
+  std::string w;
+  const std::string page = render_html(vm, doc, &w);
+  if (page.empty()) {
+    if (why) *why = w.empty() ? "cs.html is not in this stdlib" : w;
+    return false;
+  }
+  std::ofstream out(html_path, std::ios::binary);
+  out.write(page.data(), static_cast<std::streamsize>(page.size()));
+  out.close();
+  if (!out) {
+    if (why) *why = "cannot write " + html_path;
+    return false;
+  }
+  return true;
+}
+
+namespace {
 
 // Rank 0 chooses the output directory, everyone learns it and opens the report. False (after
 // rank 0 said why) when any rank could not.

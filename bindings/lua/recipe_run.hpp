@@ -33,6 +33,11 @@ int list_recipes();
 int answer_without_ranks(Session& s, const RecipeSource& src, const std::vector<std::string>& rargs, bool help,
                          bool print);
 
+// report.html from a report.json on disk, in a fresh, sandboxed Lua state (cs.html): what rank 0's
+// guardian runs (in a child it bounds in time) after writing a partial report. False and *why
+// when the file does not parse or the page does not render.
+bool render_html_file(const std::string& json_path, const std::string& html_path, std::string* why);
+
 // What a run adds to report.json's "run" section beyond the session.
 struct RunInfo {
   std::string replay_of;  // the replayed report's path, or ""

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +24,7 @@ namespace cs::guardian {
 namespace {
 
 int g_fd = -1;  // the rank's end of the socket pair (-1: no guardian)
+HtmlRenderer g_render = nullptr;
 
 // How long the guardian may take once its rank is gone: it holds rank 0's stderr, which mpirun
 // waits for; an alarm ends it whatever happens.
@@ -30,6 +32,8 @@ constexpr unsigned kGuardianAlarmS = 20;
 // How long rank 0's guardian waits for the other ranks' flight recorders (mpirun sends them
 // SIGTERM when rank 0 dies; their signal threads or guardians write the files).
 constexpr double kWaitForOthersS = 2.0;
+// How long rank 0's guardian lets report.html render (well inside its alarm).
+constexpr double kRenderS = 8.0;
 
 void send_msg(const nlohmann::json& m) {
   if (g_fd < 0) return;
@@ -216,6 +220,74 @@ nlohmann::json rank_summary(const nlohmann::json& f) {
 
 }  // namespace
 
+void set_html_renderer(HtmlRenderer render) { g_render = render; }
+
+bool render_html_bounded(HtmlRenderer render, const std::string& dir, double timeout_s, std::string* why) {
+  namespace fs = std::filesystem;
+  auto say = [&](const std::string& w) {
+    if (why) *why = w;
+    return false;
+  };
+  if (!render) return say("no renderer");
+  const fs::path json = fs::path(dir) / "report.json";
+  const fs::path html = fs::path(dir) / "report.html";
+  const fs::path tmp = fs::path(dir) / "report.html.guardian.tmp";
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return say(std::string("pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return say(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {  // the renderer's process: whatever it does, it ends here
+    close(pipefd[0]);
+    alarm(static_cast<unsigned>(timeout_s) + 2);  // in case the parent is gone
+    std::string w;
+    bool ok = false;
+    try {
+      ok = render(json.string(), tmp.string(), &w);
+    } catch (const std::exception& e) {
+      w = e.what();
+    }
+    if (!ok && !w.empty()) (void)!write(pipefd[1], w.data(), std::min<size_t>(w.size(), 512));
+    _exit(ok ? 0 : 1);
+  }
+  close(pipefd[1]);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::string w;
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", timeout_s);
+    w = std::string("rendering took longer than ") + t + " s";
+  } else if (done < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    char buf[513];
+    const ssize_t n = read(pipefd[0], buf, 512);
+    w = n > 0                             ? std::string(buf, static_cast<size_t>(n))
+        : done > 0 && WIFSIGNALED(status) ? "the renderer was ended by " + signal_text(WTERMSIG(status))
+                                          : "the renderer failed";
+  }
+  close(pipefd[0]);
+  std::error_code ec;
+  if (!w.empty()) {
+    fs::remove(tmp, ec);
+    return say(w);
+  }
+  fs::rename(tmp, html, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return say("cannot write " + html.string() + ": " + ec.message());
+  }
+  return true;
+}
+
 bool start() {
   if (g_fd >= 0) return true;
   if (const char* v = std::getenv("COMMSCRIPT_NO_GUARDIAN"); v && *v && std::strcmp(v, "0") != 0) return false;
@@ -394,6 +466,12 @@ nlohmann::json write_after_death(const Death& d, double wait_for_others_s) {
   else
     std::fprintf(stderr, "commscript: partial report written to %s by rank 0's guardian\n", report.c_str());
   std::fflush(stderr);
+  if (!ec && g_render) {
+    std::string why;
+    if (!render_html_bounded(g_render, d.out_dir, kRenderS, &why))
+      std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", why.c_str());
+    std::fflush(stderr);
+  }
   return inc;
 }
 

@@ -16,6 +16,12 @@ namespace cs::guardian {
 // fork failed or COMMSCRIPT_NO_GUARDIAN is set.
 bool start();
 
+// How report.html is made from a report.json (the bindings' cs.html in a fresh, sandboxed Lua
+// state): writes `html_path`, or returns false with *why. Registered before start() so the
+// guardian (a fork) has it; rank 0's guardian runs it after writing a partial report.json.
+using HtmlRenderer = bool (*)(const std::string& json_path, const std::string& html_path, std::string* why);
+void set_html_renderer(HtmlRenderer render);
+
 // The run's output directory is known: what the guardian needs to write there.
 void watch(const std::string& out_dir, int rank, int size, const std::string& host);
 
@@ -49,6 +55,11 @@ bool death_from_flight_file(const nlohmann::json& file, Death* d);
 // Writes flight/rank-N.json (unless the rank wrote its own) and, for rank 0, report.json;
 // returns the incident recorded (also printed to stderr by rank 0's guardian).
 nlohmann::json write_after_death(const Death& d, double wait_for_others_s);
+
+// report.html from dir/report.json through `render` in a child process, killed after
+// `timeout_s`: an odd report, a renderer that hangs or crashes costs at most that and leaves no
+// report.html (nor a partial one). True when report.html was written.
+bool render_html_bounded(HtmlRenderer render, const std::string& dir, double timeout_s, std::string* why);
 
 // The incident's message: "rank 0 (host h, pid p) was killed by SIGKILL during allreduce #12
 // on world (in flight 1.2 s; called at recipe.lua:17); ..."

@@ -79,6 +79,9 @@ function M.convert(d, v, from)
     if t == "int" and math.abs(n) > 2 ^ 53 then fail(("'%s' is out of range (at most 2^53)"):format(tostring(v))) end
     out = n
   elseif t == "size" then
+    -- A config value may be any TOML type; parse_size takes text or a number (found by fuzz_options:
+    -- `--set options.max=true` was "bad argument #1 to 'parse_size'").
+    if type(v) ~= "string" and type(v) ~= "number" then fail(("%s is not a size (like 8, 64K, 1M, 2G)"):format(type(v))) end
     local n = native.parse_size(v)
     if n == nil then fail(("'%s' is not a size (like 8, 64K, 1M, 2G)"):format(tostring(v))) end
     out = n
@@ -90,7 +93,11 @@ function M.convert(d, v, from)
   elseif t == "list" then
     if type(v) == "table" then
       out = {}
-      for i, x in ipairs(v) do out[i] = tostring(x) end
+      for i, x in ipairs(v) do
+        -- (found by fuzz_options: [{x = 1}] became the item "table: 0x...")
+        if type(x) == "table" then fail("a list of words is expected, got a nested table") end
+        out[i] = tostring(x)
+      end
     else
       out = split_list(v)
     end

@@ -78,6 +78,17 @@ class Config(cs_e2e.TestCase):
         self.assertExit(r, cs_e2e.BAD_INPUT, max_s=FAST_S)
         self.assertIn("[options] must be a table", r.stderr, r.describe())
 
+    def test_option_values_of_another_type(self):
+        # Found by fuzz_options: a size option given a bool or a table through --set ended in
+        # "options.lua:82: bad argument #1 to 'parse_size'", a nested list became "table: 0x...".
+        for v, msg in (("options.max=true", "option --max: boolean is not a size"),
+                       ("options.max=[1,2]", "option --max: table is not a size"),
+                       ("options.ops=[[1]]", "option --ops: a list of words is expected, got a nested table")):
+            r = self.cs(["--set", v, "--check", "bw_sweep"], out=False)
+            self.assertExit(r, cs_e2e.BAD_INPUT, max_s=FAST_S)
+            self.assertIn(msg, r.stderr, r.describe())
+            self.assertNotIn(".lua:", r.stderr, r.describe())
+
     def test_baseline_whose_results_are_numbers(self):
         b = self.write("b.json", json.dumps({"schema": "commscript.report/1", "results": [1, 2, 3]}))
         r = self.cs(["--backend", "self", "--baseline", b, "full_diag"], timeout=60)

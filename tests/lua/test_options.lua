@@ -154,6 +154,17 @@ function TestConvert:test_lists()
   lu.assertEquals(input_error(conv, spec, "a,z"), "option --o: 'z' is not one of a, b, c")
 end
 
+-- Found by fuzz_options: a config value of another TOML type reached parse_size ("bad argument #1
+-- to 'parse_size'"), and a nested table became the list item "table: 0x...".
+function TestConvert:test_config_values_of_other_types()
+  local s = { default = "8", type = "size" }
+  lu.assertEquals(input_error(conv, s, true), "option --o: boolean is not a size (like 8, 64K, 1M, 2G)")
+  lu.assertEquals(input_error(conv, s, { 1, 2 }), "option --o: table is not a size (like 8, 64K, 1M, 2G)")
+  local l = { default = { "a" }, type = "list" }
+  lu.assertEquals(input_error(conv, l, { { x = 1 } }), "option --o: a list of words is expected, got a nested table")
+  lu.assertEquals(conv(l, { "b", 3 }), { "b", "3" })
+end
+
 function TestConvert:test_string_refuses_list()
   lu.assertStrContains(input_error(conv, { "x", "h" }, { "a" }), "a string is expected")
 end

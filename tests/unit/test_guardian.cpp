@@ -1,9 +1,11 @@
 // The guardian's writing side (control/guardian.hpp) and the memory share (core/memory_share.hpp):
 // what a dead rank 0's guardian makes of the header, results.jsonl (a line cut by the kill
-// included) and the flight recorders, and the memory a rank may use under a cgroup limit.
+// included) and the flight recorders, report.html rendered in a bounded child, and the memory a
+// rank may use under a cgroup limit.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -96,6 +98,56 @@ TEST_CASE("a dead rank 0's guardian writes report.json from the header and resul
     cs::guardian::write_after_death(d, 0);
     CHECK(read_json(dir / "report.json")["incidents"].empty());
   }
+  fs::remove_all(dir);
+}
+
+// Renderers for render_html_bounded: one that works, one that hangs, one that crashes, one that
+// refuses.
+bool render_ok(const std::string& json, const std::string& html, std::string*) {
+  std::ifstream in(json);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::ofstream(html) << "<p>" << doc["incidents"][0]["kind"].get<std::string>() << "</p>";
+  return true;
+}
+bool render_hangs(const std::string&, const std::string& html, std::string*) {
+  std::ofstream(html) << "<p>half a page";
+  for (;;) pause();
+}
+bool render_crashes(const std::string&, const std::string& html, std::string*) {
+  std::ofstream(html) << "<p>half a page";
+  std::abort();
+}
+bool render_refuses(const std::string&, const std::string&, std::string* why) {
+  *why = "report.json: field run is not an object";
+  return false;
+}
+
+TEST_CASE("report.html after a guardian's report: rendered in a child bounded in time, never half a page") {
+  const fs::path dir = temp_dir("cs-guardian-html");
+  write_text(dir / "report.json", R"({"incidents":[{"kind":"rank_died"}]})");
+  std::string why;
+  REQUIRE(cs::guardian::render_html_bounded(render_ok, dir.string(), 5, &why));
+  std::ifstream in(dir / "report.html");
+  std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(page == "<p>rank_died</p>");
+  fs::remove(dir / "report.html");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(cs::guardian::render_html_bounded(render_hangs, dir.string(), 0.5, &why));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(s >= 0.5);
+  CHECK(s < 3.0);
+  CHECK(why == "rendering took longer than 0.5 s");
+  CHECK_FALSE(fs::exists(dir / "report.html"));
+
+  CHECK_FALSE(cs::guardian::render_html_bounded(render_crashes, dir.string(), 5, &why));
+  CHECK(why == "the renderer was ended by SIGABRT");
+  CHECK_FALSE(fs::exists(dir / "report.html"));
+
+  CHECK_FALSE(cs::guardian::render_html_bounded(render_refuses, dir.string(), 5, &why));
+  CHECK(why == "report.json: field run is not an object");
+  CHECK_FALSE(fs::exists(dir / "report.html"));
+  CHECK_FALSE(fs::exists(dir / "report.html.guardian.tmp"));
   fs::remove_all(dir);
 }
 
