@@ -89,6 +89,15 @@ int c_backend(lua_State* L) {
   lua_pushstring(L, check_comm(L, 1).backend().c_str());
   return 1;
 }
+// comm:supports(dtype) -> true, or false and why not (with what to use instead).
+int c_supports(lua_State* L) {
+  const Communicator& c = check_comm(L, 1);
+  const std::string why = c.dtype_refusal(dtype_arg(check_string(L, 2)));
+  lua_pushboolean(L, why.empty());
+  if (why.empty()) return 1;
+  lua_pushstring(L, ("not supported by --backend " + c.backend() + ": " + why).c_str());
+  return 2;
+}
 int c_seq(lua_State* L) {
   lua_pushnumber(L, static_cast<double>(check_comm(L, 1).seq()));
   return 1;
@@ -605,6 +614,7 @@ void register_communicator(lua_State* L) {
                                      {"size", entry<c_size>},
                                      {"name", entry<c_name>},
                                      {"backend", entry<c_backend>},
+                                     {"supports", entry<c_supports>},
                                      {"seq", entry<c_seq>},
                                      {"set_timeout", entry<c_set_timeout>},
                                      {"set_verify", entry<c_set_verify>},

@@ -169,6 +169,9 @@ class Communicator {
   virtual std::string no_shrink_reason() const {
     return "cannot survive a dropped rank (no revoke/shrink in this backend)";
   }
+  // Empty when this backend's operations handle dtype t; otherwise why not and what to use
+  // instead (make_op refuses the operation with it: exit 1).
+  virtual std::string dtype_refusal(DType) const { return {}; }
 
   static Traffic& traffic() { return traffic_; }
 

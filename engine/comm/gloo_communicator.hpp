@@ -35,6 +35,11 @@ class GlooCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backend() const override { return "gloo"; }
   std::unique_ptr<Communicator> split(int color, int key) override;
+  std::string dtype_refusal(DType t) const override {
+    return dtype_is_16bit_float(t) ? "commscript's Gloo backend has no float16/bfloat16 reductions; use "
+                                     "--backend nccl for them, or float32 on gloo"
+                                   : "";
+  }
 
   void revoke() override;
   std::vector<int> survivors() override;

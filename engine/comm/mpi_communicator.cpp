@@ -33,6 +33,9 @@ MPI_Datatype mpi_type(DType t) {
       return MPI_FLOAT;
     case DType::float64:
       return MPI_DOUBLE;
+    case DType::float16:
+    case DType::bfloat16:  // make_op refuses them first (dtype_refusal)
+      throw InputError(std::string(dtype_name(t)) + ": not supported by --backend mpi");
   }
   return MPI_BYTE;
 }

@@ -36,6 +36,11 @@ class MpiCommunicator final : public Communicator {
     return "cannot survive a dropped rank: Open MPI 4.1 has no ULFM (MPIX_Comm_revoke/MPIX_Comm_shrink), so a "
            "rank that dies takes the job with it; use --backend gloo for elastic drills";
   }
+  std::string dtype_refusal(DType t) const override {
+    return dtype_is_16bit_float(t) ? "MPI has no 16-bit floating-point type to reduce; use --backend nccl for "
+                                     "float16/bfloat16, or float32 on mpi"
+                                   : "";
+  }
 
  protected:
   void run(const Op& op) override;

@@ -128,6 +128,10 @@ ncclDataType_t nccl_dtype(DType t) {
       return ncclFloat32;
     case DType::float64:
       return ncclFloat64;
+    case DType::float16:
+      return ncclFloat16;
+    case DType::bfloat16:
+      return ncclBfloat16;  // NCCL >= 2.10, older than the oldest version accepted
   }
   return ncclUint8;
 }

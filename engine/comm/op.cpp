@@ -38,6 +38,9 @@ Op make_op(const Communicator& comm, Collective coll, const Tensor& send, const 
     throw UsageError(w + ": send is " + std::string(dtype_name(send.dtype())) + " but receive is " +
                      std::string(dtype_name(recv.dtype())));
   op.dtype = has_send ? send.dtype() : recv.dtype();
+  if (const std::string why = comm.dtype_refusal(op.dtype); !why.empty())
+    throw InputError(w + ": dtype " + std::string(dtype_name(op.dtype)) + " is not supported by --backend " +
+                     comm.backend() + ": " + why);
   if (collective_reduces(coll)) {
     try {
       check_reduce_op(redop, op.dtype);

@@ -23,6 +23,16 @@ void fill_pattern(Tensor& t, int rank, ReduceOp op, uint32_t salt) {
 
 namespace {
 
+// The largest magnitude below which every integer is exact, and the machine epsilon.
+template <class T>
+constexpr float float16_exact_limit() {
+  return std::is_same_v<T, Half> ? 2048.0f : 256.0f;
+}
+template <class T>
+constexpr float float16_epsilon() {
+  return std::is_same_v<T, Half> ? 0x1p-10f : 0x1p-7f;
+}
+
 // Combines the nranks contributions to element `index` the way the reduction does, in T.
 template <class T>
 T reduce_expected(const CheckSpec& s, size_t index) {
@@ -42,6 +52,30 @@ T reduce_expected(const CheckSpec& s, size_t index) {
     if (s.op == ReduceOp::min) return static_cast<T>(mn);
     if (s.op == ReduceOp::max) return static_cast<T>(mx);
     return static_cast<T>(acc);
+  } else if constexpr (is_float16_v<T>) {
+    // The exact result (sums of small integers and products of powers of two are exact in
+    // double), rounded once to T. The device rounds every step; with the patterns' values the
+    // steps are exact while the result stays within float16_exact_limit (see same()).
+    double acc = static_cast<double>(pattern_value(0, index, s.op, s.salt));
+    for (int r = 1; r < s.nranks; ++r) {
+      const double v = static_cast<double>(pattern_value(r, index, s.op, s.salt));
+      switch (s.op) {
+        case ReduceOp::prod:
+          acc *= v;
+          break;
+        case ReduceOp::min:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::max:
+          acc = std::max(acc, v);
+          break;
+        default:
+          acc += v;
+          break;
+      }
+    }
+    if (s.op == ReduceOp::avg) acc /= static_cast<double>(s.nranks);
+    return T(acc);
   } else {
     T acc = static_cast<T>(pattern_value(0, index, s.op, s.salt));
     for (int r = 1; r < s.nranks; ++r) {
@@ -67,10 +101,23 @@ T reduce_expected(const CheckSpec& s, size_t index) {
 }
 
 template <class T>
-bool same(T got, T want, ReduceOp op) {
+bool same(T got, T want, ReduceOp op, int nranks) {
   if constexpr (std::is_floating_point_v<T>) {
     // avg may be computed as a premultiplied sum by other backends (nccl-tests allows 2 ulp).
     if (op == ReduceOp::avg) return std::fabs(got - want) <= 2 * std::numeric_limits<T>::epsilon() * std::fabs(want);
+  } else if constexpr (is_float16_v<T>) {
+    // Exact while every partial result is an integer the format holds exactly (|x| <= 2048 for
+    // float16, 256 for bfloat16: the fill values are 1..9, so sum is exact up to 227 and 28
+    // ranks); min, max and prod (powers of two) are always exact. Beyond that, and for avg
+    // (NCCL computes it as a sum premultiplied by 1/n, rounding each term), the rounding depends
+    // on the order of the steps. Each of the n - 1 steps rounds by at most half an ulp of a
+    // partial result no larger than the result (the values are positive), and avg adds the
+    // rounding of 1/n and of each product: allowed are (n + 1) / 2 x epsilon x |want|.
+    const float g = static_cast<float>(got), w = static_cast<float>(want);
+    const bool exact = op == ReduceOp::min || op == ReduceOp::max || op == ReduceOp::prod ||
+                       (op == ReduceOp::sum && std::fabs(w) <= float16_exact_limit<T>());
+    if (exact) return g == w;
+    return std::fabs(g - w) <= 0.5f * static_cast<float>(nranks + 1) * float16_epsilon<T>() * std::fabs(w);
   }
   return got == want;
 }
@@ -80,7 +127,7 @@ uint64_t count_wrong_t(const CheckSpec& s, const T* got) {
   const size_t c = s.count;
   const size_t me = static_cast<size_t>(s.rank);
   uint64_t wrong = 0;
-  auto expect = [&](size_t k, T want) { wrong += !same(got[k], want, s.op); };
+  auto expect = [&](size_t k, T want) { wrong += !same(got[k], want, s.op, s.nranks); };
   auto value = [&](int r, size_t i) { return static_cast<T>(pattern_value(r, i, s.op, s.salt)); };
   switch (s.coll) {
     case Collective::allreduce:

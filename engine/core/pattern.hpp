@@ -1,7 +1,9 @@
 #pragma once
 // Fill patterns that make every collective's result exactly predictable, and the check that
 // counts wrong elements (nccl-tests' #wrong). Values are small integers, so sums, products,
-// minima and maxima are exact in every dtype (integer overflow wraps the same way on both sides).
+// minima and maxima are exact in every dtype (integer overflow wraps the same way on both sides),
+// float16 and bfloat16 as long as a sum stays within the integers they hold exactly (2048 and
+// 256: 227 and 28 ranks); beyond that, and for avg, the check allows (n+1)/2 ulps (see pattern.cpp).
 #include <cstddef>
 #include <cstdint>
 

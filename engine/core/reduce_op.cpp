@@ -30,7 +30,10 @@ ReduceOp reduce_op_from_string(std::string_view n) {
 
 void check_reduce_op(ReduceOp op, DType t) {
   if (op == ReduceOp::avg && !dtype_is_float(t))
-    throw InputError("reduction 'avg' is defined for float32 and float64 only, not " + std::string(dtype_name(t)));
+    throw InputError(
+        "reduction 'avg' is defined for floating-point dtypes only (float16, bfloat16, float32, "
+        "float64), not " +
+        std::string(dtype_name(t)));
 }
 
 }  // namespace cs

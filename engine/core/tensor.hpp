@@ -67,12 +67,6 @@ class Tensor {
 // Bytes of memory this host can still give (MemAvailable), or 0 when unknown.
 size_t host_memory_available();
 
-// ---- half-precision conversions (IEEE binary16 and bfloat16 bit patterns) ----
-// For filling and checking half-precision buffers on the host; round to nearest even, NaN kept
-// quiet, overflow to infinity.
-uint16_t float_to_half(float f);
-float half_to_float(uint16_t h);
-uint16_t float_to_bfloat16(float f);
-float bfloat16_to_float(uint16_t b);
+// The 16-bit floating-point conversions (float_to_half, ...) are in dtype.hpp.
 
 }  // namespace cs

@@ -16,7 +16,7 @@ GROUPED = {"allgather", "reduce_scatter", "alltoall", "gather", "scatter"}
 REDUCING = {"allreduce", "reduce", "reduce_scatter"}
 ROOTED = {"broadcast", "reduce", "gather", "scatter"}
 ELEM = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-        "float32": 4, "float64": 8}
+        "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 MIN, MAX, ITERS, WARMUP = 8, 64 * 1024, 5, 1
 SWEEP_ARGS = ["--ops", "all", "--min", "8", "--max", "64K", "--iters", str(ITERS), "--warmup", str(WARMUP)]
@@ -113,7 +113,7 @@ class BwSweep(cs_e2e.TestCase):
 
         rec = rep["recipe"]
         self.assertEqual(rec["name"], "bw_sweep")
-        self.assertEqual(rec["version"], "2.0.0")
+        self.assertEqual(rec["version"], "2.1.0")
         self.assertEqual(rec["sha256"], recipe_sha256(),
                          "recipe.sha256 is not the sha256 of recipes/bw_sweep.lua (stale build?)")
         self.assertIsInstance(rec["bundled"], bool)
@@ -268,6 +268,51 @@ class BwSweep(cs_e2e.TestCase):
     def test_float64_avg_np3(self):
         # 3 ranks: factors 4/3 and 2/3, counts that do not divide the sizes.
         self.sweep(3, dtype="float64", redop="avg")
+
+    def test_float16_self(self):
+        # The self backend copies: every 16-bit result is exact, checked like any other dtype.
+        self.sweep(1, dtype="float16", backend="self")
+
+    def test_bfloat16_avg_self(self):
+        self.sweep(1, dtype="bfloat16", redop="avg", backend="self")
+
+    def test_16bit_floats_refused_on_mpi(self):
+        # MPI has no 16-bit floating-point type: refused before the sweep starts (exit 1), naming
+        # the dtype, the backend and what to use instead; nothing measured.
+        for args in (["--dtype", "float16"], ["--dtypes", "float32,bfloat16"]):
+            with self.subTest(args=args):
+                r = self.cs(["bw_sweep", "--max", "64", "--iters", "2", "--warmup", "0"] + args, np=2)
+                self.assertExit(r, cs_e2e.BAD_INPUT)
+                dt = args[1].split(",")[-1]
+                self.assertIn("bw_sweep.lua:", r.stderr)
+                self.assertIn("dtype %s is not supported by --backend mpi: MPI has no 16-bit floating-point type"
+                              % dt, r.stderr)
+                self.assertIn("use --backend nccl for float16/bfloat16, or float32 on mpi", r.stderr)
+                self.assertEqual(r.report()["results"], [])
+                self.assertNotIn("# allreduce", r.stdout)
+
+    def test_16bit_float_operation_refused_on_mpi(self):
+        # A recipe that skips comm:supports(): the operation itself is refused (exit 1), naming the
+        # recipe line, the collective and the communicator; comm:supports() says the same.
+        recipe = self.write("half_allreduce.lua", """
+local cs = require "commscript"
+local recipe = cs.recipe { name = "half_allreduce", version = "1.0.0", requires = ">=0.1, <1.0",
+  summary = "a float16 all-reduce" }
+function recipe.run(ctx)
+  local ok, why = ctx.comm:supports("half")
+  ctx.log("supports: %s %s", tostring(ok), why)
+  ctx.log("float32: %s", tostring(ctx.comm:supports("float32")))
+  local t = cs.tensor("float16", 8)
+  ctx.comm:allreduce(t, t)
+end
+return recipe
+""")
+        r = self.cs(["--trusted", recipe], np=2)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("supports: false not supported by --backend mpi: MPI has no 16-bit", r.stdout)
+        self.assertIn("float32: true", r.stdout)
+        self.assertRegex(r.stderr, r"half_allreduce.lua:10: allreduce on communicator 'world': dtype float16 is not "
+                         r"supported by --backend mpi")
 
     def test_results_jsonl_is_one_object_per_line(self):
         r = self.cs(["bw_sweep", "--ops", "allreduce,broadcast", "--min", "8", "--max", "64", "--iters", "2",

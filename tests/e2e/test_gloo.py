@@ -43,6 +43,18 @@ class GlooSweep(cs_e2e.TestCase):
     def test_int8_prod(self):
         self.sweep(2, dtype="int8", redop="prod", backend="gloo")
 
+    def test_16bit_floats_refused(self):
+        # No float16/bfloat16 reductions here: refused before the sweep (exit 1), saying what to use.
+        for dt in ("float16", "bfloat16"):
+            with self.subTest(dtype=dt):
+                r = self.cs(["--backend", "gloo", "bw_sweep", "--dtypes", "float32," + dt, "--max", "64",
+                             "--iters", "2", "--warmup", "0"], np=2, timeout=120)
+                self.assertExit(r, cs_e2e.BAD_INPUT)
+                self.assertIn("dtype %s is not supported by --backend gloo: commscript's Gloo backend has no "
+                              "float16/bfloat16 reductions; use --backend nccl for them, or float32 on gloo" % dt,
+                              r.stderr)
+                self.assertEqual(r.report()["results"], [])
+
 
 def env_cmd(*args):
     return [cs_e2e.BIN] + list(args)

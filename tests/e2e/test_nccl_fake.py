@@ -11,11 +11,13 @@ import unittest
 
 import cs_e2e
 import launch_env
+import test_bw_sweep
 
 FAKE_DIR = os.environ.get("FAKE_GPU_DIR") or os.path.join(os.path.dirname(cs_e2e.BIN), "fake_gpu")
 BUSBW = 40.0  # GB/s, the stand-in's NCCL bus bandwidth in these runs
 SMALL = ["--iters", "3", "--warmup", "1"]
-DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float32", "float64"]
+DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]
+HALF = ["float16", "bfloat16"]  # 2-byte floats: NCCL reduces them in float and rounds every step
 
 
 def env(extra=None):
@@ -93,6 +95,50 @@ class Fake(cs_e2e.TestCase):
                                "--dtype", dt, "--min", "8", "--max", "256"] + SMALL, 2)
                 rows = self.no_wrong(self.report(r))
                 self.assertTrue(rows and all(x["dtype"] == dt for x in rows), dt)
+
+    # ---- float16 / bfloat16: every op, both placements, #wrong from the data, busbw recomputed ----
+    def half_sweep(self, np, maxb, extra=(), ops="all"):
+        r = self.nccl(["bw_sweep", "--ops", ops, "--dtypes", ",".join(HALF), "--max", maxb] + SMALL + list(extra),
+                      np)
+        rows = self.no_wrong(self.report(r))
+        want_ops = set(test_bw_sweep.ALL_OPS) if ops == "all" else set(ops.split(","))
+        for dt in HALF:
+            mine = [x for x in rows if x["dtype"] == dt]
+            self.assertEqual({x["op"] for x in mine}, want_ops, dt)
+            for op in want_ops:
+                self.assertEqual({x["placement"] for x in mine if x["op"] == op}, {"in-place", "out-of-place"})
+            for x in mine:
+                where = json.dumps(x)
+                self.assertTrue(x["checked"], where)
+                moved = x["count"] * 2 * (np if x["op"] in test_bw_sweep.GROUPED else 1)  # 2-byte elements
+                self.assertEqual(x["bytes"], moved, where)
+                if x["time_us"] == 0:  # one rank on the virtual clock: nothing moves, no time passes
+                    self.assertEqual((np, x["algbw"], x["busbw"]), (1, 0, 0), where)
+                    continue
+                algbw = moved / 1e9 / (x["time_us"] * 1e-6)
+                self.assertAlmostEqual(x["algbw"], algbw, delta=algbw * 1e-6, msg=where)
+                busbw = algbw * test_bw_sweep.busbw_factor(x["op"], np)
+                self.assertAlmostEqual(x["busbw"], busbw, delta=busbw * 1e-6 + 1e-12, msg=where)
+                if np > 1 and x["op"] == "allreduce":
+                    self.assertAlmostEqual(x["busbw"], BUSBW, delta=BUSBW * 1e-4, msg=where)
+        self.assertIn("# allreduce bfloat16", r.stdout)
+        return rows
+
+    def test_half_sweep_all_np1(self):
+        self.half_sweep(1, "4K")
+
+    def test_half_sweep_all_np2(self):
+        self.half_sweep(2, "4K")
+
+    def test_half_sweep_all_np4(self):
+        self.half_sweep(4, "4K")
+
+    def test_half_every_reduction_np3(self):
+        # 3 ranks: avg results like 13/3 are rounded; prod, min, max exact.
+        for redop in ("avg", "prod", "min", "max"):
+            with self.subTest(redop=redop):
+                rows = self.half_sweep(3, "1K", ["--op", redop], ops="allreduce,reduce,reduce_scatter")
+                self.assertTrue(all(x["redop"] == redop for x in rows))
 
     # ---- the other recipes ----
     def test_latency_np2(self):

@@ -6,7 +6,8 @@
 #      sends (timeout, ncclCommAbort, the operation named), host buffers refused, copy bandwidth
 #      and GPU topology;
 #   2. bw_sweep --backend nccl --ops all on one rank (and on every GPU when there are several),
-#      checked: exit 0 and "Out of bounds values : 0";
+#      in float32 and again in float16 and bfloat16 (--dtypes), checked: exit 0 and
+#      "Out of bounds values : 0";
 #   3. gpu_copy_bw (host<->GPU, GPU<->GPU);
 #   4. CUDA-event vs host timing through the CLI (COMMSCRIPT_TIMING=event|host);
 #   5. a hang under --backend nccl (chaos hang on rank 1 of 2: two GPUs, or two ranks on one GPU
@@ -14,9 +15,10 @@
 #   6. with an nccl-tests checkout given (first argument, or NCCL_TESTS_SRC): builds it (MPI=1),
 #      runs all_reduce_perf, all_gather_perf, reduce_scatter_perf, broadcast_perf, reduce_perf,
 #      alltoall_perf and sendrecv_perf and commscript's bw_sweep on the same ranks, sizes and
-#      iterations, and prints busbw side by side per op and size (out-of-place) with the ratio
-#      commscript / nccl-tests; a ratio outside 1 +- CMP_TOL (0.10) at a size >= CMP_MIN_BYTES
-#      (1048576: below it both are latency-bound and noisy) fails the check;
+#      iterations, for each of CMP_DTYPES (default "float32 float16 bfloat16": nccl-tests' -d
+#      float, half, bfloat16), and prints busbw side by side per dtype, op and size (out-of-place)
+#      with the ratio commscript / nccl-tests; a ratio outside 1 +- CMP_TOL (0.10) at a size >=
+#      CMP_MIN_BYTES (1048576: below it both are latency-bound and noisy) fails the check;
 # and prints a summary. Exit 0 when nothing failed. Without an NVIDIA GPU it prints
 # "no NVIDIA GPU: skipped" and exits 0.
 #
@@ -105,9 +107,12 @@ sweep() {  # name np extra-args...
   fi
 }
 sweep "bw_sweep nccl 1 rank" 1
+sweep "bw_sweep nccl 1 rank f16/bf16" 1 --dtypes float16,bfloat16
 if [ "$NGPU" -ge 2 ]; then
   n=$((NGPU > 8 ? 8 : NGPU))
   sweep "bw_sweep nccl $n ranks" "$n"
+  sweep "bw_sweep nccl $n ranks f16/bf16" "$n" --dtypes float16,bfloat16
+  sweep "bw_sweep nccl $n ranks bf16 avg" "$n" --dtype bfloat16 --op avg --ops allreduce,reduce,reduce_scatter
 else
   record SKIP "bw_sweep nccl n ranks" "one GPU only"
 fi
@@ -171,6 +176,7 @@ CMP_NP=${CMP_NP:-$((NGPU > 8 ? 8 : NGPU))}
 CMP_TOL=${CMP_TOL:-0.10}
 CMP_MIN_BYTES=${CMP_MIN_BYTES:-1048576}
 CMP_MAX=${CMP_MAX:-256M}
+CMP_DTYPES=${CMP_DTYPES:-float32 float16 bfloat16}
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
 MPI_HOME=${MPI_HOME:-$(dirname "$(dirname "$(command -v mpicc || echo /usr/bin/mpicc)")")}
 # The NCCL commscript loaded (its --version line names the path) builds nccl-tests too, so both
@@ -193,16 +199,26 @@ for pair in $CMP_OPS; do
   op=${pair%%:*}
   exe=${pair#*:}
   [ -x "$NT_BIN/$exe" ] || continue
-  # One GPU per process (-g 1), float sum, the same sizes (x2), iterations and warm-up as below.
-  timeout 600 "$MPIRUN" -np "$CMP_NP" --oversubscribe "$NT_BIN/$exe" -b 8 -e "$CMP_MAX" -f 2 -g 1 -n 20 -w 5 \
-    -d float -o sum >"$WORK/nt-$op.log" 2>&1 || echo "    $exe exited $?"
+  for dt in $CMP_DTYPES; do
+    case $dt in
+      float32) ntd=float log=$WORK/nt-$op.log ;;
+      float16) ntd=half log=$WORK/nt-$op-$dt.log ;;
+      *) ntd=$dt log=$WORK/nt-$op-$dt.log ;;
+    esac
+    # One GPU per process (-g 1), sum, the same sizes (x2), iterations and warm-up as below.
+    timeout 600 "$MPIRUN" -np "$CMP_NP" --oversubscribe "$NT_BIN/$exe" -b 8 -e "$CMP_MAX" -f 2 -g 1 -n 20 -w 5 \
+      -d "$ntd" -o sum >"$log" 2>&1 || echo "    $exe -d $ntd exited $?"
+  done
   ops_csv+="${ops_csv:+,}$op"
 done
+dtypes_csv=$(echo $CMP_DTYPES | tr ' ' ',')
 out=$WORK/cmp
 timeout 900 "$MPIRUN" -np "$CMP_NP" --oversubscribe "$CS" --backend nccl --out "$out" bw_sweep --ops "$ops_csv" \
-  --min 8 --max "$CMP_MAX" --iters 20 --warmup 5 --dtype float32 >"$out.log" 2>&1 || echo "    commscript bw_sweep exited $?"
-if python3 "$ROOT/tests/gpu/compare_nccl_tests.py" "$WORK" "$out/results.jsonl" "$CMP_TOL" "$CMP_MIN_BYTES" "$ops_csv"; then
-  record PASS "nccl-tests side by side" "$CMP_NP ranks, ops $ops_csv: busbw within +-$CMP_TOL from $CMP_MIN_BYTES B"
+  --min 8 --max "$CMP_MAX" --iters 20 --warmup 5 --dtypes "$dtypes_csv" >"$out.log" 2>&1 ||
+  echo "    commscript bw_sweep exited $?"
+if python3 "$ROOT/tests/gpu/compare_nccl_tests.py" "$WORK" "$out/results.jsonl" "$CMP_TOL" "$CMP_MIN_BYTES" "$ops_csv" \
+     "$dtypes_csv"; then
+  record PASS "nccl-tests side by side" "$CMP_NP ranks, ops $ops_csv, dtypes $dtypes_csv: busbw within +-$CMP_TOL from $CMP_MIN_BYTES B"
 else
   record FAIL "nccl-tests side by side" "$CMP_NP ranks: a size differs beyond +-$CMP_TOL (table above), or a side is missing"
 fi

@@ -228,7 +228,7 @@ end
 
 function TestResolve:test_choices()
   lu.assertEquals(resolve({ "--dtype", "int8" }).dtype, "int8")
-  lu.assertStrContains(input_error(resolve, { "--dtype", "float16" }), "option --dtype: 'float16' is not one of int8,")
+  lu.assertStrContains(input_error(resolve, { "--dtype", "float8" }), "option --dtype: 'float8' is not one of int8,")
 end
 
 function TestResolve:test_list_choices()

@@ -44,12 +44,38 @@ function TestTensorBasics:test_construct_table()
 end
 
 function TestTensorBasics:test_every_dtype_size()
-  local size = { int8 = 1, uint8 = 1, int32 = 4, uint32 = 4, int64 = 8, uint64 = 8, float32 = 4, float64 = 8 }
-  lu.assertEquals(#cs.dtypes, 8)
+  local size = { int8 = 1, uint8 = 1, int32 = 4, uint32 = 4, int64 = 8, uint64 = 8, float16 = 2, bfloat16 = 2,
+                 float32 = 4, float64 = 8 }
+  lu.assertEquals(#cs.dtypes, 10)
   for _, d in ipairs(cs.dtypes) do
     lu.assertEquals(cs.tensor(d, 10):bytes(), 10 * size[d], d)
     lu.assertEquals(cs.dtype_size(d), size[d], d)
   end
+end
+
+-- float16 and bfloat16 hold their bit patterns; values pass through Lua as doubles, rounded to
+-- nearest even on the way in.
+function TestTensorBasics:test_16bit_floats_round_on_set()
+  local h = cs.tensor("float16", 4)
+  h:set(1, 1.5)
+  h:set(2, 0.1)      -- nearest float16: 0x2e66
+  h:set(3, 65504)    -- the largest float16
+  h:set(4, 2049)     -- a tie between 2048 and 2050: to the even 2048
+  lu.assertEquals(h:to_table(), { 1.5, 0.0999755859375, 65504, 2048 })
+  lu.assertEquals(tostring(h), "tensor<float16>[4]")
+  h:set(1, 70000)
+  lu.assertEquals(h:get(1), math.huge, "past the largest float16: infinity")
+  local b = cs.tensor("half", 1)
+  lu.assertEquals(b:dtype(), "float16", "half is an alias")
+  local bf = cs.tensor { dtype = "bfloat16", count = 3 }
+  bf:set(1, 0.1)     -- nearest bfloat16: 0x3dcd
+  bf:set(2, 257)     -- a tie between 256 and 258: to the even 256
+  bf:set(3, -3e38)
+  lu.assertEquals(bf:get(1), 0.10009765625)
+  lu.assertEquals(bf:get(2), 256)
+  lu.assertTrue(bf:get(3) < -2.99e38 and bf:get(3) > -3.01e38)
+  lu.assertEquals(bf:fill(-7):to_table(), { -7, -7, -7 })
+  lu.assertEquals(cs.tensor("bf16", 4):fill_pattern(0):to_table(), { 1, 8, 6, 4 })
 end
 
 function TestTensorBasics:test_zero_initialised()
@@ -261,11 +287,12 @@ end
 -- A dtype named by the recipe is API misuse, a recipe error (exit 2), like any other bad
 -- argument; only user input (command line, config, recipe options) is exit 1.
 function TestTensorErrors:test_unknown_dtype_is_a_recipe_error()
-  local ok, err = pcall(function() local _ = cs.tensor("float16", 4) end)
+  local ok, err = pcall(function() local _ = cs.tensor("float8", 4) end)
   lu.assertFalse(ok)
   lu.assertEquals(type(err), "table")
   lu.assertEquals(err.code, cs.exit.runtime)
-  lu.assertStrContains(err.message, "unknown dtype 'float16' (expected one of int8, uint8, int32, uint32, int64, uint64, float32, float64)")
+  lu.assertStrContains(err.message, "unknown dtype 'float8' (expected one of int8, uint8, int32, uint32, int64, "
+    .. "uint64, float16, bfloat16, float32, float64)")
   lu.assertStrContains(err.message, "test_tensor.lua:", "the message names the calling line")
 end
 

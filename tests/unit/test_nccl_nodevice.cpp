@@ -374,6 +374,8 @@ TEST_CASE("engine dtypes and reductions map onto NCCL's", "[nccl]") {
   CHECK(cs::nccl_dtype(DType::uint64) == ncclUint64);
   CHECK(cs::nccl_dtype(DType::float32) == ncclFloat32);
   CHECK(cs::nccl_dtype(DType::float64) == ncclFloat64);
+  CHECK(cs::nccl_dtype(DType::float16) == ncclFloat16);
+  CHECK(cs::nccl_dtype(DType::bfloat16) == ncclBfloat16);
   CHECK(cs::nccl_redop(ReduceOp::sum) == ncclSum);
   CHECK(cs::nccl_redop(ReduceOp::prod) == ncclProd);
   CHECK(cs::nccl_redop(ReduceOp::min) == ncclMin);

@@ -1,7 +1,8 @@
 // fill_pattern / count_wrong: N ranks simulated in one process. Every rank's send buffer is filled
 // with fill_pattern, the collective's result is computed here with plain code (in the dtype's own
-// arithmetic, integers wrapping), and count_wrong must accept it, count corrupted elements one by
-// one, and reject a receive buffer left at zero.
+// arithmetic, integers wrapping, float16/bfloat16 rounding every step as NCCL does), and
+// count_wrong must accept it, count corrupted elements one by one, and reject a receive buffer left
+// at zero.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -36,6 +37,17 @@ T add(T a, T b) {
   } else {
     return a + b;
   }
+}
+
+// A corruption count_wrong must see: one more for integers and float32/64; for float16 and
+// bfloat16 twice the value plus one, beyond the n-ulp tolerance their check allows where rounding
+// depends on the order of the steps (sums past the exact integers, avg).
+template <class T>
+T corrupt(T x) {
+  if constexpr (cs::is_float16_v<T>)
+    return T(2.0f * static_cast<float>(x) + 1.0f);
+  else
+    return add(x, static_cast<T>(1));
 }
 
 template <class T>
@@ -160,7 +172,7 @@ cs::Tensor to_tensor(DType dt, const std::vector<T>& v) {
 
 template <class T>
 void check_collective_typed(DType dt, Collective coll) {
-  const bool is_float = std::is_floating_point_v<T>;
+  const bool is_float = std::is_floating_point_v<T> || cs::is_float16_v<T>;
   for (ReduceOp op : kOps) {
     if (op == ReduceOp::avg && !is_float) continue;
     for (int nranks : kRankCounts) {
@@ -186,19 +198,19 @@ void check_collective_typed(DType dt, Collective coll) {
             cs::Tensor recv = to_tensor(dt, want);
             CHECK(cs::count_wrong(spec, recv) == 0);
 
-            // Corrupt exactly k elements (each off by one in T): exactly k wrong.
+            // Corrupt exactly k elements (each off by one in T; see corrupt()): exactly k wrong.
             const size_t len = want.size();
             const size_t k = std::min<size_t>(3, len);
             std::vector<T> bad = want;
             for (size_t j = 0; j < k; ++j) {
               const size_t pos = j * len / k;
-              bad[pos] = add(bad[pos], static_cast<T>(1));
+              bad[pos] = corrupt(bad[pos]);
             }
             CHECK(cs::count_wrong(spec, to_tensor(dt, bad)) == k);
 
             // Every element corrupted: all wrong.
             std::vector<T> all_bad = want;
-            for (auto& x : all_bad) x = add(x, static_cast<T>(1));
+            for (auto& x : all_bad) x = corrupt(x);
             CHECK(cs::count_wrong(spec, to_tensor(dt, all_bad)) == len);
 
             // A receive buffer left at zero (nothing arrived): every element whose true value
