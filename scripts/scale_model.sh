@@ -12,14 +12,18 @@
 # steadier on a shared machine) and the files are within their byte limits.
 # Environment: COMMSCRIPT (the binary; default build/commscript).
 # Stages: *_s inside the recipe; report_json_s from the recipe's end to the engine's "report
-# written" line; report_html_s from there to the process's exit (the engine renders the page
-# last). analysis_s is their sum; analysis_cpu_s the same in CPU seconds (cpu: per stage).
+# written" line (report.html is rendered on another thread meanwhile); report_html_s from there
+# to the process's exit (the rest of the page, and freeing the report). analysis_s is their sum;
+# analysis_cpu_s the same in CPU seconds (cpu: per stage). load_avg: the 1, 5 and 15 minute
+# load averages at the start and the end (the machine may be shared: wall-clock seconds are
+# comparable only at a low load). within_targets: analysis_s <= 5 s and report.html <= 5 MB up to
+# 1024 ranks; above, analysis_s <= 60 s and report.json <= 200 MB (docs/scale.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin=${COMMSCRIPT:-$root/build/commscript}
 ranks=1024 hosts=128 plan=auto seed=1 out="" check=0 timing=wall
 max_s=5 max_html=5000000 max_json=200000000
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ranks) ranks=${2:?}; shift 2 ;;
@@ -50,6 +54,7 @@ cmd = [binary, "--backend", "self", "--trusted", "--out", out, script, "--ranks"
        "--plan", plan, "--seed", seed]
 env = dict(os.environ)  # COMMSCRIPT_STDLIB, when set, replaces the embedded stdlib (development)
 t0 = time.monotonic()
+load_start = [round(x, 2) for x in os.getloadavg()]
 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 marks, lines = {}, []
 def read(stream):
@@ -86,6 +91,11 @@ def size(name):
     return os.path.getsize(path) if os.path.exists(path) else -1
 r["report_json_bytes"], r["report_html_bytes"] = size("report.json"), size("report.html")
 r["exit_code"] = rc
+r["load_avg"] = {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]}
+if int(ranks) <= 1024:
+    r["within_targets"] = r["analysis_s"] <= 5 and 0 < r["report_html_bytes"] <= 5000000
+else:
+    r["within_targets"] = r["analysis_s"] <= 60 and 0 < r["report_json_bytes"] <= 200000000
 fails = []
 if check == "1":
     if not r["exact"]: fails.append("named %s, planted %s" % (json.dumps(r["named"]), json.dumps(r["planted"])))

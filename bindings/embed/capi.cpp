@@ -63,6 +63,9 @@ struct cs_session {
 struct cs_result {
   int exit_code = -1;
   std::string report, out_dir, error;
+  // own_process rank 0: the report, serialised on the first cs_result_report_json (the command
+  // line never asks: at 1024 ranks that text is 100 MB and seconds of work; docs/scale.md).
+  std::unique_ptr<cs::Report> doc;
 };
 
 struct cs_plan {
@@ -691,7 +694,6 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
       res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
       ss.world.reset();
       if (ss.embedded) cs::job::clear_cancel();
-      if (!ss.embedded && ss.report && ss.rank == 0) ss.report_json = cs::json_text(ss.report->doc());
     } else {
       int init = 0;
       MPI_Initialized(&init);
@@ -731,6 +733,7 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
     if (!ss.report)
       return fail(s, CS_E_INVALID, ss.last_error.empty() ? "cs_run: bad input" : ss.last_error, res->exit_code);
     res->report = ss.report_json;
+    if (!ss.embedded && ss.rank == 0 && s->world) res->doc = std::move(ss.report);
     res->out_dir = ss.out_dir;
     res->error = ss.last_error;
     if (!ss.last_error.empty()) s->error = ss.last_error;
@@ -770,7 +773,15 @@ int cs_run(cs_session* s, const char* recipe, const char* const* argv, int argc,
 }
 
 int cs_result_exit_code(const cs_result* r) { return r ? r->exit_code : -1; }
-const char* cs_result_report_json(const cs_result* r) { return r ? r->report.c_str() : ""; }
+const char* cs_result_report_json(const cs_result* r) {
+  if (!r) return "";
+  if (r->doc) {  // made once; the result is not shared between threads (commscript.h)
+    auto* w = const_cast<cs_result*>(r);
+    w->report = cs::json_text(w->doc->doc());
+    w->doc.reset();
+  }
+  return r->report.c_str();
+}
 const char* cs_result_out_dir(const cs_result* r) { return r ? r->out_dir.c_str() : ""; }
 const char* cs_result_error(const cs_result* r) { return r ? r->error.c_str() : ""; }
 void cs_result_free(cs_result* r) { delete r; }

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
+#include <thread>
 
 #include "bindings.hpp"
 #include "control_plane.hpp"
@@ -307,6 +309,21 @@ int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
   d["chaos"] = std::move(fired);
   d["run"]["duration_s"] = secs;
   d["run"]["exit_code"] = code;
+  // report.html is rendered (from a fresh Lua state, never the recipe's: a recipe that replaced
+  // require("cs.html").render would write the shared page, <script> included) on a thread of its
+  // own while this one writes report.json: both only read the document, which the lock held
+  // here keeps others from editing; at 1024 ranks each takes about a second (docs/scale.md).
+  std::thread html;
+  try {
+    html = std::thread([&s] { write_html_standalone(s); });
+  } catch (const std::system_error&) {  // no thread: rendered below, after report.json
+  }
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{html};
   try {
     s.report->write();
     std::fprintf(stderr, "commscript: report written to %s/report.json\n", s.out_dir.c_str());
@@ -317,9 +334,10 @@ int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
     std::fprintf(stderr, "commscript: %s\n", e.what());
     code = static_cast<int>(ExitCode::internal);
   }
-  // Never in the recipe's Lua state: a recipe that replaced require("cs.html").render would
-  // write the shared page (<script> included). A fresh state has the embedded renderer as is.
-  write_html_standalone(s);
+  if (html.joinable())
+    html.join();
+  else
+    write_html_standalone(s);
   return code;
 }
 

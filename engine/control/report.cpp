@@ -40,14 +40,18 @@ Report::~Report() {
   if (jsonl_) std::fclose(jsonl_);
 }
 
-void Report::add_result(const nlohmann::json& r) {
+void Report::add_result(nlohmann::json r) {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  doc_["results"].push_back(r);
-  if (!jsonl_) return;
+  if (!jsonl_) {
+    doc_["results"].push_back(std::move(r));
+    return;
+  }
   const std::string line = r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  const long before = std::ftell(jsonl_);
+  doc_["results"].push_back(std::move(r));              // moved, not copied: half a million of them at 1024 ranks
+  const long before = static_cast<long>(jsonl_bytes_);  // what ftell would say, without a system call
   errno = 0;
   if (std::fwrite(line.data(), 1, line.size(), jsonl_) == line.size() && std::fflush(jsonl_) == 0) {
+    jsonl_bytes_ += line.size();
     // Written, but perhaps into a file that is no longer there (the output directory removed
     // during the run): appending would go on silently into nothing.
     struct stat st {};
@@ -83,24 +87,88 @@ size_t Report::count(const std::string& section) const {
   return it == doc_.end() ? 0 : it->size();
 }
 
+namespace {
+
+// nlohmann's serializer writing straight into a file through a buffer: report.json is never
+// held as one string (105 MB at 1024 ranks: the string's growth and copy cost as much as the
+// serialisation). Counts what it wrote; remembers the first error.
+class FileOutput : public nlohmann::detail::output_adapter_protocol<char> {
+ public:
+  explicit FileOutput(std::FILE* f) : f_(f) { buf_.reserve(kBuf); }
+  void write_character(char c) override {
+    if (buf_.size() == kBuf) flush();
+    buf_.push_back(c);
+  }
+  void write_characters(const char* s, std::size_t n) override {
+    if (buf_.size() + n > kBuf) flush();
+    if (n >= kBuf) {
+      put(s, n);
+      return;
+    }
+    buf_.append(s, n);
+  }
+  // Writes what is buffered; false once any write failed.
+  bool flush() {
+    put(buf_.data(), buf_.size());
+    buf_.clear();
+    return ok_;
+  }
+  size_t bytes() const { return bytes_; }
+  int error() const { return err_; }
+
+ private:
+  static constexpr size_t kBuf = size_t{1} << 20;
+  void put(const char* s, size_t n) {
+    if (!ok_ || n == 0) return;
+    errno = 0;
+    if (std::fwrite(s, 1, n, f_) != n) {
+      ok_ = false;
+      err_ = errno ? errno : EIO;
+      return;
+    }
+    bytes_ += n;
+  }
+  std::FILE* f_;
+  std::string buf_;
+  size_t bytes_ = 0;
+  bool ok_ = true;
+  int err_ = 0;
+};
+
+// Serialises `doc` into `f` (indent -1: compact). Returns 0 or the errno of the failure.
+int dump_to(std::FILE* f, const nlohmann::json& doc, int indent, size_t* bytes) {
+  auto out = std::make_shared<FileOutput>(f);
+  nlohmann::detail::serializer<nlohmann::json> ser(out, ' ', nlohmann::json::error_handler_t::replace);
+  ser.dump(doc, indent >= 0, false, static_cast<unsigned int>(indent >= 0 ? indent : 0));
+  out->write_character('\n');
+  const bool ok = out->flush() && std::fflush(f) == 0;
+  *bytes = out->bytes();
+  return ok ? 0 : (out->error() ? out->error() : (errno ? errno : EIO));
+}
+
+}  // namespace
+
 void Report::write() {
   if (!writer_) return;
   std::lock_guard<std::recursive_mutex> g(mu_);
   const auto tmp = dir_ / "report.json.tmp";
-  // Indented for reading, unless large (thousands of ranks: per-pair results and matrices),
-  // where indentation more than doubles the file (docs/scale.md).
-  std::string text = doc_.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (text.size() <= kIndentedMaxBytes) text = doc_.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  text += "\n";
+  // Streamed into the file, compact; then, when that is small, again indented for reading
+  // (thousands of ranks: per-pair results and matrices, where indentation more than doubles
+  // the file; docs/scale.md).
   errno = 0;
   std::FILE* f = std::fopen(tmp.c_str(), "w");
-  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  int err = errno ? errno : EIO;
-  if (f && std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno ? errno : EIO;
+  int err = f ? 0 : (errno ? errno : EIO);
+  size_t bytes = 0;
+  if (f) err = dump_to(f, doc_, -1, &bytes);
+  if (f && err == 0 && bytes <= kIndentedMaxBytes + 1) {
+    errno = 0;
+    if (std::fseek(f, 0, SEEK_SET) != 0 || ftruncate(fileno(f), 0) != 0)
+      err = errno ? errno : EIO;
+    else
+      err = dump_to(f, doc_, 2, &bytes);
   }
-  if (!ok) {
+  if (f && std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
+  if (err != 0) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
     throw Error(ExitCode::output, "cannot write " + tmp.string() + ": " + std::strerror(err));

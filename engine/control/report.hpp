@@ -36,7 +36,7 @@ class Report {
   const std::filesystem::path& dir() const { return dir_; }
   nlohmann::json& doc() { return doc_; }
 
-  void add_result(const nlohmann::json& r);                          // also appended to results.jsonl and flushed
+  void add_result(nlohmann::json r);                                 // also appended to results.jsonl and flushed
   void add(const std::string& section, const nlohmann::json& item);  // findings, incidents, chaos
   size_t count(const std::string& section) const;
   // Writes report.json (via a temporary file and rename, so a reader never sees half of it).
@@ -46,6 +46,7 @@ class Report {
   bool writer_ = false;
   std::filesystem::path dir_;
   std::FILE* jsonl_ = nullptr;
+  size_t jsonl_bytes_ = 0;  // written to results.jsonl so far
   nlohmann::json doc_;
   std::recursive_mutex mu_;
 };

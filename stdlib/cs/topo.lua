@@ -18,7 +18,7 @@
 --   size = n,
 --   ranks = { {rank, host, local_rank, local_size, pid, cpu = {affinity, count, bound,
 --              numa_nodes, online}, env = {NAME = value}, versions = {...}, exe = {path, size,
---              sha256}}, ... }                        -- ranks[i] is rank i-1
+--              sha256, sha256_from}}, ... }                      -- ranks[i] is rank i-1
 --   hosts = { [name] = {name, ranks = {world ranks; ranks[k] has local rank k-1}, local_size,
 --              first_rank, numa = {{node, cpus, count}}, nics = {...}, gpus = {...},
 --              gpu_links = {...}, hwloc = {...}, cpu_online, cpu_online_count} },

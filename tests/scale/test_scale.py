@@ -1,8 +1,10 @@
 """scripts/scale_model.sh at 1024 ranks on 128 hosts (docs/scale.md): the analysis names exactly
 the planted slow host, slow rank and slow link and nobody else; report.html <= 5 MB,
-report.json <= 200 MB; all analysis stages within SCALE_MAX_S CPU seconds (default 15: the target
-is 5 s on an idle machine, this one is shared by 8 builds); and the page is the host x host view:
-well-formed, no script, one cell per host pair, every row a link to that host's detail."""
+report.json <= 200 MB; all analysis stages within SCALE_MAX_S CPU seconds (default 15: a guard
+against a complexity regression, not the target: that is 5 s wall-clock on an idle machine, and
+this one is shared by several builds); and the page is the host x host view: well-formed, no
+script, one cell per host pair, every row a link to that host's detail. It prints the per-stage
+seconds (wall and CPU) with the load average, as a benchmark line, without asserting them."""
 import json
 import os
 import subprocess
@@ -26,6 +28,22 @@ def run_model(out, ranks=1024, hosts=128, extra=()):
     return p
 
 
+def stage_table(r):
+    """The benchmark print: each analysis stage's wall-clock and CPU seconds, and the load."""
+    rows = ["scale_model %d ranks / %d hosts, load average %s at the start, %s at the end" %
+            (r["ranks"], r["hosts"], r["load_avg"]["start"], r["load_avg"]["end"]),
+            "  %-18s %8s %8s" % ("stage", "wall s", "cpu s")]
+    for k in ("stragglers_s", "localisation_s", "scorecard_s", "rules_s", "report_sections_s"):
+        rows.append("  %-18s %8.3f %8.3f" % (k[:-2], r[k], r["cpu"][k]))
+    rows.append("  %-18s %8.3f %8s" % ("report_json", r["report_json_s"], ""))
+    rows.append("  %-18s %8.3f %8s" % ("report_html", r["report_html_s"], ""))
+    rows.append("  %-18s %8s %8.3f" % ("report (both)", "", r["report_write_cpu_s"]))
+    rows.append("  %-18s %8.3f %8.3f   (target: 5 s wall on an idle 2-core host)" %
+                ("all analysis", r["analysis_s"], r["analysis_cpu_s"]))
+    rows.append("  report.json %d bytes, report.html %d bytes" % (r["report_json_bytes"], r["report_html_bytes"]))
+    return "\n".join(rows)
+
+
 class ScaleTest(unittest.TestCase):
 
     def test_1024_ranks_128_hosts(self):
@@ -36,8 +54,12 @@ class ScaleTest(unittest.TestCase):
             self.assertEqual(len(lines), 1, "one JSON line expected:\n" + p.stdout + p.stderr)
             r = json.loads(lines[0])
             print(lines[0])
-            # exactly the planted, named by the rules' findings
+            print(stage_table(r))
+            # exactly the planted (host a third of the way in, the first rank of the host two
+            # thirds in, a pair 60 % into the pair list), named by the rules' findings
             self.assertEqual(r["planted"]["hosts"], ["node00042"])
+            self.assertEqual(r["planted"]["ranks"], [680])
+            self.assertEqual(r["planted"]["links"], [[376, 493]])
             self.assertEqual(r["named"]["hosts"], r["planted"]["hosts"])
             self.assertEqual(r["named"]["ranks"], r["planted"]["ranks"])
             self.assertEqual(r["named"]["links"], r["planted"]["links"])

@@ -2,6 +2,7 @@
 // NUMA nodes of a binding, InfiniBand ports and their rates, Ethernet speed, PCIe links trained
 // below their maximum, GPUs found by PCI class, the binary's hash, NCCL_* variables, the GPU
 // probe hook; and the parsers (CPU lists, PCIe speeds, IB rates, PCI addresses).
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "int_list.hpp"
 #include "topology.hpp"
@@ -271,6 +273,7 @@ TEST_CASE("local_topology: binary hash, NCCL_* variables, versions passed in", "
   std::ofstream(t.path / "exe", std::ios::binary) << "abc";
   auto o = fixture_options("dual_numa");
   o.exe_path = (t.path / "exe").string();
+  o.hash_cache_dir.clear();
   o.versions = {{"nccl", "2.21.5"}};
   setenv("NCCL_CS_UNIT_TEST", "1", 1);
   setenv("NCCLX_CS_UNIT_TEST", "1", 1);
@@ -286,8 +289,95 @@ TEST_CASE("local_topology: binary hash, NCCL_* variables, versions passed in", "
   CHECK_FALSE(j["env"].contains("CUDA_VISIBLE_DEVICES_CS_UNIT_TEST"));  // exact name, not a prefix
   CHECK(j["versions"]["nccl"] == "2.21.5");
 
+  CHECK(j["exe"]["sha256_from"] == "computed");
   o.exe_path = (t.path / "missing").string();
   CHECK(cs::local_topology(o)["exe"].contains("error"));
+}
+
+namespace {
+const char* kShaAbc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+const char* kShaAbd = "a52d159f262b2c6ddb724a61840befc36eb30c88877a4030b65cbe86298449c9";
+}  // namespace
+
+TEST_CASE("exe_info: hashed once per file version, from the host's cache after", "[topology]") {
+  TempDir t;
+  const std::string exe = (t.path / "exe").string(), other = (t.path / "other").string();
+  const std::string cache = (t.path / "cache").string();
+  std::ofstream(exe, std::ios::binary) << "abc";
+  std::ofstream(other, std::ios::binary) << "abd";
+  const json a = cs::exe_info(exe, cache, 0);
+  CHECK(a["sha256"] == kShaAbc);
+  CHECK(a["sha256_from"] == "computed");
+  CHECK(a["size"] == 3);
+  const json b = cs::exe_info(exe, cache, 0);
+  CHECK(b["sha256"] == kShaAbc);
+  CHECK(b["sha256_from"] == "host cache");
+  CHECK(b["size"] == 3);
+  // Another binary on the same host (ranks running different builds): its own hash.
+  CHECK(cs::exe_info(other, cache, 0)["sha256"] == kShaAbd);
+  CHECK(cs::exe_info(other, cache, 0)["sha256_from"] == "host cache");
+  // The binary rewritten in place with the same size: a new identity (mtime, ctime), hashed again.
+  usleep(50000);
+  std::ofstream(exe, std::ios::binary | std::ios::trunc) << "abd";
+  const json c = cs::exe_info(exe, cache, 0);
+  CHECK(c["sha256"] == kShaAbd);
+  CHECK(c["sha256_from"] == "computed");
+  // A file younger than min_age_s is never cached (a rewrite within the clock's granularity
+  // would keep its identity).
+  const std::string young = (t.path / "young").string();
+  std::ofstream(young, std::ios::binary) << "abc";
+  CHECK(cs::exe_info(young, cache, 3600)["sha256_from"] == "computed");
+  CHECK(cs::exe_info(young, cache, 3600)["sha256_from"] == "computed");
+  // No cache: always computed.
+  CHECK(cs::exe_info(exe, "", 0)["sha256_from"] == "computed");
+}
+
+TEST_CASE("exe_info: a cache entry that is not a hash, or a cache others can write, is not used", "[topology]") {
+  TempDir t;
+  const std::string exe = (t.path / "exe").string(), cache = (t.path / "cache").string();
+  std::ofstream(exe, std::ios::binary) << "abc";
+  REQUIRE(cs::exe_info(exe, cache, 0)["sha256_from"] == "computed");
+  for (const auto& e : fs::directory_iterator(cache))
+    if (e.path().extension() != ".lock") std::ofstream(e.path()) << "not a hash\n";
+  const json j = cs::exe_info(exe, cache, 0);
+  CHECK(j["sha256"] == kShaAbc);
+  CHECK(j["sha256_from"] == "computed");
+  CHECK(cs::exe_info(exe, cache, 0)["sha256_from"] == "host cache");  // and stored again
+  fs::permissions(cache, fs::perms::all);                             // 0777: anyone could plant an answer
+  CHECK(cs::exe_info(exe, cache, 0)["sha256_from"] == "computed");
+}
+
+TEST_CASE("exe_info: processes of a host asking at once hash the file once", "[topology]") {
+  TempDir t;
+  const std::string exe = (t.path / "exe").string(), cache = (t.path / "cache").string();
+  {
+    std::ofstream f(exe, std::ios::binary);
+    for (int i = 0; i < (1 << 16); ++i) f << "0123456789abcdef";  // 1 MiB: long enough to overlap
+  }
+  const int n = 6;
+  std::vector<pid_t> kids;
+  for (int i = 0; i < n; ++i) {
+    const pid_t p = fork();
+    REQUIRE(p >= 0);
+    if (p == 0) {
+      const json j = cs::exe_info(exe, cache, 0);
+      _exit(j.value("sha256_from", "") == "computed" ? 10 : j.value("sha256_from", "") == "host cache" ? 11 : 12);
+    }
+    kids.push_back(p);
+  }
+  int computed = 0, cached = 0;
+  for (pid_t p : kids) {
+    int st = 0;
+    REQUIRE(waitpid(p, &st, 0) == p);
+    REQUIRE(WIFEXITED(st));
+    computed += WEXITSTATUS(st) == 10;
+    cached += WEXITSTATUS(st) == 11;
+  }
+  CHECK(computed == 1);
+  CHECK(cached == n - 1);
+  const json j = cs::exe_info(exe, cache, 0);
+  CHECK(j["sha256_from"] == "host cache");
+  CHECK(j["sha256"] == cs::exe_info(exe, "", 0)["sha256"]);
 }
 
 TEST_CASE("local_topology on a missing sysfs root is empty, not an error", "[topology]") {
