@@ -214,7 +214,7 @@ TEST_CASE("coordinator with a host relay: the leader dies, its host's ranks are 
   CHECK(job.cap.verdict["missing"][1]["host"] == "h1");
 }
 
-TEST_CASE("coordinator with a host relay: the leader freezes; its host's ranks go direct, it alone is named",
+TEST_CASE("coordinator with a host relay: a frozen leader is named alone, its host's ranks go direct",
           "[coordinator]") {
   Job job;
   // Leader 3's process is stopped (SIGSTOP, swapping): its heartbeat and its relay say nothing,

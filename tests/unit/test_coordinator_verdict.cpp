@@ -229,7 +229,7 @@ TEST_CASE("verdict: per-host aggregated input is exact", "[coordinator]") {
   CHECK(v["arrived"].size() == 6);
 }
 
-TEST_CASE("verdict: a host leader lost; its ranks are unreachable until they reconnect", "[coordinator]") {
+TEST_CASE("verdict: a host leader lost, its ranks are unreachable until they reconnect", "[coordinator]") {
   Ranks r = world(6, 3);
   for (int i = 3; i < 6; ++i) r[static_cast<size_t>(i)].via = 3;
   const int64_t start = kT0 + 100 * kMs;
