@@ -170,6 +170,10 @@ void HeartbeatClient::loop() {
   LineBuffer in;
   int64_t heard_ns = now_ns();  // the last time the relay said anything
   while (!stop_) {
+    if (frozen_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
     send_line(encode_beat(o_.sample()));
     pollfd pf{fd_, POLLIN, 0};
     bool lost = false, relay_silent = false, relay_end = false;
@@ -266,6 +270,10 @@ void HostRelay::loop() {
   };
   std::vector<pollfd> pfs;
   while (!stop_) {
+    if (frozen_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
     pfs.clear();
     pfs.push_back({listen_fd_, POLLIN, 0});
     pfs.push_back({up_fd_, POLLIN, 0});
@@ -744,8 +752,7 @@ void Coordinator::loop() {
     if (t >= next_judge_ns_ || t >= next_deadline_ns_) {
       std::lock_guard<std::mutex> g(mu_);
       judge(t);
-      next_deadline_ns_ = next_deadline_ns(ranks_);
-      if (next_deadline_ns_ <= t) next_deadline_ns_ = std::numeric_limits<int64_t>::max();  // already judged
+      next_deadline_ns_ = next_deadline_ns(ranks_, t);  // deadlines passed were judged just now
       next_judge_ns_ = t + static_cast<int64_t>(kJudgeTickMs) * 1000000;
     }
   }

@@ -66,6 +66,8 @@ class HeartbeatClient {
   void send_goodbye(const char* why);
   // Tests: stop as a killed process would, without a goodbye.
   void drop_without_goodbye();
+  // Tests: stop as a SIGSTOPped process would (the connection stays open, nothing is sent).
+  void freeze() { frozen_ = true; }
 
  private:
   void loop();
@@ -79,6 +81,7 @@ class HeartbeatClient {
   std::atomic<bool> acked_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> dropped_{false};
+  std::atomic<bool> frozen_{false};
   std::thread thread_;
 };
 
@@ -96,6 +99,8 @@ class HostRelay {
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
   // Tests: vanish as a killed process would (every connection closed, nothing said).
   void drop_without_goodbye();
+  // Tests: stop as a SIGSTOPped process would (connections open, nothing read, nothing sent).
+  void freeze() { frozen_ = true; }
 
  private:
   struct Follower;
@@ -105,6 +110,7 @@ class HostRelay {
   int listen_fd_ = -1, up_fd_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> dropped_{false};
+  std::atomic<bool> frozen_{false};
   std::thread thread_;
 };
 

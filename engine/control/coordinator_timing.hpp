@@ -14,6 +14,9 @@ inline constexpr int kRelayForwardMs = kHeartbeatMs;
 inline constexpr int kJudgeTickMs = kHeartbeatMs;
 // No heartbeat for this long: the rank is stuck (stopped or frozen), not just slow.
 inline constexpr int64_t kSilentNs = 1500LL * 1000 * 1000;
+// A beat at most this old is current (a heartbeat interval, a relay's hold, scheduling): only such
+// ranks' operations set the time of a timeout verdict (coordinator_verdict.hpp, overdue_rank).
+inline constexpr int64_t kFreshNs = 3LL * kHeartbeatMs * 1000 * 1000;
 // A rank counts as "still progressing" when it started an operation within this window (capped at
 // half the run's timeout).
 inline constexpr int64_t kProgressWindowNs = 2000LL * 1000 * 1000;

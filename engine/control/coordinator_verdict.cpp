@@ -84,32 +84,46 @@ nlohmann::json snapshot(const Ranks& ranks, int64_t now) {
                    {"seq", s.beat.seq},
                    {"comm", s.beat.comm},
                    {"in_flight", s.beat.in_flight},
-                   {"ops_started", s.beat.started}});
+                   {"ops_started", s.beat.started},
+                   {"via", s.via}});
   }
   return out;
 }
 
 int overdue_rank(const Ranks& ranks, int64_t now) {
-  int worst = -1;
-  double worst_ms = 0;
+  // A rank whose beat is fresh is the reference: the beat of a rank that went quiet (stopped,
+  // or behind a frozen host relay) may show an operation it finished long ago, past its deadline
+  // only by rank 0's arithmetic, while the others wait in a later one. Quiet ranks are judged
+  // from the fresh ranks' operation; they are the reference only when no fresh rank waits in one.
+  int worst = -1, worst_quiet = -1;
+  double worst_ms = 0, worst_quiet_ms = 0;
+  bool fresh_waiting = false;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankView& s = ranks[i];
     if (!s.hello || s.dead || !s.beat.in_flight || s.beat.deadline_s <= 0) continue;
+    const bool fresh = now - s.last_hb_ns <= kFreshNs;
+    fresh_waiting = fresh_waiting || fresh;
     const double ms = waited_ms(s, now);
-    if (ms > s.beat.deadline_s * 1000 && ms > worst_ms) {
+    if (ms <= s.beat.deadline_s * 1000) continue;
+    if (fresh && ms > worst_ms) {
       worst = static_cast<int>(i);
       worst_ms = ms;
+    } else if (!fresh && ms > worst_quiet_ms) {
+      worst_quiet = static_cast<int>(i);
+      worst_quiet_ms = ms;
     }
   }
-  return worst;
+  if (worst >= 0 || fresh_waiting) return worst;
+  return worst_quiet;
 }
 
-int64_t next_deadline_ns(const Ranks& ranks) {
+int64_t next_deadline_ns(const Ranks& ranks, int64_t after) {
   int64_t next = std::numeric_limits<int64_t>::max();
   for (const RankView& s : ranks) {
     if (!s.hello || s.dead || !s.beat.in_flight || s.beat.deadline_s <= 0) continue;
     const int64_t start = s.last_hb_ns - static_cast<int64_t>(s.beat.age_ms * 1e6);
-    next = std::min(next, start + static_cast<int64_t>(s.beat.deadline_s * 1e9));
+    const int64_t due = start + static_cast<int64_t>(s.beat.deadline_s * 1e9);
+    if (due > after) next = std::min(next, due);
   }
   return next;
 }
@@ -157,6 +171,9 @@ nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, doubl
       who["detail"] = std::string(progressing ? "still progressing, " : "no progress, ") +
                       (b.in_flight ? "in " + b.coll + " #" + std::to_string(b.seq) + " on " + b.comm
                                    : "not in an operation (last: " + b.coll + " #" + std::to_string(b.seq) + ")");
+      if (now - s.last_hb_ns > kFreshNs)  // what it said last is that old
+        who["detail"] = who["detail"].get<std::string>() + "; no heartbeat for " +
+                        std::to_string((now - s.last_hb_ns) / 1000000) + " ms";
       who["last_seq"] = b.seq;
     }
     missing.push_back(who);

@@ -41,13 +41,16 @@ void relay_lost(Ranks& ranks, int leader);
 // One word for a rank's liveness: "never connected", "dead (connection closed)", "no heartbeat",
 // "unreachable" (its host relay is gone and it has not reconnected) or "alive".
 std::string liveness(const RankView& r, int64_t now);
-// Every rank's liveness and last operation (for the report).
+// Every rank's liveness and last operation (for the report); "via" is the host leader whose
+// relay carries its heartbeat (-1: connected to rank 0 directly).
 nlohmann::json snapshot(const Ranks& ranks, int64_t now);
 
-// Deadlines. The rank whose operation is furthest past its own deadline, or -1.
+// Deadlines. The rank whose operation is furthest past its own deadline, or -1. Only ranks whose
+// latest beat is fresh (kFreshNs) count while one of them is in an operation: a quiet rank's
+// stale beat would name an operation the others have long left (the verdict waits for theirs).
 int overdue_rank(const Ranks& ranks, int64_t now);
-// When the earliest operation in flight passes its deadline (INT64_MAX: none has one).
-int64_t next_deadline_ns(const Ranks& ranks);
+// When the earliest operation in flight passes its deadline after `after` (INT64_MAX: none).
+int64_t next_deadline_ns(const Ranks& ranks, int64_t after);
 // The timeout verdict seen from rank `stuck`'s operation: who arrived, who is missing and why
 // (dead / stuck / slow / never connected / unreachable), who called something else.
 // `run_timeout_s` caps the "still progressing" window at half of it.

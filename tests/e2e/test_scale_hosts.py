@@ -1,6 +1,9 @@
 """full_diag's budgets on network-namespace hosts (issue 11): one host's link throttled by tc tbf,
 the quick tier with --max 64K, at 4 and 8 hosts x 2 ranks: the slow host is named, nobody else,
-and the run ends within the quick tier's budget (60 s) plus start and report.
+and the run ends within the quick tier's budget (60 s) plus start and report. To keep CI short
+the run gets --budget 20 (CS_SCALE_HOSTS_BUDGET): a slow host named within 20 s is named within
+the tier's 60; the stages' total (which may overrun the short budget by the round in progress)
+is checked against the tier's budget.
 
 Hosts come from scripts/netns_hosts.sh with its own names (CS_NETNS_PREFIX=cs-sr: cs-sr-h0.TAG
 ...) and subnet 10.78.0.0/24, so it never meets e2e_multihost's set; mpirun reaches them through
@@ -26,7 +29,10 @@ SUBNET = "10.78.0.0/24"
 RATE = "100mbit"
 BASE_RATE = "1gbit"
 SLOW_HOST = 2
-BUDGET_S = 60      # the quick tier's
+TIER_BUDGET_S = 60  # the quick tier's
+# The run's budget (--budget): the slow host named within it is named within the tier's; shorter
+# keeps the test within CI's time.
+BUDGET_S = int(os.environ.get("CS_SCALE_HOSTS_BUDGET", "20"))
 SLACK_S = 25       # mpirun's start on namespace hosts, the report, the orteds' exit
 TAG = str(os.getpid())
 
@@ -60,19 +66,25 @@ def why_not():
     return None
 
 
-def run_diag(n, slots, out_dir, timeout):
-    """full_diag quick --max 64K on n hosts x slots ranks, host SLOW_HOST throttled. Returns
-    (cs_e2e.Run, placement rank -> host)."""
-    r = netns("up", str(n), "--slots", str(slots), "--rate", BASE_RATE, "--throttle", str(SLOW_HOST), RATE)
+def hosts_up(n):
+    """n namespace hosts, host SLOW_HOST's link throttled (removed again when this fails)."""
+    r = netns("up", str(n), "--rate", BASE_RATE, "--throttle", str(SLOW_HOST), RATE)
     if r.returncode != 0:
+        netns("down")
         raise RuntimeError("netns_hosts.sh up failed:\n" + r.stdout + r.stderr)
+
+
+def run_diag(n, slots, out_dir, timeout):
+    """full_diag quick --max 64K on the first n hosts x slots ranks (hosts_up first). Returns
+    (cs_e2e.Run, placement rank -> host)."""
     argv = ["bash", NETNS, "run", cs_e2e.MPIRUN,
             "--mca", "plm_rsh_agent", AGENT, "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "rtc", "^hwloc", "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET,
             "--mca", "mpi_yield_when_idle", "1", "-x", "OMPI_MCA_rtc=^hwloc", "--oversubscribe",
             "--host", ",".join("cs-sr-h%d:%d" % (i, slots) for i in range(n)), "-np", str(n * slots),
-            cs_e2e.BIN, "--out", out_dir, "full_diag", "--tier", "quick", "--max", "64K"]
+            cs_e2e.BIN, "--out", out_dir, "full_diag", "--tier", "quick", "--max", "64K",
+            "--budget", str(BUDGET_S)]
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=env(), start_new_session=True)
@@ -122,25 +134,31 @@ class ScaleHosts(cs_e2e.TestCase):
         if reason:
             raise unittest.SkipTest(reason)
         netns("down", "--stale")
-        netns("down")
+        # One set of 8 hosts for both tests (the 4-host run uses the first 4): setting up and
+        # removing namespaces is a good part of the test's time on a loaded machine.
+        hosts_up(8)
 
     @classmethod
     def tearDownClass(cls):
-        netns("down")
+        r = netns("down")
+        if r.returncode != 0:
+            raise RuntimeError("netns_hosts.sh down failed:\n" + r.stdout + r.stderr)
 
     def check(self, n, slots):
-        self.addCleanup(netns, "down")
         run, placement = run_diag(n, slots, self.new_out(), BUDGET_S + SLACK_S + 30)
         self.assertFalse(run.timed_out, "hung\n" + run.describe())
         self.assertIn(run.rc, (cs_e2e.OK, cs_e2e.HEALTH), run.describe())
         rep = run.report()
         slow = "cs-sr-h%d" % SLOW_HOST
         self.assertEqual(named_hosts(rep, placement), {slow}, "expected exactly %s\n%s" % (slow, summary(run, rep)))
-        # the recipe's own clock: within the tier's budget (+ the last re-test's overrun)
+        # the recipe's own clock: within the quick tier's budget (the run's own, shorter budget
+        # may be overrun by the round or re-test in progress at its deadline)
         stages = rep["cost"]["stages"]
         total = sum(s["seconds"] for s in stages)
-        self.assertLess(total, BUDGET_S + 5, summary(run, rep))
-        self.assertLess(run.elapsed, BUDGET_S + SLACK_S, summary(run, rep))
+        self.assertLess(total, TIER_BUDGET_S, summary(run, rep))
+        self.assertLess(run.elapsed, TIER_BUDGET_S + SLACK_S, summary(run, rep))
+        print("%d hosts x %d: named %s; stages %.1f s (budget %d s), run %.1f s" % (n, slots, slow, total, BUDGET_S,
+                                                                                run.elapsed))
         return run, rep
 
     def test_slow_host_named_4x2(self):
@@ -162,7 +180,9 @@ def main_by_hand(argv):
         print("skipped:", reason)
         return 0
     out = tempfile.mkdtemp(prefix="cs-scale-hosts-")
+    netns("down", "--stale")
     try:
+        hosts_up(a.hosts)
         run, placement = run_diag(a.hosts, a.slots, out, BUDGET_S + SLACK_S + 30)
     finally:
         netns("down")

@@ -214,6 +214,42 @@ TEST_CASE("coordinator with a host relay: the leader dies, its host's ranks are 
   CHECK(job.cap.verdict["missing"][1]["host"] == "h1");
 }
 
+TEST_CASE("coordinator with a host relay: a frozen leader is named alone, its host's ranks go direct",
+          "[coordinator]") {
+  Job job;
+  // Leader 3's process is stopped (SIGSTOP, swapping): its heartbeat and its relay say nothing,
+  // their connections stay open. Everyone else enters the operation that then cannot complete.
+  const int64_t stop = now_ns();
+  job.client[3]->freeze();
+  job.relay->freeze();
+  const double deadline_s = 2.0;
+  for (int r = 0; r < Job::kRanks; ++r)
+    if (r != 3) job.fake[r].enter(7, deadline_s, stop);
+  // Ranks 4 and 5 stop trusting the silent relay and reach rank 0 directly.
+  for (int waited = 0; waited < 3000 && job.coord->connections() < 6; waited += 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const double failover_ms = static_cast<double>(now_ns() - stop) * 1e-6;
+  INFO("failover after " << failover_ms << " ms");
+  CHECK(job.coord->connections() == 6);  // ranks 0, 1, 2, 4, 5 and the frozen relay, still open
+  CHECK(!job.client[4]->via_relay());
+  CHECK(!job.client[5]->via_relay());
+  CHECK(failover_ms <= coord::kRelaySilentFailoverMs + 3 * coord::kHeartbeatMs);
+  REQUIRE(job.cap.wait([&] { return !job.cap.verdict.is_null(); }, 5000));
+  const double late_ms = static_cast<double>(job.cap.verdict_ns - stop) * 1e-6 - deadline_s * 1000;
+  INFO("verdict " << late_ms << " ms after the deadline: " << job.cap.verdict["line"].get<std::string>());
+  CHECK(late_ms >= 0);
+  CHECK(late_ms <= 2 * coord::kHeartbeatMs);
+  CHECK(job.cap.verdict["seq"] == 7);
+  REQUIRE(ranks_in(job.cap.verdict["missing"]) == std::vector<int>{3});
+  CHECK(job.cap.verdict["missing"][0]["state"] == "stuck");
+  CHECK(job.cap.verdict["missing"][0]["host"] == "h1");
+  CHECK(job.cap.verdict["arrived"] == nlohmann::json::array({0, 1, 2, 4, 5}));
+  CHECK(job.cap.death.is_null());  // frozen is not dead
+  // The flight recorders of every rank but the frozen one come back (4 and 5 directly).
+  REQUIRE(job.cap.wait([&] { return !job.cap.timeout.is_null(); }, 4000));
+  CHECK(job.cap.timeout["flight_recorder"].size() == Job::kRanks - 1);
+}
+
 TEST_CASE("coordinator with a host relay: a whole host lost is unreachable, not alive", "[coordinator]") {
   Job job(/*fail_over=*/false);
   // Host h1 goes away at once (a node crash): its relay vanishes with the leader, and its other

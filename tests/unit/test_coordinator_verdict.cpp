@@ -2,6 +2,7 @@
 // (control/coordinator_wire.hpp): who is missing, stuck, slow, dead or unreachable, given what
 // rank 0 last heard from every rank and the clock. No sockets, no threads.
 #include <catch2/catch.hpp>
+#include <limits>
 #include <string>
 
 #include "coordinator_timing.hpp"
@@ -63,7 +64,8 @@ TEST_CASE("verdict: all ranks fine, nobody overdue", "[coordinator]") {
   const int64_t start = kT0 + 100 * kMs;
   beat_all(r, start + 500 * kMs, start);
   CHECK(overdue_rank(r, start + 1500 * kMs) == -1);
-  CHECK(next_deadline_ns(r) == start + 2000 * kMs);
+  CHECK(next_deadline_ns(r, start) == start + 2000 * kMs);
+  CHECK(next_deadline_ns(r, start + 2000 * kMs) == std::numeric_limits<int64_t>::max());  // judged
   for (const auto& s : snapshot(r, start + 600 * kMs)) CHECK(s["state"] == "alive");
   DesyncMemo dm;
   CHECK(desync_verdict(r, start + 600 * kMs, dm).is_null());
@@ -88,6 +90,37 @@ TEST_CASE("verdict: one stuck rank is the only one missing", "[coordinator]") {
   CHECK(v["arrived"].size() == 7);
   CHECK(v["after_s"].get<double>() == Approx(2.05).margin(0.001));
   CHECK(v["line"].get<std::string>().find("missing ranks: 6 (host h1, stuck)") != std::string::npos);
+}
+
+TEST_CASE("verdict: a quiet rank's stale beat does not set the verdict's operation or time", "[coordinator]") {
+  // Rank 6 was stopped at `stop` (SIGSTOP, or its host relay froze): its last beat, sent 150 ms
+  // earlier, shows allreduce #4 in flight, which it finished before the others entered #5 at
+  // `stop`. By rank 0's arithmetic #4 passes its 1 s deadline at stop + 850 ms: too early, and
+  // the wrong operation (every other rank, already past #4, would count as arrived).
+  Ranks r = world(8, 2);
+  const int64_t stop = kT0 + 1000 * kMs;
+  apply_beat(r[6], in_op(4, 0, 1, 4), stop - 150 * kMs);
+  for (int t = 0; t <= 1000; t += 100)
+    for (int i = 0; i < 8; ++i)
+      if (i != 6) apply_beat(r[static_cast<size_t>(i)], in_op(5, t, 1, 5), stop + t * kMs);
+  CHECK(overdue_rank(r, stop + 900 * kMs) == -1);
+  CHECK(next_deadline_ns(r, stop + 900 * kMs) == stop + 1000 * kMs);
+  const int64_t now = stop + 1010 * kMs;
+  const int ref = overdue_rank(r, now);
+  REQUIRE(ref >= 0);
+  CHECK(ref != 6);
+  const auto v = timeout_verdict(r, ref, now, 300);
+  CHECK(v["seq"] == 5);
+  CHECK(v["after_s"].get<double>() == Approx(1.01).margin(0.001));
+  REQUIRE(v["missing"].size() == 1);
+  CHECK(missing_of(v, 6)["host"] == "h3");
+  CHECK(missing_of(v, 6)["detail"].get<std::string>().find("no heartbeat for 1160 ms") != std::string::npos);
+  CHECK(v["arrived"].size() == 7);
+  // With nobody fresh in an operation, the quiet rank's own overdue operation is all there is.
+  Ranks alone = world(2, 1);
+  apply_beat(alone[1], in_op(4, 0, 1, 4), stop);
+  apply_beat(alone[0], idle_after(3, 3), stop + 1100 * kMs);
+  CHECK(overdue_rank(alone, stop + 1100 * kMs) == 1);
 }
 
 TEST_CASE("verdict: a rank that still progresses is slow, not stuck", "[coordinator]") {
@@ -186,7 +219,7 @@ TEST_CASE("verdict: per-host aggregated input is exact", "[coordinator]") {
   CHECK(r[7].last_hb_ns == recv - 1600 * kMs);
   CHECK(r[2].beat.in_flight);  // untouched
   // The op's start seen through the relay is the same as seen directly.
-  CHECK(next_deadline_ns(r) == start + 2000 * kMs);
+  CHECK(next_deadline_ns(r, recv) == start + 2000 * kMs);
   const int64_t now = start + 2050 * kMs;
   const auto v = timeout_verdict(r, overdue_rank(r, now), now, 300);
   REQUIRE(v["missing"].size() == 2);
@@ -196,7 +229,7 @@ TEST_CASE("verdict: per-host aggregated input is exact", "[coordinator]") {
   CHECK(v["arrived"].size() == 6);
 }
 
-TEST_CASE("verdict: a host leader lost; its ranks are unreachable until they reconnect", "[coordinator]") {
+TEST_CASE("verdict: a host leader lost, its ranks are unreachable until they reconnect", "[coordinator]") {
   Ranks r = world(6, 3);
   for (int i = 3; i < 6; ++i) r[static_cast<size_t>(i)].via = 3;
   const int64_t start = kT0 + 100 * kMs;
