@@ -60,7 +60,7 @@ class BadInput(cs_e2e.TestCase):
         self.refused(["bw_sweep", "--min", "12Q"], r"--min", r"'12Q' is not a size")
 
     def test_option_not_a_choice(self):
-        self.refused(["bw_sweep", "--dtype", "float16"], r"--dtype", r"float16", r"float32")
+        self.refused(["bw_sweep", "--dtype", "float8"], r"--dtype", r"float8", r"float32")
 
     def test_option_below_minimum(self):
         self.refused(["bw_sweep", "--iters", "0"], r"--iters", r"minimum")
@@ -150,7 +150,13 @@ class BadInput(cs_e2e.TestCase):
     def test_list(self):
         r = self.cs(["--list"], out=False, timeout=30)
         self.assertExit(r, cs_e2e.OK, max_s=MAX_S)
-        self.assertRegex(r.stdout, r"(?m)^bw_sweep\s+2\.0\.0\s+\S")
+        # Every bundled recipe, each with the version its file declares.
+        for name in sorted(os.listdir(os.path.join(cs_e2e.REPO, "recipes"))):
+            if not name.endswith(".lua"):
+                continue
+            with open(os.path.join(cs_e2e.REPO, "recipes", name)) as f:
+                version = re.search(r'version\s*=\s*"([0-9.]+)"', f.read()).group(1)
+            self.assertRegex(r.stdout, r"(?m)^%s\s+%s\s+\S" % (re.escape(name[:-4]), re.escape(version)))
         self.assertNotIn("does not load", r.stdout)
 
     def test_recipe_help(self):
