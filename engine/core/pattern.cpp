@@ -33,6 +33,31 @@ constexpr float float16_epsilon() {
   return std::is_same_v<T, Half> ? 0x1p-10f : 0x1p-7f;
 }
 
+// The nranks contributions to element `index` folded in Acc, step by step as the reduction does.
+template <class Acc>
+Acc fold_contributions(const CheckSpec& s, size_t index) {
+  Acc acc = static_cast<Acc>(pattern_value(0, index, s.op, s.salt));
+  for (int r = 1; r < s.nranks; ++r) {
+    const Acc v = static_cast<Acc>(pattern_value(r, index, s.op, s.salt));
+    switch (s.op) {
+      case ReduceOp::prod:
+        acc *= v;
+        break;
+      case ReduceOp::min:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::max:
+        acc = std::max(acc, v);
+        break;
+      default:
+        acc += v;
+        break;
+    }
+  }
+  if (s.op == ReduceOp::avg) acc /= static_cast<Acc>(s.nranks);
+  return acc;
+}
+
 // Combines the nranks contributions to element `index` the way the reduction does, in T.
 template <class T>
 T reduce_expected(const CheckSpec& s, size_t index) {
@@ -56,47 +81,9 @@ T reduce_expected(const CheckSpec& s, size_t index) {
     // The exact result (sums of small integers and products of powers of two are exact in
     // double), rounded once to T. The device rounds every step; with the patterns' values the
     // steps are exact while the result stays within float16_exact_limit (see same()).
-    double acc = static_cast<double>(pattern_value(0, index, s.op, s.salt));
-    for (int r = 1; r < s.nranks; ++r) {
-      const double v = static_cast<double>(pattern_value(r, index, s.op, s.salt));
-      switch (s.op) {
-        case ReduceOp::prod:
-          acc *= v;
-          break;
-        case ReduceOp::min:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::max:
-          acc = std::max(acc, v);
-          break;
-        default:
-          acc += v;
-          break;
-      }
-    }
-    if (s.op == ReduceOp::avg) acc /= static_cast<double>(s.nranks);
-    return T(acc);
+    return T(fold_contributions<double>(s, index));
   } else {
-    T acc = static_cast<T>(pattern_value(0, index, s.op, s.salt));
-    for (int r = 1; r < s.nranks; ++r) {
-      const T v = static_cast<T>(pattern_value(r, index, s.op, s.salt));
-      switch (s.op) {
-        case ReduceOp::prod:
-          acc *= v;
-          break;
-        case ReduceOp::min:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::max:
-          acc = std::max(acc, v);
-          break;
-        default:
-          acc += v;
-          break;
-      }
-    }
-    if (s.op == ReduceOp::avg) acc /= static_cast<T>(s.nranks);
-    return acc;
+    return fold_contributions<T>(s, index);
   }
 }
 
