@@ -232,12 +232,12 @@ end
 --   confirmed slow host are left to the host finding. rank_hosts: per rank (1-based) its host.
 --   measure is called in the same order for the same input (cs.p2p.localise makes it a
 --   collective re-test); re-tests are O(suspects), the rest O(pairs + n log n).
-function M.localise(values, rank_hosts, args, measure)
-  local D = M
-  local n = #rank_hosts
-  local factor, link_factor = args.factor or 1.5, args.link_factor or 3
-  local host_sus = D.localize_hosts(values, rank_hosts, { factor = factor })
-  local loc = D.localize(n, values, { factor = factor, link_factor = link_factor })
+-- The suspects of a matrix and the ranks trusted as partners for re-tests: host suspects
+-- (localize_hosts), rank/link suspects (localize), and every rank outside them ordered by its
+-- score, best first (ties by rank); and the suspect hosts as a set. Shared by localise (one process) and cs.p2p's distributed plan.
+function M.suspects(n, values, rank_hosts, factor, link_factor)
+  local host_sus = M.localize_hosts(values, rank_hosts, { factor = factor })
+  local loc = M.localize(n, values, { factor = factor, link_factor = link_factor })
   local bad_host, bad_rank = {}, {}
   for _, h in ipairs(host_sus) do bad_host[h.host] = true end
   for _, r in ipairs(loc.ranks) do bad_rank[r.rank] = true end
@@ -245,7 +245,19 @@ function M.localise(values, rank_hosts, args, measure)
   for r = 0, n - 1 do
     if not bad_rank[r] and not bad_host[rank_hosts[r + 1]] then order[#order + 1] = r end
   end
-  table.sort(order, function(x, y) return (loc.scores[x + 1] or 0) < (loc.scores[y + 1] or 0) end)
+  table.sort(order, function(x, y)
+    local sx, sy = loc.scores[x + 1] or 0, loc.scores[y + 1] or 0
+    if sx ~= sy then return sx < sy end
+    return x < y
+  end)
+  return host_sus, loc, order, bad_host
+end
+
+function M.localise(values, rank_hosts, args, measure)
+  local D = M
+  local n = #rank_hosts
+  local factor, link_factor = args.factor or 1.5, args.link_factor or 3
+  local host_sus, loc, order = D.suspects(n, values, rank_hosts, factor, link_factor)
   local refs = {}
   local function reference(same_host)
     local key = same_host and "intra" or "inter"

@@ -190,20 +190,7 @@ end
 --   broadcasts the verdict (O(suspects) per rank).
 local function retest_plan(n, values, rank_hosts, factor, link_factor)
   local D = require "cs.diagnose"
-  local host_sus = D.localize_hosts(values, rank_hosts, { factor = factor })
-  local loc = D.localize(n, values, { factor = factor, link_factor = link_factor })
-  local bad_host, bad_rank = {}, {}
-  for _, h in ipairs(host_sus) do bad_host[h.host] = true end
-  for _, r in ipairs(loc.ranks) do bad_rank[r.rank] = true end
-  local order = {}
-  for r = 0, n - 1 do
-    if not bad_rank[r] and not bad_host[rank_hosts[r + 1]] then order[#order + 1] = r end
-  end
-  table.sort(order, function(x, y)
-    local sx, sy = loc.scores[x + 1] or 0, loc.scores[y + 1] or 0
-    if sx ~= sy then return sx < sy end
-    return x < y
-  end)
+  local host_sus, loc, order, bad_host = D.suspects(n, values, rank_hosts, factor, link_factor)
   local tests, refs = {}, {}
   local function reference(same_host)
     local key = same_host and "intra" or "inter"
