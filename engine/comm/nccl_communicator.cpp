@@ -578,19 +578,8 @@ std::unique_ptr<Communicator> NcclCommunicator::shrink(const std::vector<int>& e
   }
   std::unique_ptr<NcclCommunicator> sub(new NcclCommunicator(std::move(sub_ctrl), sub_name, device_));
   sub->comm_ = nc;
-  sub->set_timeout(timeout_s_, local_grace_s_);
-  sub->set_verify(verify_);
-  sub->event_timing_ = event_timing_;
   sub->ctrl_survives_ = true;
-  std::string err;
-  try {
-    sub->setup();
-  } catch (const Error& e) {
-    err = std::string("GPU ") + std::to_string(device_) + ": " + e.what();
-  }
-  const auto hosts = sub->ctrl_->allgather(host_name());
-  agree(*sub->ctrl_, err, ExitCode::runtime, hosts);
-  sub->make_timed(limit);
+  finish_child(*sub, limit);
   return sub;
 }
 
@@ -663,19 +652,26 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   }
   std::unique_ptr<NcclCommunicator> sub(new NcclCommunicator(std::move(sub_ctrl), sub_name, device_));
   sub->comm_ = nc;  // freed with `sub`, whatever happens below
-  sub->set_timeout(timeout_s_, local_grace_s_);
-  sub->set_verify(verify_);
-  sub->event_timing_ = event_timing_;
+  finish_child(*sub, limit);
+  return sub;
+}
+
+// A child communicator (split or shrink) once it holds its NCCL handle: this one's deadline,
+// verification and timing, its device setup agreed on by every member (one member's failure
+// ends them all, naming its GPU), then its timed twin.
+void NcclCommunicator::finish_child(NcclCommunicator& sub, double limit) const {
+  sub.set_timeout(timeout_s_, local_grace_s_);
+  sub.set_verify(verify_);
+  sub.event_timing_ = event_timing_;
   std::string err;
   try {
-    sub->setup();
+    sub.setup();
   } catch (const Error& e) {
     err = std::string("GPU ") + std::to_string(device_) + ": " + e.what();
   }
-  const auto hosts = sub->ctrl_->allgather(host_name());
-  agree(*sub->ctrl_, err, ExitCode::runtime, hosts);
-  sub->make_timed(limit);
-  return sub;
+  const auto hosts = sub.ctrl_->allgather(host_name());
+  agree(*sub.ctrl_, err, ExitCode::runtime, hosts);
+  sub.make_timed(limit);
 }
 
 void* NcclCommunicator::scratch(size_t bytes) {

@@ -112,6 +112,7 @@ class NcclCommunicator final : public Communicator {
   // The blocking communicator of the timed loops (a split of comm_ with config.blocking = 1),
   // created by the non-blocking split polled against `limit_s` (0: none).
   void make_timed(double limit_s);
+  void finish_child(NcclCommunicator& sub, double limit) const;
   // ncclCommSplit of comm_, polled on comm_ (NCCL reports a split's progress on the parent)
   // against `limit` s; on a timeout or a failure the parent and then the child are aborted
   // and Error names `what`.
