@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstddef>
 #include <cstdio>
@@ -55,7 +56,6 @@ struct cs_session {
   double setup_timeout_s = -1;  // the timeout of the last plan opened (the backend's setup deadline)
   int initialized_by_host = 1;
   int thread_level = MPI_THREAD_SINGLE;
-  unsigned runs = 0;
   std::string error;
   int exit_code = 0;  // the command line's exit code for the last failure
 };
@@ -83,6 +83,10 @@ namespace {
 thread_local std::string t_open_error;
 thread_local int t_open_exit = 0;
 bool g_we_initialised_mpi = false;
+// The runs of this process, over all its sessions: it numbers their default output directories
+// (a per-session count gave two sessions' first runs in one second the same directory, and the
+// second run's report replaced the first's; commscript.run() in Python opens a session per call).
+std::atomic<unsigned> g_runs{0};
 
 void finalize_at_exit() {
   int finalized = 0;
@@ -140,7 +144,7 @@ std::string run_dir(cs_session& s, const std::string& recipe) {
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   // Several runs of one process in the same second must not share a directory.
   return (s.out_dir.empty() ? std::string("commscript-runs") : s.out_dir) + "/" + base + "-" + stamp + "-" +
-         std::to_string(getpid()) + "-" + std::to_string(++s.runs);
+         std::to_string(getpid()) + "-" + std::to_string(++g_runs);
 }
 
 // What differs between a recorded run and this one (printed by the launcher's rank 0): the run
@@ -344,6 +348,14 @@ int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm) {
   if (!init) return fail(s, CS_E_MPI, "cs_session_attach_comm: MPI is not initialised");
   MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
   if (c == MPI_COMM_NULL) return fail(s, CS_E_MPI, "cs_session_attach_comm: the communicator is MPI_COMM_NULL");
+#ifdef OPEN_MPI
+  // Open MPI's MPI_Comm_f2c gives a null pointer for a handle that is no live communicator's (a
+  // freed one, a wrong number); MPI_Comm_test_inter on it raised MPI_ERR_COMM on MPI_COMM_WORLD,
+  // whose default handler aborted the host.
+  if (c == nullptr)
+    return fail(s, CS_E_MPI,
+                "cs_session_attach_comm: " + std::to_string(fortran_comm) + " is no live communicator's handle");
+#endif
   int inter = 0;
   if (MPI_Comm_test_inter(c, &inter) != MPI_SUCCESS)
     return fail(s, CS_E_MPI, "cs_session_attach_comm: not a valid communicator");

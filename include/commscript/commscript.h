@@ -84,7 +84,9 @@ CS_API int cs_session_open(const cs_session_options* opts, cs_session** out);
 
 /* Attaches the host's communicator, given by its Fortran handle (MPI_Comm_c2f(comm); mpi4py:
  * comm.py2f()). The session uses duplicates of it, never the host's own traffic. Without a call,
- * the session runs on MPI_COMM_WORLD. MPI_COMM_NULL and intercommunicators are refused.
+ * the session runs on MPI_COMM_WORLD. MPI_COMM_NULL and intercommunicators are refused (CS_E_MPI), and so,
+ * with Open MPI, is a handle that is no live communicator's (a freed one); with other MPIs such a
+ * handle is that MPI's error.
  * (1.1) Each run builds the session's backend over it: mpi uses the duplicate itself, gloo connects
  * its ranks over TCP after telling them rank 0's store address over it, nccl sends its unique id
  * over it (and keeps it as its control plane). */

@@ -118,6 +118,33 @@ int failures(const std::string& dir, cs_session* s) {
   cs_result_free(nullptr);
   cs_session_close(nullptr);
   expect(cs_result_exit_code(nullptr) == -1, "a null result reads as -1");
+#ifdef OPEN_MPI
+  // A handle that is no live communicator's (here a freed one): refused, not MPI_ERR_COMM's abort.
+  MPI_Comm gone = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &gone);
+  const int64_t gone_f = MPI_Comm_c2f(gone);
+  MPI_Comm_free(&gone);
+  rc = cs_session_attach_comm_f(s, gone_f);
+  expect(rc == CS_E_MPI && std::strstr(cs_last_error(s), "no live communicator"),
+         std::string("a freed communicator's handle refused (") + cs_last_error(s) + ")");
+#endif
+  // 5. Two new sessions' first runs of one recipe (in the same second, mostly) get two directories:
+  // the second report must not replace the first.
+  std::string dirs[2];
+  for (auto& d : dirs) {
+    cs_session* t = nullptr;
+    cs_session_options to;
+    cs_session_options_init(&to);
+    to.out_dir = "embed-runs";
+    cs_result* tr = nullptr;
+    if (cs_session_open(&to, &t) == CS_OK &&
+        cs_run(t, "env_audit", nullptr, 0, nullptr, 0, nullptr, nullptr, &tr) == CS_OK)
+      d = cs_result_out_dir(tr);
+    cs_result_free(tr);
+    cs_session_close(t);
+  }
+  expect(!dirs[0].empty() && !dirs[1].empty() && dirs[0] != dirs[1],
+         "two sessions' runs write two directories (" + dirs[0] + ", " + dirs[1] + ")");
   return 0;
 }
 
