@@ -2,15 +2,19 @@
 // libcommscript through its C API only. Modes:
 //   failures DIR      an embedded recipe error and an embedded hang return 2 and 5; bad input
 //                     through the API returns error codes; the host then does its own MPI work
-//   hygiene N         N consecutive runs: open fds, threads and RSS before and after (printed)
+//   hygiene N         N consecutive runs (every other one on a new session on a split communicator):
+//                     open fds, threads, RSS, communicators and signal state before and after (printed)
 //   api               versions and the MPI state the session reports
 //   backends          API 1.1: bw_sweep on gloo over a split communicator, nccl's refusal without a
 //                     device, the plan steps (check, replay), cs_last_exit_code, a 1.0-sized options struct
 #include <dirent.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <unistd.h>
 // after mpi.h
+#include <csignal>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -148,21 +152,68 @@ int failures(const std::string& dir, cs_session* s) {
   return 0;
 }
 
+// The process's signal state: every signal's disposition (handler and flags) and the calling
+// thread's mask. A run must leave both as it found them (no handler or mask left behind).
+std::string signal_state() {
+  std::string out;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction a {};
+    if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, nullptr, &a) != 0) continue;
+    const auto h = reinterpret_cast<uintptr_t>(a.sa_handler);
+    if (h != reinterpret_cast<uintptr_t>(SIG_DFL))
+      out += std::to_string(sig) + ":" + std::to_string(h) + "/" + std::to_string(a.sa_flags) + " ";
+  }
+  sigset_t mask;
+  pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  out += "blocked:";
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sigismember(&mask, sig) == 1) out += " " + std::to_string(sig);
+  return out;
+}
+
+// The Fortran index a new communicator gets: Open MPI hands out the lowest free one, so a
+// communicator a run left behind shows as a higher index afterwards.
+int next_comm_index() {
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  const int f = MPI_Comm_c2f(c);
+  MPI_Comm_free(&c);
+  return f;
+}
+
+// N runs, one after another: the even ones on the host's session (on the world), the odd ones each
+// on a new session lent a communicator the host split (opened, attached, run, closed).
 int hygiene(cs_session* s, int n) {
   std::string rep;
   long rss0 = 0;
-  int fds0 = 0, thr0 = 0;
+  int fds0 = 0, thr0 = 0, comm0 = 0;
   const int warm = 5;
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, -g_rank, &sub);  // the ranks in reverse order
+  const std::string sig0 = signal_state();           // before any run: a handler left by the first one counts
   for (int i = 0; i < n + warm; ++i) {
     if (i == warm) {
       MPI_Barrier(MPI_COMM_WORLD);
       fds0 = count_dir("/proc/self/fd");
       thr0 = count_dir("/proc/self/task");
       rss0 = rss_kb();
+      comm0 = next_comm_index();
+    }
+    cs_session* run_on = s;
+    if (i % 2) {
+      cs_session_options o;
+      cs_session_options_init(&o);
+      o.out_dir = "embed-runs";
+      o.deadline_s = 30;
+      if (cs_session_open(&o, &run_on) != CS_OK || cs_session_attach_comm(run_on, sub) != CS_OK) {
+        expect(false, "run " + std::to_string(i) + ": a new session on the split communicator");
+        return 1;
+      }
     }
     const int code =
-        run(s, "bw_sweep", {"--ops", "allreduce", "--min", "8", "--max", "1K", "--iters", "2", "--warmup", "1"},
+        run(run_on, "bw_sweep", {"--ops", "allreduce", "--min", "8", "--max", "1K", "--iters", "2", "--warmup", "1"},
             nullptr, &rep);
+    if (run_on != s) cs_session_close(run_on);
     if (code != 0) {
       expect(false, "run " + std::to_string(i) + " exit code " + std::to_string(code));
       return 1;
@@ -171,16 +222,24 @@ int hygiene(cs_session* s, int n) {
   MPI_Barrier(MPI_COMM_WORLD);
   const int fds1 = count_dir("/proc/self/fd"), thr1 = count_dir("/proc/self/task");
   const long rss1 = rss_kb();
+  const int comm1 = next_comm_index();
+  const std::string sig1 = signal_state();
+  MPI_Comm_free(&sub);
   std::printf(
-      "rank %d: %d runs after %d warm-up: open fds %d -> %d, threads %d -> %d, RSS %ld -> %ld KiB (%+ld KiB, "
-      "%+.1f KiB/run)\n",
-      g_rank, n, warm, fds0, fds1, thr0, thr1, rss0, rss1, rss1 - rss0, static_cast<double>(rss1 - rss0) / n);
+      "rank %d: %d runs after %d warm-up (half on new sessions): open fds %d -> %d, threads %d -> %d, RSS %ld -> %ld "
+      "KiB (%+ld KiB, %+.1f KiB/run), next communicator index %d -> %d, signal handlers/mask %s\n",
+      g_rank, n, warm, fds0, fds1, thr0, thr1, rss0, rss1, rss1 - rss0, static_cast<double>(rss1 - rss0) / n, comm0,
+      comm1, sig0 == sig1 ? "unchanged" : ("changed: [" + sig0 + "] -> [" + sig1 + "]").c_str());
   std::fflush(stdout);
   expect(fds1 == fds0, "no growth in open file descriptors");
   expect(thr1 == thr0, "no growth in threads");
   // Noise: the allocator's arenas and MPI's caches settle in the warm-up; a leak of one report
   // (tens of KiB) per run would show as several MiB over 100 runs.
   expect(rss1 - rss0 < 4096, "RSS growth under 4 MiB over " + std::to_string(n) + " runs");
+#ifdef OPEN_MPI
+  expect(comm1 == comm0, "no communicator left behind (the next one's index is the same)");
+#endif
+  expect(sig1 == sig0, "signal handlers and mask as before the first run");
   return 0;
 }
 
