@@ -1,6 +1,6 @@
 # Installs the build to a scratch prefix, builds examples/embed as a separate project against the
-# INSTALLED package (find_package(commscript CONFIG)), checks the pkg-config file, and runs the
-# host program under mpirun -np 2.
+# INSTALLED package (find_package(commscript CONFIG)), builds a C host (c_host.c) with the MPI C
+# wrapper and the installed pkg-config file, and runs both under mpirun -np 2.
 file(REMOVE_RECURSE ${WORK})
 set(PREFIX ${WORK}/prefix)
 function(run)
@@ -28,6 +28,12 @@ if(NOT rc EQUAL 0 OR NOT flags MATCHES "-lcommscript")
   message(FATAL_ERROR "pkg-config commscript: ${flags}")
 endif()
 message(STATUS "pkg-config commscript: ${flags}")
+# The header as C, compiled with nothing but what pkg-config says (and the library's directory as
+# the runpath: the install sets none).
+execute_process(COMMAND pkg-config --variable=libdir commscript OUTPUT_VARIABLE pclibdir OUTPUT_STRIP_TRAILING_WHITESPACE)
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run(${MPICC} -std=c99 -Wall -Wextra -pedantic -Werror ${SRC}/tests/embed/c_host.c ${flags} -Wl,-rpath,${pclibdir}
+    -o ${WORK}/c_host)
 run(${CMAKE_COMMAND} -S ${SRC}/examples/embed -B ${WORK}/host -DCMAKE_PREFIX_PATH=${PREFIX})
 run(${CMAKE_COMMAND} --build ${WORK}/host)
 # The source and build trees must not be what the host program uses.
@@ -38,3 +44,4 @@ if(NOT line MATCHES "${PREFIX}")
   message(FATAL_ERROR "health_check does not use the installed libcommscript: ${line}")
 endif()
 run(${MPIRUN} --oversubscribe -np 2 ${WORK}/host/health_check --max 64K)
+run(${MPIRUN} --oversubscribe -np 2 ${WORK}/c_host)
