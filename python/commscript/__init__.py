@@ -16,7 +16,7 @@ import os
 __all__ = ["run", "Report", "Session", "CommscriptError", "library_version", "api_version"]
 
 CS_OK = 0
-_ERRORS = {-1: "invalid argument", -2: "not found", -3: "MPI", -4: "state", -70: "internal"}
+_ERRORS = {-1: "invalid argument", -2: "not found", -3: "MPI", -4: "state", -5: "backend", -70: "internal"}
 
 
 class CommscriptError(RuntimeError):
@@ -186,8 +186,10 @@ class Session:
             k = str(k)
             if not k.startswith("-"):
                 k = "--" + k
-            if v is True:
-                args.append(k)
+            if v is None:  # left out: the recipe's default
+                continue
+            if isinstance(v, bool):  # a flag: --check, --check=false (a separate "False" was a stray argument)
+                args.append(k if v else k + "=false")
             elif isinstance(v, (list, tuple)):
                 args += [k, ",".join(str(x) for x in v)]
             else:
