@@ -166,6 +166,7 @@ for line in open(sys.argv[1]):
     x = json.loads(line)
     print("cs", x["op"], x["bytes"], x["time_us"])
     print("cs_p50", x["op"], x["bytes"], x["p50_us"])
+    print("cs_ap50", x["op"], x["bytes"], x["avg_p50_us"])
 PY
   done
   if [[ "$NP" == 2 ]]; then
@@ -227,23 +228,25 @@ def size_name(b):
 
 print()
 print("# times in us, median over rounds; ratios min/median/max over rounds (each within one round)")
-print("# %-9s %8s %9s %9s %9s %9s %9s %9s %20s %20s %20s" % (
-    "op", "size", "OSU", "IMB", "plain", "plain+1", "cs time", "cs p50", "cs time / plain", "cs time / OSU",
-    "cs p50 / cs time"))
+print("# %-9s %8s %9s %9s %9s %9s %9s %9s %9s %20s %20s %20s %20s" % (
+    "op", "size", "OSU", "IMB", "plain", "plain+1", "cs time", "cs p50", "cs avgp50", "cs time / plain",
+    "cs time / OSU", "cs p50 / cs time", "cs avgp50 / time"))
 for op in ("allreduce", "sendrecv", "pingpong"):
     for b in sizes:
         if not any(v.get((t, op, b)) for t in ("osu", "imb", "plain", "cs")):
             continue
-        print("  %-9s %8s %s %s %s %s %s %s %s %s %s" % (
+        print("  %-9s %8s %s %s %s %s %s %s %s %s %s %s %s" % (
             op if op != "pingpong" else "latency", size_name(b),
             cell(med("osu", op, b)), cell(med("imb", op, b)), cell(med("plain", op, b)), cell(med("plain1", op, b)),
-            cell(med("cs", op, b)), cell(med("cs_p50", op, b)),
+            cell(med("cs", op, b)), cell(med("cs_p50", op, b)), cell(med("cs_ap50", op, b)),
             rcell(ratios("cs", "plain", op, b)), rcell(ratios("cs", "osu", op, b)),
-            rcell(ratios("cs_p50", "cs", op, b))))
+            rcell(ratios("cs_p50", "cs", op, b)), rcell(ratios("cs_ap50", "cs", op, b))))
 print("# allreduce/sendrecv: OSU = osu_allreduce Avg Latency (per-iteration timing, barrier between"
       " iterations; no OSU sendrecv test), IMB = t_avg, plain/cs = whole loop / iters, mean over ranks.")
 print("# latency: OSU = osu_latency, IMB = PingPong t (half round trip), plain = the same loop,"
       " cs = latency.lua (OSU's counts), cs p50 = its sampled pass.")
+print("# cs p50 = the sampled pass's slowest rank per iteration (p50_us); cs avgp50 = the same pass averaged"
+      " over ranks per iteration (avg_p50_us; bw_sweep only).")
 
 # The targets of issue 10: commscript's headline / the plain MPI loop of the same run.
 targets = {8: 1.03, 4194304: 1.02}

@@ -352,8 +352,9 @@ int c_bench(lua_State* L) {
   spec.check = field_bool(L, 2, "bench", "check", true);
   spec.samples = count_field(L, 2, "bench", "samples", spec.iters, 1);
   // The per-iteration times: the samples, the slowest rank's, the copy returned and the sorted
-  // copy of the summary (bench.cpp), checked before anything is allocated.
-  check_engine_memory(L, static_cast<size_t>(spec.samples) * sizeof(double) * 4,
+  // copy of the summary, then the rank average's integer sums, values and sorted copy
+  // (bench.cpp), checked before anything is allocated.
+  check_engine_memory(L, static_cast<size_t>(spec.samples) * sizeof(double) * 7,
                       "bench: " + std::to_string(spec.samples) + " per-iteration samples");
   const bool by_bytes = has_field(L, 2, "bytes");
   if (by_bytes == has_field(L, 2, "count"))
@@ -404,6 +405,11 @@ int c_bench(lua_State* L) {
   set_num(L, "max_us", r.us.max);
   set_num(L, "stdev_us", r.us.stdev);
   set_num(L, "cv", r.us.cv());
+  // The same pass averaged over ranks per iteration (nccl-tests -a 1 per iteration).
+  set_num(L, "avg_p50_us", r.us_avg.p50);
+  set_num(L, "avg_p99_us", r.us_avg.p99);
+  set_num(L, "avg_max_us", r.us_avg.max);
+  set_num(L, "avg_cv", r.us_avg.cv());
   set_list(L, "rank_mean_us", r.rank_mean_us);
   set_num(L, "slowest_rank", r.slowest_rank);
   if (r.checked) set_num(L, "wrong", static_cast<double>(r.wrong));

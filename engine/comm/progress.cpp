@@ -43,24 +43,40 @@ void Progress::set_lua_site(const char* site, size_t len) {
   const size_t n = std::min(len, sizeof lua_site_ - 1);
   std::memcpy(lua_site_, site, n);
   lua_site_[n] = '\0';
-  lua_at_ns_.store(now_ns(), std::memory_order_relaxed);
+  const int64_t t = now_ns();
+  lua_at_ns_.store(t, std::memory_order_relaxed);
+  // The first sample since the latest operation started opens a new stretch of Lua.
+  const uint64_t ops = started_.load(std::memory_order_relaxed);
+  if (ops != lua_ops_.load(std::memory_order_relaxed)) {
+    lua_since_ns_.store(t, std::memory_order_relaxed);
+    lua_ops_.store(ops, std::memory_order_relaxed);
+  }
   lua_version_.store(v + 2, std::memory_order_release);
 }
 
-std::string Progress::lua_site(int64_t* at_ns) const {
+Progress::LuaSite Progress::lua_sample() const {
   for (int tries = 0;; ++tries) {
     const uint64_t v = lua_version_.load(std::memory_order_acquire);
     if ((v & 1) && tries < 1000) continue;
     char copy[sizeof lua_site_];
     std::memcpy(copy, lua_site_, sizeof copy);
-    const int64_t at = lua_at_ns_.load(std::memory_order_relaxed);
+    LuaSite s;
+    s.at_ns = lua_at_ns_.load(std::memory_order_relaxed);
+    s.since_ns = lua_since_ns_.load(std::memory_order_relaxed);
+    s.ops = lua_ops_.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (lua_version_.load(std::memory_order_relaxed) == v || tries >= 1000) {
       copy[sizeof copy - 1] = '\0';
-      if (at_ns) *at_ns = at;
-      return copy;
+      s.site = copy;
+      return s;
     }
   }
+}
+
+std::string Progress::lua_site(int64_t* at_ns) const {
+  LuaSite s = lua_sample();
+  if (at_ns) *at_ns = s.at_ns;
+  return std::move(s.site);
 }
 
 std::vector<OpRecord> Progress::recent_left() const {

@@ -78,9 +78,18 @@ class Progress {
   std::string site() const;
 
   // Where the recipe's Lua code was last seen running (file:line, sampled every ~100 ms by the
-  // bindings' profiler hook) and when (steady clock, ns): names a rank busy in Lua.
+  // bindings' profiler hook) and when (steady clock, ns): names a rank busy in Lua. `since_ns`:
+  // the first sample taken after its latest operation started (how long it has been in Lua since
+  // then, to one sampling interval); `ops`: operations started when the site was sampled.
+  struct LuaSite {
+    std::string site;
+    int64_t at_ns = 0;
+    int64_t since_ns = 0;
+    uint64_t ops = 0;
+  };
   void set_lua_site(const char* site, size_t len);
   std::string lua_site(int64_t* at_ns = nullptr) const;
+  LuaSite lua_sample() const;
 
   // For a reader in another process whose writer is gone (the guardian): the ring as it was
   // left, without waiting for a write that will never finish.
@@ -114,6 +123,8 @@ class Progress {
   char site_[256] = {0};
   std::atomic<uint64_t> lua_version_{0};  // seqlock of lua_site_
   std::atomic<int64_t> lua_at_ns_{0};
+  std::atomic<int64_t> lua_since_ns_{0};
+  std::atomic<uint64_t> lua_ops_{~uint64_t{0}};
   char lua_site_[256] = {0};
 };
 

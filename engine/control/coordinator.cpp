@@ -65,6 +65,15 @@ Beat sample_progress() {
   b.count = cur.count;
   b.dtype = cur.dtype;
   b.site = p.site().substr(0, 200);
+  if (!b.in_flight) {
+    const Progress::LuaSite lua = p.lua_sample();
+    if (!lua.site.empty() && lua.ops == b.started) {  // sampled since its latest operation started
+      const int64_t now = now_ns();
+      b.lua = lua.site.substr(0, 200);
+      b.lua_for_ms = static_cast<double>(now - lua.since_ns) * 1e-6;
+      b.lua_age_ms = static_cast<double>(now - lua.at_ns) * 1e-6;
+    }
+  }
   return b;
 }
 

@@ -23,6 +23,9 @@ inline constexpr int64_t kProgressWindowNs = 2000LL * 1000 * 1000;
 // Different calls at one sequence number: wait this long (a few heartbeats) for the ranks still on
 // their way, so that every rank is on a side or named as elsewhere.
 inline constexpr int64_t kDesyncSettleNs = 4LL * kHeartbeatMs * 1000 * 1000;
+// A rank out of any operation whose latest Lua sample (LuaJIT's profiler, every 100 ms of its CPU
+// time) is at most this old is busy in Lua; older, it is blocked outside the engine.
+inline constexpr int64_t kLuaFreshNs = 2000LL * 1000 * 1000;
 // A long wait is reported every max(kWaitNoteMinS, kWaitNoteFraction x deadline).
 inline constexpr double kWaitNoteMinS = 10;
 inline constexpr double kWaitNoteFraction = 0.1;

@@ -15,6 +15,13 @@ namespace {
 
 bool silent(const RankView& r, int64_t now) { return r.hello && !r.dead && now - r.last_hb_ns > kSilentNs; }
 
+// Out of any operation and running Lua lately (its latest beat's sample, aged by the time since).
+bool busy_in_lua(const RankView& r, int64_t now) {
+  const Beat& b = r.beat;
+  return !b.in_flight && b.lua != "-" && b.lua_age_ms >= 0 &&
+         b.lua_age_ms * 1e6 + static_cast<double>(now - r.last_hb_ns) <= static_cast<double>(kLuaFreshNs);
+}
+
 bool point_to_point(const std::string& coll) { return coll == "send" || coll == "recv" || coll == "sendrecv"; }
 
 // How long rank r has been in its current operation, by its latest beat and the time since.
@@ -165,6 +172,15 @@ nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, doubl
     } else if (b.comm == rb.comm && b.seq > rb.seq) {
       arrived.push_back(i);  // already past it (e.g. a rooted op's early finisher)
       continue;
+    } else if (busy_in_lua(s, now)) {
+      const double for_s = (b.lua_for_ms + static_cast<double>(now - s.last_hb_ns) * 1e-6) * 1e-3;
+      char d[64];
+      std::snprintf(d, sizeof d, " for %.0f s", for_s);
+      who["state"] = "busy in Lua";
+      who["detail"] =
+          "busy in Lua at " + b.lua + d + " (last: " + b.coll + " #" + std::to_string(b.seq) + " on " + b.comm + ")";
+      who["lua"] = {{"site", b.lua}, {"for_s", for_s}};
+      who["last_seq"] = b.seq;
     } else {
       const bool progressing = now - s.progress_ns < progress_window;
       who["state"] = progressing ? "slow" : "stuck";
@@ -194,7 +210,7 @@ nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, doubl
     for (size_t i = 0; i < missing.size(); ++i) {
       const auto& m = missing[i];
       line += (i ? ", " : "") + std::to_string(m["rank"].get<size_t>()) + " (host " + m["host"].get<std::string>() +
-              ", " + m["state"].get<std::string>() + ")";
+              ", " + (m.contains("lua") ? m["detail"].get<std::string>() : m["state"].get<std::string>()) + ")";
     }
   }
   if (!mism.empty()) {

@@ -31,6 +31,12 @@ struct Beat {
   uint64_t count = 0;
   int dtype = -1;
   std::string site = "-";  // the recipe file:line of the latest verified call ("-": unknown)
+  // Out of any operation and seen running Lua since its latest one started: where (the
+  // profiler's file:line), for how long (ms since the first such sample) and how fresh the
+  // latest sample is (ms). "-", -1, -1 otherwise.
+  std::string lua = "-";
+  double lua_for_ms = -1;
+  double lua_age_ms = -1;
 };
 
 // A beat a host leader forwards: whose, and how long the leader held it (ms since it arrived).

@@ -6,7 +6,10 @@
 //    and max over ranks (IMB t_min/t_max). algbw and busbw come from that mean.
 //  - the distribution: a separate sampled pass after a second barrier, one clock read (or a
 //    pair of CUDA events) per iteration on every rank; per iteration the slowest rank counts
-//    (nccl-tests -I), and each rank's own mean per-iteration time feeds the straggler vote.
+//    (nccl-tests -I), and each rank's own mean per-iteration time feeds the straggler vote. The
+//    same samples averaged over ranks per iteration (nccl-tests' -a 1 applied per iteration) are
+//    a second summary: in a pipelined loop the ranks' per-iteration times alternate in opposite
+//    phase, so the slowest rank's reads high at small sizes where the average does not.
 //    Its clock reads and bookkeeping never reach the headline.
 #include <cstdint>
 #include <vector>
@@ -33,6 +36,8 @@ struct BenchResult {
   // Sampled pass.
   std::vector<double> iter_us;       // per sampled iteration, max over ranks
   Summary us;                        // of iter_us
+  std::vector<double> iter_avg_us;   // per sampled iteration, mean over ranks
+  Summary us_avg;                    // of iter_avg_us
   std::vector<double> rank_mean_us;  // per rank: its own mean per-iteration time
   int slowest_rank = 0;              // highest rank_mean_us
   // Check.

@@ -49,6 +49,10 @@ M.top_level_budget_s = 10
 function M.load(chunk, trusted)
   declared, declared_count = nil, 0
   if not trusted then setfenv(chunk, sandbox.env("a sandboxed recipe")) end
+  -- The recipe file's own functions run in the interpreter: LuaJIT's profiler (which names a rank
+  -- "busy in Lua at file:line") and the engine's hooks see compiled code only when it leaves its
+  -- trace, so a tight compiled loop in run() was invisible. The stdlib keeps the JIT.
+  jit.off(chunk, true)
   -- The top level only declares: it runs under a time budget (an endless loop there hung
   -- --list, --help and --check). The budget's hook runs in the interpreter only, so the JIT is
   -- off meanwhile (and its traces flushed, so no compiled loop escapes the check).

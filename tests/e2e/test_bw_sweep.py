@@ -25,6 +25,7 @@ TOP_KEYS = ["commscript", "recipe", "run", "env", "topology", "results", "findin
             "chaos", "incidents"]
 NUMERIC = ["bytes", "count", "time_us", "time_rank_min_us", "time_rank_max_us", "algbw", "busbw", "busbw_factor",
            "wrong", "samples", "iter_mean_us", "min_us", "p50_us", "p95_us", "p99_us", "max_us", "stdev_us", "cv",
+           "avg_p50_us", "avg_p99_us", "avg_max_us", "avg_cv",
            "ranks", "root", "iters", "warmup", "slowest_rank"]
 
 
@@ -181,6 +182,15 @@ class BwSweep(cs_e2e.TestCase):
             self.assertLessEqual(x["iter_mean_us"], x["max_us"], where)
             self.assertEqual(len(x["rank_mean_us"]), n, where)
             self.assertEqual(x["slowest_rank"], x["rank_mean_us"].index(max(x["rank_mean_us"])), where)
+            # The same pass averaged over ranks per iteration: each iteration's mean is at most its
+            # maximum and at least 1/n of it, so the order statistics are bounded the same way
+            # (equal on one rank, up to the picosecond sums' rounding).
+            for a, m in (("avg_p50_us", "p50_us"), ("avg_max_us", "max_us"), ("avg_p99_us", "p99_us")):
+                self.assertLessEqual(x[a], x[m] + 1e-6, where + " " + a)
+                self.assertGreaterEqual(x[a], x[m] / n - 1e-6, where + " " + a)
+                if n == 1:
+                    self.assertLessEqual(abs(x[a] - x[m]), 1e-6, where + " " + a)
+            self.assertGreaterEqual(x["avg_cv"], 0, where)
             # algbw: bytes moved per nccl-tests / time
             moved = x["count"] * elem * (n if x["op"] in GROUPED else 1)
             self.assertEqual(x["bytes"], moved, where)

@@ -5,6 +5,7 @@ exactly, with every flight recorder collected through the relay; a dead host lea
 and when rank 0 dies under --launcher env, the other ranks say so naming that launcher, not
 mpirun."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -51,6 +52,31 @@ class TwoHosts(cs_e2e.TestCase):
         self.assertEqual([d["rank"] for d in died[0]["dead_ranks"]], [2])
         self.assertEqual(died[0]["dead_ranks"][0]["host"], "h1")
         self.assertIn("mpirun ends the job", died[0]["message"])
+
+
+    def test_relayed_rank_busy_in_lua_is_named_with_its_line(self):
+        # Rank 3 (relayed through h1's leader) spins in a tight Lua loop that LuaJIT would compile;
+        # the others wait in the next all-reduce until its 3 s deadline. The verdict names rank 3
+        # as busy in Lua at the loop's line, through the relay.
+        path = self.recipe("spin", """  local t = cs.tensor("float32", 8)
+  ctx.comm:allreduce(t, t)
+  if ctx.rank == 3 then
+    local x = 0
+    while true do x = (x + 1) % 7 end
+  end
+  ctx.comm:allreduce(t, t)
+  return 0""")
+        r = self.run_hosts(["--timeout", "3", path])
+        self.assertExit(r, cs_e2e.TIMEOUT)
+        lines = [l for l in r.stderr.splitlines() if l.startswith("timeout:")]
+        self.assertEqual(len(lines), 1, r.describe())
+        # spin.lua: 1 require, 2 declaration, 3 function, 4 local t, 5 allreduce, 6 if, 7 local x, 8 while
+        self.assertRegex(lines[0], r"missing ranks: 3 \(host h1, busy in Lua at %s:8 for [2-9] s "
+                         r"\(last: allreduce #1 on world\)\)" % re.escape(path), r.describe())
+        inc = r.report()["incidents"][0]
+        self.assertEqual([m["rank"] for m in inc["missing"]], [3], inc["line"])
+        self.assertEqual(inc["missing"][0]["state"], "busy in Lua")
+        self.assertEqual(inc["missing"][0]["lua"]["site"], "%s:8" % path)
 
 
 class RankZeroLostWithoutMpirun(cs_e2e.TestCase):

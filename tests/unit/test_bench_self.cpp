@@ -42,6 +42,11 @@ void check_timing(const cs::BenchResult& r, const cs::Op& op, int samples, doubl
   CHECK(r.us.p50 <= r.us.max);
   CHECK(r.us.min == *std::min_element(r.iter_us.begin(), r.iter_us.end()));
   CHECK(r.us.max == *std::max_element(r.iter_us.begin(), r.iter_us.end()));
+  // One rank: the per-iteration mean over ranks is its own sample (to the picosecond sums).
+  REQUIRE(r.iter_avg_us.size() == static_cast<size_t>(samples));
+  for (size_t i = 0; i < r.iter_us.size(); ++i) CHECK(r.iter_avg_us[i] == Approx(r.iter_us[i]).margin(1e-6));
+  CHECK(r.us_avg.p50 == Approx(r.us.p50).margin(1e-6));
+  CHECK(r.us_avg.max == Approx(r.us.max).margin(1e-6));
   const double mean_us = mean_of(r.iter_us);
   CHECK(r.us.mean == Approx(mean_us).epsilon(1e-12));
   REQUIRE(mean_us > 0.0);

@@ -286,6 +286,35 @@ TEST_CASE("verdict: a long wait is noted, then not again until the next interval
   CHECK(!waiting_note(r, t + 10001 * kMs, wm, 300).empty());
 }
 
+TEST_CASE("verdict: a rank spinning in Lua is named busy in Lua at its line; a stale sample is not", "[coordinator]") {
+  Ranks r = world(3, 3);
+  const int64_t start = kT0 + 100 * kMs;
+  const int64_t at = start + 2100 * kMs;
+  beat_all(r, at, start);
+  Beat spin = idle_after(4, 4);
+  spin.lua = "spin.lua:8";
+  spin.lua_for_ms = 2500;
+  spin.lua_age_ms = 40;
+  apply_beat(r[2], spin, at);
+  r[2].progress_ns = kT0;
+  auto v = timeout_verdict(r, 0, at + 50 * kMs, 300);
+  auto m = missing_of(v, 2);
+  REQUIRE(!m.is_null());
+  CHECK(m["state"] == "busy in Lua");
+  CHECK(m["lua"]["site"] == "spin.lua:8");
+  CHECK(m["lua"]["for_s"].get<double>() == Approx(2.55));
+  CHECK(v["line"].get<std::string>().find("missing ranks: 2 (host h0, busy in Lua at spin.lua:8 for 3 s (last: "
+                                          "allreduce #4 on world))") != std::string::npos);
+  // The same beat with its latest sample 2.5 s old: blocked outside the engine, not busy in Lua.
+  spin.lua_age_ms = 2500;
+  apply_beat(r[2], spin, at);
+  v = timeout_verdict(r, 0, at + 50 * kMs, 300);
+  m = missing_of(v, 2);
+  REQUIRE(!m.is_null());
+  CHECK(m["state"] == "stuck");
+  CHECK(!m.contains("lua"));
+}
+
 TEST_CASE("wire: beats, hellos and addressed lines round-trip", "[coordinator]") {
   Beat b = in_op(42, 12.5, 3, 99);
   b.site = "my recipe.lua:3";  // spaces become '_'
@@ -295,6 +324,15 @@ TEST_CASE("wire: beats, hellos and addressed lines round-trip", "[coordinator]")
   CHECK(back.started == 99);
   CHECK(back.age_ms == Approx(12.5));
   CHECK(back.site == "my_recipe.lua:3");
+  CHECK(back.lua == "-");
+  CHECK(back.lua_for_ms == -1);
+  b.lua = "a b.lua:8";
+  b.lua_for_ms = 1234.5;
+  b.lua_age_ms = 12;
+  REQUIRE(decode_beat(encode_beat(b), &back));
+  CHECK(back.lua == "a_b.lua:8");
+  CHECK(back.lua_for_ms == Approx(1234.5));
+  CHECK(back.lua_age_ms == Approx(12));
   CHECK(!decode_beat("HB 1 2 3", &back));
   int rank = -1, pid = 0;
   std::string host;
