@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "communicator.hpp"
+#include "cuda_support.hpp"
 #include "tensor.hpp"
 
 namespace cs {
@@ -154,13 +155,9 @@ class NcclCommunicator final : public Communicator {
 
 // ---- the parts that need no device (public for the tests) ----
 
-// NCCL_VERSION_CODE -> "2.28.9" (codes below 2.9 are major*1000 + minor*100 + patch).
-std::string nccl_version_string(int code);
-// "2.28.9" -> 22809 (and "2.8.4" -> 2804); nullopt when it is not major.minor.patch.
-std::optional<int> nccl_version_code(std::string_view text);
+// nccl_version_string / nccl_version_code: core/cuda_support.hpp (one home for NCCL version text).
 // Throws InputError naming the ranks of each version when the codes differ.
 void check_nccl_versions(const std::vector<int>& code_by_rank);
-// "0-2,5": ranks in ascending order, runs joined.
 // The rank's place among the ranks of its host (hosts[r] is rank r's host name).
 int local_rank(const std::vector<std::string>& hosts, int rank);
 // The device rank `rank` (local rank `local`, on `host`, seeing `count` devices) uses:

@@ -23,6 +23,34 @@ int require_cuda_devices(std::string_view what) {
 
 std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
+std::string nccl_version_string(int code) {
+  if (code <= 0) return "unknown";
+  const int major = code < 10000 ? code / 1000 : code / 10000;
+  const int minor = code < 10000 ? code % 1000 / 100 : code % 10000 / 100;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+}
+
+std::optional<int> nccl_version_code(std::string_view text) {
+  text = text.substr(0, text.find('+'));  // "2.28.9+cuda13.0"
+  int part[3] = {0, 0, 0};
+  size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = i < 2 ? text.find('.', pos) : text.size();
+    if (end == std::string_view::npos || end == pos || end - pos > 4) return std::nullopt;
+    int v = 0;
+    for (char c : text.substr(pos, end - pos)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + (c - '0');
+    }
+    part[i] = v;
+    pos = end + 1;
+  }
+  if (part[2] > 99 || part[1] > 99) return std::nullopt;
+  // NCCL_VERSION(X, Y, Z) of nccl.h
+  return part[0] <= 2 && part[1] <= 8 ? part[0] * 1000 + part[1] * 100 + part[2]
+                                      : part[0] * 10000 + part[1] * 100 + part[2];
+}
+
 std::string normalize_bdf(std::string_view bdf) {
   std::string s;
   for (char c : bdf) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

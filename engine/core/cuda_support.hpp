@@ -4,6 +4,7 @@
 //
 // Everything here compiles without CUDA: then there is no device, and cuda_probe() says why.
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,12 @@ int require_cuda_devices(std::string_view what);
 
 // A CUDA version number (cudaRuntimeGetVersion, cudaDriverGetVersion, NVML's) as text: 13000 -> "13.0".
 std::string cuda_version_text(int v);
+
+// NCCL_VERSION_CODE -> "2.28.9" (codes below 2.9 are major*1000 + minor*100 + patch); "unknown"
+// for 0. The one formula for NCCL version text (the loader's refusal, --version, the backend).
+std::string nccl_version_string(int code);
+// "2.28.9" -> 22809 (and "2.8.4" -> 2804); nullopt when it is not major.minor.patch.
+std::optional<int> nccl_version_code(std::string_view text);
 
 // PCI addresses as sysfs writes them: "00000000:3B:00.0" (NVML) or "0000:3B:00.0" (CUDA) ->
 // "0000:3b:00.0". Anything that is not domain:bus:dev.fn is returned lower-cased.

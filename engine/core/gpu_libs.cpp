@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 
+#include "cuda_support.hpp"
+
 namespace cs {
 
 void* cuda_sym(const char* name);
@@ -83,8 +85,7 @@ const Loaded& nccl() {
       if (!dlsym(x.handle, s)) missing += (missing.empty() ? "" : ", ") + std::string(s);
     if (!missing.empty() || x.info.version < kMinNcclVersion) {
       const int v = x.info.version;
-      x.info.why = "the NCCL at " + x.info.path + " is version " + std::to_string(v / 10000) + "." +
-                   std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+      x.info.why = "the NCCL at " + x.info.path + " is version " + nccl_version_string(v) +
                    (missing.empty() ? std::string() : " and lacks " + missing) +
                    "; --backend nccl needs NCCL >= 2.18 (point LD_LIBRARY_PATH or COMMSCRIPT_NCCL at a newer one)";
       x.info.loaded = false;

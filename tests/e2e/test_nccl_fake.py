@@ -285,6 +285,11 @@ class Fake(cs_e2e.TestCase):
     def test_old_nccl_is_refused(self):
         r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_NCCL_VERSION": "21700"})
         self.assertIn("needs NCCL >= 2.18", r.stderr)
+        self.assertIn("is version 2.17.0", r.stderr)
+        # A code from before 2.9 (major*1000 + minor*100 + patch) is named as NCCL names it: the
+        # loader's refusal and --version share nccl_version_string (it once printed "0.27.8").
+        r = self.nccl(["bw_sweep"], 2, code=cs_e2e.BAD_INPUT, timeout=60, extra_env={"FAKE_NCCL_VERSION": "2708"})
+        self.assertIn("is version 2.7.8", r.stderr)
 
     def test_missing_nccl_is_named_and_mpi_still_runs(self):
         missing = {"COMMSCRIPT_NCCL": os.path.join(self.tmp, "libnccl.so.2"),
