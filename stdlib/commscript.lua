@@ -26,8 +26,11 @@ local cs = {
   chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()
 }
 
--- Exit codes of the contract (docs/reference.md, "Exit codes"): the one table in Lua.
-cs.exit = { ok = 0, bad_input = 1, runtime = 2, health = 3, corruption = 4, timeout = 5, internal = 70 }
+-- Exit codes of the contract (docs/reference.md, "Exit codes"): the one table in Lua, a copy of
+-- the engine's list (engine/core/error.hpp, kExitCodes): ok, bad_input, runtime, health,
+-- corruption, timeout, output, internal.
+cs.exit = {}
+for name, code in pairs(native.exit_codes) do cs.exit[name] = code end
 
 local error_mt = { __tostring = function(e) return e.message end }
 

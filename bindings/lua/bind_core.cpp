@@ -12,6 +12,7 @@
 #include "collective.hpp"
 #include "commscript_version.hpp"
 #include "digest.hpp"
+#include "error.hpp"
 #include "host_name.hpp"
 #include "job.hpp"
 #include "lua_support.hpp"
@@ -315,6 +316,12 @@ void open_native(lua_State* L, Session* s) {
     lua_rawseti(L, -2, i++);
   }
   lua_setfield(L, -2, "collectives");
+  lua_newtable(L);
+  for (const auto& e : kExitCodes) {
+    lua_pushinteger(L, static_cast<int>(e.code));
+    lua_setfield(L, -2, e.name);
+  }
+  lua_setfield(L, -2, "exit_codes");
   register_tensor(L);
   register_communicator(L);
   register_chaos(L);

@@ -17,6 +17,15 @@ enum class ExitCode : int {
   internal = 70,
 };
 
+// Every code with its name, for the Lua side (cs.exit is built from this list, so the two cannot
+// drift apart: cs.exit once lacked `output`).
+inline constexpr struct {
+  const char* name;
+  ExitCode code;
+} kExitCodes[] = {{"ok", ExitCode::ok},         {"bad_input", ExitCode::bad_input},   {"runtime", ExitCode::runtime},
+                  {"health", ExitCode::health}, {"corruption", ExitCode::corruption}, {"timeout", ExitCode::timeout},
+                  {"output", ExitCode::output}, {"internal", ExitCode::internal}};
+
 class Error : public std::runtime_error {
  public:
   Error(ExitCode code, const std::string& what) : std::runtime_error(what), code_(code) {}

@@ -6,7 +6,7 @@ local M = {}
 
 local TYPES = { int = true, number = true, bool = true, string = true, list = true, size = true }
 
-local function bad(msg) error({ code = 1, message = msg }, 0) end
+local function bad(msg) error({ code = native.exit_codes.bad_input, message = msg }, 0) end
 
 -- Normalises one declaration: { default, help, type=, choices=, min=, max= }
 function M.normalise(name, spec)

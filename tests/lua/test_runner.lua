@@ -354,6 +354,25 @@ function TestRun:test_errors_propagate()
   lu.assertStrContains(err.message, "late")
 end
 
+-- The contract's exit codes (docs/reference.md, "Exit codes"). cs.exit is built from the
+-- engine's list, so a code the engine gains reaches Lua: cs.exit once lacked output = 6, and
+-- report.html called exit 6 "unknown exit code".
+TestExitCodes = {}
+
+function TestExitCodes:test_every_code_of_the_contract()
+  lu.assertEquals(cs.exit, { ok = 0, bad_input = 1, runtime = 2, health = 3, corruption = 4, timeout = 5,
+                             output = 6, internal = 70 })
+end
+
+function TestExitCodes:test_report_html_names_each_code()
+  for name, code in pairs(cs.exit) do
+    local page = require("cs.html").render { schema = "commscript.report/2", run = { exit_code = code } }
+    lu.assertNotStrContains(page, "unknown exit code", "report.html has no meaning for cs.exit." .. name)
+  end
+  lu.assertStrContains(require("cs.html").render { run = { exit_code = cs.exit.output } },
+    "the outputs could not be written")
+end
+
 function recipe.run(ctx)
   COMM = ctx.comm
   local lurunner = lu.LuaUnit.new()
@@ -364,6 +383,7 @@ function recipe.run(ctx)
     { "TestSandbox", TestSandbox },
     { "TestRequires", TestRequires },
     { "TestRun", TestRun },
+    { "TestExitCodes", TestExitCodes },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end
