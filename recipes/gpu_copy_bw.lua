@@ -1,5 +1,5 @@
 -- Copy bandwidths of the GPUs of each host, the way NVIDIA nvbandwidth measures them with the
--- copy engines (shared/reference/benchmarks.md §4): host -> GPU and GPU -> host from pageable and
+-- copy engines (its *_memcpy_ce test cases): host -> GPU and GPU -> host from pageable and
 -- from pinned host memory, a copy inside each GPU's memory, and GPU -> GPU for every pair of GPUs
 -- of a host that have peer access, as a matrix; then concurrent copies: both directions of each
 -- GPU at once, and every GPU at once in each direction. Host buffers are NUMA-local to each GPU
@@ -14,7 +14,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "gpu_copy_bw",
-  version = "1.1.0",
+  version = "1.1.1",
   requires = ">=0.1, <1.0",
   summary = "host<->GPU and GPU<->GPU copy bandwidth of every host (nvbandwidth-style, GB/s)",
   options = {
@@ -32,13 +32,9 @@ local SLOW = 0.5
 
 local function num(v) return type(v) == "number" and v or nil end
 
-local function median(list)
-  local t = {}
-  for _, v in ipairs(list) do t[#t + 1] = v end
-  if #t == 0 then return nil end
-  table.sort(t)
-  return t[math.floor((#t + 1) / 2)]
-end
+-- The stdlib's one median (an even count: the mean of the two middle values; 1.1.0 took the
+-- lower one, so a host of 8 GPUs compared with its 4th-lowest value instead of the middle).
+local median = cs.stats.median
 
 local function cell(v) return num(v) and ("%10.2f"):format(v) or ("%10s"):format("N/A") end
 
