@@ -20,6 +20,11 @@ namespace {
 bool g_mpi = false;
 MPI_Comm g_ctrl = MPI_COMM_NULL;  // out-of-band messages between ranks
 constexpr int kTagAbort = 7001;
+// abort(): how long a rank other than 0 listens for a lower rank that failed at the same moment
+// (the lowest one prints), and how long a rank that leaves the printing to a lower one waits
+// before MPI_Abort, so that the lower rank's message is out first.
+constexpr auto kAbortListen = std::chrono::milliseconds(500);
+constexpr auto kAbortLetLowerPrint = std::chrono::milliseconds(1000);
 void (*g_before_abort)(ExitCode, const std::string&) = nullptr;
 std::atomic<int> g_cancel{0};
 Communicator* g_control = nullptr;  // without MPI
@@ -183,7 +188,7 @@ void abort(ExitCode code, const std::string& message) {
     for (int r = 0; r < n; ++r)
       if (r != me) MPI_Issend(&me, 1, MPI_INT, r, kTagAbort, g_ctrl, &reqs[static_cast<size_t>(r)]);
     if (me != 0) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      const auto until = std::chrono::steady_clock::now() + kAbortListen;
       while (print && std::chrono::steady_clock::now() < until) {
         int flag = 0;
         MPI_Status st;
@@ -205,7 +210,7 @@ void abort(ExitCode code, const std::string& message) {
   std::fflush(stdout);
   if (g_before_abort) g_before_abort(code, message);
   // A lower rank prints the message: MPI_Abort from here would end it first.
-  if (!print) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  if (!print) std::this_thread::sleep_for(kAbortLetLowerPrint);
   if (g_mpi) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
   std::_Exit(static_cast<int>(code));
 }

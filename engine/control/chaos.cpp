@@ -27,6 +27,9 @@ double unix_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// An `exit` fault: how long the rank waits before _exit for its heartbeat to carry the record.
+constexpr auto kExitHeartbeatWait = std::chrono::milliseconds(300);
+
 void sleep_ms(double ms) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
 }
@@ -259,7 +262,7 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
     ::kill(::getpid(), SIGKILL);
   }
   if (exit_status) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the heartbeat carry the record
+    std::this_thread::sleep_for(kExitHeartbeatWait);  // let the heartbeat carry the record
     std::fflush(nullptr);
     _exit(exit_status);
   }

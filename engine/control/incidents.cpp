@@ -38,13 +38,19 @@ constexpr int kGuardianWaitMs = 400;
 constexpr auto kSignalLinger = std::chrono::milliseconds(800);
 // How long a failing rank waits for the coordinator to confirm that the report was saved.
 constexpr int kFailureAckMs = 2000;
+// How long a signal handler waits for a death being recorded (rank_died) to finish, and how
+// often it looks.
+constexpr auto kDeathRecordWait = std::chrono::milliseconds(1000);
+constexpr auto kDeathRecordPoll = std::chrono::milliseconds(10);
 
 const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP"; }
 
 void on_signal(int sig) {
   Session* s = g_session.load();
   // A death being recorded (rank_died): mpirun's SIGTERM to rank 0 follows it; let it finish.
-  for (int i = 0; i < 100 && g_death_pending; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (auto waited = std::chrono::milliseconds(0); waited < kDeathRecordWait && g_death_pending;
+       waited += kDeathRecordPoll)
+    std::this_thread::sleep_for(kDeathRecordPoll);
   if (s) {
     // Ended by a signal is not dying on its own: say so to the coordinator first.
     if (HeartbeatClient* hb = g_heartbeat.load()) hb->send_goodbye("signal");
