@@ -3,7 +3,7 @@
 #include <vector>
 
 namespace cs {
-// The whole `commscript` command; returns the process exit code (DESIGN.md "Exit codes").
+// The whole `commscript` command; returns the process exit code (docs/reference.md, "Exit codes").
 int cli_main(int argc, char** argv);
 // Phase 1 of cli_main alone (tests/fuzz/fuzz_options): the command line parsed and checked as
 // cli_main does, answering neither --version nor --list. Returns the exit code when parsing ends
