@@ -149,9 +149,16 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::world_over_mpi(double timeou
 std::unique_ptr<GlooCommunicator> GlooCommunicator::world_at(const std::string& host, int port, int rank, int size,
                                                              double timeout_s) {
   std::shared_ptr<KvServer> server;
-  if (rank == 0) server = std::make_shared<KvServer>(port);
+  // The server checks each process's rank and size against rank 0's (and that no two claim a rank).
+  if (rank == 0) {
+    try {
+      server = std::make_shared<KvServer>(port, size);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string(e.what()) + " (MASTER_PORT taken: by another process started as rank 0?)");
+    }
+  }
   auto store = std::make_shared<KvClient>(rank == 0 ? std::string("127.0.0.1") : host, port, rank,
-                                          ms_of(timeout_s > 0 ? timeout_s : 300));
+                                          ms_of(timeout_s > 0 ? timeout_s : 300), size);
   return world(std::move(store), std::move(server), rank, size, timeout_s);
 }
 
@@ -166,7 +173,8 @@ void GlooCommunicator::connect(double timeout_s, double grace_s) {
     StoreAdapter st(*store_, name_ + "/", op_timeout());
     c->connectFullMesh(st, dev);
     ctx_ = std::move(c);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {           // gloo::Exception, and Gloo's assertions (EnforceNotMet)
+    if (dynamic_cast<const Error*>(&e)) throw;  // the store's own words (a refused launch, a deadline)
     throw Error(ExitCode::runtime, "gloo: rank " + std::to_string(rank_) + ": connecting communicator '" + name_ +
                                        "' of " + std::to_string(size_) + " ranks failed: " + e.what());
   }

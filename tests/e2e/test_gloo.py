@@ -121,6 +121,23 @@ class LauncherEnv(cs_e2e.TestCase):
             self.assertEqual(p.returncode, cs_e2e.BAD_INPUT, "%s: %s" % (change, err))
             self.assertIn(msg, err, change)
 
+    def test_processes_that_disagree(self):
+        # Each process read its own variables: rank 0's store refuses one whose WORLD_SIZE differs
+        # from rank 0's or whose RANK another live process holds, and every rank ends with exit 1 and
+        # that reason at once (before: Gloo's internal assertion, exit 70, or the setup deadline).
+        cases = [(2, lambda r: {"WORLD_SIZE": "3"} if r == 1 else {},
+                  "rank 1 (from 127.0.0.1) was started with a world of 3 ranks, rank 0 with 2"),
+                 (3, lambda r: {"RANK": "1"} if r == 2 else {},
+                  "two processes were started as rank 1 (from 127.0.0.1 and 127.0.0.1)")]
+        for n, per_rank, msg in cases:
+            with self.subTest(msg=msg):
+                res, wall, _ = self.launch(n, ["--backend", "gloo", "--launcher", "env", "--timeout", "60", "bw_sweep",
+                                               "--max", "1K"], timeout=90, per_rank_env=per_rank)
+                self.assertEqual([rc for rc, _, _ in res], [cs_e2e.BAD_INPUT] * n, self.describe(res))
+                for rc, _, err in res:
+                    self.assertIn(msg, err, self.describe(res))
+                self.assertLess(wall, 30, "the refusal waited for the deadline\n" + self.describe(res))
+
     def test_mpi_backend_needs_mpi(self):
         import subprocess
         env = cs_e2e._env({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29512"})
