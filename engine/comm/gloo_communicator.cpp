@@ -447,6 +447,14 @@ std::vector<int> GlooCommunicator::survivors() {
 std::unique_ptr<Communicator> GlooCommunicator::shrink(const std::vector<int>& exclude) {
   const std::vector<int> gone = gone_now(0);
   std::vector<bool> out(static_cast<size_t>(size_), false);
+  // Every rank named: said as such (checked first: the per-rank checks below would only say
+  // "excludes itself" on one rank and "is alive" on the others).
+  std::vector<bool> named(static_cast<size_t>(size_), false);
+  for (int r : exclude)
+    if (r >= 0 && r < size_) named[static_cast<size_t>(r)] = true;
+  if (size_ > 0 && std::all_of(named.begin(), named.end(), [](bool b) { return b; }))
+    throw InputError("shrink: the exclude list names every rank of communicator '" + name_ + "' (0.." +
+                     std::to_string(size_ - 1) + "): nothing would be left; exclude only the ranks that are gone");
   for (int r : exclude) {
     if (r < 0 || r >= size_)
       throw InputError("shrink: " + std::to_string(r) + " is not a rank of communicator '" + name_ + "' of " +
@@ -465,7 +473,6 @@ std::unique_ptr<Communicator> GlooCommunicator::shrink(const std::vector<int>& e
     if (r == rank_) me = static_cast<int>(members.size());
     members.push_back(members_[static_cast<size_t>(r)]);
   }
-  if (members.empty()) throw InputError("shrink: the exclude list names every rank");
   auto sub = std::unique_ptr<GlooCommunicator>(
       new GlooCommunicator(store_, nullptr, std::move(members), me, name_ + "/shrink" + std::to_string(++shrinks_)));
   sub->connect(timeout_s_, local_grace_s_);

@@ -182,6 +182,17 @@ class LauncherEnv(cs_e2e.TestCase):
         self.assertIn("is alive", res[0][2] + res[1][2])
 
 
+    def test_shrink_refuses_every_rank(self):
+        body = ("local all = {}\n"
+                "for r = 0, ctx.size - 1 do all[#all + 1] = r end\n"
+                "ctx.comm:shrink { exclude = all }")
+        path = self.recipe("shrink_all", body)
+        res, _, _ = self.launch(2, ["--backend", "gloo", "--launcher", "env", path], timeout=60)
+        self.assertEqual([rc for rc, _, _ in res], [1, 1], self.describe(res))
+        for _, _, err in res:
+            self.assertIn("shrink: the exclude list names every rank of communicator 'world' (0..1)", err)
+
+
 class NotSurvivable(cs_e2e.TestCase):
 
     def test_mpi_refuses_the_drill(self):
