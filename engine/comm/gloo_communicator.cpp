@@ -7,6 +7,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
+#include <gloo/common/logging.h>
 #include <gloo/gather.h>
 #include <gloo/math.h>
 #include <gloo/reduce.h>
@@ -224,6 +225,7 @@ void GlooCommunicator::fail(const Op& op, const std::string& why) {
 // Call verification's pairwise exchange (sendrecv): a slot no operation's tag reaches.
 void GlooCommunicator::exchange(int to, const void* out, int from, void* in, size_t n) {
   constexpr uint64_t kVerifySlot = 0x7e000000;
+  if (revoked_) throw_revoked("call verification");
   std::vector<char> copy(static_cast<const char*>(out), static_cast<const char*>(out) + n);
   const auto to_ms = op_timeout();
   try {
@@ -233,20 +235,25 @@ void GlooCommunicator::exchange(int to, const void* out, int from, void* in, siz
     sb->send(to, kVerifySlot);
     if (!sb->waitSend(to_ms)) throw gloo::IoException("send aborted");
     if (!rb->waitRecv(to_ms)) throw gloo::IoException("recv aborted");
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {  // gloo::Exception, and Gloo's assertions (EnforceNotMet)
     throw Error(ExitCode::runtime, "call verification on communicator '" + name() + "' (gloo) on rank " +
                                        std::to_string(rank_) + ": " + e.what());
   }
 }
 
+void GlooCommunicator::throw_revoked(const std::string& what) {
+  throw RanksLostError(what + " on communicator '" + name() + "' (gloo) on rank " + std::to_string(rank_) +
+                           ": the communicator was revoked; shrink it first",
+                       gone_now(0));
+}
+
 void GlooCommunicator::run(const Op& op) {
-  if (revoked_)
-    throw RanksLostError(std::string(collective_name(op.coll)) + " on communicator '" + name() + "' (gloo) on rank " +
-                             std::to_string(rank_) + ": the communicator was revoked; shrink it first",
-                         gone_now(0));
+  if (revoked_) throw_revoked(std::string(collective_name(op.coll)));
   try {
     run_op(op);
   } catch (const gloo::Exception& e) {
+    fail(op, e.what());
+  } catch (const gloo::EnforceNotMet& e) {  // Gloo's assertion on a pair a dead peer closed (epoll_ctl: EBADF)
     fail(op, e.what());
   }
 }
@@ -483,9 +490,11 @@ std::unique_ptr<Communicator> GlooCommunicator::shrink(const std::vector<int>& e
 namespace {
 template <class F>
 void guarded(GlooCommunicator& c, Collective coll, F&& f, const std::string& name) {
+  // Its connections are closed: Gloo would end the rank with an assertion (exit 70), not say why.
+  if (c.revoked()) c.throw_revoked("control " + std::string(collective_name(coll)));
   try {
     f();
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {  // gloo::Exception, and Gloo's assertions (EnforceNotMet)
     throw Error(ExitCode::runtime, "gloo: control " + std::string(collective_name(coll)) + " on '" + name +
                                        "' failed on rank " + std::to_string(c.rank()) + ": " + e.what());
   }

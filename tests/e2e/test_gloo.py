@@ -182,6 +182,25 @@ class LauncherEnv(cs_e2e.TestCase):
         self.assertIn("is alive", res[0][2] + res[1][2])
 
 
+    def test_revoked_communicator_says_so(self):
+        # After revoke() an operation (its call verification first) raises ranks_lost naming the
+        # revoke; Gloo's own assertion on the closed connections ended the rank with exit 70 before.
+        # shrink{} with nothing gone then gives every rank a working communicator, and the run's
+        # end moves on to it: exit 0.
+        body = ("ctx.comm:revoke()\n"
+                "local ok, e = pcall(ctx.comm.barrier, ctx.comm)\n"
+                "assert(not ok and type(e) == 'table' and e.kind == 'ranks_lost', tostring(e))\n"
+                "ctx.log('revoked: %s', e.message)\n"
+                "local s = ctx.comm:shrink {}\n"
+                "assert(s:size() == ctx.size)\n"
+                "s:barrier()\n"
+                "ctx.log('shrunk: %d ranks', s:size())")
+        path = self.recipe("revoked", body)
+        res, _, _ = self.launch(2, ["--backend", "gloo", "--launcher", "env", "--timeout", "20", path], timeout=60)
+        self.assertEqual([rc for rc, _, _ in res], [0, 0], self.describe(res))
+        self.assertIn("the communicator was revoked; shrink it first", res[0][1], self.describe(res))
+        self.assertIn("shrunk: 2 ranks", res[0][1], self.describe(res))
+
     def test_shrink_refuses_every_rank(self):
         body = ("local all = {}\n"
                 "for r = 0, ctx.size - 1 do all[#all + 1] = r end\n"
