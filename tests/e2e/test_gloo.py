@@ -219,6 +219,15 @@ class NotSurvivable(cs_e2e.TestCase):
         self.assertExit(r, cs_e2e.BAD_INPUT)
         self.assertIn("no ULFM", r.stderr)
 
+    @unittest.skipUnless(GLOO, "built without Gloo")
+    def test_gloo_under_mpirun_refuses_the_drill(self):
+        # Gloo survives a drop; mpirun does not (it ends every rank): refused before any rank is killed.
+        r = self.cs(["--backend", "gloo", "elastic_drill"], np=2)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("elastic_drill: --backend gloo under mpirun cannot survive a drop", r.stderr)
+        self.assertIn("--launcher env", r.stderr)
+        self.assertEqual(r.report()["results"], [])
+
     def test_chaos_kill_only_on_exit(self):
         cfg = self.write("kill.toml", '[[chaos]]\nkind = "delay"\nkill = true\n')
         r = self.cs(["--backend", "self", "--config", cfg, "bw_sweep"])
