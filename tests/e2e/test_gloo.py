@@ -212,6 +212,15 @@ class LauncherEnv(cs_e2e.TestCase):
             self.assertIn("shrink: the exclude list names every rank of communicator 'world' (0..1)", err)
 
 
+@unittest.skipIf(GLOO, "built with Gloo")
+class WithoutGloo(cs_e2e.TestCase):
+
+    def test_backend_gloo_refused(self):
+        r = self.cs(["--backend", "gloo", "bw_sweep"], np=2)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("--backend gloo: this commscript was built without Gloo (libgloo-dev)", r.stderr)
+
+
 class NotSurvivable(cs_e2e.TestCase):
 
     def test_mpi_refuses_the_drill(self):
