@@ -4,7 +4,7 @@
 -- With drops = 2 (an option, also from the config's [options]) the survivors run the load again
 -- and lose a second rank. report.json `drill` holds the timeline of each drop; report.html draws it.
 -- Needs a backend that survives drops (--backend gloo, launched with --launcher env: under
--- mpirun the launcher ends the whole job when a rank dies).
+-- mpirun the launcher ends the whole job when a rank dies, so the drill refuses to run there).
 local cs = require "commscript"
 
 local recipe = cs.recipe {
@@ -127,6 +127,15 @@ function recipe.run(ctx)
   -- A backend that cannot survive a drop says why, before anything is dropped.
   local ok, err = pcall(comm.survivors, comm)
   if not ok then cs.raise(cs.exit.bad_input, "elastic_drill: " .. tostring(err), 0) end
+  -- Gloo survives a drop, mpirun does not: it ends every rank when one is SIGKILLed, and the end of
+  -- the run gathers over MPI (no ULFM). `mpi` is available beside ctx.comm only under mpirun.
+  for _, b in ipairs(cs.comm.available()) do
+    if b == "mpi" then
+      cs.raise(cs.exit.bad_input, ("elastic_drill: --backend %s under mpirun cannot survive a drop (mpirun ends "
+        .. "every rank when one is SIGKILLed, and the run's end gathers over MPI, which has no ULFM here); launch "
+        .. "with --launcher env or slurm (docs/launching.md)"):format(ctx.backend), 0)
+    end
+  end
   local max_detect = o.max_detect_s >= 0 and o.max_detect_s or o.deadline + 1
   comm:set_timeout(o.deadline)
 

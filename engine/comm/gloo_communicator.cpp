@@ -7,6 +7,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
+#include <gloo/common/logging.h>
 #include <gloo/gather.h>
 #include <gloo/math.h>
 #include <gloo/reduce.h>
@@ -149,9 +150,16 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::world_over_mpi(double timeou
 std::unique_ptr<GlooCommunicator> GlooCommunicator::world_at(const std::string& host, int port, int rank, int size,
                                                              double timeout_s) {
   std::shared_ptr<KvServer> server;
-  if (rank == 0) server = std::make_shared<KvServer>(port);
+  // The server checks each process's rank and size against rank 0's (and that no two claim a rank).
+  if (rank == 0) {
+    try {
+      server = std::make_shared<KvServer>(port, size);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string(e.what()) + " (MASTER_PORT taken: by another process started as rank 0?)");
+    }
+  }
   auto store = std::make_shared<KvClient>(rank == 0 ? std::string("127.0.0.1") : host, port, rank,
-                                          ms_of(timeout_s > 0 ? timeout_s : 300));
+                                          ms_of(timeout_s > 0 ? timeout_s : 300), size);
   return world(std::move(store), std::move(server), rank, size, timeout_s);
 }
 
@@ -166,7 +174,8 @@ void GlooCommunicator::connect(double timeout_s, double grace_s) {
     StoreAdapter st(*store_, name_ + "/", op_timeout());
     c->connectFullMesh(st, dev);
     ctx_ = std::move(c);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {           // gloo::Exception, and Gloo's assertions (EnforceNotMet)
+    if (dynamic_cast<const Error*>(&e)) throw;  // the store's own words (a refused launch, a deadline)
     throw Error(ExitCode::runtime, "gloo: rank " + std::to_string(rank_) + ": connecting communicator '" + name_ +
                                        "' of " + std::to_string(size_) + " ranks failed: " + e.what());
   }
@@ -216,6 +225,7 @@ void GlooCommunicator::fail(const Op& op, const std::string& why) {
 // Call verification's pairwise exchange (sendrecv): a slot no operation's tag reaches.
 void GlooCommunicator::exchange(int to, const void* out, int from, void* in, size_t n) {
   constexpr uint64_t kVerifySlot = 0x7e000000;
+  if (revoked_) throw_revoked("call verification");
   std::vector<char> copy(static_cast<const char*>(out), static_cast<const char*>(out) + n);
   const auto to_ms = op_timeout();
   try {
@@ -225,20 +235,25 @@ void GlooCommunicator::exchange(int to, const void* out, int from, void* in, siz
     sb->send(to, kVerifySlot);
     if (!sb->waitSend(to_ms)) throw gloo::IoException("send aborted");
     if (!rb->waitRecv(to_ms)) throw gloo::IoException("recv aborted");
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {  // gloo::Exception, and Gloo's assertions (EnforceNotMet)
     throw Error(ExitCode::runtime, "call verification on communicator '" + name() + "' (gloo) on rank " +
                                        std::to_string(rank_) + ": " + e.what());
   }
 }
 
+void GlooCommunicator::throw_revoked(const std::string& what) {
+  throw RanksLostError(what + " on communicator '" + name() + "' (gloo) on rank " + std::to_string(rank_) +
+                           ": the communicator was revoked; shrink it first",
+                       gone_now(0));
+}
+
 void GlooCommunicator::run(const Op& op) {
-  if (revoked_)
-    throw RanksLostError(std::string(collective_name(op.coll)) + " on communicator '" + name() + "' (gloo) on rank " +
-                             std::to_string(rank_) + ": the communicator was revoked; shrink it first",
-                         gone_now(0));
+  if (revoked_) throw_revoked(std::string(collective_name(op.coll)));
   try {
     run_op(op);
   } catch (const gloo::Exception& e) {
+    fail(op, e.what());
+  } catch (const gloo::EnforceNotMet& e) {  // Gloo's assertion on a pair a dead peer closed (epoll_ctl: EBADF)
     fail(op, e.what());
   }
 }
@@ -439,6 +454,14 @@ std::vector<int> GlooCommunicator::survivors() {
 std::unique_ptr<Communicator> GlooCommunicator::shrink(const std::vector<int>& exclude) {
   const std::vector<int> gone = gone_now(0);
   std::vector<bool> out(static_cast<size_t>(size_), false);
+  // Every rank named: said as such (checked first: the per-rank checks below would only say
+  // "excludes itself" on one rank and "is alive" on the others).
+  std::vector<bool> named(static_cast<size_t>(size_), false);
+  for (int r : exclude)
+    if (r >= 0 && r < size_) named[static_cast<size_t>(r)] = true;
+  if (size_ > 0 && std::all_of(named.begin(), named.end(), [](bool b) { return b; }))
+    throw InputError("shrink: the exclude list names every rank of communicator '" + name_ + "' (0.." +
+                     std::to_string(size_ - 1) + "): nothing would be left; exclude only the ranks that are gone");
   for (int r : exclude) {
     if (r < 0 || r >= size_)
       throw InputError("shrink: " + std::to_string(r) + " is not a rank of communicator '" + name_ + "' of " +
@@ -457,7 +480,6 @@ std::unique_ptr<Communicator> GlooCommunicator::shrink(const std::vector<int>& e
     if (r == rank_) me = static_cast<int>(members.size());
     members.push_back(members_[static_cast<size_t>(r)]);
   }
-  if (members.empty()) throw InputError("shrink: the exclude list names every rank");
   auto sub = std::unique_ptr<GlooCommunicator>(
       new GlooCommunicator(store_, nullptr, std::move(members), me, name_ + "/shrink" + std::to_string(++shrinks_)));
   sub->connect(timeout_s_, local_grace_s_);
@@ -468,9 +490,11 @@ std::unique_ptr<Communicator> GlooCommunicator::shrink(const std::vector<int>& e
 namespace {
 template <class F>
 void guarded(GlooCommunicator& c, Collective coll, F&& f, const std::string& name) {
+  // Its connections are closed: Gloo would end the rank with an assertion (exit 70), not say why.
+  if (c.revoked()) c.throw_revoked("control " + std::string(collective_name(coll)));
   try {
     f();
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {  // gloo::Exception, and Gloo's assertions (EnforceNotMet)
     throw Error(ExitCode::runtime, "gloo: control " + std::string(collective_name(coll)) + " on '" + name +
                                        "' failed on rank " + std::to_string(c.rank()) + ": " + e.what());
   }

@@ -42,6 +42,10 @@ class GlooCommunicator final : public Communicator {
   }
 
   void revoke() override;
+  bool revoked() const { return revoked_; }
+  // What every operation on a revoked communicator raises (ranks_lost, naming the revoke): its
+  // connections are closed, and Gloo would end the rank with an assertion instead.
+  [[noreturn]] void throw_revoked(const std::string& what);
   std::vector<int> survivors() override;
   std::unique_ptr<Communicator> shrink(const std::vector<int>& exclude) override;
 

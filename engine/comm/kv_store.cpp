@@ -70,7 +70,7 @@ std::pair<std::string, int> parse_endpoint(const std::string& endpoint, const st
   return {endpoint.substr(0, colon), static_cast<int>(p)};
 }
 
-KvServer::KvServer(int port) {
+KvServer::KvServer(int port, int world_size) : world_size_(world_size) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw Error(ExitCode::runtime, std::string("store: socket: ") + std::strerror(errno));
   const int one = 1;
@@ -117,6 +117,18 @@ void KvServer::accept_loop() {
   }
 }
 
+namespace {
+
+std::string peer_of(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  char buf[INET_ADDRSTRLEN] = "?";
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+  return buf;
+}
+
+}  // namespace
+
 void KvServer::serve(int fd) {
   int rank = -1;
   bool bye = false;
@@ -132,15 +144,42 @@ void KvServer::serve(int fd) {
           data_[key] = value;
           break;
         case 'G':
-          if (auto it = data_.find(key); it != data_.end())
+          if (auto it = data_.find(key); it != data_.end()) {
             reply = it->second;
-          else
+          } else if (!refused_.empty()) {  // a process of this launch was refused: nobody waits for it
+            status = 3;
+            reply = refused_;
+          } else {
             status = 1;
+          }
           break;
-        case 'H':
-          rank = std::atoi(key.c_str());
+        case 'H': {
+          const int r = std::atoi(key.c_str());
+          std::string why;
+          if (world_size_ > 0) {  // a launch without MPI: each process read its own variables
+            const int n = value.empty() ? world_size_ : std::atoi(value.c_str());
+            if (n != world_size_)
+              why = "rank " + key + " (from " + peer_of(fd) + ") was started with a world of " + value +
+                    " ranks, rank 0 with " + std::to_string(world_size_) +
+                    ": WORLD_SIZE (SLURM_NTASKS) differs between the processes";
+            else if (r < 0 || r >= world_size_)
+              why = "rank " + key + " (from " + peer_of(fd) + ") is not below the world size " +
+                    std::to_string(world_size_);
+            else if (auto it = live_.find(r); it != live_.end())
+              why = "two processes were started as rank " + key + " (from " + it->second + " and " + peer_of(fd) +
+                    "): each process needs its own RANK (SLURM_PROCID) in 0.." + std::to_string(world_size_ - 1);
+          }
+          if (!why.empty()) {
+            status = 3;
+            reply = why;
+            if (refused_.empty()) refused_ = why;
+            break;
+          }
+          rank = r;
+          live_[r] = peer_of(fd);
           dead_.erase(rank);
           break;
+        }
         case 'B':
           bye = true;
           break;
@@ -153,13 +192,15 @@ void KvServer::serve(int fd) {
     }
     if (!write_frame(fd, status, reply)) break;
   }
-  if (rank >= 0 && !bye && !stop_) {
+  if (rank >= 0) {
     std::lock_guard<std::mutex> g(mu_);
-    dead_.insert(rank);
+    live_.erase(rank);
+    if (!bye && !stop_) dead_.insert(rank);
   }
 }
 
-KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::milliseconds connect_timeout)
+KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::milliseconds connect_timeout,
+                   int world_size)
     : host_(host), port_(port) {
   const auto until = std::chrono::steady_clock::now() + connect_timeout;
   std::string why;
@@ -189,7 +230,12 @@ KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::mil
   }
   if (rank >= 0) {
     char st = 0;
-    request('H', std::to_string(rank), "", &st);
+    const std::string why = request('H', std::to_string(rank), world_size > 0 ? std::to_string(world_size) : "", &st);
+    if (st == 3) {  // the launch check refused this process
+      ::close(fd_);
+      fd_ = -1;
+      throw InputError(why);
+    }
   }
 }
 
@@ -220,6 +266,7 @@ void KvClient::set(const std::string& key, const std::string& value) {
 bool KvClient::try_get(const std::string& key, std::string* value) {
   char st = 0;
   std::string v = request('G', key, "", &st);
+  if (st == 3) throw InputError(v);  // the server refused a process of this launch
   if (st != 0) return false;
   *value = std::move(v);
   return true;

@@ -121,6 +121,23 @@ class LauncherEnv(cs_e2e.TestCase):
             self.assertEqual(p.returncode, cs_e2e.BAD_INPUT, "%s: %s" % (change, err))
             self.assertIn(msg, err, change)
 
+    def test_processes_that_disagree(self):
+        # Each process read its own variables: rank 0's store refuses one whose WORLD_SIZE differs
+        # from rank 0's or whose RANK another live process holds, and every rank ends with exit 1 and
+        # that reason at once (before: Gloo's internal assertion, exit 70, or the setup deadline).
+        cases = [(2, lambda r: {"WORLD_SIZE": "3"} if r == 1 else {},
+                  "rank 1 (from 127.0.0.1) was started with a world of 3 ranks, rank 0 with 2"),
+                 (3, lambda r: {"RANK": "1"} if r == 2 else {},
+                  "two processes were started as rank 1 (from 127.0.0.1 and 127.0.0.1)")]
+        for n, per_rank, msg in cases:
+            with self.subTest(msg=msg):
+                res, wall, _ = self.launch(n, ["--backend", "gloo", "--launcher", "env", "--timeout", "60", "bw_sweep",
+                                               "--max", "1K"], timeout=90, per_rank_env=per_rank)
+                self.assertEqual([rc for rc, _, _ in res], [cs_e2e.BAD_INPUT] * n, self.describe(res))
+                for rc, _, err in res:
+                    self.assertIn(msg, err, self.describe(res))
+                self.assertLess(wall, 30, "the refusal waited for the deadline\n" + self.describe(res))
+
     def test_mpi_backend_needs_mpi(self):
         import subprocess
         env = cs_e2e._env({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29512"})
@@ -165,12 +182,60 @@ class LauncherEnv(cs_e2e.TestCase):
         self.assertIn("is alive", res[0][2] + res[1][2])
 
 
+    def test_revoked_communicator_says_so(self):
+        # After revoke() an operation (its call verification first) raises ranks_lost naming the
+        # revoke; Gloo's own assertion on the closed connections ended the rank with exit 70 before.
+        # shrink{} with nothing gone then gives every rank a working communicator, and the run's
+        # end moves on to it: exit 0.
+        body = ("ctx.comm:revoke()\n"
+                "local ok, e = pcall(ctx.comm.barrier, ctx.comm)\n"
+                "assert(not ok and type(e) == 'table' and e.kind == 'ranks_lost', tostring(e))\n"
+                "ctx.log('revoked: %s', e.message)\n"
+                "local s = ctx.comm:shrink {}\n"
+                "assert(s:size() == ctx.size)\n"
+                "s:barrier()\n"
+                "ctx.log('shrunk: %d ranks', s:size())")
+        path = self.recipe("revoked", body)
+        res, _, _ = self.launch(2, ["--backend", "gloo", "--launcher", "env", "--timeout", "20", path], timeout=60)
+        self.assertEqual([rc for rc, _, _ in res], [0, 0], self.describe(res))
+        self.assertIn("the communicator was revoked; shrink it first", res[0][1], self.describe(res))
+        self.assertIn("shrunk: 2 ranks", res[0][1], self.describe(res))
+
+    def test_shrink_refuses_every_rank(self):
+        body = ("local all = {}\n"
+                "for r = 0, ctx.size - 1 do all[#all + 1] = r end\n"
+                "ctx.comm:shrink { exclude = all }")
+        path = self.recipe("shrink_all", body)
+        res, _, _ = self.launch(2, ["--backend", "gloo", "--launcher", "env", path], timeout=60)
+        self.assertEqual([rc for rc, _, _ in res], [1, 1], self.describe(res))
+        for _, _, err in res:
+            self.assertIn("shrink: the exclude list names every rank of communicator 'world' (0..1)", err)
+
+
+@unittest.skipIf(GLOO, "built with Gloo")
+class WithoutGloo(cs_e2e.TestCase):
+
+    def test_backend_gloo_refused(self):
+        r = self.cs(["--backend", "gloo", "bw_sweep"], np=2)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("--backend gloo: this commscript was built without Gloo (libgloo-dev)", r.stderr)
+
+
 class NotSurvivable(cs_e2e.TestCase):
 
     def test_mpi_refuses_the_drill(self):
         r = self.cs(["elastic_drill"], np=2)
         self.assertExit(r, cs_e2e.BAD_INPUT)
         self.assertIn("no ULFM", r.stderr)
+
+    @unittest.skipUnless(GLOO, "built without Gloo")
+    def test_gloo_under_mpirun_refuses_the_drill(self):
+        # Gloo survives a drop; mpirun does not (it ends every rank): refused before any rank is killed.
+        r = self.cs(["--backend", "gloo", "elastic_drill"], np=2)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("elastic_drill: --backend gloo under mpirun cannot survive a drop", r.stderr)
+        self.assertIn("--launcher env", r.stderr)
+        self.assertEqual(r.report()["results"], [])
 
     def test_chaos_kill_only_on_exit(self):
         cfg = self.write("kill.toml", '[[chaos]]\nkind = "delay"\nkill = true\n')
