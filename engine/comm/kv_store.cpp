@@ -230,11 +230,12 @@ KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::mil
   }
   if (rank >= 0) {
     char st = 0;
-    const std::string why = request('H', std::to_string(rank), world_size > 0 ? std::to_string(world_size) : "", &st);
+    const std::string refusal =
+        request('H', std::to_string(rank), world_size > 0 ? std::to_string(world_size) : "", &st);
     if (st == 3) {  // the launch check refused this process
       ::close(fd_);
       fd_ = -1;
-      throw InputError(why);
+      throw InputError(refusal);
     }
   }
 }

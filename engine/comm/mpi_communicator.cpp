@@ -1,5 +1,9 @@
 #include "mpi_communicator.hpp"
 
+#if defined(OPEN_MPI) && __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // OMPI_HAVE_MPI_EXT_FTMPI / _ULFM when Open MPI was built with ULFM
+#endif
+
 #include <sched.h>
 #include <time.h>
 
@@ -412,6 +416,29 @@ std::string mpi_library_version() {
   s = s.substr(0, s.find_first_of(",\n"));
   while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
   return s;
+}
+
+// Whether this MPI's headers declare the ULFM fault-tolerance extensions (MPI-4 ULFM proposal:
+// Open MPI 5 built with --with-ft, MPICH 4). The mpi backend does not use them either way: it
+// says which case it is.
+bool mpi_has_ulfm() {
+#if defined(MPIX_ERR_PROC_FAILED) || defined(OMPI_HAVE_MPI_EXT_FTMPI) || defined(OMPI_HAVE_MPI_EXT_ULFM)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string MpiCommunicator::no_shrink_reason() const {
+  const std::string lib = mpi_library_version();
+  if (mpi_has_ulfm())
+    return "cannot survive a dropped rank: this MPI (" + lib +
+           ") declares the ULFM extensions (MPIX_Comm_revoke/MPIX_Comm_shrink), but commscript's mpi backend does "
+           "not use them yet, so a rank that dies takes the job with it; use --backend gloo (--launcher env or "
+           "slurm) for elastic drills";
+  return "cannot survive a dropped rank: this MPI (" + lib +
+         ") has no ULFM (MPIX_Comm_revoke/MPIX_Comm_shrink), so a rank that dies takes the job with it; use "
+         "--backend gloo (--launcher env or slurm) for elastic drills";
 }
 
 }  // namespace cs

@@ -32,10 +32,7 @@ class MpiCommunicator final : public Communicator {
   std::vector<std::string> gather(const std::string& s, int root) override;
   void exchange(int to, const void* out, int from, void* in, size_t n) override;
   void verify_max(std::vector<double>& v) override;
-  std::string no_shrink_reason() const override {
-    return "cannot survive a dropped rank: Open MPI 4.1 has no ULFM (MPIX_Comm_revoke/MPIX_Comm_shrink), so a "
-           "rank that dies takes the job with it; use --backend gloo for elastic drills";
-  }
+  std::string no_shrink_reason() const override;
   std::string dtype_refusal(DType t) const override {
     return dtype_is_16bit_float(t) ? "MPI has no 16-bit floating-point type to reduce; use --backend nccl for "
                                      "float16/bfloat16, or float32 on mpi"
