@@ -80,10 +80,15 @@ std::string Progress::lua_site(int64_t* at_ns) const {
 }
 
 std::vector<OpRecord> Progress::recent_left() const {
-  const uint64_t n = started_.load(std::memory_order_acquire);
+  // The ring's position is records_, not started_: a timed loop is one record for all its
+  // operations, so after one the operation count ran ahead of the ring and the guardian read
+  // slots never written ("last completed: barrier #0 on ").
+  const uint64_t m = records_.load(std::memory_order_acquire);
   std::vector<OpRecord> out;
-  for (uint64_t i = n > kRing ? n - kRing : 0; i < n; ++i) out.push_back(ring_[i % kRing]);
+  for (uint64_t i = m > kRing ? m - kRing : 0; i < m; ++i) out.push_back(ring_[i % kRing]);
   for (OpRecord& r : out) r.comm[sizeof r.comm - 1] = '\0';
+  if (in_loop_.load(std::memory_order_relaxed) && !out.empty())  // died inside a timed loop: its call
+    describe_loop_op(out.back(), loop_, loop_k_.load(std::memory_order_relaxed));
   return out;
 }
 

@@ -398,6 +398,9 @@ TEST_CASE("time_steps_us: one Progress record for the loop, read as its current 
   CHECK(p.current_start_ns() == s1);
   CHECK(cs::now_ns() - s1 >= 30000000);
   CHECK(p.recent().back().seq == 9);
+  // What a guardian reads when this process is gone: the same call, never an unwritten slot.
+  CHECK(p.recent_left().back().seq == 9);
+  CHECK(p.recent_left().back().coll == Collective::barrier);
   comm.open = true;
   loop.join();
   CHECK(us > 0.0);
@@ -415,6 +418,12 @@ TEST_CASE("time_steps_us: one Progress record for the loop, read as its current 
   CHECK(p.current().ops == 1);
   CHECK(p.current().coll == Collective::allreduce);
   CHECK(p.ops_started() == started0 + 16);
+  const std::vector<cs::OpRecord> left = p.recent_left();
+  REQUIRE(left.size() >= 2);
+  CHECK(left.back().seq == 16);
+  CHECK(left.back().coll == Collective::allreduce);
+  CHECK(left[left.size() - 2].seq == 15);  // the loop's record, as its last call
+  CHECK(left[left.size() - 2].comm_name() == "gate");
 }
 
 TEST_CASE("time_steps_us: a call that throws stays the current operation, numbered", "[bench]") {
