@@ -394,12 +394,13 @@ for name in ([[
   M.ucx[name] = { src = "ext" }
 end
 
--- The prefixes the audit looks at (everything else is only snapshotted).
-M.AUDITED_PREFIXES = { "NCCL_", "TORCH_NCCL_", "TORCH_FR_", "UCX_" }
--- The prefixes env.snapshot keeps, and the names whose values are never copied into a snapshot
--- or a report (credentials the launcher or a plugin may export): the engine's one policy, also
--- used for report.json's "env" section.
+-- The engine's one policy (engine/core/env_policy.hpp): the prefixes the audit looks at (the
+-- topology records the same families for every rank, so cs.topo.check compares what is audited;
+-- everything else is only snapshotted), the prefixes env.snapshot keeps (also report.json's
+-- "env" section), and the names whose values are never copied into a snapshot or a report
+-- (credentials the launcher or a plugin may export).
 local policy = require("commscript.native").env_policy()
+M.AUDITED_PREFIXES = policy.audited_prefixes
 M.SNAPSHOT_PREFIXES = policy.snapshot_prefixes
 M.SECRET_PATTERNS = policy.secret_patterns
 function M.is_secret(name)
