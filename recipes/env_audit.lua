@@ -1,4 +1,4 @@
--- Environment audit: lint every rank's NCCL_* / TORCH_NCCL_* / UCX_* variables (and NCCL's
+-- Environment audit: lint every rank's NCCL_* / TORCH_NCCL_* / TORCH_FR_* / UCX_* variables (and NCCL's
 -- config files) against how the libraries really parse them, and name the variables that
 -- differ between ranks. Also a plain linter without mpirun:
 --     commscript --backend self env_audit
@@ -8,7 +8,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "env_audit",
-  version = "1.1.0",
+  version = "1.1.1",
   requires = ">=0.1, <1.0",
   summary = "lint NCCL/PyTorch/UCX environment variables and NCCL config files on every rank; name what differs between ranks",
   options = {

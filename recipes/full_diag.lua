@@ -27,7 +27,7 @@ local TIERS = {
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.2.0",
+  version = "1.2.1",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {

@@ -12,6 +12,7 @@
 #include "collective.hpp"
 #include "commscript_version.hpp"
 #include "digest.hpp"
+#include "env_policy.hpp"
 #include "error.hpp"
 #include "host_name.hpp"
 #include "job.hpp"
@@ -254,9 +255,13 @@ int n_array(lua_State* L) {
   mark_array(L, 1);
   return 1;
 }
-// env_policy() -> {snapshot_prefixes = {...}, secret_patterns = {...}}: the engine's one policy.
+// env_policy() -> {audited_prefixes, topology_names, snapshot_prefixes, secret_patterns}: the
+// engine's one policy (env_policy.hpp).
 int n_env_policy(lua_State* L) {
-  push_json(L, {{"snapshot_prefixes", env_snapshot_prefixes()}, {"secret_patterns", env_secret_patterns()}});
+  push_json(L, {{"audited_prefixes", env_audited_prefixes()},
+                {"topology_names", env_topology_names()},
+                {"snapshot_prefixes", env_snapshot_prefixes()},
+                {"secret_patterns", env_secret_patterns()}});
   return 1;
 }
 int n_config(lua_State* L) {

@@ -207,24 +207,6 @@ std::string load_baseline(const std::string& path) {
   return text;
 }
 
-const std::vector<std::string>& env_snapshot_prefixes() {
-  static const std::vector<std::string> p = {"NCCL_", "TORCH_NCCL_", "TORCH_FR_", "UCX_",     "OMPI_",
-                                             "CUDA_", "COMMSCRIPT_", "MPICH_",    "PMIX_MCA_"};
-  return p;
-}
-
-const std::vector<std::string>& env_secret_patterns() {
-  // Launcher credentials are not configuration and do not belong in a shared report.
-  static const std::vector<std::string> p = {"precondition_transports", "SECRET", "TOKEN", "PASSWORD"};
-  return p;
-}
-
-bool is_secret_env_name(const std::string& name) {
-  for (const auto& p : env_secret_patterns())
-    if (name.find(p) != std::string::npos) return true;
-  return false;
-}
-
 nlohmann::json env_snapshot() {
   nlohmann::json e = nlohmann::json::object();
   for (char** p = environ; p && *p; ++p) {
@@ -232,12 +214,7 @@ nlohmann::json env_snapshot() {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos) continue;
     const std::string k = kv.substr(0, eq);
-    if (is_secret_env_name(k)) continue;
-    for (const auto& prefix : env_snapshot_prefixes())
-      if (k.rfind(prefix, 0) == 0) {
-        e[k] = kv.substr(eq + 1);
-        break;
-      }
+    if (!is_secret_env_name(k) && env_name_in(k, env_snapshot_prefixes())) e[k] = kv.substr(eq + 1);
   }
   return e;
 }

@@ -11,6 +11,7 @@
 
 #include "chaos.hpp"
 #include "config.hpp"
+#include "env_policy.hpp"
 
 namespace cs {
 
@@ -62,14 +63,8 @@ bool env_var_unsafe_to_replay(const std::string& name);
 // --baseline: the text of an earlier commscript report (/1 or /2) (parsed again by the recipe side).
 std::string load_baseline(const std::string& path);
 
-// The one policy for which environment variables a report records (the Lua stdlib reads it
-// through native.env_policy): the prefixes kept, and the name fragments that mark a credential
-// (its value is never copied).
-const std::vector<std::string>& env_snapshot_prefixes();
-const std::vector<std::string>& env_secret_patterns();
-bool is_secret_env_name(const std::string& name);
-
-// This process's variables with one of those prefixes, credentials left out.
+// This process's variables with one of env_snapshot_prefixes() (env_policy.hpp, the one policy
+// the Lua stdlib also reads through native.env_policy), credentials left out.
 nlohmann::json env_snapshot();
 
 }  // namespace cs

@@ -457,13 +457,7 @@ json environment(const std::vector<std::string>& prefixes) {
     const char* eq = std::strchr(*p, '=');
     if (!eq) continue;
     const std::string name(*p, static_cast<size_t>(eq - *p));
-    for (const auto& pre : prefixes) {
-      const bool is_prefix = !pre.empty() && pre.back() == '_';
-      if (is_prefix ? name.compare(0, pre.size(), pre) == 0 : name == pre) {
-        j[name] = eq + 1;
-        break;
-      }
-    }
+    if (!is_secret_env_name(name) && env_name_in(name, prefixes)) j[name] = eq + 1;
   }
   return j;
 }

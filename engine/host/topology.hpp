@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "env_policy.hpp"
+
 namespace cs {
 
 // The hook for the CUDA/NVML side (left for the NCCL issue): called with the GPUs found on the
@@ -42,8 +44,10 @@ struct TopologyOptions {
   // hwloc's summary; only taken when sysfs_root is "/sys" (hwloc reads the real machine).
   bool use_hwloc = true;
   // Environment variables reported (and compared across ranks): names with one of these
-  // prefixes, or equal to one of them when the entry does not end in '_'.
-  std::vector<std::string> env_prefixes = {"NCCL_", "TORCH_NCCL_", "UCX_", "CUDA_VISIBLE_DEVICES"};
+  // prefixes, or equal to one of them when the entry does not end in '_'. The default is the
+  // engine's one list (env_policy.hpp): every family the environment audit lints, and
+  // CUDA_VISIBLE_DEVICES. Credentials (is_secret_env_name) are never recorded.
+  std::vector<std::string> env_prefixes = env_topology_names();
   // Library versions, reported as given (the bindings pass versions_json()).
   nlohmann::json versions = nlohmann::json::object();
   // Tests: these CPUs instead of the process's affinity mask.

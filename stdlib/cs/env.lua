@@ -1,6 +1,6 @@
--- The environment audit: lint NCCL_* / TORCH_NCCL_* / UCX_* variables against how the
--- libraries really read them (docs/stdlib.md, cs.env; the data and its sources are in
--- cs.env_registry). Pure functions over plain tables except where noted (nccl_conf reads
+-- The environment audit: lint NCCL_* / TORCH_NCCL_* / TORCH_FR_* / UCX_* variables against how
+-- the libraries really read them (docs/stdlib.md, cs.env; the data is in cs.env_registry, the
+-- facts it relies on in docs/nccl.md, "What the environment audit checks against"). Pure functions over plain tables except where noted (nccl_conf reads
 -- files, interfaces and rdma_devices read this host's): no communication.
 -- The code is in five parts, one per section, re-exported here (require "cs.env" is the API):
 --   cs.env_parse  strtoll, parse_int, version_lt, distance, suggest
@@ -21,7 +21,7 @@
 --   strtoll(s [, base])           -> glibc's strtoll(s, &end, base), as NCCL_PARAM parses
 --
 -- A finding is { severity, subject = { variable = NAME }, message, evidence = { value =,
--- parsed_as =, source =, rule =, ... }, remedy }. Severities:
+-- parsed_as =, source =, rule =, reference = "docs/nccl.md#...", ... }, remedy }. Severities:
 --   error  NCCL reads the value differently from what it says, or ignores it, so the setting
 --          silently does not do what it was written for: 4M read as 4, true read as 0, an
 --          invalid NCCL_DEBUG level, a case-mismatched P2P level, NCCL_P2P_DISABLE other than 1,
@@ -29,7 +29,7 @@
 --          (folklore such as NCCL_TIMEOUT, or a likely typo of a real name), an interface
 --          filter that matches no interface of this host, NCCL_CONF_FILE with '~'.
 --   warn   works but is probably not what was meant, or will stop working: deprecated and
---          removed names, internal (undocumented) names (§1.7 says "warn rather than error"),
+--          removed names, internal (undocumented) names (docs/nccl.md#internal-variables),
 --          out-of-range values, trailing text that strtoll drops without changing the number,
 --          contradicting variables, PyTorch's legacy NCCL_* aliases, unknown NCCL_* names.
 --   info   worth knowing: debugging variables (env.rst: not for production), plugin-owned

@@ -1,6 +1,7 @@
 -- cs.env, part 2 of 5: the checks of one value by its kind (integers as NCCL_PARAM reads them,
 -- enums, P2P levels, NCCL_ALGO/PROTO, name lists, interface and HCA filters, paths, host:port,
--- CIDRs) and the finding they produce. Pure functions except file_exists.
+-- CIDRs) and the finding they produce. Pure functions except file_exists. [key] in comments:
+-- the section of docs/nccl.md cs.env_registry.SECTIONS names.
 local R = require "cs.env_registry"
 local P = require "cs.env_parse"
 local trim, fmt_num, show, has_prefix, version_lt = P.internal.trim, P.internal.fmt_num, P.internal.show,
@@ -22,7 +23,7 @@ local function var_ctx(name, value, entry, opts, out)
     local ev = { value = value, source = (opts.sources and opts.sources[name]) or opts.source or "environment",
                  rule = rule }
     if c.entry and c.entry.src then
-      ev.reference = c.entry.src == "ext" and "not in the reference (UCX docs)" or ("faults-and-nccl-env.md §" .. c.entry.src)
+      ev.reference = R.reference(c.entry.src)
     end
     for k, v in pairs(extra or {}) do ev[k] = v end
     out[#out + 1] = finding(sev, name, message, ev, remedy)
@@ -123,7 +124,7 @@ local function audit_int(c, base)
   local n = p.value
   local ev = { parsed_as = n }
   if e.exactly_one then
-    -- §1.4: only strtol(...) == 1 disables P2P.
+    -- [reading]: only strtol(...) == 1 disables P2P.
     if n ~= 0 and n ~= 1 then
       c.add("error", "exactly-one",
         ("%s=%s does nothing: NCCL acts on it only when it is exactly 1, so P2P stays enabled"):format(name, show(c.value)),
@@ -142,7 +143,7 @@ local function audit_int(c, base)
   local max = e.max
   if e.max_before and opts.nccl_version and version_lt(opts.nccl_version, e.max_before[1]) then max = e.max_before[2] end
   if e.infinite and (n == 0 or n >= 32) then
-    -- §1.5 NCCL_IB_TIMEOUT: 0 or >= 32 means an infinite timeout.
+    -- [documented] NCCL_IB_TIMEOUT: 0 or >= 32 means an infinite timeout.
     c.add("warn", "ib-timeout-infinite",
       ("%s=%s means an infinite IB timeout: a dead peer is never detected (4.096 us x 2^timeout; 0 or >= 32 = infinite)"):format(name, show(c.value)),
       ("use a value in 1-31 (the default is %s)"):format(e.default), ev)
@@ -185,7 +186,7 @@ local function closest(tok, values, hints)
   return best
 end
 
-local ENUM_HINTS = { NCCL_DEBUG = { WARNING = "WARN", DEBUG = "INFO" } }  -- §1.6
+local ENUM_HINTS = { NCCL_DEBUG = { WARNING = "WARN", DEBUG = "INFO" } }  -- common misspellings
 
 local function audit_enum(c)
   local e, name, v, opts = c.entry, c.name, c.value, c.opts
@@ -214,7 +215,7 @@ local function audit_enum(c)
         ("write %s"):format(m), { parsed_as = "default", accepted = e.values })
     elseif m and how == "case" and e.case == nil then
       c.add("info", "enum-case-unstated",
-        ("%s=%s: the documented spelling is %s (the reference does not say whether NCCL matches case-insensitively)"):format(name, show(v), m),
+        ("%s=%s: the documented spelling is %s (NCCL's docs do not say whether it matches case-insensitively)"):format(name, show(v), m),
         ("write %s"):format(m), { parsed_as = m, accepted = e.values })
     elseif not m then
       local s = closest(tok, e.values, ENUM_HINTS[name])
@@ -240,7 +241,7 @@ local function audit_enum(c)
   end
 end
 
--- ---- P2P / GDR levels (ncclGetLevel, §1.4) ----
+-- ---- P2P / GDR levels (ncclGetLevel, [reading]) ----
 local function audit_level(c)
   local name, v = c.name, c.value
   if v == "" then
@@ -276,7 +277,7 @@ local function audit_level(c)
   end
 end
 
--- ---- NCCL_ALGO / NCCL_PROTO (§1.4) ----
+-- ---- NCCL_ALGO / NCCL_PROTO ([reading]) ----
 local function audit_algo(c)
   local e, name, v, opts = c.entry, c.name, c.value, c.opts
   if trim(v) == "" then

@@ -1,5 +1,6 @@
--- cs.env, part 3 of 5: one variable (which checks apply to an NCCL_*, TORCH_NCCL_* or UCX_*
--- name), the combination rules over the whole set, and audit(vars, opts). Pure functions.
+-- cs.env, part 3 of 5: one variable (which checks apply to an NCCL_*, TORCH_NCCL_*, TORCH_FR_*
+-- or UCX_* name), the combination rules over the whole set, and audit(vars, opts). Pure
+-- functions. [key] in comments: the section of docs/nccl.md cs.env_registry.SECTIONS names.
 local R = require "cs.env_registry"
 local P = require "cs.env_parse"
 local C = require "cs.env_checks"
@@ -41,7 +42,7 @@ local function audit_nccl(c)
     end
     local alias = R.pytorch_alias[name]
     if alias then
-      c.entry = { src = "1.6, 2.2" }
+      c.entry = { src = "not_core, pytorch" }
       c.add("warn", "pytorch-alias",
         ("%s is not read by NCCL: PyTorch reads it as a deprecated alias of %s (and warns)"):format(name, alias),
         ("rename it to %s"):format(alias), { parsed_as = "ignored by NCCL", replacement = alias })
@@ -56,7 +57,7 @@ local function audit_nccl(c)
       c.add("info", "plugin-owned", ("%s is not read by core NCCL but by %s"):format(name, pl.plugin), "", {})
       return
     end
-    c.entry = { src = "1.5-1.7 (not listed)" }
+    c.entry = { src = "not_core" }  -- "Any other NCCL_* name is unknown to the audit"
     local s = P.suggest(name, all_nccl_names(), "NCCL_")
     if s then
       c.add("error", "unknown-typo",
@@ -116,7 +117,7 @@ local function audit_torch(c)
     local s = P.suggest(name, names_of(R.torch), "TORCH_")
     if s or opts.strict then
       c.add(opts.strict and "warn" or "info", "unknown-torch",
-        ("%s is not a PyTorch ProcessGroupNCCL variable the reference knows%s"):format(name, s and ("; did you mean " .. s .. "?") or ""),
+        ("%s is not a PyTorch ProcessGroupNCCL variable this audit knows%s"):format(name, s and ("; did you mean " .. s .. "?") or ""),
         s and ("rename it to %s"):format(s) or "check the name against PyTorch's torch_nccl_environment_variables", { suggestion = s })
     end
     return
@@ -144,13 +145,13 @@ local function audit_torch(c)
         { parsed_as = p.value })
     end
     if name == "TORCH_NCCL_ASYNC_ERROR_HANDLING" and p.value == 0 then
-      -- §2.1/2.2: the watchdog's reaction to a timeout depends on it; 0 = none.
+      -- [pytorch]: the watchdog's reaction to a timeout depends on it; 0 = none.
       c.add("warn", "torch-no-error-handling",
         ("%s=0: on a collective timeout the watchdog neither aborts the communicator nor tears down the process, so a stuck rank can hang the job"):format(name),
         ("leave %s unset (default 3) or use 1"):format(name), { parsed_as = 0 })
     end
   elseif e.type == "pbool" then
-    -- Which spellings PyTorch accepts is not in the reference: 0/1 and the usual words pass.
+    -- Which spellings PyTorch accepts is not documented: 0/1 and the usual words pass ([pytorch]).
     if not PBOOL[trim(v):lower()] then
       c.add("warn", "torch-bool", ("%s=%s is not a boolean (0 or 1)"):format(name, show(v)), ("write %s=0 or %s=1"):format(name, name),
         {})
@@ -203,7 +204,7 @@ local function combos(vars, opts, out)
     ev.source = (opts.sources and opts.sources[name]) or opts.source or "environment"
     out[#out + 1] = finding(sev, name, msg, ev, remedy)
   end
-  -- §1.4: NCCL_P2P_DISABLE=1 overrides NCCL_P2P_LEVEL.
+  -- [reading]: NCCL_P2P_DISABLE=1 overrides NCCL_P2P_LEVEL.
   if int_of(vars, "NCCL_P2P_DISABLE") == 1 and vars.NCCL_P2P_LEVEL then
     add("warn", "NCCL_P2P_LEVEL", "p2p-level-overridden",
       ("NCCL_P2P_LEVEL=%s has no effect: NCCL_P2P_DISABLE=1 overrides it"):format(vars.NCCL_P2P_LEVEL),
@@ -214,7 +215,7 @@ local function combos(vars, opts, out)
       "NCCL_P2P_DISABLE=1 on a host whose GPUs are connected by NVLink: traffic goes through shared memory or the network instead",
       "remove NCCL_P2P_DISABLE unless it works around a known fault", {})
   end
-  -- §1.5: NRINGS aliases are ignored when NCHANNELS is set; with *_CTAS the most restrictive wins.
+  -- [documented]: NRINGS aliases are ignored when NCHANNELS is set; with *_CTAS the most restrictive wins.
   for _, mm in ipairs { "MAX", "MIN" } do
     local rings, chans, ctas = "NCCL_" .. mm .. "_NRINGS", "NCCL_" .. mm .. "_NCHANNELS", "NCCL_" .. mm .. "_CTAS"
     if vars[rings] and vars[chans] then
@@ -235,7 +236,7 @@ local function combos(vars, opts, out)
         ("make %s <= %s"):format(pair[1], pair[2]), { other = pair[2] })
     end
   end
-  -- §1.5: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD <= 64.
+  -- [documented]: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD <= 64.
   local nt, ns = int_of(vars, "NCCL_SOCKET_NTHREADS"), int_of(vars, "NCCL_NSOCKS_PERTHREAD")
   if nt and ns and nt * ns > 64 then
     add("warn", "NCCL_NSOCKS_PERTHREAD", "socket-threads-product",
@@ -253,7 +254,7 @@ local function combos(vars, opts, out)
         "remove NCCL_IB_HCA or NCCL_IB_DISABLE", { other = "NCCL_IB_DISABLE" })
     end
   end
-  -- §1.4: NCCL_ENV_PLUGIN (2.28) can supply values instead of the environment.
+  -- [reading]: NCCL_ENV_PLUGIN (2.28) can supply values instead of the environment.
   local ep = vars.NCCL_ENV_PLUGIN
   if ep and ep ~= "" and ep ~= "none" then
     add("info", "NCCL_ENV_PLUGIN", "env-plugin",
@@ -274,7 +275,7 @@ local function combos(vars, opts, out)
       end
     end
   end
-  -- §2.2: a PyTorch alias set together with its TORCH_NCCL_ name, to another value.
+  -- [pytorch]: a PyTorch alias set together with its TORCH_NCCL_ name, to another value.
   for alias, real in pairs(R.pytorch_alias) do
     if vars[alias] and vars[real] and vars[alias] ~= vars[real] then
       add("warn", alias, "alias-conflict", ("%s=%s and %s=%s disagree"):format(alias, vars[alias], real, vars[real]),

@@ -8,17 +8,19 @@ local trim, show, version_lt = P.internal.trim, P.internal.show, P.internal.vers
 local finding = C.internal.finding
 local sort_findings = A.sort_findings
 local M = {}
+-- evidence.reference of the findings about the files: where docs/nccl.md says how NCCL reads them.
+local READING = require("cs.env_registry").reference("reading")
 
 -- ---------------------------------------------------------------------------------------------
--- NCCL's configuration files (§1.4)
+-- NCCL's configuration files (docs/nccl.md#how-nccl-reads-a-variable)
 -- ---------------------------------------------------------------------------------------------
--- What the reference says (§1.4, "Where values come from"): NCCL reads first $NCCL_CONF_FILE
+-- Where values come from: NCCL reads first $NCCL_CONF_FILE
 -- (2.23+) or else ~/.nccl.conf, then /etc/nccl.conf. So NCCL_CONF_FILE *replaces* the user file
 -- (both are never read). Lines are NAME=value, '#' starts a comment. Files are applied with
 -- setenv(name, value, 0): the real environment wins over the user file, which wins over
 -- /etc/nccl.conf; and within one file the first line for a name wins. NCCL_CONF_FILE itself is
 -- read from the environment before any file, so setting it inside a file does nothing.
--- Not from the reference (from how setEnvFile copies the line): NCCL does not trim blanks or
+-- From how setEnvFile copies the line: NCCL does not trim blanks or
 -- strip quotes, so "NCCL_DEBUG = WARN" sets a variable named "NCCL_DEBUG ".
 
 -- Parses the text of one file: entries { name, value, line } and findings about the lines.
@@ -29,7 +31,7 @@ function M.parse_conf(text, path)
   local function add(sev, name, rule, msg, remedy, ev)
     ev = ev or {}
     ev.source, ev.rule = ("%s:%d"):format(path, ln), rule
-    ev.reference = "faults-and-nccl-env.md §1.4"
+    ev.reference = READING
     out[#out + 1] = finding(sev, name, msg, ev, remedy)
   end
   for line in (text .. "\n"):gmatch("(.-)\r?\n") do
@@ -135,7 +137,7 @@ function M.nccl_conf(opts)
           if by_value ~= en.value then
             file_findings[#file_findings + 1] = finding("info", en.name,
               ("%s sets %s=%s, but %s (%s) wins"):format(src, en.name, show(en.value), by_what, show(by_value)),
-              { value = en.value, source = src, rule = "conf-shadowed", effective = by_value, reference = "faults-and-nccl-env.md §1.4" },
+              { value = en.value, source = src, rule = "conf-shadowed", effective = by_value, reference = READING },
               ("remove the line if the %s value is the one you want"):format(by_what))
           end
         end
@@ -144,7 +146,7 @@ function M.nccl_conf(opts)
         elseif en.name == "NCCL_CONF_FILE" then
           file_findings[#file_findings + 1] = finding("warn", en.name,
             ("%s sets NCCL_CONF_FILE: NCCL reads that variable from the environment before any file, so it has no effect here"):format(src),
-            { value = en.value, source = src, rule = "conf-file-in-file", reference = "faults-and-nccl-env.md §1.4" },
+            { value = en.value, source = src, rule = "conf-file-in-file", reference = READING },
             "export NCCL_CONF_FILE in the environment instead")
         elseif env[en.name] ~= nil then
           shadow("the environment", env[en.name])

@@ -87,7 +87,7 @@ function M.suggest(name, candidates, strip)
 end
 
 -- ---------------------------------------------------------------------------------------------
--- strtoll, as glibc does it (§1.4: NCCL_PARAM parses with strtoll(str, NULL, 0))
+-- strtoll, as glibc does it (NCCL_PARAM parses with strtoll(str, NULL, 0): docs/nccl.md#how-nccl-reads-a-variable)
 -- ---------------------------------------------------------------------------------------------
 local LLMAX = 9223372036854775807  -- LLONG_MAX (rounded to a double)
 

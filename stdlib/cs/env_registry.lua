@@ -1,18 +1,18 @@
 -- The environment variables the env audit knows, as data (docs/stdlib.md, cs.env). Built from
--- NCCL 2.30.7's source and docs/env.rst and PyTorch's ProcessGroupNCCL, through the project's
--- research notes on NCCL's environment; every entry names the section of those notes it comes
--- from in its `src` field ("1.5" = §1.5), which findings carry as evidence.reference
--- ("faults-and-nccl-env.md §1.5"; the notes are not in this repository). Entries marked
--- src = "ext" do not come from the notes (the common UCX names, a few PyTorch names): they only
--- make a name "known".
+-- NCCL 2.30.7's source and docs/env.rst and PyTorch's ProcessGroupNCCL. The facts the audit
+-- relies on are written down in docs/nccl.md, "What the environment audit checks against"; every
+-- entry names its section there in its `src` field (a key of M.SECTIONS; "documented, reading"
+-- for two), which findings carry as evidence.reference (M.reference: "docs/nccl.md#..."). The
+-- comments below cite the sections by the same keys ([reading] = "How NCCL reads a variable").
+-- Entries with src = "ucx" (the common UCX names) only make a name "known".
 --
 -- An NCCL entry (M.nccl[NAME]):
 --   type      how NCCL parses the value:
 --               "int"     NCCL_PARAM: strtoll(str, NULL, 0) -- hex and octal accepted, no check
---                         of trailing characters, non-numeric text reads as 0 (§1.4)
+--                         of trailing characters, non-numeric text reads as 0 [reading]
 --               "bool"    an int parameter used as 0/1 (same strtoll parsing)
 --               "enum"    one of `values`; `case` = "insensitive" | "sensitive" | nil (the
---                         reference does not say); `combine` = "|" when values may be OR-ed;
+--                         sources do not say); `combine` = "|" when values may be OR-ed;
 --                         `legacy` = {min, max} when old integer values are still accepted
 --               "level"   ncclGetLevel (P2P_LEVEL, NET_GDR_LEVEL): case-sensitive tokens or
 --                         legacy integers 0-4 (>=4 = SYS)
@@ -25,25 +25,48 @@
 --   default   documented default (text, for messages)
 --   since     first NCCL version that reads it ("2.3" stands for "<=2.3", the oldest tag)
 --   status    "current" | "debug" (env.rst's Debugging section: not for production)
---             | "experimental" | "internal" (undocumented but read, §1.7)
+--             | "experimental" | "internal" (undocumented but read, [internal])
 --   deprecated = { since =, by = replacement, note = }
 --   removed    = { last = last version that read it, by = replacement, note = }
 --   alias_of  the variable this one is an alias of
 local M = {}
 
-M.NCCL_LATEST = "2.30.7"  -- the source snapshot the reference was built from
+M.NCCL_LATEST = "2.30.7"  -- the newest NCCL source this data was taken from
+
+-- The sections of docs/nccl.md that `src` names (each a heading of that file; the anchors are
+-- GitHub's for those headings).
+M.DOC = "docs/nccl.md"
+M.SECTIONS = {
+  reading = "how-nccl-reads-a-variable",
+  documented = "the-variables-nccl-documents",
+  internal = "internal-variables",
+  not_core = "names-core-nccl-does-not-read",
+  pytorch = "pytorch-processgroupnccl-variables",
+  ucx = "ucx-names",
+}
+-- evidence.reference of a finding about an entry: "documented, reading" ->
+-- "docs/nccl.md#the-variables-nccl-documents, docs/nccl.md#how-nccl-reads-a-variable".
+function M.reference(src)
+  local out = {}
+  for key in tostring(src):gmatch("[^,%s]+") do
+    local anchor = M.SECTIONS[key]
+    if not anchor then error("env_registry: no section " .. key .. " in " .. M.DOC, 2) end
+    out[#out + 1] = M.DOC .. "#" .. anchor
+  end
+  return table.concat(out, ", ")
+end
 
 -- ---------------------------------------------------------------------------------------------
--- NCCL's documented set (§1.5, env.rst at 2.30.7), with the parsing rules of §1.4.
+-- NCCL's documented set ([documented], env.rst at 2.30.7), with the parsing rules of [reading].
 -- ---------------------------------------------------------------------------------------------
-local LEVELS = { "LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS" }  -- §1.4
+local LEVELS = { "LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS" }  -- [reading]
 M.LEVELS = LEVELS
-M.LEGACY_LEVELS = { [0] = "LOC", [1] = "PIX", [2] = "PXB", [3] = "PHB", [4] = "SYS" }      -- §1.4
-M.ALGOS = { "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT" }  -- §1.4
-M.PROTOS = { "LL", "LL128", "Simple" }                                                     -- §1.4
-M.FUNCS = { "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce" }            -- §1.4
-M.DEBUG_LEVELS = { "VERSION", "WARN", "INFO", "ABORT", "TRACE" }                           -- §0, §1.5
--- §1.2: NCCL_DEBUG_SUBSYS names with the first tag each appeared in.
+M.LEGACY_LEVELS = { [0] = "LOC", [1] = "PIX", [2] = "PXB", [3] = "PHB", [4] = "SYS" }      -- [reading]
+M.ALGOS = { "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT" }  -- [reading]
+M.PROTOS = { "LL", "LL128", "Simple" }                                                     -- [reading]
+M.FUNCS = { "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce" }            -- [reading]
+M.DEBUG_LEVELS = { "VERSION", "WARN", "INFO", "ABORT", "TRACE" }                           -- [documented]
+-- [documented]: NCCL_DEBUG_SUBSYS names with the first tag each appeared in.
 M.SUBSYS = {
   INIT = "2.5", COLL = "2.5", P2P = "2.5", SHM = "2.5", NET = "2.5", GRAPH = "2.5", TUNING = "2.5",
   ALL = "2.5", ENV = "2.7", ALLOC = "2.9.9", CALL = "2.13", NVLS = "2.17", PROXY = "2.18",
@@ -52,176 +75,176 @@ M.SUBSYS = {
 }
 
 local nccl = {
-  -- §1.5 sockets and bootstrap
-  NCCL_SOCKET_IFNAME = { type = "iflist", since = "2.3", default = "auto (skips lo, docker*, prefers ib*)", src = "1.5" },
-  NCCL_SOCKET_FAMILY = { type = "enum", values = { "AF_INET", "AF_INET6" }, since = "2.3", default = "auto", src = "1.5" },
-  NCCL_SOCKET_MAGIC = { type = "int", since = "2.30.7", default = "built-in", src = "1.5" },
-  NCCL_SOCKET_RETRY_CNT = { type = "int", min = 1, since = "2.24", default = "34", src = "1.5" },
-  NCCL_SOCKET_RETRY_SLEEP_MSEC = { type = "int", min = 1, since = "2.24", default = "100", src = "1.5" },
-  NCCL_SOCKET_POLL_TIMEOUT_MSEC = { type = "int", min = 0, since = "2.28", default = "0", src = "1.5" },
-  NCCL_SOCKET_NTHREADS = { type = "int", min = 1, max = 16, since = "2.4.8", default = "1", src = "1.5" },
-  NCCL_NSOCKS_PERTHREAD = { type = "int", min = 1, since = "2.4.8", default = "1", src = "1.5" },
-  NCCL_CROSS_NIC = { type = "int", values = { 0, 1, 2 }, since = "2.5", default = "2", src = "1.5" },
-  NCCL_UID_STAGGER_THRESHOLD = { type = "int", min = 1, since = "2.23", default = "256", src = "1.5" },
-  NCCL_UID_STAGGER_RATE = { type = "int", min = 1, since = "2.23", default = "7000", src = "1.5" },
-  NCCL_OOB_NET_ENABLE = { type = "bool", since = "2.23", default = "0", src = "1.5" },
-  NCCL_OOB_NET_IFNAME = { type = "hcalist", since = "2.23", src = "1.5" },
-  -- §1.5 InfiniBand / RoCE
-  NCCL_IB_HCA = { type = "hcalist", since = "2.3", default = "all", src = "1.5" },
+  -- sockets and bootstrap
+  NCCL_SOCKET_IFNAME = { type = "iflist", since = "2.3", default = "auto (skips lo, docker*, prefers ib*)", src = "documented" },
+  NCCL_SOCKET_FAMILY = { type = "enum", values = { "AF_INET", "AF_INET6" }, since = "2.3", default = "auto", src = "documented" },
+  NCCL_SOCKET_MAGIC = { type = "int", since = "2.30.7", default = "built-in", src = "documented" },
+  NCCL_SOCKET_RETRY_CNT = { type = "int", min = 1, since = "2.24", default = "34", src = "documented" },
+  NCCL_SOCKET_RETRY_SLEEP_MSEC = { type = "int", min = 1, since = "2.24", default = "100", src = "documented" },
+  NCCL_SOCKET_POLL_TIMEOUT_MSEC = { type = "int", min = 0, since = "2.28", default = "0", src = "documented" },
+  NCCL_SOCKET_NTHREADS = { type = "int", min = 1, max = 16, since = "2.4.8", default = "1", src = "documented" },
+  NCCL_NSOCKS_PERTHREAD = { type = "int", min = 1, since = "2.4.8", default = "1", src = "documented" },
+  NCCL_CROSS_NIC = { type = "int", values = { 0, 1, 2 }, since = "2.5", default = "2", src = "documented" },
+  NCCL_UID_STAGGER_THRESHOLD = { type = "int", min = 1, since = "2.23", default = "256", src = "documented" },
+  NCCL_UID_STAGGER_RATE = { type = "int", min = 1, since = "2.23", default = "7000", src = "documented" },
+  NCCL_OOB_NET_ENABLE = { type = "bool", since = "2.23", default = "0", src = "documented" },
+  NCCL_OOB_NET_IFNAME = { type = "hcalist", since = "2.23", src = "documented" },
+  -- InfiniBand / RoCE
+  NCCL_IB_HCA = { type = "hcalist", since = "2.3", default = "all", src = "documented" },
   NCCL_IB_TIMEOUT = { type = "int", min = 0, max = 31, infinite = true, since = "2.3",
-                      default = "20 (2.23+; 18 from 2.14; 14 before)", src = "1.5" },
-  NCCL_IB_RETRY_CNT = { type = "int", min = 0, max = 7, since = "2.1.15", default = "7", src = "1.5" },
-  NCCL_IB_GID_INDEX = { type = "int", min = -1, since = "2.1.4", default = "-1", dynamic_since = "2.21", src = "1.5" },
-  NCCL_IB_ADDR_FAMILY = { type = "enum", values = { "AF_INET", "AF_INET6" }, since = "2.21", default = "AF_INET", src = "1.5" },
-  NCCL_IB_ADDR_RANGE = { type = "cidr", since = "2.21", src = "1.5" },
-  NCCL_IB_ROCE_VERSION_NUM = { type = "int", values = { 1, 2 }, since = "2.21", default = "2", src = "1.5" },
-  NCCL_IB_SL = { type = "int", min = 0, max = 15, since = "2.1.4", default = "0", src = "1.5" },
-  NCCL_IB_TC = { type = "int", min = 0, max = 255, since = "2.1.15", default = "0", src = "1.5" },
-  NCCL_IB_FIFO_TC = { type = "int", min = 0, max = 255, since = "2.22.3", default = "NCCL_IB_TC", src = "1.5" },
-  NCCL_IB_RETURN_ASYNC_EVENTS = { type = "bool", since = "2.23", default = "1", src = "1.5" },
-  NCCL_IB_DISABLE = { type = "bool", since = "2.3", default = "0", status = "debug", src = "1.5" },
-  NCCL_IB_AR_THRESHOLD = { type = "int", min = 0, unit = "bytes", since = "2.6", default = "8192", src = "1.5" },
-  NCCL_IB_OOO_RQ = { type = "bool", since = "2.30", default = "0", src = "1.5" },
-  NCCL_IB_QPS_PER_CONNECTION = { type = "int", min = 1, max = 128, since = "2.10", default = "1", src = "1.5" },
-  NCCL_IB_SPLIT_DATA_ON_QPS = { type = "bool", since = "2.18", default = "0", src = "1.5" },
-  NCCL_IB_PCI_RELAXED_ORDERING = { type = "int", values = { 0, 1, 2 }, since = "2.12", default = "2", src = "1.5" },
-  NCCL_IB_ADAPTIVE_ROUTING = { type = "bool", since = "2.16", default = "1 on IB, 0 on RoCE", src = "1.5" },
-  NCCL_IB_ECE_ENABLE = { type = "bool", since = "2.23", default = "1", src = "1.5" },
-  NCCL_IB_MERGE_NICS = { type = "bool", since = "2.20", default = "1", src = "1.5" },
-  -- §1.5 network selection and plugins
-  NCCL_NET = { type = "string", since = "2.10", default = "auto", src = "1.5" },  -- IB, Socket or a plugin name, case-insensitive
-  NCCL_NET_PLUGIN = { type = "string", since = "2.11", default = "libnccl-net.so", src = "1.5" },
-  NCCL_TUNER_PLUGIN = { type = "string", since = "2.19", default = "libnccl-tuner.so", src = "1.5" },
-  NCCL_PROFILER_PLUGIN = { type = "string", since = "2.23", default = "libnccl-profiler.so", src = "1.5" },
-  NCCL_ENV_PLUGIN = { type = "string", since = "2.28", default = "libnccl-env.so", src = "1.5" },
-  NCCL_NET_GDR_LEVEL = { type = "level", since = "2.4.0", default = "auto", src = "1.5" },
-  NCCL_NET_GDR_C2C = { type = "bool", since = "2.26", default = "1 (2.27+)", src = "1.5" },
-  NCCL_NET_GDR_READ = { type = "bool", since = "2.3", default = "1 on NVLink platforms", src = "1.5" },
-  NCCL_NET_SHARED_BUFFERS = { type = "bool", since = "2.8", default = "1", src = "1.5" },
-  NCCL_NET_SHARED_COMMS = { type = "bool", since = "2.12", default = "1", src = "1.5" },
-  NCCL_NET_MERGE_POLICY = { type = "enum", values = { "ALL", "RAIL" }, since = "2.30.5", default = "ALL", src = "1.5" },
-  NCCL_NETDEVS_POLICY = { type = "netdevs", since = "2.28", default = "AUTO", src = "1.5" },
-  NCCL_IGNORE_NET_MISMATCH = { type = "bool", since = "2.30", default = "1", src = "1.5" },
-  NCCL_IGNORE_COLLNET_MISMATCH = { type = "bool", since = "2.30", default = "0", src = "1.5" },
-  -- §1.5 process, files, logging
-  NCCL_IGNORE_CPU_AFFINITY = { type = "bool", since = "2.4.6", default = "0", src = "1.5" },
-  NCCL_CONF_FILE = { type = "path", since = "2.23", default = "~/.nccl.conf", no_tilde = true, must_exist = true, src = "1.5" },
+                      default = "20 (2.23+; 18 from 2.14; 14 before)", src = "documented" },
+  NCCL_IB_RETRY_CNT = { type = "int", min = 0, max = 7, since = "2.1.15", default = "7", src = "documented" },
+  NCCL_IB_GID_INDEX = { type = "int", min = -1, since = "2.1.4", default = "-1", dynamic_since = "2.21", src = "documented" },
+  NCCL_IB_ADDR_FAMILY = { type = "enum", values = { "AF_INET", "AF_INET6" }, since = "2.21", default = "AF_INET", src = "documented" },
+  NCCL_IB_ADDR_RANGE = { type = "cidr", since = "2.21", src = "documented" },
+  NCCL_IB_ROCE_VERSION_NUM = { type = "int", values = { 1, 2 }, since = "2.21", default = "2", src = "documented" },
+  NCCL_IB_SL = { type = "int", min = 0, max = 15, since = "2.1.4", default = "0", src = "documented" },
+  NCCL_IB_TC = { type = "int", min = 0, max = 255, since = "2.1.15", default = "0", src = "documented" },
+  NCCL_IB_FIFO_TC = { type = "int", min = 0, max = 255, since = "2.22.3", default = "NCCL_IB_TC", src = "documented" },
+  NCCL_IB_RETURN_ASYNC_EVENTS = { type = "bool", since = "2.23", default = "1", src = "documented" },
+  NCCL_IB_DISABLE = { type = "bool", since = "2.3", default = "0", status = "debug", src = "documented" },
+  NCCL_IB_AR_THRESHOLD = { type = "int", min = 0, unit = "bytes", since = "2.6", default = "8192", src = "documented" },
+  NCCL_IB_OOO_RQ = { type = "bool", since = "2.30", default = "0", src = "documented" },
+  NCCL_IB_QPS_PER_CONNECTION = { type = "int", min = 1, max = 128, since = "2.10", default = "1", src = "documented" },
+  NCCL_IB_SPLIT_DATA_ON_QPS = { type = "bool", since = "2.18", default = "0", src = "documented" },
+  NCCL_IB_PCI_RELAXED_ORDERING = { type = "int", values = { 0, 1, 2 }, since = "2.12", default = "2", src = "documented" },
+  NCCL_IB_ADAPTIVE_ROUTING = { type = "bool", since = "2.16", default = "1 on IB, 0 on RoCE", src = "documented" },
+  NCCL_IB_ECE_ENABLE = { type = "bool", since = "2.23", default = "1", src = "documented" },
+  NCCL_IB_MERGE_NICS = { type = "bool", since = "2.20", default = "1", src = "documented" },
+  -- network selection and plugins
+  NCCL_NET = { type = "string", since = "2.10", default = "auto", src = "documented" },  -- IB, Socket or a plugin name, case-insensitive
+  NCCL_NET_PLUGIN = { type = "string", since = "2.11", default = "libnccl-net.so", src = "documented" },
+  NCCL_TUNER_PLUGIN = { type = "string", since = "2.19", default = "libnccl-tuner.so", src = "documented" },
+  NCCL_PROFILER_PLUGIN = { type = "string", since = "2.23", default = "libnccl-profiler.so", src = "documented" },
+  NCCL_ENV_PLUGIN = { type = "string", since = "2.28", default = "libnccl-env.so", src = "documented" },
+  NCCL_NET_GDR_LEVEL = { type = "level", since = "2.4.0", default = "auto", src = "documented" },
+  NCCL_NET_GDR_C2C = { type = "bool", since = "2.26", default = "1 (2.27+)", src = "documented" },
+  NCCL_NET_GDR_READ = { type = "bool", since = "2.3", default = "1 on NVLink platforms", src = "documented" },
+  NCCL_NET_SHARED_BUFFERS = { type = "bool", since = "2.8", default = "1", src = "documented" },
+  NCCL_NET_SHARED_COMMS = { type = "bool", since = "2.12", default = "1", src = "documented" },
+  NCCL_NET_MERGE_POLICY = { type = "enum", values = { "ALL", "RAIL" }, since = "2.30.5", default = "ALL", src = "documented" },
+  NCCL_NETDEVS_POLICY = { type = "netdevs", since = "2.28", default = "AUTO", src = "documented" },
+  NCCL_IGNORE_NET_MISMATCH = { type = "bool", since = "2.30", default = "1", src = "documented" },
+  NCCL_IGNORE_COLLNET_MISMATCH = { type = "bool", since = "2.30", default = "0", src = "documented" },
+  -- process, files, logging
+  NCCL_IGNORE_CPU_AFFINITY = { type = "bool", since = "2.4.6", default = "0", src = "documented" },
+  NCCL_CONF_FILE = { type = "path", since = "2.23", default = "~/.nccl.conf", no_tilde = true, must_exist = true, src = "documented" },
   NCCL_DEBUG = { type = "enum", values = M.DEBUG_LEVELS, case = "insensitive", since = "2.3", default = "no logging",
-                 undocumented_values = { ABORT = true }, src = "1.5" },
-  NCCL_DEBUG_FILE = { type = "path", since = "2.2.12", default = "stdout", src = "1.5" },
+                 undocumented_values = { ABORT = true }, src = "documented" },
+  NCCL_DEBUG_FILE = { type = "path", since = "2.2.12", default = "stdout", src = "documented" },
   NCCL_DEBUG_SUBSYS = { type = "list", values = M.SUBSYS, negate = true, since = "2.3.4",
-                        default = "INIT,BOOTSTRAP,ENV", src = "1.5, 1.2" },
-  NCCL_DEBUG_TIMESTAMP_FORMAT = { type = "string", since = "2.26", default = "[%F %T] ", src = "1.5" },
-  NCCL_DEBUG_TIMESTAMP_LEVELS = { type = "list", negate = true, since = "2.26", default = "WARN", src = "1.5",
+                        default = "INIT,BOOTSTRAP,ENV", src = "documented" },
+  NCCL_DEBUG_TIMESTAMP_FORMAT = { type = "string", since = "2.26", default = "[%F %T] ", src = "documented" },
+  NCCL_DEBUG_TIMESTAMP_LEVELS = { type = "list", negate = true, since = "2.26", default = "WARN", src = "documented",
                                   values = { VERSION = "2.26", WARN = "2.26", INFO = "2.26", ABORT = "2.26",
                                              TRACE = "2.26", ALL = "2.26" } },
   NCCL_TOPO_FILE = { type = "path", since = "2.6", must_exist = true,
-                     default = "/var/run/nvidia-topologyd/virtualTopology.xml if present", src = "1.5" },
-  NCCL_TOPO_DUMP_FILE = { type = "path", since = "2.6", src = "1.5" },
-  NCCL_SET_THREAD_NAME = { type = "bool", since = "2.12", default = "0", src = "1.5" },
-  -- §1.5 CollNet, CTAs, NVLS, MNNVL
-  NCCL_COLLNET_ENABLE = { type = "bool", since = "2.6", default = "0", src = "1.5" },
-  NCCL_COLLNET_NODE_THRESHOLD = { type = "int", since = "2.9.9", default = "2", src = "1.5" },
+                     default = "/var/run/nvidia-topologyd/virtualTopology.xml if present", src = "documented" },
+  NCCL_TOPO_DUMP_FILE = { type = "path", since = "2.6", src = "documented" },
+  NCCL_SET_THREAD_NAME = { type = "bool", since = "2.12", default = "0", src = "documented" },
+  -- CollNet, CTAs, NVLS, MNNVL
+  NCCL_COLLNET_ENABLE = { type = "bool", since = "2.6", default = "0", src = "documented" },
+  NCCL_COLLNET_NODE_THRESHOLD = { type = "int", since = "2.9.9", default = "2", src = "documented" },
   NCCL_CTA_POLICY = { type = "enum", values = { "DEFAULT", "EFFICIENCY", "ZERO" }, combine = "|", legacy = { 0, 2 },
-                      names_since = "2.29", since = "2.27", default = "DEFAULT", src = "1.5" },
-  NCCL_MULTI_RANK_GPU_ENABLE = { type = "bool", since = "2.30", default = "0", status = "experimental", src = "1.5" },
-  NCCL_CGA_CLUSTER_SIZE = { type = "int", min = 0, max = 8, since = "2.16", src = "1.5" },
-  NCCL_MAX_CTAS = { type = "int", min = 1, max = 64, max_before = { "2.25", 32 }, since = "2.17", src = "1.5" },
-  NCCL_MIN_CTAS = { type = "int", min = 1, max = 64, max_before = { "2.25", 32 }, since = "2.17", src = "1.5" },
-  NCCL_NVLS_ENABLE = { type = "int", values = { 0, 1, 2 }, since = "2.17", default = "2", src = "1.5" },
-  NCCL_MNNVL_ENABLE = { type = "int", values = { 0, 1, 2 }, since = "2.21", default = "2", src = "1.5" },
-  NCCL_MNNVL_UUID = { type = "int", since = "2.25", default = "FM-assigned", src = "1.5" },
-  NCCL_MNNVL_CLIQUE_ID = { type = "int", min = -2147483648, max = 2147483647, since = "2.23", default = "FM-assigned", src = "1.5" },
-  -- §1.5 debugging section (transports, buffers, algorithms)
-  NCCL_P2P_DISABLE = { type = "bool", exactly_one = true, since = "2.3", default = "0", status = "debug", src = "1.5, 1.4" },
-  NCCL_P2P_LEVEL = { type = "level", since = "2.3.4", default = "auto", status = "debug", src = "1.5, 1.4" },
-  NCCL_P2P_DIRECT_DISABLE = { type = "bool", since = "2.12", default = "0", status = "debug", src = "1.5" },
-  NCCL_SHM_DISABLE = { type = "bool", since = "2.3", default = "0", status = "debug", src = "1.5" },
-  NCCL_BUFFSIZE = { type = "int", min = 1, unit = "bytes", pow2 = true, since = "2.3", default = "4194304", status = "debug", src = "1.5" },
-  NCCL_NTHREADS = { type = "int", values = { 64, 128, 256, 512 }, since = "2.3", default = "512", status = "debug", src = "1.5" },
-  NCCL_MAX_NCHANNELS = { type = "int", min = 1, since = "2.5", status = "debug", src = "1.5",
+                      names_since = "2.29", since = "2.27", default = "DEFAULT", src = "documented" },
+  NCCL_MULTI_RANK_GPU_ENABLE = { type = "bool", since = "2.30", default = "0", status = "experimental", src = "documented" },
+  NCCL_CGA_CLUSTER_SIZE = { type = "int", min = 0, max = 8, since = "2.16", src = "documented" },
+  NCCL_MAX_CTAS = { type = "int", min = 1, max = 64, max_before = { "2.25", 32 }, since = "2.17", src = "documented" },
+  NCCL_MIN_CTAS = { type = "int", min = 1, max = 64, max_before = { "2.25", 32 }, since = "2.17", src = "documented" },
+  NCCL_NVLS_ENABLE = { type = "int", values = { 0, 1, 2 }, since = "2.17", default = "2", src = "documented" },
+  NCCL_MNNVL_ENABLE = { type = "int", values = { 0, 1, 2 }, since = "2.21", default = "2", src = "documented" },
+  NCCL_MNNVL_UUID = { type = "int", since = "2.25", default = "FM-assigned", src = "documented" },
+  NCCL_MNNVL_CLIQUE_ID = { type = "int", min = -2147483648, max = 2147483647, since = "2.23", default = "FM-assigned", src = "documented" },
+  -- env.rst's debugging section (transports, buffers, algorithms)
+  NCCL_P2P_DISABLE = { type = "bool", exactly_one = true, since = "2.3", default = "0", status = "debug", src = "documented, reading" },
+  NCCL_P2P_LEVEL = { type = "level", since = "2.3.4", default = "auto", status = "debug", src = "documented, reading" },
+  NCCL_P2P_DIRECT_DISABLE = { type = "bool", since = "2.12", default = "0", status = "debug", src = "documented" },
+  NCCL_SHM_DISABLE = { type = "bool", since = "2.3", default = "0", status = "debug", src = "documented" },
+  NCCL_BUFFSIZE = { type = "int", min = 1, unit = "bytes", pow2 = true, since = "2.3", default = "4194304", status = "debug", src = "documented" },
+  NCCL_NTHREADS = { type = "int", values = { 64, 128, 256, 512 }, since = "2.3", default = "512", status = "debug", src = "documented" },
+  NCCL_MAX_NCHANNELS = { type = "int", min = 1, since = "2.5", status = "debug", src = "documented",
                          deprecated = { since = "2.17", by = "NCCL_MAX_CTAS" } },
-  NCCL_MIN_NCHANNELS = { type = "int", min = 0, max = 32, since = "2.5", status = "debug", src = "1.5",
+  NCCL_MIN_NCHANNELS = { type = "int", min = 0, max = 32, since = "2.5", status = "debug", src = "documented",
                          deprecated = { since = "2.17", by = "NCCL_MIN_CTAS" } },
-  NCCL_CHECK_POINTERS = { type = "bool", since = "2.2.12", default = "0", src = "1.5",
+  NCCL_CHECK_POINTERS = { type = "bool", since = "2.2.12", default = "0", src = "documented",
                           deprecated = { since = "2.29.7", by = "NCCL_CHECK_MODE" } },
-  NCCL_CHECK_MODE = { type = "enum", values = { "DEFAULT", "DEBUG_LOCAL", "DEBUG_GLOBAL" }, since = "2.29.7", default = "DEFAULT", src = "1.5" },
-  NCCL_LAUNCH_MODE = { type = "enum", values = { "PARALLEL", "GROUP" }, since = "2.1", default = "PARALLEL", src = "1.5",
+  NCCL_CHECK_MODE = { type = "enum", values = { "DEFAULT", "DEBUG_LOCAL", "DEBUG_GLOBAL" }, since = "2.29.7", default = "DEFAULT", src = "documented" },
+  NCCL_LAUNCH_MODE = { type = "enum", values = { "PARALLEL", "GROUP" }, since = "2.1", default = "PARALLEL", src = "documented",
                        deprecated_values = { GROUP = "2.9" } },
-  NCCL_ALGO = { type = "algo", tokens = M.ALGOS, since = "2.5", per_function_since = "2.24", status = "debug", src = "1.5, 1.4" },
-  NCCL_PROTO = { type = "algo", tokens = M.PROTOS, since = "2.5", per_function_since = "2.24", status = "debug", src = "1.5, 1.4" },
-  -- §1.5 memory, registration, graphs, launch
-  NCCL_MEM_SYNC_DOMAIN = { type = "bool", since = "2.16", default = "1", src = "1.5" },
-  NCCL_CUMEM_ENABLE = { type = "bool", since = "2.18", default = "auto", src = "1.5" },
-  NCCL_CUMEM_HOST_ENABLE = { type = "bool", since = "2.23", default = "1 if driver >= 12.6", src = "1.5" },
-  NCCL_NVB_DISABLE = { type = "bool", since = "2.11", default = "0", src = "1.5" },
-  NCCL_PXN_DISABLE = { type = "bool", since = "2.12", default = "0", src = "1.5" },
-  NCCL_P2P_PXN_LEVEL = { type = "int", values = { 0, 1, 2 }, since = "2.12", default = "2", src = "1.5" },
-  NCCL_PXN_C2C = { type = "bool", since = "2.27", default = "1 (2.28+)", src = "1.5" },
-  NCCL_RUNTIME_CONNECT = { type = "bool", since = "2.22", default = "1", src = "1.5" },
-  NCCL_GRAPH_REGISTER = { type = "bool", since = "2.11", default = "1", src = "1.5" },
-  NCCL_LOCAL_REGISTER = { type = "bool", since = "2.19", default = "1", src = "1.5" },
-  NCCL_LEGACY_CUDA_REGISTER = { type = "bool", since = "2.24", default = "0", src = "1.5" },
-  NCCL_WIN_ENABLE = { type = "bool", since = "2.27", default = "1", src = "1.5" },
-  NCCL_SET_STACK_SIZE = { type = "bool", since = "2.9", default = "0", src = "1.5" },
-  NCCL_GRAPH_MIXING_SUPPORT = { type = "bool", since = "2.13", default = "1", src = "1.5" },
-  NCCL_GRAPH_STREAM_ORDERING = { type = "bool", since = "2.30", default = "1", src = "1.5" },
-  NCCL_DMABUF_ENABLE = { type = "bool", since = "2.13", default = "1", src = "1.5" },
-  NCCL_P2P_NET_CHUNKSIZE = { type = "int", min = 1, unit = "bytes", since = "2.14", default = "131072", src = "1.5" },
-  NCCL_P2P_LL_THRESHOLD = { type = "int", min = 0, unit = "bytes", since = "2.14", default = "16384", src = "1.5" },
-  NCCL_ALLOC_P2P_NET_LL_BUFFERS = { type = "bool", since = "2.14", default = "0", src = "1.5" },
-  NCCL_COMM_BLOCKING = { type = "bool", since = "2.14", default = "unset (blocking)", src = "1.5" },
-  -- §1.5 RAS and launch ordering
-  NCCL_RAS_ENABLE = { type = "bool", since = "2.24", default = "1", src = "1.5" },
-  NCCL_RAS_ADDR = { type = "hostport", since = "2.24", default = "localhost:28028", src = "1.5" },
-  NCCL_RAS_TIMEOUT_FACTOR = { type = "int", min = 1, since = "2.24", default = "1", src = "1.5" },
-  NCCL_LAUNCH_ORDER_IMPLICIT = { type = "bool", since = "2.26", default = "0", src = "1.5" },
-  NCCL_LAUNCH_RACE_FATAL = { type = "bool", since = "2.26", default = "1", src = "1.5" },
-  NCCL_IPC_USE_ABSTRACT_SOCKET = { type = "bool", since = "2.29", default = "1", src = "1.5" },
-  NCCL_SYM_GIN_KERNELS_ENABLE = { type = "bool", since = "2.29", default = "1", src = "1.5" },
+  NCCL_ALGO = { type = "algo", tokens = M.ALGOS, since = "2.5", per_function_since = "2.24", status = "debug", src = "documented, reading" },
+  NCCL_PROTO = { type = "algo", tokens = M.PROTOS, since = "2.5", per_function_since = "2.24", status = "debug", src = "documented, reading" },
+  -- memory, registration, graphs, launch
+  NCCL_MEM_SYNC_DOMAIN = { type = "bool", since = "2.16", default = "1", src = "documented" },
+  NCCL_CUMEM_ENABLE = { type = "bool", since = "2.18", default = "auto", src = "documented" },
+  NCCL_CUMEM_HOST_ENABLE = { type = "bool", since = "2.23", default = "1 if driver >= 12.6", src = "documented" },
+  NCCL_NVB_DISABLE = { type = "bool", since = "2.11", default = "0", src = "documented" },
+  NCCL_PXN_DISABLE = { type = "bool", since = "2.12", default = "0", src = "documented" },
+  NCCL_P2P_PXN_LEVEL = { type = "int", values = { 0, 1, 2 }, since = "2.12", default = "2", src = "documented" },
+  NCCL_PXN_C2C = { type = "bool", since = "2.27", default = "1 (2.28+)", src = "documented" },
+  NCCL_RUNTIME_CONNECT = { type = "bool", since = "2.22", default = "1", src = "documented" },
+  NCCL_GRAPH_REGISTER = { type = "bool", since = "2.11", default = "1", src = "documented" },
+  NCCL_LOCAL_REGISTER = { type = "bool", since = "2.19", default = "1", src = "documented" },
+  NCCL_LEGACY_CUDA_REGISTER = { type = "bool", since = "2.24", default = "0", src = "documented" },
+  NCCL_WIN_ENABLE = { type = "bool", since = "2.27", default = "1", src = "documented" },
+  NCCL_SET_STACK_SIZE = { type = "bool", since = "2.9", default = "0", src = "documented" },
+  NCCL_GRAPH_MIXING_SUPPORT = { type = "bool", since = "2.13", default = "1", src = "documented" },
+  NCCL_GRAPH_STREAM_ORDERING = { type = "bool", since = "2.30", default = "1", src = "documented" },
+  NCCL_DMABUF_ENABLE = { type = "bool", since = "2.13", default = "1", src = "documented" },
+  NCCL_P2P_NET_CHUNKSIZE = { type = "int", min = 1, unit = "bytes", since = "2.14", default = "131072", src = "documented" },
+  NCCL_P2P_LL_THRESHOLD = { type = "int", min = 0, unit = "bytes", since = "2.14", default = "16384", src = "documented" },
+  NCCL_ALLOC_P2P_NET_LL_BUFFERS = { type = "bool", since = "2.14", default = "0", src = "documented" },
+  NCCL_COMM_BLOCKING = { type = "bool", since = "2.14", default = "unset (blocking)", src = "documented" },
+  -- RAS and launch ordering
+  NCCL_RAS_ENABLE = { type = "bool", since = "2.24", default = "1", src = "documented" },
+  NCCL_RAS_ADDR = { type = "hostport", since = "2.24", default = "localhost:28028", src = "documented" },
+  NCCL_RAS_TIMEOUT_FACTOR = { type = "int", min = 1, since = "2.24", default = "1", src = "documented" },
+  NCCL_LAUNCH_ORDER_IMPLICIT = { type = "bool", since = "2.26", default = "0", src = "documented" },
+  NCCL_LAUNCH_RACE_FATAL = { type = "bool", since = "2.26", default = "1", src = "documented" },
+  NCCL_IPC_USE_ABSTRACT_SOCKET = { type = "bool", since = "2.29", default = "1", src = "documented" },
+  NCCL_SYM_GIN_KERNELS_ENABLE = { type = "bool", since = "2.29", default = "1", src = "documented" },
 
-  -- §1.5 "Read but deprecated": aliases still read at 2.30.7 (src/graph/connect.cc), ignored when
+  -- Read but deprecated: aliases still read at 2.30.7 (src/graph/connect.cc), ignored when
   -- NCCL_MAX/MIN_NCHANNELS is set.
-  NCCL_MAX_NRINGS = { type = "int", min = 1, since = "2.0.5", alias_of = "NCCL_MAX_NCHANNELS", src = "1.5",
+  NCCL_MAX_NRINGS = { type = "int", min = 1, since = "2.0.5", alias_of = "NCCL_MAX_NCHANNELS", src = "documented",
                       deprecated = { since = "2.5", by = "NCCL_MAX_CTAS",
                                      note = "an alias of NCCL_MAX_NCHANNELS, itself deprecated for NCCL_MAX_CTAS" } },
-  NCCL_MIN_NRINGS = { type = "int", min = 0, since = "2.2", alias_of = "NCCL_MIN_NCHANNELS", src = "1.5",
+  NCCL_MIN_NRINGS = { type = "int", min = 0, since = "2.2", alias_of = "NCCL_MIN_NCHANNELS", src = "documented",
                       deprecated = { since = "2.5", by = "NCCL_MIN_CTAS",
                                      note = "an alias of NCCL_MIN_NCHANNELS, itself deprecated for NCCL_MIN_CTAS" } },
 
-  -- §1.5 "Documented as removed, and not read by any tag from 2.3.5 on"
-  NCCL_CHECKS_DISABLE = { removed = { last = "2.2.12", note = "deprecated 2.2.12; not read by >=2.3" }, src = "1.5" },
-  NCCL_IB_CUDA_SUPPORT = { removed = { last = "2.3.7", by = "NCCL_NET_GDR_LEVEL", note = "removed 2.4.0" }, src = "1.5" },
-  NCCL_IB_GDR_LEVEL = { removed = { last = "2.3.7", by = "NCCL_NET_GDR_LEVEL", note = "renamed 2.4.0" }, src = "1.5" },
-  NCCL_SINGLE_RING_THRESHOLD = { removed = { last = "2.2", note = "removed 2.3" }, src = "1.5" },
-  NCCL_LL_THRESHOLD = { removed = { last = "2.4.8", note = "removed 2.5" }, src = "1.5" },
-  NCCL_TREE_THRESHOLD = { removed = { last = "2.4.8", note = "2.4 only; removed 2.5" }, src = "1.5" },
-  -- §1.5 "Dropped from the source without documentation (last tag that read them)"
-  NCCL_RINGS = { removed = { last = "2.4.8" }, src = "1.5" },
-  NCCL_THREAD_THRESHOLD = { removed = { last = "2.4.8", by = "NCCL_THREAD_THRESHOLDS" }, src = "1.5" },
-  NCCL_GRAPH = { removed = { last = "2.5.7" }, src = "1.5" },
-  NCCL_SHARED_BUFF_COUNT = { removed = { last = "2.8.4" }, src = "1.5" },
-  NCCL_GDRCOPY_TAIL_ENABLE = { removed = { last = "2.11" }, src = "1.5" },
-  NCCL_AGG_ALLOC_MODE = { removed = { last = "2.12" }, src = "1.5" },
+  -- Documented as removed, and not read by any tag from 2.3.5 on
+  NCCL_CHECKS_DISABLE = { removed = { last = "2.2.12", note = "deprecated 2.2.12; not read by >=2.3" }, src = "documented" },
+  NCCL_IB_CUDA_SUPPORT = { removed = { last = "2.3.7", by = "NCCL_NET_GDR_LEVEL", note = "removed 2.4.0" }, src = "documented" },
+  NCCL_IB_GDR_LEVEL = { removed = { last = "2.3.7", by = "NCCL_NET_GDR_LEVEL", note = "renamed 2.4.0" }, src = "documented" },
+  NCCL_SINGLE_RING_THRESHOLD = { removed = { last = "2.2", note = "removed 2.3" }, src = "documented" },
+  NCCL_LL_THRESHOLD = { removed = { last = "2.4.8", note = "removed 2.5" }, src = "documented" },
+  NCCL_TREE_THRESHOLD = { removed = { last = "2.4.8", note = "2.4 only; removed 2.5" }, src = "documented" },
+  -- Dropped from the source without documentation (last tag that read them)
+  NCCL_RINGS = { removed = { last = "2.4.8" }, src = "documented" },
+  NCCL_THREAD_THRESHOLD = { removed = { last = "2.4.8", by = "NCCL_THREAD_THRESHOLDS" }, src = "documented" },
+  NCCL_GRAPH = { removed = { last = "2.5.7" }, src = "documented" },
+  NCCL_SHARED_BUFF_COUNT = { removed = { last = "2.8.4" }, src = "documented" },
+  NCCL_GDRCOPY_TAIL_ENABLE = { removed = { last = "2.11" }, src = "documented" },
+  NCCL_AGG_ALLOC_MODE = { removed = { last = "2.12" }, src = "documented" },
   NCCL_NCCL_ALLOC_P2P_NET_LL_BUFFERS = { removed = { last = "2.16", by = "NCCL_ALLOC_P2P_NET_LL_BUFFERS",
-                                                     note = "a typo NCCL read in 2.14-2.16" }, src = "1.5" },
-  NCCL_AGG_CHANNEL_SIZE = { removed = { last = "2.19" }, src = "1.5" },
-  NCCL_CUDA_PATH = { removed = { last = "2.20" }, src = "1.5" },
-  NCCL_MNNVL = { removed = { last = "2.20", by = "NCCL_MNNVL_ENABLE" }, src = "1.5" },
-  NCCL_WORK_FIFO_DEPTH = { removed = { last = "2.21", by = "NCCL_WORK_FIFO_BYTES" }, src = "1.5" },
-  NCCL_PROXY_PROFILE = { removed = { last = "2.22" }, src = "1.5" },
-  NCCL_GIN_NCONTEXTS = { removed = { last = "2.29.7" }, src = "1.5" },
-  NCCL_GIN_SIGNAL_POOL_SIZE = { removed = { last = "2.29.7" }, src = "1.5" },
-  NCCL_GIN_COUNTER_POOL_SIZE = { removed = { last = "2.29.7" }, src = "1.5" },
-  NCCL_GIN_EXCLUSIVE_CONTEXTS = { removed = { last = "2.29.7" }, src = "1.5" },
-  NCCL_SHM_USE_CUDA_MEMCPY = { removed = { last = "2.30.4" }, src = "1.5" },
-  NCCL_SHM_MEMCPY_MODE = { removed = { last = "2.30.4" }, src = "1.5" },
-  NCCL_CREATE_THREAD_CONTEXT = { removed = { last = "2.30.4" }, src = "1.5" },
+                                                     note = "a typo NCCL read in 2.14-2.16" }, src = "documented" },
+  NCCL_AGG_CHANNEL_SIZE = { removed = { last = "2.19" }, src = "documented" },
+  NCCL_CUDA_PATH = { removed = { last = "2.20" }, src = "documented" },
+  NCCL_MNNVL = { removed = { last = "2.20", by = "NCCL_MNNVL_ENABLE" }, src = "documented" },
+  NCCL_WORK_FIFO_DEPTH = { removed = { last = "2.21", by = "NCCL_WORK_FIFO_BYTES" }, src = "documented" },
+  NCCL_PROXY_PROFILE = { removed = { last = "2.22" }, src = "documented" },
+  NCCL_GIN_NCONTEXTS = { removed = { last = "2.29.7" }, src = "documented" },
+  NCCL_GIN_SIGNAL_POOL_SIZE = { removed = { last = "2.29.7" }, src = "documented" },
+  NCCL_GIN_COUNTER_POOL_SIZE = { removed = { last = "2.29.7" }, src = "documented" },
+  NCCL_GIN_EXCLUSIVE_CONTEXTS = { removed = { last = "2.29.7" }, src = "documented" },
+  NCCL_SHM_USE_CUDA_MEMCPY = { removed = { last = "2.30.4" }, src = "documented" },
+  NCCL_SHM_MEMCPY_MODE = { removed = { last = "2.30.4" }, src = "documented" },
+  NCCL_CREATE_THREAD_CONTEXT = { removed = { last = "2.30.4" }, src = "documented" },
 }
 
--- §1.7 Undocumented but read by NCCL 2.30.7: "known, internal; warn rather than error".
+-- [internal] Undocumented but read by NCCL 2.30.7: known, internal; warn rather than error.
 -- Grouped by first tag; `t` gives the parser where it is clear from the name (b = 0/1 int,
--- i = int, s = text), nil where the reference does not say (then only the name is checked).
+-- i = int, s = text), nil where the sources do not say (then only the name is checked).
 local internal = {
   { "2.3", "s", "NCCL_COMM_ID" }, { "2.5.6", "s", "NCCL_HOSTID" },
   { "2.6.4", "s", "NCCL_GRAPH_FILE NCCL_GRAPH_DUMP_FILE" }, { "2.6.4", "i", "NCCL_GRAPH_DUMP_FILE_RANK NCCL_TOPO_DUMP_FILE_RANK" },
@@ -293,34 +316,34 @@ local TYPE_OF = { b = "bool", i = "int", s = "string" }
 for _, g in ipairs(internal) do
   for name in g[3]:gmatch("%S+") do
     assert(nccl[name] == nil, "env_registry: duplicate " .. name)
-    nccl[name] = { type = TYPE_OF[g[2] or ""], since = g[1], status = "internal", src = "1.7" }
+    nccl[name] = { type = TYPE_OF[g[2] or ""], since = g[1], status = "internal", src = "internal" }
   end
 end
 M.nccl = nccl
 
 -- ---------------------------------------------------------------------------------------------
--- NCCL_* names NCCL never reads (§1.6), and names that belong to someone else.
+-- NCCL_* names NCCL never reads ([not_core]), and names that belong to someone else.
 -- ---------------------------------------------------------------------------------------------
 -- kind: "folklore" (read by nothing official), "typo" (a misspelling of a real alias).
 M.not_nccl = {
-  NCCL_TIMEOUT = { kind = "folklore", src = "1.6, 0",
+  NCCL_TIMEOUT = { kind = "folklore", src = "not_core",
     message = "NCCL has no collective timeout and no tag from 2.3.5 to 2.30.7 reads NCCL_TIMEOUT; PyTorch does not read it either",
     remedy = "set the timeout where it is read: init_process_group(timeout=timedelta(...)) in PyTorch, or your own deadline; remove NCCL_TIMEOUT" },
-  NCCL_IB_MTU = { kind = "folklore", by = "UCX_IB_MTU", src = "1.6",
+  NCCL_IB_MTU = { kind = "folklore", by = "UCX_IB_MTU", src = "not_core",
     message = "not an NCCL variable: NCCL takes the MTU from the port's active_mtu (the smaller of both ends)",
     remedy = "set the MTU on the port (the subnet manager / ibv_devinfo's active_mtu); UCX_IB_MTU is the UCX knob" },
-  NCCL_NVLS_RANGE = { kind = "folklore", src = "1.6",
+  NCCL_NVLS_RANGE = { kind = "folklore", src = "not_core",
     message = "does not exist anywhere; the NVLS variables are NCCL_NVLS_ENABLE (and the internal NCCL_NVLS_NCHANNELS, NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE)",
     remedy = "remove it; use NCCL_NVLS_ENABLE=0|1|2 to control NVLink SHARP" },
-  NCCL_MAX_RINGS = { kind = "typo", by = "NCCL_MAX_NRINGS", src = "1.6",
+  NCCL_MAX_RINGS = { kind = "typo", by = "NCCL_MAX_NRINGS", src = "not_core",
     message = "a typo: the (deprecated) alias is NCCL_MAX_NRINGS, and the current name NCCL_MAX_CTAS",
     remedy = "use NCCL_MAX_CTAS" },
-  NCCL_MIN_RINGS = { kind = "typo", by = "NCCL_MIN_NRINGS", src = "1.6",
+  NCCL_MIN_RINGS = { kind = "typo", by = "NCCL_MIN_NRINGS", src = "not_core",
     message = "a typo: the (deprecated) alias is NCCL_MIN_NRINGS, and the current name NCCL_MIN_CTAS",
     remedy = "use NCCL_MIN_CTAS" },
 }
 
--- PyTorch's legacy NCCL_* aliases (§1.6, §2.2): NCCL ignores them, PyTorch reads them and warns
+-- PyTorch's legacy NCCL_* aliases ([not_core], [pytorch]): NCCL ignores them, PyTorch reads them and warns
 -- that they are deprecated.
 M.pytorch_alias = {
   NCCL_BLOCKING_WAIT = "TORCH_NCCL_BLOCKING_WAIT",
@@ -330,54 +353,54 @@ M.pytorch_alias = {
   NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK = "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK",
 }
 
--- Read by a plugin, not by core NCCL (§1.6 for the nccl-rdma-sharp-plugins names, §1.7 for the
--- Inspector profiler plugin).
+-- Read by a plugin, not by core NCCL ([not_core]: the nccl-rdma-sharp-plugins names and the
+-- Inspector profiler plugin's).
 local SHARP = "the Mellanox nccl-rdma-sharp-plugins net plugin (IBext); it only matters if libnccl-net.so is that plugin"
 local INSPECTOR = "the NCCL Inspector profiler plugin (plugins/profiler/inspector); it only matters if NCCL_PROFILER_PLUGIN loads it"
 M.plugin = {
-  NCCL_IBEXT_DISABLE = { plugin = SHARP, src = "1.6" },
-  NCCL_SHARP_DISABLE = { plugin = SHARP, src = "1.6" },
-  NCCL_UCX_DISABLE = { plugin = SHARP, src = "1.6" },
-  NCCL_UCX_RMA_DISABLE = { plugin = SHARP, src = "1.6" },
+  NCCL_IBEXT_DISABLE = { plugin = SHARP, src = "not_core" },
+  NCCL_SHARP_DISABLE = { plugin = SHARP, src = "not_core" },
+  NCCL_UCX_DISABLE = { plugin = SHARP, src = "not_core" },
+  NCCL_UCX_RMA_DISABLE = { plugin = SHARP, src = "not_core" },
 }
 M.plugin_prefixes = {
-  { prefix = "NCCL_SHARP_", plugin = SHARP, src = "1.6" },
-  { prefix = "NCCL_INSPECTOR_", plugin = INSPECTOR, src = "1.7" },
+  { prefix = "NCCL_SHARP_", plugin = SHARP, src = "not_core" },
+  { prefix = "NCCL_INSPECTOR_", plugin = INSPECTOR, src = "not_core" },
 }
 
 -- ---------------------------------------------------------------------------------------------
--- PyTorch ProcessGroupNCCL (§2.2). type "pbool" = a PyTorch boolean flag.
+-- PyTorch ProcessGroupNCCL ([pytorch]). type "pbool" = a PyTorch boolean flag.
 -- ---------------------------------------------------------------------------------------------
 M.torch = {
-  TORCH_NCCL_ASYNC_ERROR_HANDLING = { type = "int", values = { 0, 1, 2, 3 }, default = "3", src = "2.2",
+  TORCH_NCCL_ASYNC_ERROR_HANDLING = { type = "int", values = { 0, 1, 2, 3 }, default = "3", src = "pytorch",
     meaning = "0 none, 1 abort communicator and tear down, 2 abort communicator only, 3 tear down without abort" },
-  TORCH_NCCL_BLOCKING_WAIT = { type = "pbool", default = "false", src = "2.2" },
-  TORCH_NCCL_PROPAGATE_ERROR = { type = "pbool", default = "false", src = "2.2" },
-  TORCH_NCCL_RETHROW_CUDA_ERRORS = { type = "pbool", default = "true", src = "2.2" },
-  TORCH_NCCL_USE_COMM_NONBLOCKING = { type = "pbool", src = "2.2" },
-  TORCH_NCCL_ENABLE_MONITORING = { type = "pbool", default = "true", src = "2.2" },
-  TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = { type = "int", min = 1, default = "480 (older releases 600)", src = "2.2" },
-  TORCH_NCCL_DESYNC_DEBUG = { type = "pbool", default = "false", src = "2.2" },
-  TORCH_NCCL_ENABLE_TIMING = { type = "pbool", default = "false", src = "2.2" },
-  TORCH_NCCL_NAN_CHECK = { type = "pbool", default = "false", src = "2.2" },
-  TORCH_NCCL_DUMP_ON_TIMEOUT = { type = "pbool", default = "true (false in older releases)", src = "2.2" },
-  TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = { type = "int", min = 0, default = "15000", src = "2.2" },
-  TORCH_NCCL_COORD_CHECK_MILSEC = { type = "int", min = 1, default = "1000", src = "2.2" },
-  TORCH_FR_BUFFER_SIZE = { type = "int", min = 0, default = "2000", src = "2.2" },
-  TORCH_NCCL_TRACE_BUFFER_SIZE = { type = "int", min = 0, alias_of = "TORCH_FR_BUFFER_SIZE", src = "2.2",
+  TORCH_NCCL_BLOCKING_WAIT = { type = "pbool", default = "false", src = "pytorch" },
+  TORCH_NCCL_PROPAGATE_ERROR = { type = "pbool", default = "false", src = "pytorch" },
+  TORCH_NCCL_RETHROW_CUDA_ERRORS = { type = "pbool", default = "true", src = "pytorch" },
+  TORCH_NCCL_USE_COMM_NONBLOCKING = { type = "pbool", src = "pytorch" },
+  TORCH_NCCL_ENABLE_MONITORING = { type = "pbool", default = "true", src = "pytorch" },
+  TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = { type = "int", min = 1, default = "480 (older releases 600)", src = "pytorch" },
+  TORCH_NCCL_DESYNC_DEBUG = { type = "pbool", default = "false", src = "pytorch" },
+  TORCH_NCCL_ENABLE_TIMING = { type = "pbool", default = "false", src = "pytorch" },
+  TORCH_NCCL_NAN_CHECK = { type = "pbool", default = "false", src = "pytorch" },
+  TORCH_NCCL_DUMP_ON_TIMEOUT = { type = "pbool", default = "true (false in older releases)", src = "pytorch" },
+  TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = { type = "int", min = 0, default = "15000", src = "pytorch" },
+  TORCH_NCCL_COORD_CHECK_MILSEC = { type = "int", min = 1, default = "1000", src = "pytorch" },
+  TORCH_FR_BUFFER_SIZE = { type = "int", min = 0, default = "2000", src = "pytorch" },
+  TORCH_NCCL_TRACE_BUFFER_SIZE = { type = "int", min = 0, alias_of = "TORCH_FR_BUFFER_SIZE", src = "pytorch",
     deprecated = { by = "TORCH_FR_BUFFER_SIZE",
                    note = "PyTorch warns: Environment variable TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated; use TORCH_FR_BUFFER_SIZE instead" } },
-  TORCH_FR_CPP_STACK = { type = "pbool", src = "2.2" },
-  TORCH_NCCL_TRACE_CPP_STACK = { type = "pbool", alias_of = "TORCH_FR_CPP_STACK", older_name = true, src = "2.2" },
-  TORCH_FR_DUMP_TEMP_FILE = { type = "string", default = "/tmp/nccl_trace_rank_", src = "2.2" },
-  TORCH_NCCL_DEBUG_INFO_TEMP_FILE = { type = "string", alias_of = "TORCH_FR_DUMP_TEMP_FILE", older_name = true, src = "2.2" },
-  TORCH_NCCL_DEBUG_INFO_PIPE_FILE = { type = "string", src = "2.2" },
-  -- Named in §1.6 as the target of the NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK alias.
-  TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK = { type = "pbool", src = "1.6" },
+  TORCH_FR_CPP_STACK = { type = "pbool", src = "pytorch" },
+  TORCH_NCCL_TRACE_CPP_STACK = { type = "pbool", alias_of = "TORCH_FR_CPP_STACK", older_name = true, src = "pytorch" },
+  TORCH_FR_DUMP_TEMP_FILE = { type = "string", default = "/tmp/nccl_trace_rank_", src = "pytorch" },
+  TORCH_NCCL_DEBUG_INFO_TEMP_FILE = { type = "string", alias_of = "TORCH_FR_DUMP_TEMP_FILE", older_name = true, src = "pytorch" },
+  TORCH_NCCL_DEBUG_INFO_PIPE_FILE = { type = "string", src = "pytorch" },
+  -- The target of PyTorch's NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK alias ([not_core]).
+  TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK = { type = "pbool", src = "pytorch" },
 }
 
 -- ---------------------------------------------------------------------------------------------
--- UCX: the common names (src = "ext": UCX's docs / `ucx_info -f`, not the reference). Only the
+-- UCX: the common names ([ucx]: UCX's docs / `ucx_info -f`). Only the
 -- names are checked; UCX itself warns about unused UCX_* variables (UCX_WARN_UNUSED_ENV_VARS).
 -- ---------------------------------------------------------------------------------------------
 M.ucx = {}
@@ -391,15 +414,16 @@ for name in ([[
   UCX_HANDLE_ERRORS UCX_ERROR_SIGNALS UCX_SOCKADDR_TLS_PRIORITY UCX_POSIX_USE_PROC_LINK
   UCX_UNIFIED_MODE UCX_TCP_CM_REUSEADDR UCX_RCACHE_ENABLE UCX_MM_FIFO_SIZE
 ]]):gmatch("%S+") do
-  M.ucx[name] = { src = "ext" }
+  M.ucx[name] = { src = "ucx" }
 end
 
--- The prefixes the audit looks at (everything else is only snapshotted).
-M.AUDITED_PREFIXES = { "NCCL_", "TORCH_NCCL_", "TORCH_FR_", "UCX_" }
--- The prefixes env.snapshot keeps, and the names whose values are never copied into a snapshot
--- or a report (credentials the launcher or a plugin may export): the engine's one policy, also
--- used for report.json's "env" section.
+-- The engine's one policy (engine/core/env_policy.hpp): the prefixes the audit looks at (the
+-- topology records the same families for every rank, so cs.topo.check compares what is audited;
+-- everything else is only snapshotted), the prefixes env.snapshot keeps (also report.json's
+-- "env" section), and the names whose values are never copied into a snapshot or a report
+-- (credentials the launcher or a plugin may export).
 local policy = require("commscript.native").env_policy()
+M.AUDITED_PREFIXES = policy.audited_prefixes
 M.SNAPSHOT_PREFIXES = policy.snapshot_prefixes
 M.SECRET_PATTERNS = policy.secret_patterns
 function M.is_secret(name)

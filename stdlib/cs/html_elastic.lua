@@ -6,15 +6,9 @@ local M = {}
 
 local fmt, concat = string.format, table.concat
 local U = require "cs.html_util"
-local esc, T, num = U.esc, U.T, U.num
+-- Sizes as the rest of the page and protocol_compare's own output write them (cs.html_util).
+local esc, T, num, fsize = U.esc, U.T, U.num, U.fsize
 local function f3(x) x = num(x); return x and fmt("%.3f", x) or "-" end
-local function fsize(b)
-  b = num(b)
-  if not b then return "-" end
-  local units, i = { "B", "KiB", "MiB", "GiB" }, 1
-  while b >= 1024 and i < #units and b % 1024 == 0 do b, i = b / 1024, i + 1 end
-  return fmt("%g %s", b, units[i])
-end
 local function list(t)
   local out = {}
   for _, v in ipairs(T(t)) do out[#out + 1] = tostring(v) end

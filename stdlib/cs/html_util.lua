@@ -31,10 +31,15 @@ local function fnum(x)
   if abs(x) >= 1e4 then return fmt("%.0f", x) end
   return fmt("%.4g", x)
 end
+-- A message size as everything else in commscript writes it: the engine's format_size
+-- (cs.format_size, 65536 -> "64K"), the one formatter. What is not a whole byte count (a report
+-- edited by hand, an axis tick below 1 byte) is written as a number, and no number as "-".
+local format_size = require("commscript.native").format_size
 local function fsize(b)
-  local units, i = { "", "K", "M", "G", "T" }, 1
-  while b >= 1024 and b % 1024 == 0 and i < #units do b, i = b / 1024, i + 1 end
-  return fnum(b) .. units[i]
+  b = num(b)
+  if not b then return "-" end
+  if b >= 0 and b == floor(b) and b <= 2 ^ 53 then return format_size(b) end
+  return fnum(b)
 end
 
 -- Compact text of any value: numbers formatted, lists [a, b], objects {k: v}; capped.

@@ -33,10 +33,12 @@
 --
 -- topo.check(t [, opts]) -> list of findings, each ready for ctx.report:finding (extra field
 -- `kind`): version (a library differs between ranks), binary (the binary's hash differs),
--- env (an NCCL_*/TORCH_NCCL_*/UCX_* variable differs), nic_down (an IB port not ACTIVE, an
+-- env (a variable of a family the environment audit lints differs: NCCL_*, TORCH_NCCL_*,
+-- TORCH_FR_*, UCX_*, the engine's one list), nic_down (an IB port not ACTIVE, an
 -- Ethernet NIC down), pcie (a link trained below its width or speed), nic_speed (the same NIC
 -- runs at different speeds on different hosts), cpu_overlap (ranks of a host bound to shared
--- CPUs), unbound, oversubscribed, ranks_per_host. opts: env_prefixes (the variables compared).
+-- CPUs), unbound, oversubscribed, ranks_per_host. opts: env_prefixes (the variables compared;
+-- default cs.env_registry.AUDITED_PREFIXES).
 local M = {}
 
 for _, part in ipairs { "cs.topo_model", "cs.topo_check", "cs.topo_render" } do

@@ -135,7 +135,10 @@ function M.render(t, opts)
       if i > 12 then kv[#kv + 1] = fmt("... %d more", #names - 12); break end
       kv[#kv + 1] = fmt("%s=%s", name, r0.env[name])
     end
-    add(fmt("  environment: %s%s", #kv > 0 and table.concat(kv, " ") or "no NCCL_*/TORCH_NCCL_*/UCX_* variables set",
+    local families = {}
+    for i, p in ipairs(prefixes) do families[i] = p .. "*" end
+    add(fmt("  environment: %s%s", #kv > 0 and table.concat(kv, " ")
+      or ("no %s variables set"):format(table.concat(families, "/")),
       not same and " -- DIFFERS between ranks (see findings)" or (#t.ranks > 1 and " -- same on all ranks" or "")))
   end
   if r0 and type(r0.exe) == "table" and r0.exe.sha256 then

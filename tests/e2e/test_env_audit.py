@@ -3,6 +3,7 @@ environment exits 0 with no warning, misread values (NCCL_BUFFSIZE=4M, NCCL_DEBU
 error findings naming the variable (exit 3), NCCL's config files are audited with their source,
 and a variable that differs between ranks (MPMD launch) is named with its ranks."""
 import os
+import re
 import signal
 import subprocess
 import time
@@ -77,7 +78,10 @@ class EnvAudit(cs_e2e.TestCase):
         self.assertIn("no findings", r.stdout)
         rep = r.report()
         self.assertEqual(rep["recipe"]["name"], "env_audit")
-        self.assertEqual(rep["recipe"]["version"], "1.1.0")
+        # the version the recipe file declares (bumped when its output changes)
+        with open(os.path.join(cs_e2e.REPO, "recipes", "env_audit.lua")) as f:
+            declared = re.search(r'^\s*version = "(\d+\.\d+\.\d+)"', f.read(), re.M).group(1)
+        self.assertEqual(rep["recipe"]["version"], declared)
         self.assertEqual(rep["env_audit"]["counts"], {"error": 0, "warn": 0, "info": 0})
 
     def test_realistic_good_settings_give_no_warning(self):
@@ -104,6 +108,10 @@ class EnvAudit(cs_e2e.TestCase):
         self.assertEqual(buf[0]["evidence"]["parsed_as"], 4)
         self.assertEqual(buf[0]["evidence"]["source"], "environment")
         self.assertIn("4194304", buf[0]["remedy"])
+        # the facts behind the finding, in this repository: a heading of docs/nccl.md
+        self.assertEqual(buf[0]["evidence"]["reference"], "docs/nccl.md#the-variables-nccl-documents")
+        with open(os.path.join(cs_e2e.REPO, "docs", "nccl.md")) as f:
+            self.assertIn("\n### The variables NCCL documents\n", f.read())
         self.assertEqual(buf[0]["subject"]["ranks"], [0])
         dbg = self.findings(r, "NCCL_DEBUG")
         self.assertEqual(len(dbg), 1, r.describe())

@@ -82,7 +82,7 @@ end
 function TestNames:test_internal()
   local f = one(audit { NCCL_COMM_ID = "host:1234" }, "internal", "warn")
   lu.assertEquals(f.evidence.since, "2.3")
-  lu.assertStrContains(f.evidence.reference, "§1.7")
+  lu.assertEquals(f.evidence.reference, "docs/nccl.md#internal-variables")
   -- internal boolean parameters are still parsed
   one(audit { NCCL_NVTX_DISABLE = "true" }, "int-word", "error")
 end
@@ -90,7 +90,7 @@ end
 function TestNames:test_debug_and_experimental_status()
   local f = one(audit { NCCL_IB_DISABLE = "1" }, "debug-variable", "info")
   lu.assertEquals(#audit { NCCL_IB_DISABLE = "1" }, 1)
-  lu.assertStrContains(f.evidence.reference, "§1.5")
+  lu.assertEquals(f.evidence.reference, "docs/nccl.md#the-variables-nccl-documents")
   -- not repeated next to a real problem with the same variable
   none(audit { NCCL_IB_DISABLE = "true" }, "debug-variable")
   one(audit { NCCL_MULTI_RANK_GPU_ENABLE = "1" }, "experimental", "info")
@@ -240,6 +240,54 @@ function TestGoodSet:test_no_warning_with_conf_files()
   os.execute("rm -rf '" .. d .. "'")
 end
 
+-- =============================================================================================
+-- References: every finding about a known name cites a section of docs/nccl.md that exists.
+TestReferences = {}
+
+-- GitHub's anchor of a heading: lower case, punctuation other than - and _ dropped, spaces -> -.
+local function anchor_of(heading)
+  return (heading:lower():gsub("[^%w%s_-]", ""):gsub("%s", "-"))
+end
+
+function TestReferences:test_every_source_is_a_section_of_the_doc()
+  local dir = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+  local f = assert(io.open(dir .. "../../" .. R.DOC, "r"))
+  local anchors = {}
+  for line in f:lines() do
+    local h = line:match("^#+%s+(.-)%s*$")
+    if h then anchors[anchor_of(h)] = true end
+  end
+  f:close()
+  for key, a in pairs(R.SECTIONS) do lu.assertTrue(anchors[a], ("%s: no heading #%s in %s"):format(key, a, R.DOC)) end
+  local n = 0
+  for _, t in ipairs { R.nccl, R.not_nccl, R.plugin, R.plugin_prefixes, R.torch, R.ucx } do
+    for name, e in pairs(t) do
+      lu.assertNotNil(e.src, tostring(name))
+      for ref in R.reference(e.src):gmatch("[^,%s]+") do
+        lu.assertEquals(ref:match("^(.-)#"), R.DOC)
+        lu.assertTrue(anchors[ref:match("#(.*)$")], ref)
+        n = n + 1
+      end
+    end
+  end
+  lu.assertTrue(n > 150)
+  lu.assertErrorMsgContains("no section 1.5", R.reference, "1.5")
+end
+
+function TestReferences:test_findings_cite_the_doc()
+  lu.assertEquals(one(audit { NCCL_P2P_DISABLE = "2" }, "exactly-one", "error").evidence.reference,
+    "docs/nccl.md#the-variables-nccl-documents, docs/nccl.md#how-nccl-reads-a-variable")
+  lu.assertEquals(one(audit { NCCL_TIMEOUT = "1" }, "not-nccl-folklore", "error").evidence.reference,
+    "docs/nccl.md#names-core-nccl-does-not-read")
+  lu.assertEquals(one(audit { TORCH_NCCL_ASYNC_ERROR_HANDLING = "0" }, "torch-no-error-handling", "warn").evidence.reference,
+    "docs/nccl.md#pytorch-processgroupnccl-variables")
+  for _, fs in ipairs { audit { NCCL_DEBUG = "WARNING", TORCH_FR_BUFFER_SIZE = "x", NCCL_COMM_ID = "h:1" } } do
+    for _, x in ipairs(fs) do
+      if x.evidence.reference then lu.assertStrMatches(x.evidence.reference, "docs/nccl%.md#[%w_-]+.*") end
+    end
+  end
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
@@ -248,6 +296,7 @@ function recipe.run(ctx)
     { "TestTorchUcx", TestTorchUcx },
     { "TestCombos", TestCombos },
     { "TestGoodSet", TestGoodSet },
+    { "TestReferences", TestReferences },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end

@@ -1,5 +1,5 @@
 -- LuaUnit tests of cs.topo.check (stdlib/cs/topo_check.lua): findings for ranks that disagree on
--- versions, binaries or NCCL_* variables, NIC ports down, PCIe links below their maximum, NIC
+-- versions, binaries or audited variables (NCCL_*, TORCH_NCCL_*, TORCH_FR_*, UCX_*), NIC ports down, PCIe links below their maximum, NIC
 -- speeds that differ between hosts, overlapping CPU bindings, on synthetic per-rank tables.
 -- Run: commscript --backend self --trusted tests/lua/test_topo_check.lua
 local cs = require "commscript"
@@ -85,6 +85,30 @@ function TestCheck:test_nccl_env_differs()
   lu.assertStrContains(by.NCCL_IB_HCA.message, "mlx5_1 on rank 1 (a)")
   lu.assertEquals(by.NCCL_P2P_DISABLE.subject.ranks, { 2 })
   lu.assertStrContains(by.NCCL_P2P_DISABLE.message, "(unset) on ranks 0-1,3")
+end
+
+-- The topology records what the environment audit lints (one list in the engine,
+-- engine/core/env_policy.hpp, read by cs.env_registry): ctest sets one variable of each audited
+-- family (tests/lua/CMakeLists.txt), and each must reach this rank's collected topology and be
+-- compared between ranks. TORCH_FR_* was once audited but never collected.
+function TestCheck:test_every_audited_family_is_collected_and_compared()
+  local audited = require("cs.env_registry").AUDITED_PREFIXES
+  lu.assertTrue(#audited >= 4)
+  local env = cs.environ()
+  local mine = topo.collect(CTX).ranks[1].env
+  for _, p in ipairs(audited) do
+    local name = p .. "CS_LUA_TEST"
+    lu.assertNotNil(env[name], name .. " is not set: tests/lua/CMakeLists.txt sets one per audited family")
+    lu.assertEquals(mine[name], env[name], name .. ": an audited family the topology did not collect")
+    local list = job()
+    for _, r in ipairs(list) do r.env = deepcopy(mine) end
+    list[2].env[name] = "other"
+    local f = topo.check(topo.build(list))
+    lu.assertEquals(kinds(f), { "env:warn" }, name)
+    lu.assertEquals(f[1].subject.variable, name)
+    lu.assertEquals(f[1].subject.ranks, { 1 })
+  end
+  lu.assertNotNil(mine.TORCH_FR_CS_LUA_TEST)
 end
 
 function TestCheck:test_ib_port_down()

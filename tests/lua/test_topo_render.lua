@@ -47,7 +47,7 @@ function TestRender:test_versions_that_differ_are_flagged()
   list[3].env.NCCL_ALGO = "Tree"
   lu.assertStrContains(topo.render(topo.build(list)), "environment: NCCL_DEBUG=WARN NCCL_IB_HCA=mlx5_0 -- DIFFERS between ranks")
   list[1].env, list[2].env, list[3].env, list[4].env = {}, {}, {}, {}
-  lu.assertStrContains(topo.render(topo.build(list)), "environment: no NCCL_*/TORCH_NCCL_*/UCX_* variables set -- same")
+  lu.assertStrContains(topo.render(topo.build(list)), "environment: no NCCL_*/TORCH_NCCL_*/TORCH_FR_*/UCX_* variables set -- same")
 end
 
 function TestRender:test_many_hosts_one_line_each()

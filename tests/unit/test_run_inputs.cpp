@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "env_policy.hpp"
 #include "error.hpp"
 #include "run_inputs.hpp"
 
@@ -148,6 +149,30 @@ TEST_CASE("environment snapshot: the communication prefixes, without credentials
   unsetenv("NCCL_IB_SECRET_KEY");
   unsetenv("COMMSCRIPT_TOKEN");
   unsetenv("HOME_OF_NOTHING");
+}
+
+// One list (env_policy.hpp): the snapshot keeps every family the audit lints and the topology
+// records, so a report's "env" has every variable the audit looked at.
+TEST_CASE("environment policy: the snapshot and the topology contain the audited families") {
+  const auto& audited = cs::env_audited_prefixes();
+  REQUIRE_FALSE(audited.empty());
+  for (const auto& p : audited) {
+    INFO(p);
+    CHECK(cs::env_name_in(p + "X", cs::env_snapshot_prefixes()));
+    CHECK(cs::env_name_in(p + "X", cs::env_topology_names()));
+    setenv((p + "CS_UNIT_TEST").c_str(), "1", 1);
+  }
+  const nlohmann::json e = cs::env_snapshot();
+  for (const auto& p : audited) {
+    INFO(p);
+    CHECK(e.contains(p + "CS_UNIT_TEST"));
+    unsetenv((p + "CS_UNIT_TEST").c_str());
+  }
+  CHECK(e.contains("TORCH_FR_CS_UNIT_TEST"));
+  // exact names and prefixes
+  CHECK(cs::env_name_in("CUDA_VISIBLE_DEVICES", cs::env_topology_names()));
+  CHECK_FALSE(cs::env_name_in("CUDA_VISIBLE_DEVICES_X", cs::env_topology_names()));
+  CHECK_FALSE(cs::env_name_in("NCCLX_DEBUG", cs::env_topology_names()));
 }
 
 TEST_CASE("replay: loader-affecting [env] variables are told apart from configuration") {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "env_policy.hpp"
 #include "int_list.hpp"
 #include "topology.hpp"
 
@@ -292,6 +293,28 @@ TEST_CASE("local_topology: binary hash, NCCL_* variables, versions passed in", "
   CHECK(j["exe"]["sha256_from"] == "computed");
   o.exe_path = (t.path / "missing").string();
   CHECK(cs::local_topology(o)["exe"].contains("error"));
+}
+
+// The topology records what the environment audit lints (env_policy.hpp, the one list): a family
+// the audit knows but the topology left out (TORCH_FR_ once) would never be compared between ranks.
+TEST_CASE("local_topology: records every family the environment audit lints, no credentials", "[topology]") {
+  auto o = fixture_options("dual_numa");
+  REQUIRE_FALSE(cs::env_audited_prefixes().empty());
+  for (const auto& p : cs::env_audited_prefixes()) setenv((p + "CS_UNIT_TEST").c_str(), p.c_str(), 1);
+  setenv("NCCL_IB_SECRET_CS_UNIT_TEST", "hunter2", 1);
+  setenv("CUDA_VISIBLE_DEVICES", "3", 1);
+  const json j = cs::local_topology(o);
+  for (const auto& p : cs::env_audited_prefixes()) unsetenv((p + "CS_UNIT_TEST").c_str());
+  unsetenv("NCCL_IB_SECRET_CS_UNIT_TEST");
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  for (const auto& p : cs::env_audited_prefixes()) {
+    INFO(p);
+    CHECK(j["env"].value(p + "CS_UNIT_TEST", "") == p);
+  }
+  CHECK(j["env"].contains("TORCH_FR_CS_UNIT_TEST"));  // the family that once was audited only
+  CHECK(j["env"]["CUDA_VISIBLE_DEVICES"] == "3");
+  CHECK_FALSE(j["env"].contains("NCCL_IB_SECRET_CS_UNIT_TEST"));
+  CHECK(o.env_prefixes == cs::env_topology_names());
 }
 
 namespace {
