@@ -376,14 +376,25 @@ class FullDiag(cs_e2e.TestCase):
         return cls._first
 
     def test_baseline_healthy_no_regression(self):
-        base_path, base = self.first_report()
-        # Up to 3 tries: on a 2-core host shared with other work, a run's busbw (from the mean
-        # time, which one descheduled iteration inflates) can drop several-fold for a while. A
-        # rule that always fires still fails all three.
-        for attempt in (1, 2, 3):
-            r = self.diag("baseline: healthy vs. healthy (np 2, try %d)" % attempt, self.BASELINE_ARGS, np=2,
-                          pre=["--baseline", base_path])
-            rep, found = self.baseline_check(r, base)
+        # Up to 3 tries per baseline: on a 2-core host shared with other work, a run's busbw (from
+        # the mean time, which one descheduled iteration inflates) can drop several-fold for a
+        # while. The baseline is one such run too: when all 3 tries regress against it (CI saw
+        # allgather at 51 % of a lucky baseline three times), a second baseline is taken. A rule
+        # that always fires still fails all six.
+        for base_try in (1, 2):
+            if base_try == 1:
+                base_path, base = self.first_report()
+            else:
+                out = self.new_out()
+                b = cs_e2e.run(["full_diag"] + self.BASELINE_ARGS, np=2, timeout=120, out_dir=out, cwd=self.tmp)
+                self.assertExit(b, cs_e2e.OK)
+                base_path, base = b.path("report.json"), b.report()
+            for attempt in (1, 2, 3):
+                r = self.diag("baseline: healthy vs. healthy (np 2, baseline %d, try %d)" % (base_try, attempt),
+                              self.BASELINE_ARGS, np=2, pre=["--baseline", base_path])
+                rep, found = self.baseline_check(r, base)
+                if not found:
+                    break
             if not found:
                 break
         self.assertEqual(found, {}, "a healthy run regressed against a healthy baseline\n" + r.describe())
