@@ -160,6 +160,15 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::world_at(const std::string& 
   }
   auto store = std::make_shared<KvClient>(rank == 0 ? std::string("127.0.0.1") : host, port, rank,
                                           ms_of(timeout_s > 0 ? timeout_s : 300), size);
+  // Nobody connects to a peer before every rank has joined and none was refused: a process that
+  // had started Gloo's connect to a rank that never comes waited there for the whole deadline,
+  // deaf to the store's refusal (a RANK given twice, under load).
+  try {
+    store->get(KvServer::kLaunchKey, ms_of(timeout_s > 0 ? timeout_s : 300));
+  } catch (const InputError&) {
+    if (server) server->drain(std::chrono::milliseconds(2000));
+    throw;
+  }
   return world(std::move(store), std::move(server), rank, size, timeout_s);
 }
 

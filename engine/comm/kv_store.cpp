@@ -103,6 +103,17 @@ KvServer::~KvServer() {
   for (int fd : fds_) ::close(fd);
 }
 
+void KvServer::drain(std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (live_.size() <= 1) return;  // rank 0's own connection, or nobody
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 void KvServer::accept_loop() {
   while (!stop_) {
     pollfd p{listen_fd_, POLLIN, 0};
@@ -178,6 +189,9 @@ void KvServer::serve(int fd) {
           rank = r;
           live_[r] = peer_of(fd);
           dead_.erase(rank);
+          // Every rank of a checked launch has joined: the waits before connecting may end.
+          if (world_size_ > 0 && live_.size() == static_cast<size_t>(world_size_) && refused_.empty())
+            data_[kLaunchKey] = "1";
           break;
         }
         case 'B':

@@ -28,6 +28,12 @@ class KvServer {
   KvServer(const KvServer&) = delete;
   KvServer& operator=(const KvServer&) = delete;
   int port() const { return port_; }
+  // The key set once every rank of a checked launch (world_size > 0) has joined.
+  static constexpr const char* kLaunchKey = "cs/launch/complete";
+  // After a refused launch: waits up to `limit` for the other joined processes to leave (each
+  // reads the refusal from its next wait for a key), so they exit with its words rather than a
+  // lost connection when this, rank 0's, process ends.
+  void drain(std::chrono::milliseconds limit);
 
  private:
   void accept_loop();
