@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "bindings.hpp"
+#include "control_plane.hpp"
 #include "embedded.hpp"
 #include "json_text.hpp"
 #include "lua_support.hpp"
@@ -34,6 +35,15 @@ struct Guard {
   size_t mem_limit = 0;
   bool mem_refused = false;
   std::string mem_basis;  // how the limit was chosen, for the message
+  // Lua run with no operation: past the run's deadline plus kWatchdogGraceS (0: no limit), the
+  // recipe ends with a timeout naming where (an endless loop on every rank left nobody waiting
+  // in an operation, so no deadline fired). `lua_ops`: operations started when `lua_since`
+  // (the first check that saw that count) was taken.
+  double lua_limit_s = 0;
+  double deadline_s = 0;
+  unsigned lua_checks = 0;
+  uint64_t lua_ops = ~uint64_t{0};
+  std::chrono::steady_clock::time_point lua_since;
 };
 
 namespace embedded {
@@ -141,10 +151,37 @@ void check_c_stack(lua_State* L, Guard* g) {
                     std::to_string(g->stack_limit >> 10) + " KiB of C stack");
 }
 
+// Every 32 hooks (~6400 VM instructions): how long this rank has run Lua since its latest operation.
+void check_lua_deadline(lua_State* L, Guard* g) {
+  if (g->lua_limit_s <= 0 || ++g->lua_checks % 32) return;
+  const Progress& p = Progress::instance();
+  const auto now = std::chrono::steady_clock::now();
+  const uint64_t ops = p.ops_started();
+  if (p.in_flight() || ops != g->lua_ops) {
+    g->lua_ops = p.in_flight() ? ~uint64_t{0} : ops;
+    g->lua_since = now;
+    return;
+  }
+  const double s = std::chrono::duration<double>(now - g->lua_since).count();
+  if (s <= g->lua_limit_s) return;
+  g->lua_since = now;  // a recipe that catches it is told again one limit later, not at once
+  std::string where = "?";
+  lua_Debug ar;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+    where = std::string(ar.short_src) + ":" + std::to_string(ar.currentline);
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "busy in Lua for %.0f s with no operation (at %s): past the run's deadline (%g s) and %g s of "
+                "grace (an endless loop?)",
+                s, where.c_str(), g->deadline_s, kWatchdogGraceS);
+  lua::raise(L, ExitCode::timeout, std::string("timeout: ") + text, true);
+}
+
 void guard_hook(lua_State* L, lua_Debug*) {
   Guard* g = guard_of(L);
   if (!g) return;
   check_c_stack(L, g);
+  check_lua_deadline(L, g);
   if (g->budget && std::chrono::steady_clock::now() > g->deadline) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", g->budget_s);
@@ -366,6 +403,10 @@ LuaVm::LuaVm(Session* session) : L_(nullptr), trusted_(session && session->trust
     lua_pop(L_, 1);
   }
   guard_->stack_limit = c_stack_allowance();
+  if (session && session->timeout_s > 0) {
+    guard_->deadline_s = session->timeout_s;
+    guard_->lua_limit_s = session->timeout_s + kWatchdogGraceS;
+  }
   lua_pushlightuserdata(L_, const_cast<char*>(&kGuardKey));
   lua_pushlightuserdata(L_, guard_.get());
   lua_rawset(L_, LUA_REGISTRYINDEX);

@@ -13,6 +13,7 @@ message and the files that survive.
              the deadline
 """
 import json
+import re
 import os
 import signal
 import subprocess
@@ -181,6 +182,34 @@ class Waiting(cs_e2e.TestCase):
         waits = [l for l in r.stderr.splitlines() if l.startswith("commscript: waiting")]
         self.assertTrue(waits, r.describe())
         self.assertRegex(waits[0], r"in allreduce #\d+ .*arrived: 0, 1, 2; missing: 3 \(host ")
+
+
+class PureLua(cs_e2e.TestCase):
+    """An endless Lua loop with nobody in an operation: no operation's deadline can fire, so the
+    rank's own Lua deadline (the run's deadline + 10 s of grace) ends it, naming where."""
+
+    def test_endless_loop_in_run_on_every_rank(self):
+        path = self.recipe("spin_all", """  local t = cs.tensor("float32", 8)
+  ctx.comm:allreduce(t, t)
+  local x = 0
+  while true do x = (x + 1) % 7 end""")
+        r = self.cs(["--timeout", "2", path], np=2, timeout=60)
+        self.assertExit(r, cs_e2e.TIMEOUT, max_s=2 + 10 + 10)
+        # spin_all.lua: 1 require, 2 declaration, 3 function, 4 local t, 5 allreduce, 6 local x, 7 while
+        self.assertRegex(r.stderr, r"rank [01]: %s:7: timeout: busy in Lua for 1\d s with no operation "
+                         r"\(at %s:7\): past the run's deadline \(2 s\)" % (re.escape(path), re.escape(path)),
+                         r.describe())
+        self.assertTrue(os.path.exists(os.path.join(r.out_dir, "report.json")), r.describe())
+
+    def test_error_object_whose_index_loops(self):
+        # The engine reading the error object runs its __index: that loop ends the same way.
+        path = self.recipe("idx_loop", "  error(setmetatable({}, { __index = function() local x = 0 "
+                                       "while true do x = (x + 1) % 7 end end }))")
+        r = self.cs(["--timeout", "2", path], np=2, timeout=60)
+        self.assertFalse(r.timed_out, "the run hung\n" + r.describe())
+        self.assertLess(r.elapsed, 2 + 10 + 10, r.describe())
+        self.assertEqual(r.rc, cs_e2e.RUNTIME, r.describe())
+        self.assertTrue(os.path.exists(os.path.join(r.out_dir, "report.json")), r.describe())
 
 
 if __name__ == "__main__":
