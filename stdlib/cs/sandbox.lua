@@ -39,6 +39,15 @@ function M.allowed(name)
   return type(name) == "string" and str_match(name, "^cs%.[%w_]+$") ~= nil and not M.internal[name]
 end
 
+local real_pcall, real_xpcall = pcall, xpcall
+
+local function is_limit(e) return type(e) == "table" and rawget(e, "limit") == true end
+
+local function pass_limits(ok, ...)
+  if not ok and is_limit((...)) then error((...), 0) end
+  return ok, ...
+end
+
 local function copy(t)
   local c = {}
   for k, v in pairs(t) do c[k] = v end
@@ -52,6 +61,19 @@ function M.env(what)
   for _, k in ipairs(SAFE) do env[k] = _G[k] end
   env.string, env.table, env.math, env.coroutine = copy(string), copy(table), copy(math), copy(coroutine)
   env.bit = copy(bit)
+  -- Engine limits (the Lua deadline with no operation, the C-stack guard, the top level's
+  -- budget) are error objects with limit = true: the chunk's pcall, xpcall and coroutine.resume
+  -- hand them on instead of swallowing them (a pcall around an endless loop, retried in a loop,
+  -- never ended).
+  env.pcall = function(f, ...) return pass_limits(real_pcall(f, ...)) end
+  env.xpcall = function(f, handler, ...)
+    return pass_limits(real_xpcall(f, function(e)
+      if is_limit(e) then return e end
+      return handler(e)
+    end, ...))
+  end
+  local resume = env.coroutine.resume
+  env.coroutine.resume = function(co, ...) return pass_limits(resume(co, ...)) end
   env.os = setmetatable({ clock = os.clock, time = os.time, date = os.date, difftime = os.difftime, getenv = os.getenv }, {
     __index = function(_, k)
       error(str_format("os.%s is not available in the sandbox (--trusted lifts it)", tostring(k)), 2)

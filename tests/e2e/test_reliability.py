@@ -201,6 +201,15 @@ class PureLua(cs_e2e.TestCase):
                          r.describe())
         self.assertTrue(os.path.exists(os.path.join(r.out_dir, "report.json")), r.describe())
 
+    def test_pcall_does_not_swallow_the_deadline(self):
+        # The deadline is an engine limit: a recipe retrying a pcall'd endless loop still ends.
+        path = self.recipe("retry", """  while true do
+    pcall(function() local x = 0 while true do x = (x + 1) % 7 end end)
+  end""")
+        r = self.cs(["--timeout", "2", path], np=2, timeout=60)
+        self.assertExit(r, cs_e2e.TIMEOUT, max_s=2 + 10 + 10)
+        self.assertIn("timeout: busy in Lua for", r.stderr, r.describe())
+
     def test_error_object_whose_index_loops(self):
         # The engine reading the error object runs its __index: that loop ends the same way.
         path = self.recipe("idx_loop", "  error(setmetatable({}, { __index = function() local x = 0 "
