@@ -36,7 +36,7 @@ double Communicator::time_steps_us(const TimedStep* steps, size_t nsteps, size_t
   if (per_iter == 0) return 0;
   Progress& p = Progress::instance();
   const uint64_t first = seq_ + 1;
-  p.begin_loop(first, kinds, nsteps, name_, timeout_s_);
+  p.begin_loop(first, cseq_, kinds, nsteps, name_, timeout_s_);
   uint64_t k = 0;  // calls started
   int64_t t0 = 0, t1 = 0;
   try {
@@ -62,7 +62,8 @@ double Communicator::time_steps_us(const TimedStep* steps, size_t nsteps, size_t
 }
 
 // The traffic counters of a fast loop's k calls, added once after it (the loop itself stores
-// nothing per call but the sequence number): what execute() would have counted call by call.
+// nothing per call but the sequence number): what execute() would have counted call by call,
+// the collective count included.
 void Communicator::count_loop(const TimedStep* steps, size_t nsteps, uint64_t per_iter, uint64_t k) {
   const uint64_t full = k / per_iter;
   uint64_t rest = k % per_iter, ops = 0, bytes = 0;
@@ -70,6 +71,7 @@ void Communicator::count_loop(const TimedStep* steps, size_t nsteps, uint64_t pe
     const Op& op = *steps[s].op;
     const uint64_t extra = std::min<uint64_t>(rest, steps[s].repeat);
     rest -= extra;
+    if (!collective_is_pairwise(op.coll)) cseq_ += full * steps[s].repeat + extra;
     const uint64_t calls = (full * steps[s].repeat + extra) * static_cast<uint64_t>(op.window > 1 ? op.window : 1);
     ops += calls;
     bytes += calls * collective_counts(op.coll, op.count, op.nranks).send * dtype_size(op.dtype);
@@ -84,8 +86,8 @@ int64_t Communicator::execute_with_hook(OpHook& h, const Op& op, const CallSite*
   // simply has not arrived yet.
   Op actual = op;
   h.before(actual, seq_ + 1, name_);
-  const int64_t t0 = Progress::instance().begin(++seq_, actual.coll, actual.bytes(), name_, timeout_s_, actual.count,
-                                                static_cast<int32_t>(actual.dtype));
+  const int64_t t0 = Progress::instance().begin(++seq_, next_cseq(actual.coll), actual.coll, actual.bytes(), name_,
+                                                timeout_s_, actual.count, static_cast<int32_t>(actual.dtype));
   // What this rank really calls is what the others must agree with (a desync injection
   // included: it is diagnosed as the real one would be).
   if (site && verify_) verify(actual, *site);

@@ -51,6 +51,9 @@ class Communicator {
   virtual std::string backend() const = 0;
   const std::string& name() const { return name_; }
   uint64_t seq() const { return seq_; }  // operations executed on this communicator
+  // Collectives executed on it (send, recv and sendrecv not counted): unlike seq(), the same on
+  // every rank at the same point of a correct program, so what the coordinator matches ranks by.
+  uint64_t cseq() const { return cseq_; }
 
   // Runs one operation (already checked by make_op). Returns its start time in ns. With a hook
   // installed the operation goes through it; otherwise the cost over the backend call is one
@@ -63,8 +66,8 @@ class Communicator {
     count(op);
     if (OpHook* h = hook_.load(std::memory_order_relaxed)) [[unlikely]]
       return execute_with_hook(*h, op, site);
-    const int64_t t0 = Progress::instance().begin(++seq_, op.coll, op.bytes(), name_, timeout_s_, op.count,
-                                                  static_cast<int32_t>(op.dtype));
+    const int64_t t0 = Progress::instance().begin(++seq_, next_cseq(op.coll), op.coll, op.bytes(), name_, timeout_s_,
+                                                  op.count, static_cast<int32_t>(op.dtype));
     if (site && verify_) verify(op, *site);
     run(op);
     Progress::instance().end();
@@ -198,7 +201,7 @@ class Communicator {
 
  private:
   int64_t execute_with_hook(OpHook& h, const Op& op, const CallSite* site);
-  static void count_loop(const TimedStep* steps, size_t nsteps, uint64_t per_iter, uint64_t k);
+  void count_loop(const TimedStep* steps, size_t nsteps, uint64_t per_iter, uint64_t k);
   static void count(const Op& op) {
     const uint64_t w = static_cast<uint64_t>(op.window > 1 ? op.window : 1);
     traffic_.ops.fetch_add(w, std::memory_order_relaxed);
@@ -217,6 +220,8 @@ class Communicator {
   std::string name_;
   std::shared_ptr<Communicator> successor_;
   uint64_t seq_ = 0;
+  uint64_t cseq_ = 0;
+  uint64_t next_cseq(Collective c) { return collective_is_pairwise(c) ? cseq_ : ++cseq_; }
 };
 
 }  // namespace cs

@@ -92,8 +92,8 @@ std::vector<OpRecord> Progress::recent_left() const {
   return out;
 }
 
-int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm, double deadline_s,
-                        uint64_t count, int32_t dtype) {
+int64_t Progress::begin(uint64_t seq, uint64_t cseq, Collective coll, uint64_t bytes, std::string_view comm,
+                        double deadline_s, uint64_t count, int32_t dtype) {
   const int64_t t = now_ns();
   const uint64_t m = records_.load(std::memory_order_relaxed);
   // Single writer (this rank's main thread): plain stores, no locked instructions.
@@ -102,6 +102,7 @@ int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::stri
   std::atomic_thread_fence(std::memory_order_release);
   OpRecord& r = ring_[m % kRing];
   r.seq = seq;
+  r.cseq = cseq;
   r.coll = coll;
   r.bytes = bytes;
   r.start_ns = t;
@@ -120,16 +121,18 @@ int64_t Progress::begin(uint64_t seq, Collective coll, uint64_t bytes, std::stri
   return t;
 }
 
-int64_t Progress::begin_loop(uint64_t first_seq, const LoopKind* kinds, size_t nkinds, std::string_view comm,
-                             double deadline_s) {
+int64_t Progress::begin_loop(uint64_t first_seq, uint64_t cseq_before, const LoopKind* kinds, size_t nkinds,
+                             std::string_view comm, double deadline_s) {
   if (nkinds > kLoopKinds) nkinds = kLoopKinds;  // the caller falls back to per-operation records before this
   // The loop's first operation, as any other: a reader in between sees exactly that.
-  const int64_t t = begin(first_seq, kinds[0].coll, kinds[0].bytes, comm, deadline_s, kinds[0].count, kinds[0].dtype);
+  const int64_t t = begin(first_seq, cseq_before + (collective_is_pairwise(kinds[0].coll) ? 0 : 1), kinds[0].coll,
+                          kinds[0].bytes, comm, deadline_s, kinds[0].count, kinds[0].dtype);
   const uint64_t v = version_.load(std::memory_order_relaxed);
   version_.store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   loop_.nkinds = nkinds;
   loop_.per_iter = 0;
+  loop_.cseq_before = cseq_before;
   for (size_t i = 0; i < nkinds; ++i) {
     loop_.kinds[i] = kinds[i];
     loop_.per_iter += kinds[i].repeat;
@@ -158,14 +161,21 @@ void Progress::end_loop(uint64_t ops, bool failed) {
 
 void Progress::describe_loop_op(OpRecord& r, const Loop& loop, uint64_t k) const {
   uint64_t j = loop.per_iter ? k % loop.per_iter : 0;
+  uint64_t per_iter_colls = 0, colls = 0;  // collectives in an iteration; before op k in its own
+  for (size_t i = 0; i < loop.nkinds; ++i)
+    if (!collective_is_pairwise(loop.kinds[i].coll)) per_iter_colls += loop.kinds[i].repeat;
   const LoopKind* kind = &loop.kinds[0];
   for (size_t i = 0; i < loop.nkinds; ++i) {
+    const bool coll = !collective_is_pairwise(loop.kinds[i].coll);
     if (j < loop.kinds[i].repeat) {
       kind = &loop.kinds[i];
+      if (coll) colls += j + 1;  // op k itself included
       break;
     }
+    if (coll) colls += loop.kinds[i].repeat;
     j -= loop.kinds[i].repeat;
   }
+  r.cseq = loop.cseq_before + (loop.per_iter ? k / loop.per_iter : 0) * per_iter_colls + colls;
   r.seq += k;
   r.coll = kind->coll;
   r.bytes = kind->bytes;

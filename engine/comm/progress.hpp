@@ -18,7 +18,9 @@
 namespace cs {
 
 struct OpRecord {
-  uint64_t seq = 0;
+  uint64_t seq = 0;   // operations started on its communicator, this one included
+  uint64_t cseq = 0;  // collectives among them (a pairwise one counts those before it): the
+                      // number every rank of the communicator agrees on, seq is not
   Collective coll = Collective::barrier;
   uint64_t bytes = 0;
   int64_t start_ns = 0;   // steady clock
@@ -46,14 +48,15 @@ class Progress {
   static Progress& instance();
 
   // Called at the start of every operation; returns the start time (steady clock, ns).
-  int64_t begin(uint64_t seq, Collective coll, uint64_t bytes, std::string_view comm_name, double deadline_s,
-                uint64_t count = 0, int32_t dtype = -1);
+  int64_t begin(uint64_t seq, uint64_t cseq, Collective coll, uint64_t bytes, std::string_view comm_name,
+                double deadline_s, uint64_t count = 0, int32_t dtype = -1);
   void end() { in_flight_.store(false, std::memory_order_release); }
 
   // A timed loop (Communicator::time_steps_us without an operation hook) is recorded once: one
   // ring record for all its operations, and per operation nothing but loop_op(k), one relaxed
   // store of its index within the loop (0-based), before it starts. Readers derive the current
-  // operation from that index (seq = first_seq + k, its kind from `kinds`, each iteration being
+  // operation from that index (seq = first_seq + k, cseq = cseq_before + the collectives among
+  // operations 0..k, its kind from `kinds`, each iteration being
   // kinds[0] x repeat, kinds[1] x repeat, ...). Its start time is not read per operation: readers
   // take the moment one of them first saw index k (the loop's own start for k = 0), so an age is
   // short by at most the readers' polling interval (watchdog 50 ms, heartbeat 100 ms).
@@ -61,8 +64,8 @@ class Progress {
   // ops set; `failed` (that operation threw) leaves it in flight, as an operation that threw
   // after begin() is left.
   static constexpr size_t kLoopKinds = 4;
-  int64_t begin_loop(uint64_t first_seq, const LoopKind* kinds, size_t nkinds, std::string_view comm_name,
-                     double deadline_s);
+  int64_t begin_loop(uint64_t first_seq, uint64_t cseq_before, const LoopKind* kinds, size_t nkinds,
+                     std::string_view comm_name, double deadline_s);
   void loop_op(uint64_t k) { loop_k_.store(k, std::memory_order_relaxed); }
   void end_loop(uint64_t ops, bool failed = false);
 
@@ -100,7 +103,8 @@ class Progress {
   struct Loop {
     std::array<LoopKind, kLoopKinds> kinds{};
     size_t nkinds = 0;
-    uint64_t per_iter = 0;  // operations per iteration
+    uint64_t per_iter = 0;     // operations per iteration
+    uint64_t cseq_before = 0;  // the communicator's collective count before the loop
   };
   // The loop's k-th operation, in `r` (the loop's record as begin_loop wrote it).
   void describe_loop_op(OpRecord& r, const Loop& loop, uint64_t k) const;

@@ -57,6 +57,7 @@ Beat sample_progress() {
   b.started = p.ops_started();
   b.in_flight = p.in_flight();
   b.seq = cur.seq;
+  b.cseq = cur.cseq;
   b.coll = std::string(collective_name(cur.coll));
   b.bytes = cur.bytes;
   b.age_ms = cur.start_ns ? static_cast<double>(now_ns() - cur.start_ns) * 1e-6 : 0.0;

@@ -143,11 +143,21 @@ nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, doubl
       std::min<int64_t>(kProgressWindowNs, static_cast<int64_t>(run_timeout_s * 5e8));  // half the timeout
   nlohmann::json missing = nlohmann::json::array(), mismatch = nlohmann::json::array(),
                  arrived = nlohmann::json::array();
+  // Ranks are matched by their collective number (cseq) on the communicator: seq also counts
+  // the sends and receives only some ranks make, so the same seq can be different collectives
+  // on two ranks (and the same collective different seqs). Only a pairwise reference is matched
+  // by seq, as nothing better is known of its peer.
+  const bool by_seq = point_to_point(rb.coll);
+  const uint64_t ref_no = by_seq ? rb.seq : rb.cseq;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankView& s = ranks[i];
     const Beat& b = s.beat;
     nlohmann::json who = {{"rank", i}, {"host", s.host}, {"pid", s.pid}};
-    const bool same_op = b.in_flight && b.comm == rb.comm && b.seq == rb.seq;
+    const uint64_t no = by_seq ? b.seq : b.cseq;
+    const bool same_op = b.in_flight && b.comm == rb.comm && no == ref_no && (by_seq || !point_to_point(b.coll));
+    // Past it: a later number, or the same one and no longer in it (finished, or in a send or
+    // receive after it).
+    const bool past = b.comm == rb.comm && (no > ref_no || (!by_seq && no == ref_no && !same_op));
     if (!s.hello) {
       who["state"] = "never connected";
     } else if (s.dead) {
@@ -169,7 +179,7 @@ nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, doubl
     } else if (same_op) {
       arrived.push_back(i);
       continue;
-    } else if (b.comm == rb.comm && b.seq > rb.seq) {
+    } else if (past) {
       arrived.push_back(i);  // already past it (e.g. a rooted op's early finisher)
       continue;
     } else if (busy_in_lua(s, now)) {
@@ -237,7 +247,7 @@ nlohmann::json never_connected(const Ranks& ranks, int64_t now, int64_t start_ns
 }
 
 nlohmann::json desync_verdict(const Ranks& ranks, int64_t now, DesyncMemo& memo) {
-  // (comm, seq) -> call -> ranks
+  // (comm, collective number) -> call -> ranks
   std::map<std::pair<std::string, uint64_t>, std::map<std::string, std::vector<int>>> at;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankView& s = ranks[i];
@@ -245,7 +255,7 @@ nlohmann::json desync_verdict(const Ranks& ranks, int64_t now, DesyncMemo& memo)
     if (!s.hello || s.dead || !b.in_flight || b.dtype < 0 || point_to_point(b.coll) || silent(s, now)) continue;
     std::string call = b.coll;
     if (b.coll != "barrier") call += " count=" + std::to_string(b.count) + " " + dtype_text(b.dtype);
-    at[{b.comm, b.seq}][call].push_back(static_cast<int>(i));
+    at[{b.comm, b.cseq}][call].push_back(static_cast<int>(i));  // cseq: what all ranks agree on
   }
   for (const auto& [key, calls] : at) {
     if (calls.size() < 2) continue;
@@ -255,7 +265,7 @@ nlohmann::json desync_verdict(const Ranks& ranks, int64_t now, DesyncMemo& memo)
       memo.seen_ns = now;
     }
     if (now - memo.seen_ns < kDesyncSettleNs) return nullptr;
-    std::string line = "desync: " + key.first + " operation #" + std::to_string(key.second) +
+    std::string line = "desync: " + key.first + " collective #" + std::to_string(key.second) +
                        ": the ranks called different operations";
     nlohmann::json sides = nlohmann::json::array(), mism = nlohmann::json::array();
     std::vector<bool> on_side(ranks.size(), false);
@@ -282,6 +292,7 @@ nlohmann::json desync_verdict(const Ranks& ranks, int64_t now, DesyncMemo& memo)
                         {"host", s.host},
                         {"op", s.beat.coll},
                         {"seq", s.beat.seq},
+                        {"cseq", s.beat.cseq},
                         {"bytes", s.beat.bytes},
                         {"count", s.beat.count},
                         {"dtype", dtype_text(s.beat.dtype)},
@@ -304,10 +315,10 @@ nlohmann::json desync_verdict(const Ranks& ranks, int64_t now, DesyncMemo& memo)
       others += (others.empty() ? "" : ", ") + std::to_string(i) + " (" + where + ")";
     }
     if (!others.empty()) line += "; elsewhere: rank " + others;
-    return {{"kind", "desync"},  {"elsewhere", elsewhere},
-            {"line", line},      {"comm", key.first},
-            {"seq", key.second}, {"sides", sides},
-            {"mismatch", mism},  {"detected_by", "heartbeat (call verification)"}};
+    return {{"kind", "desync"},   {"elsewhere", elsewhere},
+            {"line", line},       {"comm", key.first},
+            {"cseq", key.second}, {"sides", sides},
+            {"mismatch", mism},   {"detected_by", "heartbeat (call verification)"}};
   }
   return nullptr;
 }

@@ -24,25 +24,27 @@ namespace {
 // The beat's fields after "HB " (also the tail of a relayed record).
 std::string beat_fields(const Beat& b) {
   char line[1024];
-  std::snprintf(line, sizeof line, "%llu %d %llu %s %llu %.1f %s %.3f %llu %d %s %s %.1f %.1f",
+  std::snprintf(line, sizeof line, "%llu %d %llu %llu %s %llu %.1f %s %.3f %llu %d %s %s %.1f %.1f",
                 static_cast<unsigned long long>(b.started), b.in_flight ? 1 : 0, static_cast<unsigned long long>(b.seq),
-                token(b.coll).substr(0, 63).c_str(), static_cast<unsigned long long>(b.bytes), b.age_ms,
-                token(b.comm).substr(0, 127).c_str(), b.deadline_s, static_cast<unsigned long long>(b.count), b.dtype,
-                token(b.site).substr(0, 200).c_str(), token(b.lua).substr(0, 200).c_str(), b.lua_for_ms, b.lua_age_ms);
+                static_cast<unsigned long long>(b.cseq), token(b.coll).substr(0, 63).c_str(),
+                static_cast<unsigned long long>(b.bytes), b.age_ms, token(b.comm).substr(0, 127).c_str(), b.deadline_s,
+                static_cast<unsigned long long>(b.count), b.dtype, token(b.site).substr(0, 200).c_str(),
+                token(b.lua).substr(0, 200).c_str(), b.lua_for_ms, b.lua_age_ms);
   return line;
 }
 
 bool parse_beat_fields(const char* s, Beat* b) {
   char coll[64] = {0}, comm[128] = {0}, site[256] = {0}, lua[256] = {0};
-  unsigned long long started = 0, seq = 0, bytes = 0, count = 0;
+  unsigned long long started = 0, seq = 0, cseq = 0, bytes = 0, count = 0;
   int flying = 0, dtype = -1;
   double age = 0, deadline = 0, lua_for = -1, lua_age = -1;
-  if (std::sscanf(s, "%llu %d %llu %63s %llu %lf %127s %lf %llu %d %255s %255s %lf %lf", &started, &flying, &seq, coll,
-                  &bytes, &age, comm, &deadline, &count, &dtype, site, lua, &lua_for, &lua_age) != 14)
+  if (std::sscanf(s, "%llu %d %llu %llu %63s %llu %lf %127s %lf %llu %d %255s %255s %lf %lf", &started, &flying, &seq,
+                  &cseq, coll, &bytes, &age, comm, &deadline, &count, &dtype, site, lua, &lua_for, &lua_age) != 15)
     return false;
   b->started = started;
   b->in_flight = flying != 0;
   b->seq = seq;
+  b->cseq = cseq;
   b->coll = coll;
   b->bytes = bytes;
   b->age_ms = age;

@@ -23,6 +23,7 @@ struct Beat {
   uint64_t started = 0;  // operations started so far
   bool in_flight = false;
   uint64_t seq = 0;        // the current (or last) operation's sequence number on its communicator
+  uint64_t cseq = 0;       // its collective number there (Communicator::cseq(): comparable across ranks)
   std::string coll = "-";  // its collective
   uint64_t bytes = 0;
   double age_ms = 0;  // how long it has been in flight when the beat was sent

@@ -31,6 +31,11 @@ std::string_view collective_name(Collective c);
 std::optional<Collective> parse_collective(std::string_view name);
 bool collective_has_root(Collective c);
 bool collective_reduces(Collective c);
+// send, recv and sendrecv: only the ranks of the pair call them, so they do not advance the
+// collective count that every rank of a communicator agrees on (Communicator::cseq()).
+constexpr bool collective_is_pairwise(Collective c) {
+  return c == Collective::send || c == Collective::recv || c == Collective::sendrecv;
+}
 
 // Element counts per rank for a collective whose per-call count parameter is `count`
 // (nccl-tests' meaning: per-rank count for allgather/reduce_scatter/alltoall/gather/scatter).

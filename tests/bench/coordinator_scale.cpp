@@ -55,12 +55,12 @@ struct Sim {
     if (s && r != stuck && sent >= s) {
       b.started = 5;
       b.in_flight = true;
-      b.seq = 5;
+      b.seq = b.cseq = 5;
       b.age_ms = static_cast<double>(sent - s) * 1e-6;
       b.deadline_s = deadline_s;
     } else {
       b.started = 4;
-      b.seq = 4;
+      b.seq = b.cseq = 4;
     }
     return b;
   }

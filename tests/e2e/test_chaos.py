@@ -222,13 +222,13 @@ class Desync(ChaosCase):
         sides = {s["call"]: sorted(m["rank"] for m in s["ranks"]) for s in inc["sides"]}
         self.assertEqual(sides, {"barrier": [3], "allreduce count=1024 float32": [0, 1, 2]}, brief(rep))
         by_rank = {m["rank"]: m for m in inc["mismatch"]}
-        self.assertEqual({m["seq"] for m in inc["mismatch"]}, {inc["seq"]}, inc)
+        self.assertEqual({m["cseq"] for m in inc["mismatch"]}, {inc["cseq"]}, inc)
         self.assertEqual(by_rank[3]["op"], "barrier")
         self.assertEqual(inc["elsewhere"], [], inc)
         self.assertEqual(rep["run"]["exit_code"], cs_e2e.TIMEOUT)
         self.assertEqual(len(inc["flight_recorder"]), NP, inc)
         desyncs = [c for c in rep["chaos"] if c["kind"] == "desync"]
-        self.assertEqual([(c["rank"], c["called"], c["seq"]) for c in desyncs], [(3, "barrier", inc["seq"])],
+        self.assertEqual([(c["rank"], c["called"], c["seq"]) for c in desyncs], [(3, "barrier", by_rank[3]["seq"])],
                          rep["chaos"])
 
     def test_desync_is_reported_at_once(self):

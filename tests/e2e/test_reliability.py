@@ -92,7 +92,7 @@ class Desync(cs_e2e.TestCase):
         self.assertIn("ranks 0, 1, 3 at %s:7 called allreduce count=8 float32" % path, lines[0])
         inc = r.report()["incidents"][0]
         self.assertEqual(inc["kind"], "desync")
-        self.assertEqual(inc["seq"], 5)
+        self.assertEqual(inc["cseq"], 5)  # no sends or receives before it: the 5th operation
 
     def test_no_verify_is_recorded(self):
         body = "  local t = cs.tensor('float32', 8)\n  ctx.comm:allreduce(t, t)\n  return 0"
@@ -182,6 +182,25 @@ class Waiting(cs_e2e.TestCase):
         waits = [l for l in r.stderr.splitlines() if l.startswith("commscript: waiting")]
         self.assertTrue(waits, r.describe())
         self.assertRegex(waits[0], r"in allreduce #\d+ .*arrived: 0, 1, 2; missing: 3 \(host ")
+
+    def test_sends_before_a_collective_do_not_hide_a_missing_rank(self):
+        # Ranks 2 and 3 exchange 6 messages first (full_diag's pair tests do this): their
+        # operation numbers run ahead of ranks 0 and 1. Rank 3 then hangs before the barrier.
+        # Matching ranks by operation number counted rank 3 (last: sendrecv #6 > barrier #1) as
+        # past the barrier, and printed "missing: none" (seen in CI at 16 ranks); it is missing.
+        path = self.recipe("p2p_then_hang", """  cs.chaos.inject { kind = "hang", ranks = { 3 }, ops = "barrier" }
+  local t, u = cs.tensor("float32", 4), cs.tensor("float32", 4)
+  if ctx.rank >= 2 then
+    for _ = 1, 6 do ctx.comm:sendrecv(t, 5 - ctx.rank, u, 5 - ctx.rank) end
+  end
+  ctx.comm:barrier()""")
+        r = self.cs(["--timeout", "3", path], np=NP, timeout=60)
+        self.assertExit(r, cs_e2e.TIMEOUT)
+        line = [l for l in r.stderr.splitlines() if l.startswith("timeout: barrier #")]
+        self.assertTrue(line, r.describe())
+        self.assertRegex(line[0], r"; missing ranks: 3 \(host [^,]+, stuck\)$", r.describe())
+        inc = r.report()["incidents"][0]
+        self.assertEqual(sorted(inc["arrived"]), [0, 1, 2], inc)
 
 
 class PureLua(cs_e2e.TestCase):

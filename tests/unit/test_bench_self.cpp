@@ -464,3 +464,32 @@ TEST_CASE("time_steps_us: with an operation hook (chaos) every call goes through
   CHECK(hook.before_seq.size() == 10);
   CHECK(comm.seq() == 15);
 }
+
+TEST_CASE("collective numbers: sends and receives do not count, in single calls and in timed loops", "[bench]") {
+  // Communicator::cseq() (what the coordinator matches ranks by) counts collectives only;
+  // seq() counts every operation. Progress's current record agrees with both, also inside and
+  // after a timed loop that mixes a sendrecv step with an allreduce step.
+  cs::SelfCommunicator comm;
+  Tensor a = Tensor::host(DType::float32, 16), b = Tensor::host(DType::float32, 16);
+  const cs::Op ar = cs::make_op(comm, Collective::allreduce, a, b, ReduceOp::sum);
+  const cs::Op sr = cs::make_op(comm, Collective::sendrecv, a, b, ReduceOp::sum, 0, 0, 0);
+  comm.execute(ar);
+  comm.execute(sr);
+  comm.execute(sr);
+  CHECK(comm.seq() == 3);
+  CHECK(comm.cseq() == 1);
+  CHECK(cs::Progress::instance().current().seq == 3);
+  CHECK(cs::Progress::instance().current().cseq == 1);  // a sendrecv: the collectives before it
+  const cs::Communicator::TimedStep steps[] = {{&sr, 2}, {&ar, 3}};
+  comm.time_steps_us(steps, 2, 4);  // 4 x (2 sendrecv + 3 allreduce)
+  CHECK(comm.seq() == 3 + 20);
+  CHECK(comm.cseq() == 1 + 12);
+  const cs::OpRecord last = cs::Progress::instance().current();
+  CHECK(last.coll == Collective::allreduce);
+  CHECK(last.seq == 23);
+  CHECK(last.cseq == 13);
+  comm.execute(sr);
+  CHECK(cs::Progress::instance().current().cseq == 13);
+  comm.execute(ar);
+  CHECK(cs::Progress::instance().current().cseq == 14);
+}

@@ -38,7 +38,7 @@ struct FakeRank {
     std::lock_guard<std::mutex> g(mu);
     beat.started = seq;
     beat.in_flight = true;
-    beat.seq = seq;
+    beat.seq = beat.cseq = seq;
     beat.coll = "allreduce";
     beat.comm = "world";
     beat.bytes = 4096;
@@ -51,7 +51,7 @@ struct FakeRank {
     std::lock_guard<std::mutex> g(mu);
     beat.started = seq;
     beat.in_flight = false;
-    beat.seq = seq;
+    beat.seq = beat.cseq = seq;
     beat.coll = "allreduce";
     beat.comm = "world";
     op_start_ns = 0;

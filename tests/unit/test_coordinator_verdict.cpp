@@ -21,6 +21,7 @@ Beat in_op(uint64_t seq, double age_ms, double deadline_s, uint64_t started) {
   b.started = started;
   b.in_flight = true;
   b.seq = seq;
+  b.cseq = seq;  // no sends or receives in between unless a test says so
   b.coll = "allreduce";
   b.bytes = 4096;
   b.age_ms = age_ms;
@@ -128,7 +129,7 @@ TEST_CASE("verdict: a rank that still progresses is slow, not stuck", "[coordina
   const int64_t start = kT0 + 100 * kMs;
   beat_all(r, start + 1900 * kMs, start);
   Beat b = in_op(3, 10, 2, 9);  // behind, but just started another op
-  b.seq = 3;
+  b.seq = b.cseq = 3;
   apply_beat(r[2], b, start + 1950 * kMs);
   const int64_t now = start + 2100 * kMs;
   const auto v = timeout_verdict(r, overdue_rank(r, now), now, 300);
@@ -319,8 +320,10 @@ TEST_CASE("wire: beats, hellos and addressed lines round-trip", "[coordinator]")
   Beat b = in_op(42, 12.5, 3, 99);
   b.site = "my recipe.lua:3";  // spaces become '_'
   Beat back;
+  b.cseq = 17;
   REQUIRE(decode_beat(encode_beat(b), &back));
   CHECK(back.seq == 42);
+  CHECK(back.cseq == 17);
   CHECK(back.started == 99);
   CHECK(back.age_ms == Approx(12.5));
   CHECK(back.site == "my_recipe.lua:3");
@@ -356,4 +359,79 @@ TEST_CASE("wire: beats, hellos and addressed lines round-trip", "[coordinator]")
   lb.append("C\n", 2);
   REQUIRE(lb.next(&line));
   CHECK(line == "BC");
+}
+
+TEST_CASE("verdict: ranks are matched by collective number, not by sequence number", "[coordinator]") {
+  // full_diag's re-tests: ranks 0 and 1 measured a pair (sendrecv, 30 operations) that ranks 2
+  // and 3 had no part in; all four then entered the same barrier, collective #9, at different
+  // sequence numbers. Rank 3 never arrives: it is still in the barrier before (#8).
+  Ranks r = world(4, 2);
+  const int64_t start = kT0 + 100 * kMs;
+  auto barrier = [&](uint64_t seq, uint64_t cseq) {
+    Beat b = in_op(seq, 1900, 2, seq);
+    b.coll = "barrier";
+    b.bytes = b.count = 0;
+    b.cseq = cseq;
+    return b;
+  };
+  const int64_t at = start + 1900 * kMs;
+  apply_beat(r[0], barrier(40, 9), at);
+  apply_beat(r[1], barrier(40, 9), at);
+  apply_beat(r[2], barrier(10, 9), at);
+  apply_beat(r[3], barrier(9, 8), at);  // same seq as nobody, an earlier collective
+  r[3].progress_ns = kT0;
+  auto v = timeout_verdict(r, 0, start + 2050 * kMs, 300);
+  CHECK(v["arrived"] == nlohmann::json::array({0, 1, 2}));
+  REQUIRE(v["missing"].size() == 1);
+  CHECK(missing_of(v, 3)["state"] == "stuck");
+  CHECK(v["mismatch"].empty());
+  // The other way round: rank 2 in barrier #10 of its own count is the collective after rank
+  // 0's (#40 = collective 9), not the same operation: arrived, not a mismatch, and rank 3 at
+  // seq 40 but collective 8 is missing, not arrived.
+  apply_beat(r[2], barrier(40, 10), at);
+  apply_beat(r[3], barrier(40, 8), at);
+  v = timeout_verdict(r, 0, start + 2050 * kMs, 300);
+  CHECK(v["arrived"] == nlohmann::json::array({0, 1, 2}));
+  CHECK(!missing_of(v, 3).is_null());
+  // A rank in a send after the barrier (collective count unchanged) has passed it.
+  Beat send = in_op(41, 5, 2, 41);
+  send.coll = "sendrecv";
+  send.cseq = 9;
+  apply_beat(r[3], send, at);
+  v = timeout_verdict(r, 0, start + 2050 * kMs, 300);
+  CHECK(v["missing"].empty());
+}
+
+TEST_CASE("desync: different collectives at the same sequence number are not a desync", "[coordinator]") {
+  // Rank 0 sent to rank 1 first, so its barrier (collective 4) has the seq of rank 2's
+  // allreduce (collective 5): different operations, but not at the same point of the program.
+  Ranks r = world(3, 3);
+  const int64_t at = kT0 + 100 * kMs;
+  Beat a = in_op(6, 10, 300, 6);
+  a.coll = "barrier";
+  a.cseq = 4;
+  Beat b = in_op(6, 10, 300, 6);
+  b.cseq = 5;
+  auto beat_at = [&](int64_t t) {
+    apply_beat(r[0], a, t);
+    apply_beat(r[1], a, t);
+    apply_beat(r[2], b, t);
+  };
+  DesyncMemo dm;
+  for (int64_t t = at; t <= at + 2000 * kMs; t += 500 * kMs) {  // past the settling time, still nothing
+    beat_at(t);
+    CHECK(desync_verdict(r, t, dm).is_null());
+  }
+  // The same collective number with different calls is one.
+  b.cseq = 4;
+  const int64_t t2 = at + 2500 * kMs;
+  beat_at(t2);
+  DesyncMemo dm2;
+  CHECK(desync_verdict(r, t2, dm2).is_null());  // settling
+  beat_at(t2 + 500 * kMs);
+  const auto v = desync_verdict(r, t2 + 500 * kMs, dm2);
+  REQUIRE(!v.is_null());
+  CHECK(v["cseq"] == 4);
+  CHECK(v["line"].get<std::string>().rfind("desync: world collective #4: the ranks called different operations", 0) ==
+        0);
 }
