@@ -89,6 +89,7 @@ nlohmann::json snapshot(const Ranks& ranks, int64_t now) {
                    {"state", liveness(s, now)},
                    {"op", s.beat.coll},
                    {"seq", s.beat.seq},
+                   {"cseq", s.beat.cseq},
                    {"comm", s.beat.comm},
                    {"in_flight", s.beat.in_flight},
                    {"ops_started", s.beat.started},

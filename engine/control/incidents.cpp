@@ -63,18 +63,25 @@ void on_signal(int sig) {
           {"message", std::string("the job was ended by ") + signal_name(sig) + " before the recipe finished"}};
       if (Coordinator* c = g_coordinator.load()) {
         const auto ranks = c->snapshot();
-        // What was in flight and who was not in it: the operation most ranks were in.
+        // What was in flight and who was not in it: the operation most ranks were in, a
+        // collective known by its collective number (the ranks' #N differ after sends).
         std::map<std::string, std::vector<int>> in_op;
+        std::map<std::string, std::string> shown;  // key -> "barrier #N on world" (the first rank's N)
         for (const auto& r : ranks)
-          if (r["in_flight"].get<bool>())
-            in_op[r["op"].get<std::string>() + " #" + std::to_string(r["seq"].get<uint64_t>()) + " on " +
-                  r["comm"].get<std::string>()]
-                .push_back(r["rank"].get<int>());
+          if (r["in_flight"].get<bool>()) {
+            const std::string op = r["op"].get<std::string>(), comm = r["comm"].get<std::string>();
+            const bool pairwise = op == "send" || op == "recv" || op == "sendrecv";
+            const std::string key = op + " " + comm +
+                                    (pairwise ? " s" + std::to_string(r["seq"].get<uint64_t>())
+                                              : " c" + std::to_string(r["cseq"].get<uint64_t>()));
+            in_op[key].push_back(r["rank"].get<int>());
+            shown.emplace(key, op + " #" + std::to_string(r["seq"].get<uint64_t>()) + " on " + comm);
+          }
         std::string what = "outside any operation";
         std::vector<int> inside;
-        for (const auto& [op, rs] : in_op)
+        for (const auto& [key, rs] : in_op)
           if (rs.size() > inside.size()) {
-            what = "in " + op;
+            what = "in " + shown[key];
             inside = rs;
           }
         std::string in_list, out_list;
