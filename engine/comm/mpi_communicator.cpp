@@ -13,6 +13,7 @@
 
 #include "error.hpp"
 #include "job.hpp"
+#include "poll_wait.hpp"
 #include "size.hpp"
 
 namespace cs {
@@ -153,14 +154,7 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* c
                                          std::to_string(seq()) + " (" + format_size(op.bytes()) + "B, " + name() +
                                          ") after " + std::to_string(static_cast<int>(waited)) + " s on rank " +
                                          std::to_string(rank_) + ": the other ranks never completed it");
-    // Past the first millisecond, sleep between polls: a rank waiting (for instance idle while
-    // one pair is measured) must not take the CPU from the ranks doing the work.
-    if (waited > 1e-3) {
-      const timespec ts{0, 50000};
-      nanosleep(&ts, nullptr);
-    } else if (spins > 1000) {
-      sched_yield();
-    }
+    pause_poll(waited, spins);  // core/poll_wait.hpp
   }
 }
 

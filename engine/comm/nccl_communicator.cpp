@@ -17,6 +17,7 @@
 #include "int_list.hpp"
 #include "job.hpp"
 #include "mpi_communicator.hpp"
+#include "poll_wait.hpp"
 #include "size.hpp"
 
 namespace cs {
@@ -136,17 +137,6 @@ std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
   if (last && *last) s += " (" + std::string(last) + ")";
   return s;
-}
-
-void pause_poll(double waited_s, unsigned polls) {
-  // Past the first millisecond, sleep between polls: a waiting rank must not take the CPU from
-  // the ranks (and NCCL proxy threads) doing the work.
-  if (waited_s > 1e-3) {
-    const timespec ts{0, 50000};
-    nanosleep(&ts, nullptr);
-  } else if (polls > 1000) {
-    sched_yield();
-  }
 }
 
 BufferPlace place_of(const void* p) {

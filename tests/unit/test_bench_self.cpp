@@ -13,6 +13,7 @@
 #include "collective.hpp"
 #include "error.hpp"
 #include "pattern.hpp"
+#include "poll_wait.hpp"
 #include "progress.hpp"
 #include "self_communicator.hpp"
 
@@ -492,4 +493,19 @@ TEST_CASE("collective numbers: sends and receives do not count, in single calls 
   CHECK(cs::Progress::instance().current().cseq == 13);
   comm.execute(ar);
   CHECK(cs::Progress::instance().current().cseq == 14);
+}
+
+TEST_CASE("poll pacing: no sleep in the first millisecond, then a sleep that grows and stays within 5 % of the wait",
+          "[bench]") {
+  CHECK(cs::poll_sleep_ns(0) == 0);
+  CHECK(cs::poll_sleep_ns(0.001) == 0);
+  long last = 0;
+  for (double w = 0.0011; w < 3600; w *= 1.07) {
+    const long ns = cs::poll_sleep_ns(w);
+    CHECK(ns > 0);
+    CHECK(ns >= last);  // never shorter as the wait grows
+    CHECK(static_cast<double>(ns) * 1e-9 <= 0.05 * w);
+    last = ns;
+  }
+  CHECK(last == 1000000);  // at most 1 ms between polls
 }
