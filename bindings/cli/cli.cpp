@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "commscript/commscript.h"
 #include "error.hpp"
@@ -42,6 +44,17 @@ struct Args {
 
 // Who prints errors found before MPI starts: the launcher's rank 0 (or a process on its own).
 bool prints_early() { return job::launcher_rank() <= 0; }
+
+// A rank that refuses its input before anything communicates says nothing (rank 0 prints the
+// message). Ending at once, it can end first, and mpirun then kills rank 0 before its message
+// is out: the job exits 1 with no line (seen in CI with 4 ranks on 2 cores). So such a rank
+// waits this long before it ends; rank 0 ends first and mpirun ends the rest.
+constexpr int kQuietRefusalLingerMs = 1000;
+
+int quiet_ranks_linger(int code) {
+  if (code != 0 && !prints_early()) std::this_thread::sleep_for(std::chrono::milliseconds(kQuietRefusalLingerMs));
+  return code;
+}
 
 int fail_early(ExitCode code, const std::string& msg) {
   if (prints_early()) std::fprintf(stderr, "commscript: %s\n", msg.c_str());
@@ -246,7 +259,7 @@ int cli_parse(int argc, char** argv, std::vector<std::string>* rest, std::vector
 int cli_main(int argc, char** argv) {
   // ---- phase 1: the command line (answers --version, --list, --help and malformed input itself).
   Args args;
-  if (auto done = parse_args(argc, argv, args)) return *done;
+  if (auto done = parse_args(argc, argv, args)) return quiet_ranks_linger(*done);
 
   // ---- phase 2: the session and the plan: everything the run reads, checked before anything
   // communicates (the config's [env] is applied here, before MPI or NCCL read theirs). The
@@ -255,17 +268,18 @@ int cli_main(int argc, char** argv) {
   cs_session* s = nullptr;
   if (cs_session_open(&so, &s) != CS_OK) {
     if (prints_early()) std::fprintf(stderr, "commscript: %s\n", cs_last_error(nullptr));
-    return cs_last_exit_code(nullptr);
+    return quiet_ranks_linger(cs_last_exit_code(nullptr));
   }
   std::vector<const char*> keep;
   const cs_run_options ro = run_options(args, argc, argv, keep);
   cs_plan* plan = nullptr;
   int code = 0;
   if (cs_plan_open(s, &ro, &plan) != CS_OK) {
-    code = cs_last_exit_code(s);
+    code = quiet_ranks_linger(cs_last_exit_code(s));
   } else if (cs_plan_wants_help(plan) || args.check) {
     // ---- phase 3: --help and --check need no ranks: answered from the declarations alone.
     if (cs_plan_check(s, plan, prints_early() ? 1 : 0, &code) != CS_OK) code = cs_last_exit_code(s);
+    code = quiet_ranks_linger(code);
   } else if (cs_session_attach_world(s, &argc, &argv) != CS_OK) {
     // ---- phase 4: the launcher's world on the chosen backend (MPI, Gloo, NCCL, self).
     code = cs_last_exit_code(s);
