@@ -4,9 +4,6 @@
 #include <mpi-ext.h>  // OMPI_HAVE_MPI_EXT_FTMPI / _ULFM when Open MPI was built with ULFM
 #endif
 
-#include <sched.h>
-#include <time.h>
-
 #include <climits>
 #include <cstring>
 #include <string>

@@ -133,8 +133,10 @@ int64_t Progress::begin_loop(uint64_t first_seq, uint64_t cseq_before, const Loo
   loop_.nkinds = nkinds;
   loop_.per_iter = 0;
   loop_.cseq_before = cseq_before;
+  loop_.colls_per_iter = 0;
   for (size_t i = 0; i < nkinds; ++i) {
     loop_.kinds[i] = kinds[i];
+    if (!collective_is_pairwise(kinds[i].coll)) loop_.colls_per_iter += kinds[i].repeat;
     loop_.per_iter += kinds[i].repeat;
   }
   loop_k_.store(0, std::memory_order_relaxed);
@@ -161,9 +163,7 @@ void Progress::end_loop(uint64_t ops, bool failed) {
 
 void Progress::describe_loop_op(OpRecord& r, const Loop& loop, uint64_t k) const {
   uint64_t j = loop.per_iter ? k % loop.per_iter : 0;
-  uint64_t per_iter_colls = 0, colls = 0;  // collectives in an iteration; before op k in its own
-  for (size_t i = 0; i < loop.nkinds; ++i)
-    if (!collective_is_pairwise(loop.kinds[i].coll)) per_iter_colls += loop.kinds[i].repeat;
+  uint64_t colls = 0;  // collectives in op k's iteration up to and including it
   const LoopKind* kind = &loop.kinds[0];
   for (size_t i = 0; i < loop.nkinds; ++i) {
     const bool coll = !collective_is_pairwise(loop.kinds[i].coll);
@@ -175,7 +175,7 @@ void Progress::describe_loop_op(OpRecord& r, const Loop& loop, uint64_t k) const
     if (coll) colls += loop.kinds[i].repeat;
     j -= loop.kinds[i].repeat;
   }
-  r.cseq = loop.cseq_before + (loop.per_iter ? k / loop.per_iter : 0) * per_iter_colls + colls;
+  r.cseq = loop.cseq_before + (loop.per_iter ? k / loop.per_iter : 0) * loop.colls_per_iter + colls;
   r.seq += k;
   r.coll = kind->coll;
   r.bytes = kind->bytes;

@@ -103,8 +103,9 @@ class Progress {
   struct Loop {
     std::array<LoopKind, kLoopKinds> kinds{};
     size_t nkinds = 0;
-    uint64_t per_iter = 0;     // operations per iteration
-    uint64_t cseq_before = 0;  // the communicator's collective count before the loop
+    uint64_t per_iter = 0;        // operations per iteration
+    uint64_t cseq_before = 0;     // the communicator's collective count before the loop
+    uint64_t colls_per_iter = 0;  // collectives among the per_iter operations
   };
   // The loop's k-th operation, in `r` (the loop's record as begin_loop wrote it).
   void describe_loop_op(OpRecord& r, const Loop& loop, uint64_t k) const;

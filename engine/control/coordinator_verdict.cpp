@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "collective.hpp"
 #include "coordinator_timing.hpp"
 #include "dtype.hpp"
 #include "size.hpp"
@@ -22,7 +23,7 @@ bool busy_in_lua(const RankView& r, int64_t now) {
          b.lua_age_ms * 1e6 + static_cast<double>(now - r.last_hb_ns) <= static_cast<double>(kLuaFreshNs);
 }
 
-bool point_to_point(const std::string& coll) { return coll == "send" || coll == "recv" || coll == "sendrecv"; }
+bool point_to_point(const std::string& coll) { return collective_name_is_pairwise(coll); }
 
 // How long rank r has been in its current operation, by its latest beat and the time since.
 double waited_ms(const RankView& r, int64_t now) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "collective.hpp"
 #include "coordinator_verdict.hpp"
 #include "flight_recorder.hpp"
 #include "guardian.hpp"
@@ -70,7 +71,7 @@ void on_signal(int sig) {
         for (const auto& r : ranks)
           if (r["in_flight"].get<bool>()) {
             const std::string op = r["op"].get<std::string>(), comm = r["comm"].get<std::string>();
-            const bool pairwise = op == "send" || op == "recv" || op == "sendrecv";
+            const bool pairwise = collective_name_is_pairwise(op);
             const std::string key = op + " " + comm +
                                     (pairwise ? " s" + std::to_string(r["seq"].get<uint64_t>())
                                               : " c" + std::to_string(r["cseq"].get<uint64_t>()));

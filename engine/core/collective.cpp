@@ -42,6 +42,11 @@ std::optional<Collective> parse_collective(std::string_view n) {
   return std::nullopt;
 }
 
+bool collective_name_is_pairwise(std::string_view name) {
+  const auto c = parse_collective(name);
+  return c && collective_is_pairwise(*c);
+}
+
 bool collective_has_root(Collective c) {
   return c == Collective::broadcast || c == Collective::reduce || c == Collective::gather || c == Collective::scatter;
 }

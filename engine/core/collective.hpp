@@ -36,6 +36,8 @@ bool collective_reduces(Collective c);
 constexpr bool collective_is_pairwise(Collective c) {
   return c == Collective::send || c == Collective::recv || c == Collective::sendrecv;
 }
+// The same by name (heartbeats and incidents carry names); false for a name that is none.
+bool collective_name_is_pairwise(std::string_view name);
 
 // Element counts per rank for a collective whose per-call count parameter is `count`
 // (nccl-tests' meaning: per-rank count for allgather/reduce_scatter/alltoall/gather/scatter).
