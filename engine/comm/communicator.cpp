@@ -26,39 +26,7 @@ double Communicator::time_steps_us(const TimedStep* steps, size_t nsteps, size_t
         for (uint32_t r = 0; r < steps[s].repeat; ++r) execute(*steps[s].op);
     return static_cast<double>(now_ns() - t0) * 1e-3;
   }
-  LoopKind kinds[Progress::kLoopKinds];
-  uint64_t per_iter = 0;
-  for (size_t s = 0; s < nsteps; ++s) {
-    const Op& op = *steps[s].op;
-    kinds[s] = LoopKind{op.coll, op.bytes(), op.count, static_cast<int32_t>(op.dtype), steps[s].repeat};
-    per_iter += steps[s].repeat;
-  }
-  if (per_iter == 0) return 0;
-  Progress& p = Progress::instance();
-  const uint64_t first = seq_ + 1;
-  p.begin_loop(first, cseq_, kinds, nsteps, name_, timeout_s_);
-  uint64_t k = 0;  // calls started
-  int64_t t0 = 0, t1 = 0;
-  try {
-    t0 = now_ns();
-    for (size_t i = 0; i < iters; ++i)
-      for (size_t s = 0; s < nsteps; ++s) {
-        const Op& op = *steps[s].op;
-        for (uint32_t r = 0; r < steps[s].repeat; ++r) {
-          seq_ = first + k;  // what a backend's error message names, as in execute()
-          p.loop_op(k++);
-          run(op);
-        }
-      }
-    t1 = now_ns();
-  } catch (...) {
-    p.end_loop(k, /*failed=*/true);
-    count_loop(steps, nsteps, per_iter, k);
-    throw;
-  }
-  p.end_loop(k);
-  count_loop(steps, nsteps, per_iter, k);
-  return static_cast<double>(t1 - t0) * 1e-3;
+  return loop_steps(steps, nsteps, iters, [this](const Op& op) { run(op); });
 }
 
 // The traffic counters of a fast loop's k calls, added once after it (the loop itself stores

@@ -199,6 +199,14 @@ class Communicator {
   explicit Communicator(std::string name) : name_(std::move(name)) {}
   virtual void run(const Op& op) = 0;
 
+  // time_steps_us's loop without a hook: the bookkeeping once for the loop, and per call the
+  // sequence number, Progress::loop_op and `call(op)`. A backend's time_loop_us passes a `call`
+  // with its arguments prepared before the loop (no virtual run(), no per-call dispatch); the
+  // generic path passes run(). nsteps <= Progress::kLoopKinds, no hook installed (time_steps_us
+  // checks both). Returns the elapsed us between the two clock reads.
+  template <class Call>
+  double loop_steps(const TimedStep* steps, size_t nsteps, size_t iters, Call&& call);
+
  private:
   int64_t execute_with_hook(OpHook& h, const Op& op, const CallSite* site);
   void count_loop(const TimedStep* steps, size_t nsteps, uint64_t per_iter, uint64_t k);
@@ -223,5 +231,42 @@ class Communicator {
   uint64_t cseq_ = 0;
   uint64_t next_cseq(Collective c) { return collective_is_pairwise(c) ? cseq_ : ++cseq_; }
 };
+
+template <class Call>
+double Communicator::loop_steps(const TimedStep* steps, size_t nsteps, size_t iters, Call&& call) {
+  LoopKind kinds[Progress::kLoopKinds];
+  uint64_t per_iter = 0;
+  for (size_t s = 0; s < nsteps; ++s) {
+    const Op& op = *steps[s].op;
+    kinds[s] = LoopKind{op.coll, op.bytes(), op.count, static_cast<int32_t>(op.dtype), steps[s].repeat};
+    per_iter += steps[s].repeat;
+  }
+  if (per_iter == 0) return 0;
+  Progress& p = Progress::instance();
+  const uint64_t first = seq_ + 1;
+  p.begin_loop(first, cseq_, kinds, nsteps, name_, timeout_s_);
+  uint64_t k = 0;  // calls started
+  int64_t t0 = 0, t1 = 0;
+  try {
+    t0 = now_ns();
+    for (size_t i = 0; i < iters; ++i)
+      for (size_t s = 0; s < nsteps; ++s) {
+        const Op& op = *steps[s].op;
+        for (uint32_t r = 0; r < steps[s].repeat; ++r) {
+          seq_ = first + k;  // what a backend's error message names, as in execute()
+          p.loop_op(k++);
+          call(op);
+        }
+      }
+    t1 = now_ns();
+  } catch (...) {
+    p.end_loop(k, /*failed=*/true);
+    count_loop(steps, nsteps, per_iter, k);
+    throw;
+  }
+  p.end_loop(k);
+  count_loop(steps, nsteps, per_iter, k);
+  return static_cast<double>(t1 - t0) * 1e-3;
+}
 
 }  // namespace cs

@@ -289,6 +289,43 @@ void MpiCommunicator::run(const Op& op) {
   }
 }
 
+double MpiCommunicator::time_loop_us(const Op& op, size_t iters) {
+  if (hooked() || !op.blocking || iters == 0) return Communicator::time_loop_us(op, iters);
+  const TimedStep step{&op, 1};
+  const MPI_Comm cm = comm_;
+  const MPI_Datatype t = op.coll == Collective::barrier ? MPI_BYTE : mpi_type(op.dtype);
+  const int c = as_int(op.count, op);
+  const void* sb = op.send == op.recv ? MPI_IN_PLACE : op.send;
+  void* rb = op.recv;
+  // Each case is what run() calls for the op, with nothing left to decide per call; ops that
+  // need work around the call (avg's division, NCCL's in-place layouts, the root's copy) are
+  // not among them.
+  switch (op.coll) {
+    case Collective::barrier:
+      return loop_steps(&step, 1, iters, [cm](const Op&) { check(MPI_Barrier(cm), "MPI_Barrier"); });
+    case Collective::allreduce:
+      if (op.redop == ReduceOp::avg) break;
+      return loop_steps(&step, 1, iters, [=, o = mpi_op(op.redop)](const Op&) {
+        check(MPI_Allreduce(sb, rb, c, t, o, cm), "MPI_Allreduce");
+      });
+    case Collective::alltoall:
+      return loop_steps(&step, 1, iters,
+                        [=](const Op&) { check(MPI_Alltoall(sb, c, t, rb, c, t, cm), "MPI_Alltoall"); });
+    case Collective::allgather:
+      if (op.send == at(op.recv, op.count * static_cast<size_t>(rank_), op.dtype)) break;  // in place
+      return loop_steps(&step, 1, iters,
+                        [=, s = op.send](const Op&) { check(MPI_Allgather(s, c, t, rb, c, t, cm), "MPI_Allgather"); });
+    case Collective::sendrecv:
+      if (op.send == op.recv) break;
+      return loop_steps(&step, 1, iters, [=, to = op.peer, from = op.recv_peer, tag = op.tag](const Op&) {
+        check(MPI_Sendrecv(sb, c, t, to, tag, rb, c, t, from, tag, cm, MPI_STATUS_IGNORE), "MPI_Sendrecv");
+      });
+    default:
+      break;
+  }
+  return Communicator::time_loop_us(op, iters);
+}
+
 // The control-plane helpers move results between timed regions. They are not numbered
 // operations, but they wait by polling against the same deadline: a rank that never arrives
 // must not leave the others stuck here either.

@@ -203,6 +203,75 @@ class Waiting(cs_e2e.TestCase):
         self.assertEqual(sorted(inc["arrived"]), [0, 1, 2], inc)
 
 
+    def test_rank_stopped_inside_a_timed_loop_is_named_with_the_loops_call(self):
+        # comm:bench's headline loop on mpi runs with its MPI arguments prepared once, without
+        # execute() per call: one Progress record for the loop, the call's number stored per call.
+        # Rank 3 is stopped from outside (SIGSTOP) a second into the loop: the verdict names it,
+        # stuck, in the loop's all-reduce by the number of a call inside the loop (ops #1 and #2
+        # are the barriers before it), not the loop's first.
+        path = self.recipe("bench_stop", """  ctx.comm:barrier()
+  if ctx.rank == 0 then print("looping") end
+  ctx.comm:bench { op = "allreduce", bytes = 8, iters = 100000000, warmup = 0, samples = 1 }""")
+        out = self.new_out()
+        cmd = [cs_e2e.MPIRUN, "-np", str(NP), "--oversubscribe", cs_e2e.BIN, "--timeout", "3", "--out", out, path]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp,
+                             env=cs_e2e._env(), start_new_session=True)
+        stopped = []
+
+        def cleanup():
+            for pid in stopped:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except OSError:
+                    pass
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        self.addCleanup(cleanup)
+        line = p.stdout.readline().decode("utf-8", "replace")
+        self.assertIn("looping", line)
+        time.sleep(1.0)
+        pid = rank_pid(out, 3)
+        self.assertIsNotNone(pid, "no process for rank 3")
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+        try:
+            _, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.fail("no verdict 60 s after rank 3 stopped")
+        err = err.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, cs_e2e.TIMEOUT, err)
+        lines = [l for l in err.splitlines() if l.startswith("timeout: allreduce #")]
+        self.assertTrue(lines, err)
+        m = re.match(r"timeout: allreduce #(\d+) \(8B, world\) after .*; missing ranks: 3 \(host [^,]+, stuck\)$",
+                     lines[0])
+        self.assertTrue(m, lines[0])
+        self.assertGreater(int(m.group(1)), 100, lines[0])  # a second into the loop, not its first call
+        with open(os.path.join(out, "report.json")) as f:
+            inc = [i for i in json.load(f)["incidents"] if i["kind"] == "timeout"]
+        self.assertEqual(len(inc), 1, inc)
+        self.assertEqual(sorted(inc[0]["arrived"]), [0, 1, 2], inc[0])
+
+
+def rank_pid(out, rank):
+    """The pid of the commscript process (not its guardian) of `rank` in the run writing to `out`."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/comm" % pid) as f:
+                if f.read().strip() != "commscript":
+                    continue
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if out.encode() not in f.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in f.read().split(b"\0"):
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
 class PureLua(cs_e2e.TestCase):
     """An endless Lua loop with nobody in an operation: no operation's deadline can fire, so the
     rank's own Lua deadline (the run's deadline + 10 s of grace) ends it, naming where."""
