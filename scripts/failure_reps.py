@@ -48,25 +48,6 @@ return recipe
 """
 
 
-def rank_pid(out, rank):
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/comm" % pid) as f:
-                if f.read().strip() != "commscript":
-                    continue
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                env = f.read().split(b"\0")
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in env and out.encode() in cmd:
-            return int(pid)
-    return None
-
-
 def spin_and(tmp, how):
     """Starts the spin recipe, waits for 3 result lines, then ends it HOW; returns (ok, why)."""
     path = os.path.join(tmp, "spin.lua")
@@ -87,7 +68,7 @@ def spin_and(tmp, how):
             pass
         time.sleep(0.1)
     if how == "sigkill-rank0":
-        pid = rank_pid(out, 0)
+        pid = cs_e2e.rank_pid(out, 0)
         if pid is None:
             p.kill()
             return False, "rank 0 not found"

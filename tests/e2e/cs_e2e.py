@@ -84,6 +84,27 @@ class Run:
         return [json.loads(l) for l in text.splitlines() if l.strip()]
 
 
+def rank_pid(out, rank, pids=None):
+    """The pid of commscript rank RANK (not its guardian, named cs-guardian), among PIDS (default:
+    every process) and, unless OUT is None, the one writing into OUT."""
+    for pid in (os.listdir("/proc") if pids is None else pids):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/comm" % pid) as f:
+                if f.read().strip() != "commscript":
+                    continue
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in env and (out is None or out.encode() in cmd):
+            return int(pid)
+    return None
+
+
 def run(args, np=None, timeout=DEFAULT_TIMEOUT, out_dir=None, cwd=None, env=None, stdin_text=""):
     """Runs `commscript ARGS` (under `mpirun -np NP --oversubscribe` when np is given).
     out_dir: when given, `--out OUT_DIR` is put before ARGS. The process group is killed when

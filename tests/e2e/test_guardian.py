@@ -43,26 +43,6 @@ BUSY = """  local t = cs.tensor("float32", 8)
 BUSY_LINE = 9
 
 
-def rank_pid(out, rank):
-    """The pid of commscript rank RANK writing into OUT (not its guardian, named cs-guardian)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/comm" % pid) as f:
-                if f.read().strip() != "commscript":
-                    continue
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                env = f.read().split(b"\0")
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in env and out.encode() in cmd:
-            return int(pid)
-    return None
-
-
 class Guardian(cs_e2e.TestCase):
 
     @staticmethod
@@ -81,7 +61,7 @@ class Guardian(cs_e2e.TestCase):
         t0 = time.monotonic()
         while time.monotonic() - t0 < 60 and not wait(out):
             time.sleep(0.1)
-        pid = rank_pid(out, rank)
+        pid = cs_e2e.rank_pid(out, rank)
         self.assertIsNotNone(pid, "rank %d not found" % rank)
         t_kill = time.monotonic()
         os.kill(pid, sig)

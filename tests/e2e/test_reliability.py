@@ -230,7 +230,7 @@ class Waiting(cs_e2e.TestCase):
         line = p.stdout.readline().decode("utf-8", "replace")
         self.assertIn("looping", line)
         time.sleep(1.0)
-        pid = rank_pid(out, 3)
+        pid = cs_e2e.rank_pid(out, 3)
         self.assertIsNotNone(pid, "no process for rank 3")
         os.kill(pid, signal.SIGSTOP)
         stopped.append(pid)
@@ -250,26 +250,6 @@ class Waiting(cs_e2e.TestCase):
             inc = [i for i in json.load(f)["incidents"] if i["kind"] == "timeout"]
         self.assertEqual(len(inc), 1, inc)
         self.assertEqual(sorted(inc[0]["arrived"]), [0, 1, 2], inc[0])
-
-
-def rank_pid(out, rank):
-    """The pid of the commscript process (not its guardian) of `rank` in the run writing to `out`."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/comm" % pid) as f:
-                if f.read().strip() != "commscript":
-                    continue
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                if out.encode() not in f.read().split(b"\0"):
-                    continue
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                if ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in f.read().split(b"\0"):
-                    return int(pid)
-        except OSError:
-            continue
-    return None
 
 
 class PureLua(cs_e2e.TestCase):

@@ -69,17 +69,7 @@ def rank_pid(rank):
     """The pid of `rank`'s commscript process (not its guardian) in its host's namespace."""
     ns = "%s.%s" % (host(rank // SLOTS), TAG)
     pids = subprocess.run(["ip", "netns", "pids", ns], stdout=subprocess.PIPE, universal_newlines=True).stdout
-    for pid in pids.split():
-        try:
-            with open("/proc/%s/comm" % pid) as f:
-                if f.read().strip() != "commscript":
-                    continue
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                if ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in f.read().split(b"\0"):
-                    return int(pid)
-        except OSError:
-            continue
-    return None
+    return cs_e2e.rank_pid(None, rank, pids.split())
 
 
 class Job:
