@@ -30,6 +30,27 @@ double waited_ms(const RankView& r, int64_t now) {
   return r.beat.age_ms + static_cast<double>(now - r.last_hb_ns) * 1e-6;
 }
 
+// The rank whose collective the verdict is judged from, given the overdue rank `over`: in a
+// loop without per-call agreement (a timed loop), collectives pipeline, and a rank can leave
+// collective k before every rank has finished it. With one rank stopped, its partners still in k
+// wait for it, while ranks already in k + 1 wait for those partners. Judged from k + 1, the
+// partners would be named missing along with the stopped rank; judged from k, only the stopped
+// rank is. So: among the fresh ranks waiting in a collective on the same communicator about as
+// long as the deadline (less the spread of observed starts, kFreshNs), the earliest collective.
+int earliest_blocked(const Ranks& ranks, int over, int64_t now) {
+  int ref = over;
+  const Beat& ob = ranks[static_cast<size_t>(over)].beat;
+  if (point_to_point(ob.coll)) return ref;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankView& s = ranks[i];
+    const Beat& b = s.beat;
+    if (!s.hello || s.dead || !b.in_flight || b.deadline_s <= 0 || now - s.last_hb_ns > kFreshNs) continue;
+    if (b.comm != ob.comm || point_to_point(b.coll) || b.cseq >= ranks[static_cast<size_t>(ref)].beat.cseq) continue;
+    if (waited_ms(s, now) >= b.deadline_s * 1000 - static_cast<double>(kFreshNs) * 1e-6) ref = static_cast<int>(i);
+  }
+  return ref;
+}
+
 std::string dtype_text(int dtype) {
   return dtype < 0 ? std::string("?") : std::string(dtype_name(static_cast<DType>(dtype)));
 }
@@ -137,10 +158,12 @@ int64_t next_deadline_ns(const Ranks& ranks, int64_t after) {
   return next;
 }
 
-nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, double run_timeout_s) {
+namespace {
+
+// The verdict judged from rank `stuck`'s operation, `after_s` into the wait.
+nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64_t now, double run_timeout_s) {
   const RankView& ref = ranks[static_cast<size_t>(stuck)];
   const Beat& rb = ref.beat;
-  const double after_s = waited_ms(ref, now) * 1e-3;
   const int64_t progress_window =
       std::min<int64_t>(kProgressWindowNs, static_cast<int64_t>(run_timeout_s * 5e8));  // half the timeout
   nlohmann::json missing = nlohmann::json::array(), mismatch = nlohmann::json::array(),
@@ -235,6 +258,20 @@ nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, doubl
   return {{"kind", "timeout"},  {"line", line},     {"op", rb.coll},      {"seq", rb.seq},
           {"bytes", rb.bytes},  {"comm", rb.comm},  {"after_s", after_s}, {"timeout_s", rb.deadline_s},
           {"missing", missing}, {"mismatch", mism}, {"arrived", arrived}, {"detected_by", "deadline"}};
+}
+
+}  // namespace
+
+nlohmann::json timeout_verdict(const Ranks& ranks, int over, int64_t now, double run_timeout_s) {
+  // How long: the overdue rank's wait. Judged from: the earliest blocked collective, when that
+  // names anyone (a rank alone in a collective the others have all passed is judged from theirs).
+  const double after_s = waited_ms(ranks[static_cast<size_t>(over)], now) * 1e-3;
+  const int early = earliest_blocked(ranks, over, now);
+  if (early != over) {
+    nlohmann::json v = verdict_from(ranks, early, after_s, now, run_timeout_s);
+    if (!v["missing"].empty() || !v["mismatch"].empty()) return v;
+  }
+  return verdict_from(ranks, over, after_s, now, run_timeout_s);
 }
 
 nlohmann::json never_connected(const Ranks& ranks, int64_t now, int64_t start_ns, double run_timeout_s) {

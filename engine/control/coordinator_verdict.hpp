@@ -51,10 +51,13 @@ nlohmann::json snapshot(const Ranks& ranks, int64_t now);
 int overdue_rank(const Ranks& ranks, int64_t now);
 // When the earliest operation in flight passes its deadline after `after` (INT64_MAX: none).
 int64_t next_deadline_ns(const Ranks& ranks, int64_t after);
-// The timeout verdict seen from rank `stuck`'s operation: who arrived, who is missing and why
-// (dead / stuck / slow / never connected / unreachable), who called something else.
-// `run_timeout_s` caps the "still progressing" window at half of it.
-nlohmann::json timeout_verdict(const Ranks& ranks, int stuck, int64_t now, double run_timeout_s);
+// The timeout verdict when rank `over` is overdue (its wait is `after_s`): who arrived, who is
+// missing and why (dead / stuck / slow / never connected / unreachable), who called something
+// else. Judged from `over`'s collective, or from an earlier one on the same communicator that
+// fresh ranks have waited in about as long (pipelined loops: the ranks still in it wait for the
+// missing rank, not for the ones ahead). `run_timeout_s` caps the "still progressing" window at
+// half of it.
+nlohmann::json timeout_verdict(const Ranks& ranks, int over, int64_t now, double run_timeout_s);
 // Setup has a deadline too: the first rank that never connected within `run_timeout_s` of
 // `start_ns`, as a timeout incident, or null.
 nlohmann::json never_connected(const Ranks& ranks, int64_t now, int64_t start_ns, double run_timeout_s);

@@ -435,3 +435,44 @@ TEST_CASE("desync: different collectives at the same sequence number are not a d
   CHECK(v["line"].get<std::string>().rfind("desync: world collective #4: the ranks called different operations", 0) ==
         0);
 }
+
+TEST_CASE("verdict: in a pipelined loop, the stopped rank's partner one collective behind is not missing",
+          "[coordinator]") {
+  // A timed loop of all-reduces on 4 ranks (no per-call agreement): rank 3 is stopped inside
+  // collective 100 (after its first exchange, with rank 2). Rank 2 finished 100 and waits in 101
+  // for rank 3, rank 0 finished 100 and waits in 101 for rank 1, and rank 1 waits in 100 for
+  // rank 3. Observed starts differ by up to a heartbeat. Judged from 101, rank 1 would be named
+  // missing along with rank 3 (seen in CI); judged from 100, only rank 3 is.
+  Ranks r = world(4, 4);
+  const int64_t stop = kT0 + 1000 * kMs;
+  auto loop_op = [](uint64_t cseq, double age_ms) {
+    Beat b = in_op(1000 + cseq, age_ms, 2, 7);  // one record for the loop: `started` stays
+    b.cseq = cseq;
+    b.bytes = 8;
+    return b;
+  };
+  apply_beat(r[3], loop_op(100, 0), stop - 40 * kMs);
+  for (int t = 0; t <= 2000; t += 100) {
+    apply_beat(r[0], loop_op(101, t), stop + t * kMs);
+    apply_beat(r[2], loop_op(101, t), stop + t * kMs);
+    if (t >= 100) apply_beat(r[1], loop_op(100, t - 100), stop + t * kMs);  // seen 100 ms later
+  }
+  for (auto* v : {&r[0], &r[1], &r[2]}) v->progress_ns = stop;
+  const int64_t now = stop + 2010 * kMs;
+  const int over = overdue_rank(r, now);
+  REQUIRE((over == 0 || over == 2));
+  const auto v = timeout_verdict(r, over, now, 300);
+  CHECK(v["seq"] == 1100);
+  CHECK(v["after_s"].get<double>() == Approx(2.01).margin(0.001));  // the overdue rank's wait
+  CHECK(v["arrived"] == nlohmann::json::array({0, 1, 2}));
+  REQUIRE(v["missing"].size() == 1);
+  CHECK(missing_of(v, 3)["state"] == "stuck");
+  // A rank one collective behind that entered it only just (it is catching up) does not move
+  // the verdict back: judged from 101, it is the one named, as slow.
+  apply_beat(r[1], loop_op(100, 50), now - 10 * kMs);
+  r[1].progress_ns = now - 60 * kMs;
+  const auto w = timeout_verdict(r, over, now, 300);
+  CHECK(w["seq"] == 1101);
+  CHECK(missing_of(w, 1)["state"] == "slow");
+  CHECK(missing_of(w, 3)["state"] == "stuck");
+}
