@@ -19,12 +19,16 @@ nlohmann::json flight_ring_json(const std::vector<OpRecord>& recs, bool in_fligh
   for (size_t i = 0; i < recs.size(); ++i) {
     const OpRecord& r = recs[i];
     const bool last = i + 1 == recs.size();
-    ring.push_back({{"seq", r.seq},
-                    {"op", collective_name(r.coll)},
-                    {"bytes", r.bytes},
-                    {"comm", std::string(r.comm_name())},
-                    {"started_ms_ago", static_cast<double>(now - r.start_ns) * 1e-6},
-                    {"state", last && in_flight ? "in flight" : "completed"}});
+    nlohmann::json op{{"seq", r.seq},
+                      {"op", collective_name(r.coll)},
+                      {"bytes", r.bytes},
+                      {"comm", std::string(r.comm_name())},
+                      {"started_ms_ago", static_cast<double>(now - r.start_ns) * 1e-6},
+                      {"state", last && in_flight ? "in flight" : "completed"}};
+    // A timed loop's record: the calls it stands for, up to and including `seq` (its start is
+    // the loop's).
+    if (r.ops > 1) op["loop_calls"] = r.ops;
+    ring.push_back(std::move(op));
   }
   return ring;
 }

@@ -359,10 +359,15 @@ std::string death_message(const Death& d) {
     else
       done = &r;
   }
+  // Inside a timed loop (one record for its calls): the call it died in, and the one before it
+  // as the last completed, not the operation before the loop.
+  const uint64_t loop_calls = flying ? flying->value("loop_calls", uint64_t{1}) : 1;
   if (flying) {
     char age[32];
     std::snprintf(age, sizeof age, "%.1f", flying->value("started_ms_ago", 0.0) * 1e-3);
-    m += " in " + op_text(*flying) + " (in flight for " + age + " s)";
+    m += " in " + op_text(*flying) +
+         (loop_calls > 1 ? " (call " + std::to_string(loop_calls) + " of a timed loop that had run for " + age + " s)"
+                         : " (in flight for " + std::string(age) + " s)");
   } else if (d.lua_age_s >= 0 && !d.lua_site.empty()) {
     char age[32];
     std::snprintf(age, sizeof age, "%.1f", d.lua_age_s);
@@ -371,7 +376,10 @@ std::string death_message(const Death& d) {
     // LuaJIT's profiler sees no compiled loop that never exits its trace: then only "outside".
     m += " outside any operation (running Lua or blocked outside the engine since its last operation)";
   }
-  if (done) m += "; last completed: " + op_text(*done);
+  if (loop_calls > 1)
+    m += "; last completed: #" + std::to_string(flying->value("seq", uint64_t{0}) - 1) + ", the call before it";
+  else if (done)
+    m += "; last completed: " + op_text(*done);
   if (!d.site.empty()) m += "; its latest verified call was at " + d.site;
   return m;
 }

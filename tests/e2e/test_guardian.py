@@ -13,6 +13,7 @@ last operation and recipe file:line, or where its Lua code was busy.
                    (and --iters/--samples beyond the limit are refused before allocating, exit 1)
 """
 import json
+import re
 import os
 import shutil
 import signal
@@ -121,6 +122,36 @@ class Guardian(cs_e2e.TestCase):
         self.assertIn("victim", page)
         self.assertNotIn("report.html not written", err)
         self.assertFalse(os.path.exists(os.path.join(out, "report.html.guardian.tmp")))
+
+    def test_rank_killed_inside_a_timed_loop_names_its_call_in_the_loop(self):
+        # comm:bench's headline loop is one flight-recorder record for all its calls: the death
+        # line names the call the rank died in and the one before it, not the operation before
+        # the loop ("last completed: barrier #2" until this test).
+        body = """  ctx.comm:barrier()
+  ctx.report:result { kind = "looping" }
+  ctx.comm:bench { op = "allreduce", bytes = 8, iters = 100000000, warmup = 0, samples = 1 }
+  return 0"""
+        def looping_a_second(o):
+            if not self.results_written(o, 1):
+                return False
+            time.sleep(1.0)
+            return True
+        rc, err, out, secs = self.kill_run(body, 2, looping_a_second)
+        self.assertEqual(rc, 128 + signal.SIGKILL, err)
+        self.assertLess(secs, 20, err)
+        died = [i for i in self.load(os.path.join(out, "report.json"))["incidents"] if i["kind"] == "rank_died"]
+        self.assertEqual(len(died), 1, err)
+        msg, inc = died[0]["message"], died[0]
+        m = re.search(r" in allreduce #(\d+) on world \(call (\d+) of a timed loop that had run for [\d.]+ s\); "
+                      r"last completed: #(\d+), the call before it", msg)
+        self.assertTrue(m, msg)
+        seq, call, before = (int(g) for g in m.groups())
+        # ops #1 and #2 are the barriers before the loop; a second into it, far past its first call
+        self.assertEqual(seq, call + 2, msg)
+        self.assertEqual(before, seq - 1, msg)
+        self.assertGreater(call, 100, msg)
+        self.assertEqual(inc["in_flight"]["seq"], seq, inc)
+        self.assertEqual(inc["in_flight"]["loop_calls"], call, inc)
 
     def test_other_rank_sigkill_names_its_last_operation(self):
         rc, err, out, secs = self.kill_run(SPIN, 2, self.results_written)
