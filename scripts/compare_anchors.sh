@@ -64,7 +64,7 @@ done
 [[ "$ROUNDS" =~ ^[0-9]+$ && "$ROUNDS" -ge 1 ]] || { echo "compare_anchors: --rounds must be a positive integer" >&2; exit 1; }
 [[ "$NP" == 2 ]] || echo "compare_anchors: NP=$NP; the ping-pong columns need 2 ranks and are left out" >&2
 if [[ -z "$WORK" ]]; then WORK=$(mktemp -d "${TMPDIR:-/tmp}/compare_anchors.XXXXXX"); fi
-mkdir -p "$WORK"
+[[ -n "$TABLES_ONLY" ]] || mkdir -p "$WORK"
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 SIZES=(8 1024 65536 1048576 4194304)
