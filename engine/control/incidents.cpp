@@ -64,17 +64,22 @@ void on_signal(int sig) {
           {"message", std::string("the job was ended by ") + signal_name(sig) + " before the recipe finished"}};
       if (Coordinator* c = g_coordinator.load()) {
         const auto ranks = c->snapshot();
-        // What was in flight and who was not in it: the operation most ranks were in, a
-        // collective known by its collective number (the ranks' #N differ after sends).
-        std::map<std::string, std::vector<int>> in_op;
-        std::map<std::string, std::string> shown;  // key -> "barrier #N on world" (the first rank's N)
+        // What was in flight and who was not in it: the operation most ranks were in (of equals,
+        // the earliest), a collective known by its collective number (the ranks' #N differ after
+        // sends), a send or receive by its #N.
+        auto number = [](const nlohmann::json& r) {
+          return collective_name_is_pairwise(r["op"].get<std::string>()) ? r["seq"].get<uint64_t>()
+                                                                         : r["cseq"].get<uint64_t>();
+        };
+        std::map<std::string, std::vector<int>> in_op;  // keys order by number within an op and comm
+        std::map<std::string, std::string> shown;       // key -> "barrier #N on world" (the first rank's N)
         for (const auto& r : ranks)
           if (r["in_flight"].get<bool>()) {
             const std::string op = r["op"].get<std::string>(), comm = r["comm"].get<std::string>();
-            const bool pairwise = collective_name_is_pairwise(op);
-            const std::string key = op + " " + comm +
-                                    (pairwise ? " s" + std::to_string(r["seq"].get<uint64_t>())
-                                              : " c" + std::to_string(r["cseq"].get<uint64_t>()));
+            char no[24];
+            std::snprintf(no, sizeof no, " %c%020llu", collective_name_is_pairwise(op) ? 's' : 'c',
+                          static_cast<unsigned long long>(number(r)));
+            const std::string key = op + " " + comm + no;
             in_op[key].push_back(r["rank"].get<int>());
             shown.emplace(key, op + " #" + std::to_string(r["seq"].get<uint64_t>()) + " on " + comm);
           }
@@ -85,10 +90,21 @@ void on_signal(int sig) {
             what = "in " + shown[key];
             inside = rs;
           }
+        // Past it, as the timeout verdict counts them: in flight on the same communicator at a
+        // later number (a timed loop's ranks are spread over its calls; none of them is missing).
+        const nlohmann::json* ref = nullptr;
+        for (const auto& r : ranks)
+          if (!inside.empty() && r["rank"].get<int>() == inside.front()) ref = &r;
+        auto past = [&](const nlohmann::json& r) {
+          return ref && r["in_flight"].get<bool>() && r["comm"] == (*ref)["comm"] &&
+                 collective_name_is_pairwise(r["op"].get<std::string>()) ==
+                     collective_name_is_pairwise((*ref)["op"].get<std::string>()) &&
+                 number(r) > number(*ref);
+        };
         std::string in_list, out_list;
         for (const auto& r : ranks) {
           const int id = r["rank"].get<int>();
-          if (std::find(inside.begin(), inside.end(), id) != inside.end()) {
+          if (std::find(inside.begin(), inside.end(), id) != inside.end() || past(r)) {
             in_list += (in_list.empty() ? "" : ", ") + std::to_string(id);
           } else if (!inside.empty()) {
             out_list += (out_list.empty() ? "" : "; ") + std::to_string(id) + " (" + r["state"].get<std::string>() +
