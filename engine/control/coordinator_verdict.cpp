@@ -25,6 +25,11 @@ bool busy_in_lua(const RankView& r, int64_t now) {
 
 bool point_to_point(const std::string& coll) { return collective_name_is_pairwise(coll); }
 
+// Connected, alive and in an operation with a deadline: a rank whose wait can become a timeout.
+bool waiting_with_deadline(const RankView& r) {
+  return r.hello && !r.dead && r.beat.in_flight && r.beat.deadline_s > 0;
+}
+
 // How long rank r has been in its current operation, by its latest beat and the time since.
 double waited_ms(const RankView& r, int64_t now) {
   return r.beat.age_ms + static_cast<double>(now - r.last_hb_ns) * 1e-6;
@@ -44,7 +49,7 @@ int earliest_blocked(const Ranks& ranks, int over, int64_t now) {
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankView& s = ranks[i];
     const Beat& b = s.beat;
-    if (!s.hello || s.dead || !b.in_flight || b.deadline_s <= 0 || now - s.last_hb_ns > kFreshNs) continue;
+    if (!waiting_with_deadline(s) || now - s.last_hb_ns > kFreshNs) continue;
     if (b.comm != ob.comm || point_to_point(b.coll) || b.cseq >= ranks[static_cast<size_t>(ref)].beat.cseq) continue;
     if (waited_ms(s, now) >= b.deadline_s * 1000 - static_cast<double>(kFreshNs) * 1e-6) ref = static_cast<int>(i);
   }
@@ -130,7 +135,7 @@ int overdue_rank(const Ranks& ranks, int64_t now) {
   bool fresh_waiting = false;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankView& s = ranks[i];
-    if (!s.hello || s.dead || !s.beat.in_flight || s.beat.deadline_s <= 0) continue;
+    if (!waiting_with_deadline(s)) continue;
     const bool fresh = now - s.last_hb_ns <= kFreshNs;
     fresh_waiting = fresh_waiting || fresh;
     const double ms = waited_ms(s, now);
@@ -150,7 +155,7 @@ int overdue_rank(const Ranks& ranks, int64_t now) {
 int64_t next_deadline_ns(const Ranks& ranks, int64_t after) {
   int64_t next = std::numeric_limits<int64_t>::max();
   for (const RankView& s : ranks) {
-    if (!s.hello || s.dead || !s.beat.in_flight || s.beat.deadline_s <= 0) continue;
+    if (!waiting_with_deadline(s)) continue;
     const int64_t start = s.last_hb_ns - static_cast<int64_t>(s.beat.age_ms * 1e6);
     const int64_t due = start + static_cast<int64_t>(s.beat.deadline_s * 1e9);
     if (due > after) next = std::min(next, due);
