@@ -45,24 +45,26 @@ class RecordingControl final : public cs::Communicator {
 
 TEST_CASE("nccl fake: time_loop_us times the whole pipelined loop with CUDA events") {
   if (!on_fake()) return;
-  // Defect 2: on the non-blocking communicator every call costs the stand-in's thread spawn
-  // (FAKE_NCCL_NONBLOCKING_US, 20 us of stream time): a loop timed there would not be exact.
-  setenv("FAKE_GPU_BUSBW_GBPS", "100", 1);  // read once by the stand-in, before its first use
+  // The stand-in's device time is the longer of the modelled cost and the host work that
+  // performs it: at 0.01 GB/s the model dominates, so the loop's time is the model's, exactly,
+  // but for the host's gap between the start event and the first enqueue.
+  setenv("FAKE_GPU_BUSBW_GBPS", "0.01", 1);  // read at every operation
   auto c = cs::NcclCommunicator::create(std::make_unique<cs::SelfCommunicator>(), "t", 30);
-  const size_t count = 1 << 20;  // 4 MiB of float32
+  const size_t count = 1 << 18;  // 1 MiB of float32
   cs::Tensor send = c->alloc(cs::DType::float32, count), recv = c->alloc(cs::DType::float32, count);
   send.fill(3);
   const cs::Op op = cs::make_op(*c, cs::Collective::allreduce, send, recv);
-  const double per_op_us = 4.0 * count / (100 * 1e3);  // bytes / (GB/s * 1e3) = us
+  const double per_op_us = 4.0 * count / (0.01 * 1e3);  // bytes / (GB/s * 1e3) = us
   REQUIRE(c->device_timing());
   const double us = c->time_loop_us(op, 10);
-  CHECK(us == Approx(10 * per_op_us).epsilon(1e-5));
+  CHECK(us == Approx(10 * per_op_us).epsilon(2e-3));
   CHECK(recv.get(count - 1) == 3);  // the loop ran for real (one rank: the sum is the input)
   CHECK(c->seq() == 10);
   // One timed operation gives the same per-operation time.
   cs::Op timed = op;
   timed.blocking = true;  // as bench() times it
-  CHECK(c->timed_execute_us(timed) == Approx(per_op_us).epsilon(1e-5));
+  CHECK(c->timed_execute_us(timed) == Approx(per_op_us).epsilon(2e-3));
+  unsetenv("FAKE_GPU_BUSBW_GBPS");
 }
 #endif
 
