@@ -780,10 +780,8 @@ ncclResult_t connect(Comm* c, const Work& w) {
 // callbacks and yielding, with no abort check and no bound: it ends only when earlier kernels
 // end (which the abort flag makes them do).
 void wait_fifo(Comm* c) {
-  static const int depth = [] {
-    const char* v = std::getenv("FAKE_NCCL_FIFO_DEPTH");
-    return v && *v ? std::max(1, std::atoi(v)) : 1024;
-  }();
+  const char* v = std::getenv("FAKE_NCCL_FIFO_DEPTH");
+  const int depth = v && *v ? std::max(1, std::atoi(v)) : 1024;
   while (c->inflight->load() >= depth) std::this_thread::yield();
 }
 
@@ -1345,4 +1343,6 @@ ncclResult_t ncclRecv(void* b, size_t count, ncclDataType_t t, int peer, ncclCom
 }  // extern "C"
 extern "C" {
 int commscript_fake_gpu = 1;
+// Test hook: operations enqueued by this process so far (FAKE_NCCL_HANG=R:N counts them).
+uint64_t fake_nccl_op_count() { return g_ops.load(); }
 }

@@ -3,7 +3,9 @@
 // Without the stand-in (a real CUDA runtime, or none) these cases do nothing.
 #ifdef COMMSCRIPT_HAVE_NCCL
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
+#include <string>
 
 #include "gpu_libs.hpp"
 #include "nccl_communicator.hpp"
@@ -110,5 +112,47 @@ TEST_CASE("nccl fake: an invalid argument ends the communicator and names the ca
   }
   CHECK(second.find("unusable after an earlier failure") != std::string::npos);
   CHECK(second.find("ncclReduce failed") != std::string::npos);
+}
+#endif
+
+#ifdef COMMSCRIPT_HAVE_NCCL
+namespace cs {
+void* nccl_sym(const char* name);  // engine/core/gpu_libs.cpp
+}
+
+// A blocking call that waits inside NCCL cannot escape the deadline: here the work FIFO is full
+// (FAKE_NCCL_FIFO_DEPTH=1) behind an operation that never completes, so NCCL's launch of the next
+// one waits (enqueue.cc waitWorkFifoAvailable, no abort check) inside the blocking twin. The
+// monitor aborts the twin's parent past the deadline, the shared abort flag ends the stuck
+// kernel and so the wait, and the loop fails as a timeout that says where it waited. Without the
+// monitor this call never returns.
+TEST_CASE("nccl fake: a blocking call stuck inside NCCL ends at the deadline as a timeout") {
+  if (!on_fake()) return;
+  const auto ops = reinterpret_cast<uint64_t (*)()>(cs::nccl_sym("fake_nccl_op_count"));
+  REQUIRE(ops);
+  auto c = cs::NcclCommunicator::create(std::make_unique<cs::SelfCommunicator>(), "fifo", 30);
+  c->set_timeout(1, 0.5);
+  cs::Tensor t = c->alloc(cs::DType::float32, 256);
+  const cs::Op op = cs::make_op(*c, cs::Collective::allreduce, t, t);
+  setenv("FAKE_NCCL_FIFO_DEPTH", "1", 1);
+  setenv("FAKE_NCCL_HANG", ("0:" + std::to_string(ops() + 1)).c_str(), 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string msg;
+  int code = 0;
+  try {
+    c->time_loop_us(op, 3);
+  } catch (const cs::Error& e) {
+    msg = e.what();
+    code = static_cast<int>(e.code());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsetenv("FAKE_NCCL_FIFO_DEPTH");
+  unsetenv("FAKE_NCCL_HANG");
+  INFO(msg);
+  CHECK(code == static_cast<int>(cs::ExitCode::timeout));
+  CHECK(msg.find("timeout: allreduce #2") == 0);
+  CHECK(msg.find("inside the blocking call") != std::string::npos);
+  CHECK(secs < 10);
+  CHECK(c->aborted());
 }
 #endif
