@@ -17,7 +17,7 @@ namespace cs {
 
 struct PickleLimits {
   size_t max_depth = 64;           // nesting of containers
-  size_t max_nodes = 20'000'000;   // values written, memo repeats included
+  size_t max_nodes = 5'000'000;    // values written, memo repeats included (20 000 entries with stacks: ~3M)
   size_t max_output = 512u << 20;  // bytes of JSON text
   size_t max_string = 64u << 20;   // one str or bytes value
 };

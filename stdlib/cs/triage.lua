@@ -456,7 +456,17 @@ local function analyse_watchdog(texts, diag, world)
     else
       G.verdict = { kind = "stuck", seq = seq, rec = best, ranks = {} }
     end
-    G.sequence = { best }
+    -- Watchdog lines name only the collective that timed out: the repro runs it a few times
+    -- (the calls before it, of the same shape) and fails on the last, as the customer's did.
+    local reps = math.min(seq, 4)
+    G.sequence = {}
+    for i = 1, reps - 1 do
+      local c = {}
+      for k, x in pairs(best) do c[k] = x end
+      c.seq, c.state, c.at = seq - reps + i, "completed", best.at .. " (its shape, the calls before it)"
+      G.sequence[i] = c
+    end
+    G.sequence[reps] = best
     G.timeouts = nil
     diag.groups[#diag.groups + 1] = G
   end

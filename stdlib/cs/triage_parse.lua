@@ -360,9 +360,9 @@ function M.read(path)
     local json = native.triage_unpickle(data)
     return M.flight_recorder(path, decode_json(path, json), "pickle")
   end
-  if first == "{" then
+  if first == "{" or first == "[" then
     local d = decode_json(path, data)
-    if type(d) ~= "table" then bad(path .. ": a JSON document that is not an object") end
+    if type(d) ~= "table" or d[1] ~= nil then bad(path .. ": a JSON document that is not an object") end
     if d.pg_config ~= nil or (d.entries ~= nil and d.version ~= nil) then return M.flight_recorder(path, d, "json") end
     if d.communicators ~= nil then return M.ras(path, d) end
     if d.results ~= nil or (d.config ~= nil and d.nccl_version ~= nil) then return M.nccl_tests_json(path, d) end

@@ -297,7 +297,10 @@ return recipe]])
     t("ranks = [%s]", list(chaos.ranks))
     t("ops = [%s]", toml_str(chaos.ops[1]))
     t("after = %d", chaos.after)
-    if chaos.factor then t("factor = %.17g", chaos.factor) end
+    if chaos.factor then
+      local short = ("%.15g"):format(chaos.factor)
+      t("factor = %s", tonumber(short) == chaos.factor and short or ("%.17g"):format(chaos.factor))
+    end
     if chaos.op then t("op = %s", toml_str(chaos.op)) end
   else
     t("# No chaos planted: %s", chaos_note or "no failure seen")
