@@ -317,9 +317,7 @@ function M.write(dir, built)
     local p = dir .. "/" .. f[1]
     local h, err = io.open(p, "w")
     if not h then
-      local e = setmetatable({ code = 6, message = ("triage: cannot write %s: %s"):format(p, tostring(err)) },
-        { __tostring = function(x) return x.message end })
-      error(e, 0)
+      error(("triage: cannot write %s: %s"):format(p, tostring(err)), 0)  -- a runtime error: exit 2
     end
     h:write(f[2])
     h:close()
