@@ -762,9 +762,13 @@ function M.findings(diag)
 end
 
 -- The failure to plant, from the first group with a verdict to reproduce (nil: none).
+-- A rank to blame (missing, mismatch) comes before a group where everyone waits (stuck): the
+-- ranks stuck elsewhere wait for the one that broke.
 function M.failure(diag)
-  for _, G in ipairs(diag.groups) do
-    if G.verdict.kind == "missing" or G.verdict.kind == "mismatch" or G.verdict.kind == "stuck" then return G end
+  for _, kinds in ipairs({ { missing = true, mismatch = true }, { stuck = true } }) do
+    for _, G in ipairs(diag.groups) do
+      if kinds[G.verdict.kind] then return G end
+    end
   end
   return nil
 end

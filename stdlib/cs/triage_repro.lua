@@ -25,16 +25,39 @@ local function list(t)
   return table.concat(p, ", ")
 end
 
--- Which customer ranks to keep at `n` ranks: those the verdict names first, then the lowest.
-local function select_ranks(world, n, named)
+-- Which customer ranks to keep at `n` ranks, keeping the group shapes where they fit: the ranks
+-- the verdict names first, then whole groups, smallest first (a tensor-parallel pair stays a
+-- pair), the failing group's before the others, then the lowest ranks.
+local function select_ranks(world, n, named, groups, failing)
   local keep, seen = {}, {}
-  for _, r in ipairs(named) do
+  local function add(r)
     if #keep < n and not seen[r] and r < world then seen[r] = true; keep[#keep + 1] = r end
   end
-  for r = 0, world - 1 do
-    if #keep >= n then break end
-    if not seen[r] then seen[r] = true; keep[#keep + 1] = r end
+  for _, r in ipairs(named) do add(r) end
+  local sub = {}
+  for _, g in ipairs(groups) do
+    if #g.ranks < world and #g.ranks > 1 then sub[#sub + 1] = g end
   end
+  table.sort(sub, function(a, b)
+    if #a.ranks ~= #b.ranks then return #a.ranks < #b.ranks end
+    return a.ranks[1] < b.ranks[1]
+  end)
+  local function room_for(g)
+    local need = 0
+    for _, r in ipairs(g.ranks) do if not seen[r] then need = need + 1 end end
+    return need > 0 and #keep + need <= n
+  end
+  -- complete the groups of the named ranks, then whole groups of the failing group's members
+  for _, g in ipairs(sub) do
+    local touches = false
+    for _, r in ipairs(g.ranks) do if seen[r] then touches = true end end
+    if touches and room_for(g) then for _, r in ipairs(g.ranks) do add(r) end end
+  end
+  for _, g in ipairs(sub) do
+    if room_for(g) then for _, r in ipairs(g.ranks) do add(r) end end
+  end
+  for _, r in ipairs(failing and failing.ranks or {}) do add(r) end
+  for r = 0, world - 1 do add(r) end
   table.sort(keep)
   local map = {}
   for i, r in ipairs(keep) do map[r] = i - 1 end
@@ -57,7 +80,7 @@ function M.build(diag, opts)
   if n > world then bad(("triage: --ranks %d is more than the customer's %d ranks (the repro scales down, keeping the group shapes)"):format(n, world)) end
   if n < 2 then bad("triage: --ranks must be at least 2") end
   local v = G.verdict
-  local keep, map = select_ranks(world, n, v.ranks or {})
+  local keep, map = select_ranks(world, n, v.ranks or {}, groups_with_seq, G)
 
   -- groups, mapped
   local groups, gindex = {}, {}
@@ -141,6 +164,27 @@ function M.build(diag, opts)
     if chaos and #chaos.ranks == 0 then chaos = nil; chaos_note = "the culprit ranks were not kept: not planted" end
   elseif v.kind == "stuck" then
     chaos_note = "every rank joined the last collective: nothing to plant; the repro asks whether the fabric alone hangs"
+  end
+
+  -- The rule counts per communicator: an earlier call of the same op on another group of a
+  -- planted rank, past `after` on its own communicator, would take the fault instead.
+  if chaos then
+    local planted = {}
+    for _, r in ipairs(chaos.ranks) do planted[r] = true end
+    local count = {}
+    for _, it in ipairs(seq) do
+      if it.rec == fail_rec then break end
+      local member = false
+      for _, r in ipairs(groups[it.gi].ranks) do if planted[r] then member = true end end
+      if member then
+        count[it.gi] = (count[it.gi] or 0) + 1
+        if it.rec.op == op and count[it.gi] > chaos.after then
+          chaos_note = chaos_note .. (" (warning: the rule also matches %s #%d of group %s, which comes first: move that call, or the fault lands there)"):format(
+            op, count[it.gi], groups[it.gi].g.name)
+          break
+        end
+      end
+    end
   end
 
   local timeout = (opts.timeout and opts.timeout > 0) and opts.timeout or (G.timeout_ms and G.timeout_ms / 1000) or 300
@@ -259,6 +303,9 @@ function recipe.run(ctx)
       end
     end
   end
+  -- Every rank waits for the others here, so a rank done with its groups early is not taken
+  -- for a missing one while another group is stuck.
+  ctx.comm:barrier()
   ctx.log("all %d collective(s) completed on every rank: the failure did not reproduce", #SEQUENCE)
 end
 

@@ -81,13 +81,24 @@ class Triage(cs_e2e.TestCase):
             else:  # the same job as JSON (one file gzip): the same repro
                 self.assertEqual(open(os.path.join(out, "repro.toml")).read(), repro_toml)
             repro_toml = open(os.path.join(out, "repro.toml")).read()
-        # scaled to 2 ranks: the missing rank is kept (as rank 1 there) and still named
-        r, out = self.triage(fx("fr_missing"), "--ranks", "2")
+    # (2b) 8 ranks in tensor-parallel pairs and the world; rank 6 never joins its pair's
+    # all-reduce #3. Scaled to 4 ranks the pair {6, 7} stays a pair (ranks 2, 3 here).
+    def test_fr_tp_pair_scaled(self):
+        r, out = self.triage(fx("fr_tp_missing"), "--ranks", "4")
         self.assertExit(r, HEALTH)
-        self.assertIn("2->1", open(os.path.join(out, "repro.lua")).read())
-        rr = self.repro(out, 2)
+        self.assertIn("fr_trace says: Not all ranks joining collective, sequence number: 3; group info: 1:tp; "
+                      "collective: nccl:all_reduce; missing ranks: {6}", r.stdout, r.describe())
+        lua = open(os.path.join(out, "repro.lua")).read()
+        self.assertIn("0->0, 1->1, 6->2, 7->3", lua)
+        self.assertIn('{ name = "1", desc = "tp", ranks = { 2, 3 } },  -- [3] customer ranks 6, 7', lua)
+        rr = self.repro(out, 4)
         self.assertExit(rr, TIMEOUT)
-        self.assertRegex(rr.stdout + rr.stderr, r"missing ranks: 1\b")
+        self.assertRegex(rr.stdout + rr.stderr, r"timeout: allreduce #3 \S+ world/s3\.c0\)")
+        inc = [i for i in json.load(open(rr.path("report.json")))["incidents"] if i.get("kind") == "timeout"][0]
+        self.assertEqual(inc["arrived"], [3])
+        # rank 2 (customer rank 6) never arrived: it is not in any operation
+        self.assertIn({"rank": 2, "detail": "no progress, not in an operation (last: allgather #3)"},
+                      [{"rank": m["rank"], "detail": m["detail"]} for m in inc["missing"]])
 
     # (3) Flight Recorder dumps, rank 1 all-reduces half the elements of the others at collective 5
     def test_fr_size_mismatch_as_fr_trace(self):

@@ -125,6 +125,39 @@ function TestFr:test_scaling_keeps_the_missing_rank()
   lu.assertStrContains(e.message, "more than the customer's 8 ranks")
 end
 
+function TestFr:test_two_groups_scaled_keep_their_shape()
+  -- 8 ranks: tensor-parallel pairs {0,1} {2,3} {4,5} {6,7} (group "tp") and the world; rank 6
+  -- never joins the pair's all-reduce #2. At 4 ranks the pair of rank 6 stays a pair.
+  local d = {}
+  for r = 0, 7 do
+    local pair = r - r % 2
+    local tp = { name = "1", desc = "tp", ranks = ("[%d, %d]"):format(pair, pair + 1) }
+    local es = { entry(0, 1, "_allgather_base", { { 4 } }, { { 32 } }, "completed") }
+    local e2 = entry(1, 1, "all_reduce", { { 8 } }, { { 8 } }, "completed")
+    e2.process_group = { "1", "tp" }
+    es[2] = e2
+    if r ~= 6 then
+      local e3 = entry(2, 2, "all_reduce", { { 8 } }, { { 8 } }, pair == 6 and "started" or "completed")
+      e3.process_group = { "1", "tp" }
+      es[3] = e3
+    end
+    local a = P.flight_recorder("t_rank_" .. r, { version = "2.10", entries = es,
+      pg_config = { ["0"] = { name = "0", desc = "default_pg", ranks = "[0, 1, 2, 3, 4, 5, 6, 7]" }, ["1"] = tp } }, "pickle")
+    d[#d + 1] = a
+  end
+  local diag = T.diagnose(d)
+  local G = T.failure(diag)
+  lu.assertEquals(G.desc, "tp")
+  lu.assertEquals(G.ranks, { 6, 7 })
+  lu.assertEquals(G.verdict.ranks, { 6 })
+  local built = R.build(diag, { ranks = 4 })
+  lu.assertStrContains(built.lua, "0->0, 1->1, 6->2, 7->3")
+  lu.assertStrContains(built.lua, 'ranks = { 2, 3 } },  -- [')
+  lu.assertStrContains(built.toml, "ranks = [2]")
+  lu.assertStrContains(built.toml, "after = 1")
+  lu.assertNotStrContains(built.toml, "warning")
+end
+
 TestText = {}
 function TestText:test_watchdog_and_nccl_lines()
   local log = table.concat({
