@@ -1,5 +1,5 @@
 // native.triage_* : what stdlib/cs/triage.lua needs from the engine to read a customer's
-// artifacts. Reading is limited to paths the user named on commscript's own command line
+// artifacts. Reading is limited to the paths of --paths on commscript's own command line
 // (engine/core/triage_input.hpp), so a shared recipe cannot read files the user did not name.
 //   triage_read(path) -> bytes            the file, gzip inflated (InputError: exit 1)
 //   triage_list(dir) -> {paths}           regular files under a named directory, sorted
@@ -19,8 +19,8 @@ namespace cs::lua {
 namespace {
 
 void check_named(const std::string& path) {
-  static const std::vector<std::string> words = triage::command_line_words();
-  if (!triage::path_named(path, words))
+  static const std::vector<std::string> named = triage::command_line_paths();
+  if (!triage::path_named(path, named))
     throw InputError(path +
                      ": not named on the command line (triage reads only the files and directories "
                      "given to it, e.g. --paths " +

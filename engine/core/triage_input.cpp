@@ -126,30 +126,33 @@ std::vector<std::string> list_files(const std::string& dir, int max_depth, size_
   return out;
 }
 
-std::vector<std::string> command_line_words() {
+std::vector<std::string> command_line_paths(const std::string& option) {
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<std::string> words;
+  std::vector<std::string> args;
   size_t start = 0;
   for (size_t i = 0; i <= all.size(); ++i) {
     if (i < all.size() && all[i] != '\0') continue;
-    std::string w = all.substr(start, i - start);
+    args.push_back(all.substr(start, i - start));
     start = i + 1;
-    if (w.empty()) continue;
-    words.push_back(w);
-    std::string rest = w;
-    if (auto eq = rest.find('='); eq != std::string::npos) {
-      rest = rest.substr(eq + 1);
-      words.push_back(rest);
-    }
+  }
+  std::vector<std::string> paths;
+  auto split = [&](const std::string& v) {
     size_t s = 0;
-    for (size_t j = 0; j <= rest.size(); ++j) {
-      if (j < rest.size() && rest[j] != ',') continue;
-      if (j > s && j - s != rest.size()) words.push_back(rest.substr(s, j - s));
+    for (size_t j = 0; j <= v.size(); ++j) {
+      if (j < v.size() && v[j] != ',') continue;
+      if (j > s) paths.push_back(v.substr(s, j - s));
       s = j + 1;
     }
+  };
+  const std::string with_eq = option + "=";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == option && i + 1 < args.size())
+      split(args[i + 1]);
+    else if (args[i].compare(0, with_eq.size(), with_eq) == 0)
+      split(args[i].substr(with_eq.size()));
   }
-  return words;
+  return paths;
 }
 
 bool path_named(const std::string& path, const std::vector<std::string>& named) {

@@ -1,8 +1,8 @@
 #pragma once
 // Reading a customer's artifacts for `triage` (stdlib/cs/triage.lua): whole files, bounded in
 // size, gzip inflated (zlib), other compressions refused by their magic bytes; the files of a
-// directory; and which paths the user named on commscript's command line (the only ones a
-// recipe may read: a shared recipe cannot read what the user did not name).
+// directory; and which paths the user named with --paths on commscript's command line (the only
+// ones a recipe may read: a shared recipe cannot read what the user did not name).
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -25,9 +25,10 @@ std::vector<std::string> list_files(const std::string& dir, int max_depth = 4, s
 // "file", "directory", or "" when `path` does not exist (or is something else).
 std::string path_kind(const std::string& path);
 
-// The words of this process's command line (/proc/self/cmdline), each also split at ',' and
-// after '=' (so `--paths a,b` and `--paths=a` name a and b).
-std::vector<std::string> command_line_words();
+// The values of `option` on this process's command line (/proc/self/cmdline), `--paths A,B`
+// or `--paths=A,B`, split at ','. Only these are readable: not the recipe, not --out, --config
+// or any other word (so `--out .` does not make the working directory readable).
+std::vector<std::string> command_line_paths(const std::string& option = "--paths");
 
 // True when `path` is one of `named`, or lies under one of them that is a directory (compared
 // after resolving both with realpath).

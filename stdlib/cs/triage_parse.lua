@@ -169,8 +169,10 @@ function M.text(path, data)
     if n > 20000000 then bad(path .. ": more than 20 million lines") end
     if #line > 0 then
       local at = path .. ":" .. n
+      local has_nccl = line:find("NCCL", 1, true) ~= nil  -- every watchdog and NCCL line has it
+      local c1 = line:byte(1)
       -- the watchdog's timeout line (ProcessGroupNCCL::WorkNCCL::checkTimeout / watchdog)
-      local work = line:match("WorkNCCL%((.-)%)%s+ran for")
+      local work = has_nccl and line:match("WorkNCCL%((.-)%)%s+ran for")
       if work then
         local w = {
           at = at, rank = rank_of_line(line), seq = tonumber(work:match("SeqNum=(%d+)")),
@@ -182,8 +184,8 @@ function M.text(path, data)
         if w.rank and w.seq and w.optype then out.watchdog[#out.watchdog + 1] = w end
       end
       -- "... at work: 5, last enqueued NCCL work: 5, last completed NCCL work: 4."
-      local enq = line:match("last enqueued NCCL work: (%-?%d+)")
-      local comp = line:match("last completed NCCL work: (%-?%d+)")
+      local enq = has_nccl and line:match("last enqueued NCCL work: (%-?%d+)")
+      local comp = has_nccl and line:match("last completed NCCL work: (%-?%d+)")
       if enq or comp then
         local r = rank_of_line(line)
         if r then
@@ -193,9 +195,12 @@ function M.text(path, data)
         end
       end
       -- NCCL_DEBUG lines: "host:pid:tid [dev] NCCL INFO ..." / "NCCL WARN ..."
-      local host, sev, msg = line:match("^%s*([%w%.%-_]+):%d+:%d+ %[%d+%] NCCL (%u+) (.*)$")
-      if not sev then sev, msg = line:match("NCCL (INFO) (.*)$") end
-      if not sev then sev, msg = line:match("NCCL (WARN) (.*)$") end
+      local host, sev, msg
+      if has_nccl then
+        host, sev, msg = line:match("^%s*([%w%.%-_]+):%d+:%d+ %[%d+%] NCCL (%u+) (.*)$")
+        if not sev then sev, msg = line:match("NCCL (INFO) (.*)$") end
+        if not sev then sev, msg = line:match("NCCL (WARN) (.*)$") end
+      end
       if sev then
         local nc = out.nccl
         if host then nc.hosts[host] = true end
@@ -223,21 +228,25 @@ function M.text(path, data)
         if ename then out.env[ename] = evalue; out.env_at[ename] = at end
       end
       -- exported variables (a job script's env dump)
-      local ename, evalue = line:match("^%s*export%s+([A-Z][A-Z0-9_]*)=(.*)$")
-      if not ename then ename, evalue = line:match("^([A-Z][A-Z0-9_]*)=(.*)$") end
+      local ename, evalue
+      if c1 == 101 or c1 == 32 or c1 == 9 then  -- 'e', ' ', tab: "export NAME=value"
+        ename, evalue = line:match("^%s*export%s+([A-Z][A-Z0-9_]*)=(.*)$")
+      elseif c1 >= 65 and c1 <= 90 then           -- 'A'..'Z': "NAME=value"
+        ename, evalue = line:match("^([A-Z][A-Z0-9_]*)=(.*)$")
+      end
       if ename and (ename:match("^NCCL_") or ename:match("^TORCH_") or ename:match("^UCX_")) then
         evalue = evalue:gsub("^[\"']", ""):gsub("[\"']%s*$", "")
         out.env[ename] = evalue
         out.env_at[ename] = at
       end
       -- nccl-tests' text output (src/util.cu: writeDeviceReport, writeBenchmarkLine*, writeResultFooter)
-      local tv = line:match("^# nccl%-tests version (%S+)")
-      if tv or line:match("^# Collective test starting: ") then
+      local tv = c1 == 35 and line:match("^# nccl%-tests version (%S+)")
+      if tv or (c1 == 35 and line:match("^# Collective test starting: ")) then
         tests = tests or { rows = {}, devices = {}, at = at }
         if tv then tests.version = tv; tests.nccl_library = tonumber(line:match("nccl%-library=(%d+)")) end
         tests.program = tests.program or line:match("^# Collective test starting: (%S+)")
       end
-      if tests then
+      if tests and (c1 == 35 or c1 == 32) then
         local rk, host2, dev = line:match("^#%s+Rank%s+(%d+) Group%s+%d+ Pid%s+%d+ on%s+(%S+) device%s+(%d+)")
         if rk then tests.devices[#tests.devices + 1] = { rank = tonumber(rk), host = host2, device = tonumber(dev), at = at } end
         local size, count, typ, redop, root, rest = line:match("^%s+(%d+)%s+(%d+)%s+(%w+)%s+(%w+)%s+(%-?%d+)%s+(.*)$")
@@ -360,7 +369,10 @@ function M.read(path)
     local json = native.triage_unpickle(data)
     return M.flight_recorder(path, decode_json(path, json), "pickle")
   end
-  if first == "{" or first == "[" then
+  -- A JSON document: an object, or an array of arrays/objects/strings (logs start with "[rank0]:"
+  -- or "[2026-...]" too, so a '[' alone does not make JSON).
+  local json_array = first == "[" and data:match("^%s*%[%s*[%[{\"%]]") ~= nil and data:match("%]%s*$") ~= nil
+  if first == "{" or json_array then
     local d = decode_json(path, data)
     if type(d) ~= "table" or d[1] ~= nil then bad(path .. ": a JSON document that is not an object") end
     if d.pg_config ~= nil or (d.entries ~= nil and d.version ~= nil) then return M.flight_recorder(path, d, "json") end

@@ -153,11 +153,17 @@ class Triage(cs_e2e.TestCase):
         self.assertFalse(os.path.exists("/tmp/pwn"))
 
     def test_reads_only_named_paths(self):
-        # a recipe cannot read a file the user did not name
-        p = self.recipe("peek", 'require("cs.triage").load({ "/etc/hostname" })')
-        r = cs_e2e.run(["--backend", "self", p], out_dir=self.new_out(), cwd=self.tmp)
-        self.assertExit(r, BAD_INPUT)
-        self.assertIn("not named on the command line", r.stderr)
+        # a recipe reads only what --paths names: not /etc/hostname, not its --config file, not
+        # the working directory given as --out
+        cfg = self.write("c.toml", "[options]\n")
+        p = self.recipe("peek", 'require("cs.triage").load({ ctx.opt.what })',
+                        decl_extra=', options = { what = { "", "x" }, paths = { {}, "x", type = "list" } }')
+        for what in ("/etc/hostname", cfg, os.path.join(self.tmp, "c.toml")):
+            r = cs_e2e.run(["--backend", "self", "--config", cfg, p, "--what", what], out_dir=self.tmp, cwd=self.tmp)
+            self.assertExit(r, BAD_INPUT)
+            self.assertIn(what + ": not named on the command line", r.stderr)
+        r = cs_e2e.run(["--backend", "self", p, "--what", cfg, "--paths", self.tmp], out_dir=self.new_out(), cwd=self.tmp)
+        self.assertExit(r, OK)
 
 
 if __name__ == "__main__":
