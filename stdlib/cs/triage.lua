@@ -645,10 +645,13 @@ function M.lines(diag)
     end
   end
   for _, t in ipairs(diag.tests) do
-    local wrong = 0
-    for _, row in ipairs(t.rows) do wrong = wrong + (row.wrong or 0) + (row.ip_wrong or 0) end
-    L[#L + 1] = ("== nccl-tests %s: %d size(s), avg busbw %s GB/s, #wrong %d  [%s]"):format(t.program or "", #t.rows,
-      t.avg_busbw and tostring(t.avg_busbw.value) or "?", wrong, t.at)
+    local wrong, cv = 0, nil
+    for _, row in ipairs(t.rows) do
+      wrong = wrong + (row.wrong or 0) + (row.ip_wrong or 0)
+      if row.i_cv and (not cv or row.i_cv > cv) then cv = row.i_cv end
+    end
+    L[#L + 1] = ("== nccl-tests %s: %d size(s), avg busbw %s GB/s, #wrong %d%s  [%s]"):format(t.program or "", #t.rows,
+      t.avg_busbw and tostring(t.avg_busbw.value) or "?", wrong, cv and (", worst per-iteration cv %.1f%%"):format(cv) or "", t.at)
   end
   if #diag.env_findings > 0 then
     L[#L + 1] = ("== environment: %d finding(s) of the env audit"):format(#diag.env_findings)

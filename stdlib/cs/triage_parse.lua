@@ -249,13 +249,16 @@ function M.text(path, data)
       if tests and (c1 == 35 or c1 == 32) then
         local rk, host2, dev = line:match("^#%s+Rank%s+(%d+) Group%s+%d+ Pid%s+%d+ on%s+(%S+) device%s+(%d+)")
         if rk then tests.devices[#tests.devices + 1] = { rank = tonumber(rk), host = host2, device = tonumber(dev), at = at } end
+        if c1 == 35 and line:find("i_min", 1, true) then tests.per_iter = true end  -- -I 1 columns
         local size, count, typ, redop, root, rest = line:match("^%s+(%d+)%s+(%d+)%s+(%w+)%s+(%w+)%s+(%-?%d+)%s+(.*)$")
         if size then
           local f = {}
           for w in rest:gmatch("%S+") do f[#f + 1] = w end
           tests.rows[#tests.rows + 1] = { at = at, size = tonumber(size), count = tonumber(count), type = typ, redop = redop,
             root = tonumber(root), time_us = tonumber(f[1]), algbw = tonumber(f[2]), busbw = tonumber(f[3]), wrong = tonumber(f[4]),
-            ip_wrong = tonumber(f[8]) }
+            -- with -I: time algbw busbw #wrong i_min i_max i_p99 i_cv% per half (util.cu writeResultHeader)
+            ip_wrong = tonumber(f[tests.per_iter and 12 or 8]),
+            i_p99 = tests.per_iter and tonumber(f[7]) or nil, i_cv = tests.per_iter and tonumber(f[8]) or nil }
         end
         local oob, oobv = line:match("^# Out of bounds values : (%d+) (%u+)")
         if oob then tests.out_of_bounds = { count = tonumber(oob), okay = oobv == "OK", at = at } end
@@ -322,7 +325,9 @@ function M.nccl_tests_json(path, d)
       local ip = type(r.in_place) == "table" and r.in_place or {}
       tests.rows[#tests.rows + 1] = { at = ("%s: results[%d]"):format(path, i - 1), size = nn(r.size), count = nn(r.count),
         type = nn(r.type), redop = nn(r.redop), root = tonumber(nn(r.root)), time_us = nn(oop.time) or nn(oop.cpu_time),
-        algbw = nn(oop.alg_bw), busbw = nn(oop.bus_bw), wrong = tonumber(nn(oop.nwrong)), ip_wrong = tonumber(nn(ip.nwrong)) }
+        algbw = nn(oop.alg_bw), busbw = nn(oop.bus_bw), wrong = tonumber(nn(oop.nwrong)), ip_wrong = tonumber(nn(ip.nwrong)),
+        i_p99 = type(r.out_of_place_per_iter) == "table" and tonumber(nn(r.out_of_place_per_iter.p99_us)) or nil,
+        i_cv = type(r.out_of_place_per_iter) == "table" and tonumber(nn(r.out_of_place_per_iter.cv_pct)) or nil }
     end
   end
   for _, dv in ipairs(type(d.config) == "table" and type(d.config.devices) == "table" and d.config.devices or {}) do

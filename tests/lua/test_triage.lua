@@ -184,6 +184,28 @@ function TestText:test_watchdog_and_nccl_lines()
   lu.assertStrContains(built.toml, "factor = 0.6")
   lu.assertStrContains(built.toml, "timeout = 1")
 end
+function TestText:test_nccl_tests_text_with_per_iteration_columns()
+  -- util.cu's writeResultHeader / writeBenchmarkLine* with -I 1: 8 columns per half
+  local out = table.concat({
+    "# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807",
+    "# Collective test starting: all_reduce_perf",
+    "#  Rank  0 Group  0 Pid   4100 on      gpu-a device  0 [0000:18:00] NVIDIA H100 80GB HBM3",
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%",
+    "     1048576        262144     float     sum      -1    40.20   26.08   39.12       0    39.10    44.00    43.90     2.10    40.00   26.21   39.32       5    39.00    45.00    44.50     3.40",
+    "# Out of bounds values : 5 FAILED",
+    "# Avg bus bandwidth    : 39.22 ",
+  }, "\n")
+  local a = P.text("t.log", out)
+  lu.assertTrue(a.tests.per_iter)
+  lu.assertEquals(a.tests.rows[1].wrong, 0)
+  lu.assertEquals(a.tests.rows[1].ip_wrong, 5)
+  lu.assertEquals(a.tests.rows[1].i_cv, 2.1)
+  lu.assertEquals(a.tests.devices[1].host, "gpu-a")
+  local diag = T.diagnose({ a })
+  local kinds = {}
+  for _, f in ipairs(T.findings(diag)) do kinds[f.kind] = f end
+  lu.assertEquals(kinds["triage.nccl_tests_wrong"].evidence.at, { "t.log:5" })
+end
 function TestText:test_nothing_recognised()
   local e = raised(T.diagnose, { P.text("x", "hello\nworld\n") })
   lu.assertEquals(e.code, cs.exit.bad_input)
