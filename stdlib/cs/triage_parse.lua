@@ -70,6 +70,11 @@ local ENTRY_FIELDS = {
 
 local function check_entry(path, i, e)
   if type(e) ~= "table" then bad(("%s: entry %d is not a dict"):format(path, i)) end
+  -- Dumps before version 2.2 number collectives as seq_id, and before 2.3 have no dtypes.
+  if e.collective_seq_id == nil and is_int(e.seq_id) then e.collective_seq_id = e.seq_id end
+  if e.p2p_seq_id == nil then e.p2p_seq_id = 0 end
+  if e.input_dtypes == nil then e.input_dtypes = {} end
+  if e.output_dtypes == nil then e.output_dtypes = {} end
   for k, want in pairs(ENTRY_FIELDS) do
     local v = e[k]
     local ok
