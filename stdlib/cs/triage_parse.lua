@@ -371,12 +371,25 @@ local function decode_json(path, data)
   return d
 end
 
+-- Calls an engine function on `path`'s data; its refusal (exit 1) is re-raised naming the file
+-- instead of this module's line.
+local function engine(path, f, ...)
+  local ok, r = pcall(f, ...)
+  if ok then return r end
+  if type(r) == "table" and rawget(r, "limit") == true then error(r, 0) end
+  local msg = type(r) == "table" and tostring(r.message) or tostring(r)
+  msg = msg:gsub("^[^:]*triage_parse%.lua:%d+: ", "")
+  if msg:sub(1, #path + 1) ~= path .. ":" then msg = path .. ": " .. msg end
+  local code = type(r) == "table" and r.code or native.exit_codes.runtime
+  error(setmetatable({ code = code, message = msg }, { __tostring = function(x) return x.message end }), 0)
+end
+
 -- Reads one file and returns its artifact table (kind = fr | text | ras | nccl_tests).
 function M.read(path)
-  local data = native.triage_read(path)
+  local data = engine(path, native.triage_read, path)
   local first = data:match("^%s*(.)")
   if data:byte(1) == 0x80 then
-    local json = native.triage_unpickle(data)
+    local json = engine(path, native.triage_unpickle, data)
     return M.flight_recorder(path, decode_json(path, json), "pickle")
   end
   -- A JSON document: an object, or an array of arrays/objects/strings (logs start with "[rank0]:"
