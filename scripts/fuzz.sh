@@ -17,7 +17,7 @@ if [ ! -f "$dir/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$dir" -DCOMMSCRIPT_FUZZ=ON -DCOMMSCRIPT_BUILD_TESTS=OFF \
     -DCOMMSCRIPT_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-targets=(${FUZZ_TARGETS:-fuzz_config fuzz_size fuzz_replay fuzz_options fuzz_env})
+targets=(${FUZZ_TARGETS:-fuzz_config fuzz_size fuzz_replay fuzz_pickle fuzz_options fuzz_env})
 cmake --build "$dir" --target "${targets[@]}" -j "${JOBS:-2}"
 mkdir -p "$dir/artifacts"
 status=0

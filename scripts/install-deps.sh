@@ -9,7 +9,7 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential cmake pkg-config git
       libluajit-5.1-dev luajit
       libopenmpi-dev openmpi-bin
-      libtomlplusplus-dev nlohmann-json3-dev libcli11-dev catch2 libssl-dev libhwloc-dev
+      libtomlplusplus-dev nlohmann-json3-dev libcli11-dev catch2 libssl-dev zlib1g-dev libhwloc-dev
       lua-unit python3
       libgloo-dev     # --backend gloo (optional at build time, like NCCL)
       python3-mpi4py)  # the embedding tests of the Python module

@@ -1,0 +1,172 @@
+#include "triage_input.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "error.hpp"
+
+namespace cs::triage {
+
+namespace {
+
+std::string inflate_gzip(const std::string& path, const std::string& in, const ReadLimits& limits) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw InputError(path + ": cannot start zlib");
+  std::string out;
+  char buf[1 << 16];
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  int rc = Z_OK;
+  while (true) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) break;
+    out.append(buf, sizeof buf - z.avail_out);
+    if (out.size() > limits.max_inflated) {
+      inflateEnd(&z);
+      throw InputError(path + ": inflates past " + std::to_string(limits.max_inflated >> 20) +
+                       " MiB (a gzip bomb, or a dump too large to triage here)");
+    }
+    if (rc == Z_STREAM_END) break;
+    if (z.avail_in == 0 && z.avail_out != 0) {  // no more input, and zlib wants more
+      rc = Z_BUF_ERROR;
+      break;
+    }
+  }
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END)
+    throw InputError(path + ": gzip data is " + (rc == Z_BUF_ERROR ? "truncated" : "corrupt") +
+                     (z.msg ? std::string(" (") + z.msg + ")" : std::string()));
+  return out;
+}
+
+std::string real(const std::string& p) {
+  char buf[PATH_MAX];
+  if (::realpath(p.c_str(), buf) == nullptr) return {};
+  return buf;
+}
+
+}  // namespace
+
+std::string path_kind(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  if (S_ISDIR(st.st_mode)) return "directory";
+  if (S_ISREG(st.st_mode)) return "file";
+  return {};
+}
+
+std::string read_artifact(const std::string& path, const ReadLimits& limits) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw InputError(path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file");
+  if (static_cast<size_t>(st.st_size) > limits.max_file)
+    throw InputError(path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                     std::to_string(limits.max_file >> 20) + " MiB triage reads");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot be opened");
+  std::string data;
+  data.resize(static_cast<size_t>(st.st_size));
+  f.read(data.data(), static_cast<std::streamsize>(data.size()));
+  data.resize(static_cast<size_t>(f.gcount()));
+  auto starts = [&](const char* magic, size_t n) {
+    return data.size() >= n && std::memcmp(data.data(), magic, n) == 0;
+  };
+  if (starts("\x1f\x8b", 2)) return inflate_gzip(path, data, limits);
+  if (starts("BZh", 3)) throw InputError(path + ": bzip2-compressed; triage reads gzip only (bunzip2 it first)");
+  if (starts("\xfd"
+             "7zXZ",
+             6))
+    throw InputError(path + ": xz-compressed; triage reads gzip only (unxz it first)");
+  if (starts("\x28\xb5\x2f\xfd", 4))
+    throw InputError(path + ": zstd-compressed; triage reads gzip only (unzstd it first)");
+  if (starts("PK\x03\x04", 4)) throw InputError(path + ": a zip archive; unzip it and pass the directory");
+  return data;
+}
+
+std::vector<std::string> list_files(const std::string& dir, int max_depth, size_t max_files) {
+  std::vector<std::string> out;
+  std::vector<std::pair<std::string, int>> todo{{dir, 0}};
+  bool first = true;
+  while (!todo.empty()) {
+    auto [d, depth] = todo.back();
+    todo.pop_back();
+    std::unique_ptr<DIR, int (*)(DIR*)> h(::opendir(d.c_str()), ::closedir);
+    if (!h) {
+      if (first) throw InputError(dir + ": cannot read the directory: " + std::strerror(errno));
+      continue;
+    }
+    first = false;
+    while (dirent* e = ::readdir(h.get())) {
+      if (e->d_name[0] == '.') continue;
+      std::string p = d + (d.empty() || d.back() == '/' ? "" : "/") + e->d_name;
+      struct stat st {};
+      if (::lstat(p.c_str(), &st) != 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        if (depth + 1 < max_depth) todo.emplace_back(p, depth + 1);
+      } else if (S_ISREG(st.st_mode)) {
+        if (out.size() >= max_files)
+          throw InputError(dir + ": more than " + std::to_string(max_files) + " files; name the ones to triage");
+        out.push_back(p);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> command_line_paths(const std::string& option) {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  size_t start = 0;
+  for (size_t i = 0; i <= all.size(); ++i) {
+    if (i < all.size() && all[i] != '\0') continue;
+    args.push_back(all.substr(start, i - start));
+    start = i + 1;
+  }
+  std::vector<std::string> paths;
+  auto split = [&](const std::string& v) {
+    size_t s = 0;
+    for (size_t j = 0; j <= v.size(); ++j) {
+      if (j < v.size() && v[j] != ',') continue;
+      if (j > s) paths.push_back(v.substr(s, j - s));
+      s = j + 1;
+    }
+  };
+  const std::string with_eq = option + "=";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == option && i + 1 < args.size())
+      split(args[i + 1]);
+    else if (args[i].compare(0, with_eq.size(), with_eq) == 0)
+      split(args[i].substr(with_eq.size()));
+  }
+  return paths;
+}
+
+bool path_named(const std::string& path, const std::vector<std::string>& named) {
+  const std::string p = real(path);
+  if (p.empty()) return false;
+  for (const auto& n : named) {
+    const std::string r = real(n);
+    if (r.empty()) continue;
+    if (p == r) return true;
+    if (path_kind(r) == "directory" && p.size() > r.size() && p.compare(0, r.size(), r) == 0 &&
+        (r == "/" || p[r.size()] == '/'))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace cs::triage

@@ -1,0 +1,376 @@
+-- cs.triage_repro: writes repro.lua + repro.toml from a cs.triage diagnosis (docs/triage.md).
+-- repro.lua holds the process groups (rank lists) and the collective sequence as plain Lua data
+-- and replays them; repro.toml holds the customer's timeout and environment and plants the
+-- observed failure as [[chaos]] (a rank that never arrives: hang; a size desync: desync with a
+-- factor; another op: desync with op). `--set 'chaos=[]'` runs it without the fault, to see
+-- whether the fabric alone reproduces it.
+local P = require "cs.triage_parse"
+local T = require "cs.triage"
+
+local M = {}
+local bad = P.bad
+
+local function lua_str(s) return (("%q"):format(tostring(s)):gsub("\\\n", "\\n")) end
+
+local function toml_str(s)
+  s = tostring(s):gsub("\\", "\\\\"):gsub('"', '\\"'):gsub("[%z\1-\31\127]", function(c)
+    return ("\\u%04x"):format(c:byte())
+  end)
+  return '"' .. s .. '"'
+end
+
+local function list(t)
+  local p = {}
+  for _, x in ipairs(t) do p[#p + 1] = tostring(x) end
+  return table.concat(p, ", ")
+end
+
+-- Which customer ranks to keep at `n` ranks, keeping the group shapes where they fit: the ranks
+-- the verdict names first, then whole groups, smallest first (a tensor-parallel pair stays a
+-- pair), the failing group's before the others, then the lowest ranks.
+local function select_ranks(world, n, named, groups, failing)
+  local keep, seen = {}, {}
+  local function add(r)
+    if #keep < n and not seen[r] and r < world then seen[r] = true; keep[#keep + 1] = r end
+  end
+  for _, r in ipairs(named) do add(r) end
+  local sub = {}
+  for _, g in ipairs(groups) do
+    if #g.ranks < world and #g.ranks > 1 then sub[#sub + 1] = g end
+  end
+  table.sort(sub, function(a, b)
+    if #a.ranks ~= #b.ranks then return #a.ranks < #b.ranks end
+    return a.ranks[1] < b.ranks[1]
+  end)
+  local function room_for(g)
+    local need = 0
+    for _, r in ipairs(g.ranks) do if not seen[r] then need = need + 1 end end
+    return need > 0 and #keep + need <= n
+  end
+  -- complete the groups of the named ranks, then whole groups of the failing group's members
+  for _, g in ipairs(sub) do
+    local touches = false
+    for _, r in ipairs(g.ranks) do if seen[r] then touches = true end end
+    if touches and room_for(g) then for _, r in ipairs(g.ranks) do add(r) end end
+  end
+  for _, g in ipairs(sub) do
+    if room_for(g) then for _, r in ipairs(g.ranks) do add(r) end end
+  end
+  for _, r in ipairs(failing and failing.ranks or {}) do add(r) end
+  for r = 0, world - 1 do add(r) end
+  table.sort(keep)
+  local map = {}
+  for i, r in ipairs(keep) do map[r] = i - 1 end
+  return keep, map
+end
+
+-- build(diag, opts) -> { lua = text, toml = text, summary = {...} } or nil, why.
+-- opts: ranks (0: the customer's), last (collectives kept before the failure), timeout (s; 0:
+-- the customer's), sources (file list for the header).
+function M.build(diag, opts)
+  opts = opts or {}
+  local G = T.failure(diag)
+  local groups_with_seq = {}
+  for _, g in ipairs(diag.groups) do if g.sequence and #g.sequence > 0 then groups_with_seq[#groups_with_seq + 1] = g end end
+  if #groups_with_seq == 0 then return nil, "no collective sequence in the artifacts (a watchdog line or a Flight Recorder dump is needed)" end
+  G = G or groups_with_seq[1]
+  local world = diag.world or 0
+  for _, g in ipairs(diag.groups) do for _, r in ipairs(g.ranks or {}) do if r + 1 > world then world = r + 1 end end end
+  local n = (opts.ranks and opts.ranks > 0) and opts.ranks or world
+  if n > world then bad(("triage: --ranks %d is more than the customer's %d ranks (the repro scales down, keeping the group shapes)"):format(n, world)) end
+  if n < 2 then bad("triage: --ranks must be at least 2") end
+  local v = G.verdict
+  local keep, map = select_ranks(world, n, v.ranks or {}, groups_with_seq, G)
+
+  -- groups, mapped
+  local groups, gindex = {}, {}
+  for _, g in ipairs(groups_with_seq) do
+    local ranks, cust = {}, {}
+    for _, r in ipairs(g.ranks) do
+      if map[r] then ranks[#ranks + 1] = map[r]; cust[#cust + 1] = r end
+    end
+    if #ranks > 0 then
+      groups[#groups + 1] = { g = g, ranks = ranks, customer = cust }
+      gindex[g] = #groups
+    end
+  end
+  if not gindex[G] then bad("triage: the failing process group has none of the kept ranks") end
+
+  -- the sequence: every group's records, up to the failure, in creation order
+  local fail_rec = v.rec or G.sequence[#G.sequence]
+  local items = {}
+  for _, gr in ipairs(groups) do
+    for i, rec in ipairs(gr.g.sequence) do
+      items[#items + 1] = { gi = gindex[gr.g], rec = rec, ord = i }
+      if gr.g == G and rec == fail_rec then break end
+    end
+  end
+  local all_timed = true
+  for _, it in ipairs(items) do if not it.rec.time then all_timed = false end end
+  table.sort(items, function(a, b)
+    if all_timed and a.rec.time ~= b.rec.time then return a.rec.time < b.rec.time end
+    if a.gi ~= b.gi then return a.gi < b.gi end
+    return a.ord < b.ord
+  end)
+  -- drop what came after the failure, keep the last `last`
+  local fi
+  for i, it in ipairs(items) do if it.rec == fail_rec then fi = i end end
+  while #items > fi do table.remove(items) end
+  local last = opts.last or 32
+  local first = math.max(1, fi - last + 1)
+  local seq = {}
+  local skipped = 0
+  for i = first, fi do
+    local it = items[i]
+    if it.rec.op and it.rec.op ~= "coalesced" then seq[#seq + 1] = it else skipped = skipped + 1 end
+  end
+  if #seq == 0 or seq[#seq].rec ~= fail_rec then bad("triage: the failing collective is point-to-point or coalesced; no repro written") end
+
+  -- chaos: the failing call is the k-th operation on its group's communicator
+  local k = 0
+  for _, it in ipairs(seq) do if it.gi == gindex[G] then k = k + 1 end end
+  local op = fail_rec.op
+  local chaos, chaos_note = nil, nil
+  local function mapped(rs)
+    local out = {}
+    for _, r in ipairs(rs) do if map[r] then out[#out + 1] = map[r] end end
+    return out
+  end
+  if v.kind == "missing" then
+    chaos = { kind = "hang", ranks = mapped(v.ranks), ops = { op }, after = k - 1 }
+    chaos_note = ("rank(s) %s never arrive at %s #%d, as customer rank(s) %s never joined %s #%d"):format(
+      list(chaos.ranks), op, k, list(v.ranks), fail_rec.name, v.seq)
+  elseif v.kind == "mismatch" then
+    local e = v.errors[1]
+    if e.kind == "SIZE_OR_SYNTAX_MISMATCH" then
+      local gsize = #groups[gindex[G]].ranks
+      local want = T.count_of(fail_rec, gsize)
+      local got = T.count_of(e.rec, gsize)
+      if want and got and want > 0 and got > 0 and want ~= got then
+        local f = math.min(want, got) / math.max(want, got)
+        chaos = { kind = "desync", ranks = mapped(v.ranks), ops = { op }, after = k - 1, factor = f }
+        chaos_note = ("rank(s) %s call %s #%d with %g times the count of the others, as customer rank(s) %s did (%d vs %d elements)"):format(
+          list(chaos.ranks), op, k, f, list(v.ranks), got, want)
+      else
+        chaos_note = "the customer's size mismatch does not change commscript's element count (shapes differ, counts agree): not planted"
+      end
+    elseif e.kind == "COLLECTIVE_TYPE_MISMATCH" and e.rec.op and e.rec.op ~= op then
+      chaos = { kind = "desync", ranks = mapped(v.ranks), ops = { op }, after = k - 1, op = e.rec.op }
+      chaos_note = ("rank(s) %s call %s instead of %s #%d, as customer rank(s) %s called %s"):format(
+        list(chaos.ranks), e.rec.op, op, k, list(v.ranks), e.rec.name)
+    else
+      chaos_note = ("a %s has no commscript chaos kind: not planted; the repro runs the sequence as the majority called it"):format(e.kind)
+    end
+    if chaos and #chaos.ranks == 0 then chaos = nil; chaos_note = "the culprit ranks were not kept: not planted" end
+  elseif v.kind == "stuck" then
+    chaos_note = "every rank joined the last collective: nothing to plant; the repro asks whether the fabric alone hangs"
+  end
+
+  -- The rule counts per communicator: an earlier call of the same op on another group of a
+  -- planted rank, past `after` on its own communicator, would take the fault instead.
+  if chaos then
+    local planted = {}
+    for _, r in ipairs(chaos.ranks) do planted[r] = true end
+    local count = {}
+    for _, it in ipairs(seq) do
+      if it.rec == fail_rec then break end
+      local member = false
+      for _, r in ipairs(groups[it.gi].ranks) do if planted[r] then member = true end end
+      if member then
+        count[it.gi] = (count[it.gi] or 0) + 1
+        if it.rec.op == op and count[it.gi] > chaos.after then
+          chaos_note = chaos_note .. (" (warning: the rule also matches %s #%d of group %s, which comes first: move that call, or the fault lands there)"):format(
+            op, count[it.gi], groups[it.gi].g.name)
+          break
+        end
+      end
+    end
+  end
+
+  local timeout = (opts.timeout and opts.timeout > 0) and opts.timeout or (G.timeout_ms and G.timeout_ms / 1000) or 300
+
+  -- ---------------------------------------------------------------- repro.lua
+  local L = {}
+  local function w(fmt, ...) L[#L + 1] = select("#", ...) > 0 and fmt:format(...) or fmt end
+  w("-- repro.lua: written by `commscript triage` from the customer's artifacts:")
+  for i, s in ipairs(opts.sources or {}) do
+    if i > 12 then w("--   ... and %d more", #opts.sources - 12); break end
+    w("--   %s", s)
+  end
+  w("-- What they show: %s", T.verdict_line(G))
+  if v.fr_trace then w("--   (fr_trace: %s)", v.fr_trace) end
+  w("-- This recipe replays the last %d collective(s) before the failure on %d rank(s) (the customer ran %d; customer", #seq, n, world)
+  w("-- rank -> rank here: %s).", (function()
+    local p = {}
+    for _, r in ipairs(keep) do p[#p + 1] = r .. "->" .. map[r] end
+    return table.concat(p, ", ")
+  end)())
+  if skipped > 0 then w("-- %d point-to-point or coalescing record(s) in that window are left out.", skipped) end
+  w("-- repro.toml sets the customer's timeout (%g s) and plants the failure as chaos:", timeout)
+  w("--   %s", chaos_note or "nothing planted")
+  w("-- Run it (exit 5 when it reproduces; --timeout 5 shortens the wait):")
+  w("--   mpirun -np %d commscript --config repro.toml repro.lua", n)
+  w("-- Without the planted fault (does the fabric alone reproduce it?):")
+  w("--   mpirun -np %d commscript --config repro.toml --set 'chaos=[]' repro.lua", n)
+  w("-- GROUPS and SEQUENCE are plain data: edit them, and send the files back.")
+  w("local cs = require \"commscript\"")
+  w("")
+  w("local recipe = cs.recipe {")
+  w("  name = \"repro_triage\",")
+  w("  version = \"1.0.0\",")
+  w("  requires = \">=0.1, <1.0\",")
+  w("  summary = %s,", lua_str("replay of a customer's collective sequence (" .. (v.kind or "?") .. ")"))
+  w("}")
+  w("")
+  w("-- Process groups: the ranks of this job in each (their customer ranks in the comment).")
+  w("local GROUPS = {")
+  for i, gr in ipairs(groups) do
+    w("  { name = %s, desc = %s, ranks = { %s } },  -- [%d] customer ranks %s", lua_str(gr.g.name), lua_str(gr.g.desc or ""),
+      list(gr.ranks), i, list(gr.customer))
+  end
+  w("}")
+  w("")
+  w("-- The collectives, oldest first: the group (an index into GROUPS), commscript's operation, the")
+  w("-- element count of the call (lua-api.md, Collectives: allgather and reduce_scatter count one")
+  w("-- rank's share, alltoall one peer's), the dtype, and what the customer's trace recorded.")
+  w("local SEQUENCE = {")
+  for _, it in ipairs(seq) do
+    local gsize = #groups[it.gi].ranks
+    -- alltoall keeps the customer's count per peer; the others their count per rank
+    local c = T.count_of(it.rec, it.rec.op == "alltoall" and #groups[it.gi].g.ranks or gsize)
+    local mark = it.rec == fail_rec and "  -- <- the failure" or ""
+    w("  { group = %d, op = %s, count = %d, dtype = %s, customer = %s },%s", it.gi, lua_str(it.rec.op), c or 0,
+      lua_str(it.rec.dtype or "float32"), lua_str(T.rec_text(it.rec) .. " @ " .. tostring(it.rec.at)), mark)
+  end
+  w("}")
+  w([[
+
+local function member(g, rank)
+  for i, r in ipairs(g.ranks) do
+    if r == rank then return i - 1 end
+  end
+  return nil
+end
+
+function recipe.run(ctx)
+  -- One communicator per group, each split from the world (ranks outside a group get nil).
+  local comms = {}
+  for i, g in ipairs(GROUPS) do
+    local key = member(g, ctx.rank)
+    comms[i] = ctx.comm:split(key and 0 or -1, key or 0)
+  end
+  local buffers, fallback = {}, {}
+  local function tensor(comm, dtype, count)
+    if not comm:supports(dtype) then
+      if not fallback[dtype] then
+        fallback[dtype] = true
+        ctx.log("%s is not supported by --backend %s: running float32 with the same element counts", dtype, comm:backend())
+      end
+      dtype = "float32"
+    end
+    local k = dtype .. ":" .. count
+    buffers[k] = buffers[k] or {}
+    local pool = buffers[k]
+    pool.n = (pool.n or 0) % 2 + 1
+    pool[pool.n] = pool[pool.n] or cs.tensor(dtype, math.max(count, 1))
+    return pool[pool.n]
+  end
+  for i, c in ipairs(SEQUENCE) do
+    local comm = comms[c.group]
+    if comm then
+      local n, size = c.count, comm:size()
+      if c.op == "barrier" then
+        comm:barrier()
+      elseif c.op == "allreduce" then
+        comm:allreduce(tensor(comm, c.dtype, n), tensor(comm, c.dtype, n))
+      elseif c.op == "allgather" then
+        comm:allgather(tensor(comm, c.dtype, n), tensor(comm, c.dtype, n * size))
+      elseif c.op == "reduce_scatter" then
+        comm:reduce_scatter(tensor(comm, c.dtype, n * size), tensor(comm, c.dtype, n))
+      elseif c.op == "alltoall" then
+        comm:alltoall(tensor(comm, c.dtype, n * size), tensor(comm, c.dtype, n * size))
+      elseif c.op == "broadcast" then
+        local t = tensor(comm, c.dtype, n)
+        comm:broadcast(t, t, 0)
+      elseif c.op == "reduce" then
+        comm:reduce(tensor(comm, c.dtype, n), tensor(comm, c.dtype, n), 0)
+      elseif c.op == "gather" then
+        comm:gather(tensor(comm, c.dtype, n), tensor(comm, c.dtype, n * size), 0)
+      elseif c.op == "scatter" then
+        comm:scatter(tensor(comm, c.dtype, n * size), tensor(comm, c.dtype, n), 0)
+      else
+        cs.raise(cs.exit.bad_input, ("SEQUENCE[%d]: unknown op '%s'"):format(i, tostring(c.op)))
+      end
+    end
+  end
+  -- Every rank waits for the others here, so a rank done with its groups early is not taken
+  -- for a missing one while another group is stuck.
+  ctx.comm:barrier()
+  ctx.log("all %d collective(s) completed on every rank: the failure did not reproduce", #SEQUENCE)
+end
+
+return recipe]])
+
+  -- ---------------------------------------------------------------- repro.toml
+  local Tm = {}
+  local function t(fmt, ...) Tm[#Tm + 1] = select("#", ...) > 0 and fmt:format(...) or fmt end
+  t("# repro.toml: written by `commscript triage`; the config of repro.lua.")
+  t("# %s", T.verdict_line(G))
+  t("")
+  t("[run]")
+  t("# the customer's collective timeout (Timeout(ms)=%s); --timeout on the command line overrides it", G.timeout_ms and tostring(G.timeout_ms) or "?")
+  t("timeout = %g", timeout)
+  t("seed = 1")
+  local names = {}
+  for k in pairs(diag.env) do
+    if k:match("^NCCL_") or k:match("^TORCH_NCCL_") or k:match("^UCX_") then names[#names + 1] = k end
+  end
+  table.sort(names)
+  if #names > 0 then
+    t("")
+    t("[env]")
+    t("# recorded from the customer's job (read by NCCL; harmless on the MPI backend)")
+    for _, k in ipairs(names) do
+      local risky = k:match("PLUGIN") or k:match("FILE") or k:match("PATH") or k:match("LIB") or k:match("DIR")
+      t("%s%s = %s  # %s", risky and "# " or "", k, toml_str(diag.env[k]), tostring(diag.env_at[k]))
+    end
+  end
+  t("")
+  if chaos then
+    t("# The observed failure, planted: %s.", chaos_note)
+    t("# Remove this table, or run with --set 'chaos=[]', to run the sequence without it.")
+    t("[[chaos]]")
+    t("kind = %s", toml_str(chaos.kind))
+    t("ranks = [%s]", list(chaos.ranks))
+    t("ops = [%s]", toml_str(chaos.ops[1]))
+    t("after = %d", chaos.after)
+    if chaos.factor then
+      local short = ("%.15g"):format(chaos.factor)
+      t("factor = %s", tonumber(short) == chaos.factor and short or ("%.17g"):format(chaos.factor))
+    end
+    if chaos.op then t("op = %s", toml_str(chaos.op)) end
+  else
+    t("# No chaos planted: %s", chaos_note or "no failure seen")
+  end
+  return { lua = table.concat(L, "\n") .. "\n", toml = table.concat(Tm, "\n") .. "\n",
+    summary = { ranks = n, customer_ranks = world, collectives = #seq, chaos = chaos, note = chaos_note, timeout = timeout,
+      group = G.name, kind = v.kind } }
+end
+
+-- Writes repro.lua and repro.toml into `dir`; returns their paths.
+function M.write(dir, built)
+  local paths = {}
+  for _, f in ipairs({ { "repro.lua", built.lua }, { "repro.toml", built.toml } }) do
+    local p = dir .. "/" .. f[1]
+    local h, err = io.open(p, "w")
+    if not h then
+      error(("triage: cannot write %s: %s"):format(p, tostring(err)), 0)  -- a runtime error: exit 2
+    end
+    h:write(f[2])
+    h:close()
+    paths[#paths + 1] = p
+  end
+  return paths
+end
+
+return M

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""triage (recipes/triage.lua): a customer's artifacts -> a diagnosis per process group and a
+repro (repro.lua + repro.toml) that reproduces it. Fixtures: tests/fixtures/triage (synthetic,
+following their writers' source; see the README there).
+
+What fr_trace (torch/distributed/flight_recorder, builder.py build_collectives + utils.py
+error_analysis) reports on the same dumps, read from its source:
+  fr_missing/ (and fr_missing_json/): "Not all ranks joining collective, sequence number: 6",
+      group info 0:default_pg, collective nccl:_allgather_base, "missing ranks: {2}".
+  fr_size_mismatch/: "Collective sequence number: 5 has errors", collective nccl:all_reduce,
+      "Culprit rank 1; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[4096]]'
+      does not match found input sizes: '[[2048]]'" (with rank 0's dump read first).
+"""
+import json
+import os
+import re
+
+import cs_e2e
+from cs_e2e import BAD_INPUT, HEALTH, OK, TIMEOUT
+
+FIX = os.path.join(cs_e2e.REPO, "tests", "fixtures", "triage")
+
+
+def fx(*names):
+    return ",".join(os.path.join(FIX, n) for n in names)
+
+
+class Triage(cs_e2e.TestCase):
+    def triage(self, paths, *extra, out=None):
+        out = out or self.new_out()
+        r = cs_e2e.run(["--backend", "self", "recipes/triage.lua", "--paths", paths] + list(extra),
+                       out_dir=out, cwd=cs_e2e.REPO, timeout=60)
+        return r, out
+
+    def repro(self, out, np, *extra, timeout=60):
+        # a short deadline where the fault is planted (the wait is the test's cost), a generous
+        # one without it (4 ranks share 2 busy cores)
+        deadline = "10" if "chaos=[]" in extra else "2"
+        return cs_e2e.run(["--timeout", deadline, "--config", os.path.join(out, "repro.toml")] + list(extra) +
+                          [os.path.join(out, "repro.lua")], np=np, out_dir=self.new_out(), cwd=self.tmp,
+                          timeout=timeout)
+
+    # (1) the seed's scenario: ALLGATHER_BASE watchdog lines of ranks 0, 1, 3; rank 2 never arrives
+    def test_watchdog_missing_rank_and_repro(self):
+        r, out = self.triage(fx("watchdog_allgather.log"))
+        self.assertExit(r, HEALTH)
+        self.assertIn("rank(s) 2 never joined #58 _allgather_base", r.stdout, r.describe())
+        self.assertIn("NCCL 2.21.5+cuda12.4; transports NET/IB/GDRDMA, P2P/IPC", r.stdout)
+        self.assertIn("2 host(s): gpu-a, gpu-b", r.stdout)
+        rep = json.load(open(os.path.join(out, "report.json")))
+        f = [x for x in rep["findings"] if x.get("kind") == "triage.missing"]
+        self.assertEqual(len(f), 1, rep["findings"])
+        self.assertEqual(f[0]["subject"], {"ranks": [2]})
+        self.assertTrue(any(re.search(r"watchdog_allgather\.log:\d+$", a) for a in f[0]["evidence"]["at"]), f[0])
+        # the env audit ran on what the logs show (NCCL_IB_TIMEOUT=40 is out of NCCL's range)
+        env = [x for x in rep["findings"] if isinstance(x.get("subject"), dict) and x["subject"].get("variable")]
+        self.assertTrue(any(x["subject"]["variable"] == "NCCL_IB_TIMEOUT" for x in env), env)
+        self.assertIn("timeout = 600", open(os.path.join(out, "repro.toml")).read())
+        # the repro at 4 ranks: exit 5 naming rank 2 and the all-gather
+        rr = self.repro(out, 4)
+        self.assertExit(rr, TIMEOUT)
+        self.assertRegex(rr.stdout + rr.stderr, r"timeout: allgather #\d+ .*missing ranks: 2\b")
+        # without the planted fault the fabric alone does not hang: exit 0
+        rr = self.repro(out, 4, "--set", "chaos=[]")
+        self.assertExit(rr, OK)
+        self.assertIn("the failure did not reproduce", rr.stdout)
+
+    # (2) Flight Recorder dumps, rank 2 missing from collective 6; pickle, then JSON (one gzip)
+    def test_fr_missing_rank_as_fr_trace(self):
+        for d in ("fr_missing", "fr_missing_json"):
+            r, out = self.triage(fx(d))
+            self.assertExit(r, HEALTH)
+            self.assertIn("fr_trace says: Not all ranks joining collective, sequence number: 6; group info: 0:default_pg; "
+                          "collective: nccl:_allgather_base; missing ranks: {2}", r.stdout, r.describe())
+            self.assertIn("rank 2: last completed #5 all_reduce", r.stdout)
+            self.assertIn("rank 0: last completed #5 all_reduce in [[1024]] out [[1024]] Float; in flight #6 _allgather_base", r.stdout)
+            if d == "fr_missing":
+                rr = self.repro(out, 4)
+                self.assertExit(rr, TIMEOUT)
+                self.assertRegex(rr.stdout + rr.stderr, r"timeout: allgather #6 .*missing ranks: 2\b")
+            else:  # the same job as JSON (one file gzip): the same repro
+                self.assertEqual(open(os.path.join(out, "repro.toml")).read(), repro_toml)
+            repro_toml = open(os.path.join(out, "repro.toml")).read()
+    # (2b) 8 ranks in tensor-parallel pairs and the world; rank 6 never joins its pair's
+    # all-reduce #3. Scaled to 4 ranks the pair {6, 7} stays a pair (ranks 2, 3 here).
+    def test_fr_tp_pair_scaled(self):
+        r, out = self.triage(fx("fr_tp_missing"), "--ranks", "4")
+        self.assertExit(r, HEALTH)
+        self.assertIn("fr_trace says: Not all ranks joining collective, sequence number: 3; group info: 1:tp; "
+                      "collective: nccl:all_reduce; missing ranks: {6}", r.stdout, r.describe())
+        lua = open(os.path.join(out, "repro.lua")).read()
+        self.assertIn("0->0, 1->1, 6->2, 7->3", lua)
+        self.assertIn('{ name = "1", desc = "tp", ranks = { 2, 3 } },  -- [3] customer ranks 6, 7', lua)
+        rr = self.repro(out, 4)
+        self.assertExit(rr, TIMEOUT)
+        self.assertRegex(rr.stdout + rr.stderr, r"timeout: allreduce #3 \S+ world/s3\.c0\)")
+        inc = [i for i in json.load(open(rr.path("report.json")))["incidents"] if i.get("kind") == "timeout"][0]
+        self.assertEqual(inc["arrived"], [3])
+        # rank 2 (customer rank 6) never arrived: it is not in any operation
+        self.assertIn({"rank": 2, "detail": "no progress, not in an operation (last: allgather #3)"},
+                      [{"rank": m["rank"], "detail": m["detail"]} for m in inc["missing"]])
+
+    # (3) Flight Recorder dumps, rank 1 all-reduces half the elements of the others at collective 5
+    def test_fr_size_mismatch_as_fr_trace(self):
+        r, out = self.triage(fx("fr_size_mismatch"))
+        self.assertExit(r, HEALTH)
+        self.assertIn("Collective sequence number: 5 has errors; collective: nccl:all_reduce; error msg: Culprit rank 1; "
+                      "Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[4096]]' does not match found input "
+                      "sizes: '[[2048]]'", r.stdout, r.describe())
+        toml = open(os.path.join(out, "repro.toml")).read()
+        self.assertIn('kind = "desync"', toml)
+        self.assertIn("factor = 0.5", toml)
+        rr = self.repro(out, 4)
+        self.assertExit(rr, TIMEOUT)
+        self.assertRegex(rr.stdout + rr.stderr, r"desync: allreduce #5 .*rank 1 at .*count=2048")
+
+    # other formats: NCCL RAS JSON and nccl-tests -J, mixed with a log
+    def test_ras_and_nccl_tests(self):
+        r, out = self.triage(fx("ras.json", "nccl_tests.json"))
+        self.assertExit(r, HEALTH)
+        self.assertIn("NCCL RAS communicator 0x7c1f2e3d4b5a6978: 3 of 4 ranks responded; missing 2 (dead)", r.stdout)
+        self.assertIn("#wrong 3", r.stdout)
+        rep = json.load(open(os.path.join(out, "report.json")))
+        kinds = {f.get("kind") for f in rep["findings"]}
+        self.assertTrue({"triage.ras_missing", "triage.ras_behind", "triage.nccl_tests_wrong"} <= kinds, kinds)
+        self.assertIn("repro: none", r.stdout)
+
+    # (4) bad input: a clear message and exit 1, never a crash or a hang
+    def test_bad_input(self):
+        cases = {
+            "bad/truncated_rank_0": "truncated",
+            "bad/corrupted_rank_0": "pickle: ",
+            "bad/hostile_rank_0": "opcode GLOBAL",
+            "bad/stackglobal_rank_0": "opcode STACK_GLOBAL",
+            "bad/deep_rank_0": "nested deeper than 64",
+            "bad/huge_rank_0": "a string of 4294967295 bytes",
+            "bad/laughs_rank_0": "values",
+            "bad/cycle_rank_0": "nested deeper than 64",
+            "bad/corrupt_rank_0.gz": "gzip data is corrupt",
+            "bad/truncgz_rank_0.gz": "gzip data is truncated",
+            "bad/deep.json": "nested deeper than 64",
+            "bad/other.json": "no known kind",
+            "bad/truncated_rank_1.json": "not valid JSON",
+            "bad/mixed": "dumps of different versions cannot be matched",
+            "bad/future_rank_0": "reads versions 2.x",
+            "no_such_file": "no such file or directory",
+        }
+        for name, msg in cases.items():
+            r, _ = self.triage(fx(name))
+            self.assertExit(r, BAD_INPUT)
+            self.assertIn(msg, r.stderr, name + "\n" + r.describe())
+            self.assertNotIn("Traceback", r.stderr)
+        self.assertFalse(os.path.exists("/tmp/pwn"))
+
+    def test_reads_only_named_paths(self):
+        # a recipe reads only what --paths names: not /etc/hostname, not its --config file, not
+        # the working directory given as --out
+        cfg = self.write("c.toml", "[options]\n")
+        p = self.recipe("peek", 'require("cs.triage").load({ ctx.opt.what })',
+                        decl_extra=', options = { what = { "", "x" }, paths = { {}, "x", type = "list" } }')
+        for what in ("/etc/hostname", cfg, os.path.join(self.tmp, "c.toml")):
+            r = cs_e2e.run(["--backend", "self", "--config", cfg, p, "--what", what], out_dir=self.tmp, cwd=self.tmp)
+            self.assertExit(r, BAD_INPUT)
+            self.assertIn(what + ": not named on the command line", r.stderr)
+        r = cs_e2e.run(["--backend", "self", p, "--what", cfg, "--paths", self.tmp], out_dir=self.new_out(), cwd=self.tmp)
+        self.assertExit(r, OK)
+
+
+if __name__ == "__main__":
+    cs_e2e.main()
