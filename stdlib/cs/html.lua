@@ -367,7 +367,7 @@ local function options(r)
     if next(part[2]) ~= nil then out[#out + 1] = "<h3>" .. part[1] .. "</h3>" .. kvtable(part[2]) end
   end
   local env = T(r.env)
-  out[#out + 1] = fmt("<details><summary>Environment (%d variables)</summary>%s</details>", #keys(env), kvtable(env))
+  out[#out + 1] = fmt("<details><summary>Environment (%s)</summary>%s</details>", require("cs.text").plural(#keys(env), "variable"), kvtable(env))
   return section("run", "Options and environment", concat(out, "\n"))
 end
 

@@ -5,6 +5,7 @@ local checks = require "cs.topo_check"
 local fmt, ranges, rank_word, flatten = model.internal.fmt, model.internal.ranges, model.internal.rank_word,
   model.internal.flatten
 local pcie_text, DEFAULT_ENV_PREFIXES = checks.internal.pcie_text, checks.internal.DEFAULT_ENV_PREFIXES
+local text = require "cs.text"
 
 local M = {}
 
@@ -169,8 +170,8 @@ function M.render(t, opts)
           if p.state == "ACTIVE" then active = active + 1; speeds[#speeds + 1] = p.rate_gbps and fmt("%gG", p.rate_gbps) or "?" end
         end
       end
-      add(fmt("host %s: %s (%d), %d GPUs, %d active IB ports %s", name, rank_word(h.ranks), h.local_size, #h.gpus,
-        active, #speeds > 0 and ("(" .. table.concat(speeds, " ") .. ")") or ""))
+      add(fmt("host %s: %s (%d), %s, %s %s", name, rank_word(h.ranks), h.local_size, text.plural(#h.gpus, "GPU"),
+        text.plural(active, "active IB port"), #speeds > 0 and ("(" .. table.concat(speeds, " ") .. ")") or ""))
     end
   end
   return table.concat(L, "\n")
