@@ -308,7 +308,8 @@ function M.check_copies(t, copies)
       local map = by_cuda_index(h)
       for i, d in ipairs(c.devices or {}) do
         local x = map[d.index or (i - 1)]
-        local nom, nom_text = x and M.pcie_nominal(x.gpu.pcie)
+        local nom, nom_text
+        if x then nom, nom_text = M.pcie_nominal(x.gpu.pcie) end
         if nom then
           for _, dir in ipairs { { "host_to_device", "host->GPU" }, { "device_to_host", "GPU->host" } } do
             local v = type(c[dir[1]]) == "table" and at(c[dir[1]].pinned, i)
@@ -327,7 +328,8 @@ function M.check_copies(t, copies)
       -- GPU -> GPU over NVLink: the median of each GPU's copies to the others
       for i, d in ipairs(c.devices or {}) do
         local x = map[d.index or (i - 1)]
-        local nom, nom_text = x and M.gpu_nvlink_nominal(x.gpu)
+        local nom, nom_text
+        if x then nom, nom_text = M.gpu_nvlink_nominal(x.gpu) end
         local row = at(c.peer, i)
         if nom and type(row) == "table" then
           local vals = {}
