@@ -342,19 +342,8 @@ end
 
 local matrix = require("cs.html_matrix").matrix
 
-local function topology(r)
-  local topo = T(r.topology)
-  if next(topo) == nil then return nil end
-  local rows = { '<table class="grid"><tr><th>host</th><th>ranks</th><th>count</th></tr>' }
-  for _, h in ipairs(keys(topo.hosts)) do
-    local rs = T(topo.hosts[h])
-    rows[#rows + 1] = fmt("<tr><td>%s</td><td>%s</td><td>%d</td></tr>", esc(h), esc(ranges(rs)), #rs)
-  end
-  rows[#rows + 1] = "</table>"
-  local rest = {}
-  for k, v in pairs(topo) do if k ~= "hosts" then rest[k] = v end end
-  return section("topology", "Topology", concat(rows) .. kvtable(rest))
-end
+-- The hosts drawn: GPUs, NICs, NUMA nodes and their links, findings marked (cs.html_topo).
+local topology = require("cs.html_topo").topology
 
 local function options(r)
   local rec, run, cs = T(r.recipe), T(r.run), T(r.commscript)
@@ -427,7 +416,7 @@ function M.render(report)
   table.insert(body, 2, "<nav>" .. concat(nav) .. "</nav>")
   local name = str(T(report.recipe).name)
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" .. esc("commscript: " .. tostring(name or "report"))
-    .. "</title>\n<style>" .. CSS .. "</style></head>\n<body>\n" .. concat(body, "\n") .. "\n</body></html>\n"
+    .. "</title>\n<style>" .. CSS .. require("cs.html_topo").CSS .. "</style></head>\n<body>\n" .. concat(body, "\n") .. "\n</body></html>\n"
 end
 
 return M
