@@ -348,10 +348,10 @@ function M.topology(r)
   local topo = T(r.topology)
   if next(topo) == nil then return nil end
   local hosts = T(topo.hosts)
-  local names = islist(topo.host_order) and topo.host_order or keys(hosts)
+  local names = type(topo.host_order) == "table" and islist(topo.host_order) and topo.host_order or keys(hosts)
   -- An older shape (host -> list of ranks): the plain table.
   local modelled = true
-  for _, n in ipairs(names) do if islist(hosts[n]) or type(hosts[n]) ~= "table" then modelled = false end end
+  for _, n in ipairs(names) do if type(hosts[n]) ~= "table" or islist(hosts[n]) then modelled = false end end
   if not modelled then
     local rows = { '<table class="grid"><tr><th>host</th><th>ranks</th><th>count</th></tr>' }
     for _, h in ipairs(names) do
