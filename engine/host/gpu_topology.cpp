@@ -87,10 +87,11 @@ struct Lib {
   // nvmlDeviceGetMemoryAffinity(device, nodeSetSize, nodeSet, scope): the nearest NUMA nodes
   Return (*memory_affinity)(Device, unsigned, unsigned long*, int) = nullptr;
 };
-constexpr int kAffinityScopeNode = 0;  // NVML_AFFINITY_SCOPE_NODE
 constexpr int kRemoteSwitch = 2;  // NVML_NVLINK_DEVICE_TYPE_SWITCH
 constexpr int kP2pNvlink = 2;     // NVML_P2P_CAPS_INDEX_NVLINK
 constexpr int kP2pOk = 0;         // NVML_P2P_STATUS_OK
+
+constexpr int kAffinityScopeNode = 0;  // NVML_AFFINITY_SCOPE_NODE
 
 template <class F>
 void sym(Lib& l, F& f, const char* name) {
