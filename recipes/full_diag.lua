@@ -218,7 +218,7 @@ local function link_checks(ctx, topology, found)
     end
   end
   if ctx.rank == 0 then
-    found:add(topo_gpu.check_links(topology))
+    found:add(topo_gpu.check_links(topology, { gpus_used = ctx.backend == "nccl" }))
     if copies then
       found:add(topo_gpu.check_copies(topology, copies))
       local hosts = {}

@@ -9,8 +9,9 @@
 --                                    local_rank % GPUs of its host, as the NCCL backend picks it)
 --   reference(t, copies)          -> { gbps, source, nominal_gbps, nominal, measured_gbps, scope }
 --                                    the bus bandwidth a GPU job's path should give, or nil, why
---   check_links(t)                -> findings: NVLinks present but down, the ranks' GPUs and NICs
---                                    on another NUMA node than the ranks' CPUs
+--   check_links(t [, opts])       -> findings: NVLinks present but down, the ranks' GPUs and NICs
+--                                    on another NUMA node than the ranks' CPUs (not when
+--                                    opts.gpus_used is false: the ranks use no GPU)
 --   check_copies(t, copies)       -> findings: a GPU's pinned host<->GPU copy below its PCIe
 --                                    link's expectation, GPU<->GPU copies over NVLink below theirs
 --   check_utilisation(card)       -> a finding when the scorecard's all-reduce busbw is under the
@@ -222,7 +223,8 @@ local function finding(kind, sev, host, g, message, evidence, remedy)
            message = message, evidence = evidence, remedy = remedy }
 end
 
-function M.check_links(t)
+function M.check_links(t, opts)
+  opts = opts or {}
   local out = {}
   for _, name in ipairs(t.host_order or {}) do
     for _, g in ipairs(t.hosts[name].gpus or {}) do
@@ -240,6 +242,7 @@ function M.check_links(t)
     end
   end
   -- the ranks' GPUs against the ranks' CPUs, and the NICs near those GPUs
+  if opts.gpus_used == false then return out end  -- the ranks use no GPU (not --backend nccl)
   local rg = M.rank_gpus(t)
   local seen = {}
   for _, e in ipairs(t.ranks or {}) do
