@@ -328,21 +328,31 @@ function M.check_copies(t, copies)
           end
         end
       end
-      -- GPU -> GPU over NVLink: the median of each GPU's copies to the others
+      -- GPU -> GPU over NVLink: the median of each GPU's copies to its NVLink peers, against
+      -- the median of those pairs' nominal rates (a pair without NVLink goes over PCIe)
+      local by_index = {}
+      for idx, y in pairs(map) do by_index[idx] = y end
       for i, d in ipairs(c.devices or {}) do
         local x = map[d.index or (i - 1)]
-        local nom, nom_text
-        if x then nom, nom_text = M.gpu_nvlink_nominal(x.gpu) end
         local row = at(c.peer, i)
-        if nom and type(row) == "table" then
-          local vals = {}
-          for j, v in pairs(row) do if tonumber(j) ~= i and type(v) == "number" then vals[#vals + 1] = v end end
-          local m = require("cs.stats").median(vals)
-          if m and m < M.EXPECT.nvlink_copy * nom then
+        if x and type(row) == "table" then
+          local vals, noms, text = {}, {}, nil
+          for j, v in pairs(row) do
+            local y = by_index[(tonumber(j) or 0) - 1]
+            if y and y ~= x and type(v) == "number" then
+              local nom, tx = pair_nominal(h, x, y)
+              if nom and tx:match("^NVLink") then
+                vals[#vals + 1], noms[#noms + 1], text = v, nom, tx
+              end
+            end
+          end
+          local st = require("cs.stats")
+          local m, nom = st.median(vals), st.median(noms)
+          if m and nom and m < M.EXPECT.nvlink_copy * nom then
             out[#out + 1] = finding("nvlink_copy", "warn", name, x.gpu,
-              fmt("host %s: %s copies to the other GPUs at %.1f GB/s (median), below %.0f %% of its %s's %.1f GB/s one way",
-                name, label(x.gpu), m, 100 * M.EXPECT.nvlink_copy, nom_text, nom),
-              { gbps = m, nominal_gbps = nom, link = nom_text, expected_gbps = M.EXPECT.nvlink_copy * nom,
+              fmt("host %s: %s copies to its NVLink peers at %.1f GB/s (median), below %.0f %% of their %s's %.1f GB/s one way",
+                name, label(x.gpu), m, 100 * M.EXPECT.nvlink_copy, text, nom),
+              { gbps = m, nominal_gbps = nom, link = text, expected_gbps = M.EXPECT.nvlink_copy * nom,
                 seed_note = nvlink_seed_note(x.gpu.nvlink_version) },
               "Check the NVLink error counters and link speeds (nvidia-smi nvlink -e / -s) and the NVSwitch fabric "
               .. "manager (systemctl status nvidia-fabricmanager).")

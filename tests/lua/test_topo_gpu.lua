@@ -106,11 +106,53 @@ function TestLinks:test_nvlink_down()
   lu.assertStrContains(f[1].message, "host h1: GPU 0 (0000:18:00.0) has NVLink 7 down: 11 of 12 links active")
 end
 
+TestCopies = {}
+
+-- GPUs 0 and 1 bridged by 4 NVLink3 links (100 GB/s one way), GPU 2 on PCIe only.
+local function bridged()
+  local t = job(1, 3)
+  local h = t.hosts.h1
+  h.gpus[3] = { bdf = "0000:5e:00.0", cuda_index = 2, numa_node = 0, pcie = { gen = 4, width = 16 } }
+  for k = 1, 2 do h.gpus[k].nvlinks_active, h.gpus[k].nvlink_version = 4, 3 end
+  h.gpu_links = { { a = 0, b = 1, kind = "NVLink", links = 4, version = 3 }, { a = 0, b = 2, kind = "PHB" },
+                  { a = 1, b = 2, kind = "PHB" } }
+  return t
+end
+
+local function copies(nv, pcie)
+  return { h1 = { host = "h1", devices = { { index = 0 }, { index = 1 }, { index = 2 } },
+                  peer = { { nil, nv, pcie }, { nv, nil, pcie }, { pcie, pcie } },
+                  host_to_device = { pinned = { 25, 25, 25 } }, device_to_host = { pinned = { 25, 25, 25 } } } }
+end
+
+function TestCopies:test_nvlink_copies_against_the_nvlink_peers_only()
+  -- 80 GB/s over the bridge, 20 over PCIe between the others: healthy
+  lu.assertEquals(G.check_copies(bridged(), copies(80, 20)), {})
+  -- 40 GB/s over the bridge: both bridged GPUs, not the PCIe one
+  local f = G.check_copies(bridged(), copies(40, 20))
+  lu.assertEquals(#f, 2)
+  for _, x in ipairs(f) do
+    lu.assertEquals(x.kind, "nvlink_copy")
+    lu.assertStrContains(x.message, "copies to its NVLink peers at 40.0 GB/s (median), below 70 % of their NVLink3 x4's 100.0 GB/s")
+  end
+end
+
+function TestCopies:test_a_pinned_copy_below_its_pcie_link()
+  local c = copies(80, 20)
+  c.h1.host_to_device.pinned[3] = 12
+  local f = G.check_copies(bridged(), c)
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].kind, "pcie_copy")
+  lu.assertStrContains(f[1].message, "GPU 2 (0000:5e:00.0) pinned host->GPU copy 12.0 GB/s, below 70 % of its PCIe gen4 x16's 31.5 GB/s")
+  lu.assertStrContains(f[1].evidence.seed_note, "both directions at once")
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
   local fails = runner:runSuiteByInstances {
     { "TestReference", TestReference }, { "TestRanks", TestRanks }, { "TestLinks", TestLinks },
+    { "TestCopies", TestCopies },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end
