@@ -73,6 +73,11 @@ local function scorecard(r)
       esc(str(p.name) or "?"), esc(w), num(p.score) and esc(fmt("%.1f", p.score)) or "", num(p.score) and bar(p.score) or "",
       kvtable(T(p.reference)), kvtable(T(p.measured)), esc(str(p.formula) or ""))
   end
+  for _, l in ipairs(T(sc.left_out)) do
+    l = T(l)
+    out[#out + 1] = fmt('<tr><th>%s</th><td>%s</td><td colspan="4"><i>left out, its weight re-spread over the others:</i> %s</td></tr>',
+      esc(str(l.name) or "?"), num(l.weight) and esc(fmt("%.2f", l.weight)) or "", esc(str(l.why) or ""))
+  end
   out[#out + 1] = "</table>"
   if str(sc.formula) then out[#out + 1] = '<p class="note">total = <code>' .. esc(sc.formula) .. "</code></p>" end
   local extra = {}

@@ -59,6 +59,10 @@ class GpuNode(cs_e2e.TestCase):
         self.assertIn("one rank", card["left_out"][0]["why"])
         self.assertRegex(r.stdout, r"bandwidth +left out \(weight 0\.30 re-spread")
         self.assertIn("full_diag 1.2.1: tier quick, 1 rank on 1 host,", r.stdout)  # not "1 ranks"
+        with open(os.path.join(r.out_dir, "report.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn("left out, its weight re-spread over the others:</i> one rank", page)
+        self.assertIn('<svg class="hostdraw"', page)  # the host drawn, not dumped
 
     def test_nvswitch_node_scores_good_against_the_gpu_path(self):
         # 8 GPUs on NVSwitches (NVLink4 x18, 450 GB/s one way); copies and busbw as an H100's
