@@ -41,6 +41,11 @@ local function gpu_lines(h)
   for _, g in ipairs(h.gpus) do
     local where = {}
     if g.pcie then where[#where + 1] = "PCIe " .. pcie_text(g.pcie) end
+    if g.nvlinks_present or g.nvlinks_active then
+      where[#where + 1] = fmt("NVLink%s %d/%d up%s", g.nvlink_version and tostring(g.nvlink_version) or "",
+        g.nvlinks_active or 0, g.nvlinks_present or g.nvlinks_active or 0,
+        (g.nvswitch_links or 0) > 0 and " to NVSwitch" or "")
+    end
     if g.numa_node then where[#where + 1] = "NUMA " .. g.numa_node end
     lines[#lines + 1] = fmt("GPU %s: %s%s%s", g.bdf or "?", g.name or ((g.vendor or "?") .. " " .. (g.device_id or "")),
       #where > 0 and ", " or "", table.concat(where, ", "))
