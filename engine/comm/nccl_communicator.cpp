@@ -9,6 +9,8 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
 
 #include "cuda_support.hpp"
 #include "error.hpp"
@@ -177,6 +179,91 @@ void agree(Communicator& ctl, const std::string& mine, ExitCode code, const std:
   }
 }
 
+// NCCL keeps config.commName by pointer and reads it later, on its own threads (init.cc
+// parseCommConfig: `comm->config.commName = internalConfigPtr->commName`; the profiler plugin's
+// init): the names live as long as the process.
+const char* stable_name(const std::string& s) {
+  static std::mutex mu;
+  static auto* names = new std::set<std::string>;
+  std::lock_guard<std::mutex> g(mu);
+  return names->insert(s).first->c_str();
+}
+
+// NCCL_COMM_SPLIT_SHARE_RESOURCES=0 overrides config.splitShare (init.cc envConfigOverride).
+bool split_share_on() {
+  const char* e = std::getenv("NCCL_COMM_SPLIT_SHARE_RESOURCES");
+  return !(e && std::string_view(e) == "0");
+}
+
+// NCCL 2.19 made the background job per communicator, joined by ncclCommAbort (group.cc
+// ncclGroupJobAbort): from then on nothing writes a split's child slot after the abort returns.
+bool abort_joins_job() { return nccl_lib().version >= 21900; }
+
+}  // namespace
+
+// Communicators that share NCCL's abort flag: a split of a communicator created with
+// splitShare = 1 (init.cc ncclCommInitChildComm: `childComm->abortFlag = comm->abortFlag`). An
+// abort of one of them aborts them all inside NCCL, so all of them are unusable from then on.
+struct NcclFamily {
+  std::mutex mu;
+  bool aborted = false;
+  std::string why;
+};
+
+// One blocking NCCL call on a timed twin, watched by the monitor thread: past its deadline the
+// monitor aborts `victim` (the twin's non-blocking parent, which shares its abort flag), so that
+// NCCL's host-side wait inside the call (lazy connection setup, the work FIFO) ends.
+struct NcclGuard {
+  enum : int { idle = 0, inside = 1, firing = 2, fired = 3 };
+  std::atomic<int> state{idle};
+  std::atomic<int64_t> deadline_ns{0};
+  std::atomic<ncclComm_t> victim{nullptr};
+};
+
+namespace {
+
+class GuardMonitor {
+ public:
+  static GuardMonitor& get() {
+    static auto* m = new GuardMonitor;  // never destroyed: its thread may outlive static destruction
+    return *m;
+  }
+  void add(const std::shared_ptr<NcclGuard>& g) {
+    std::lock_guard<std::mutex> l(mu_);
+    guards_.push_back(g);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  }
+  void remove(const NcclGuard* g) {
+    std::lock_guard<std::mutex> l(mu_);
+    guards_.erase(std::remove_if(guards_.begin(), guards_.end(), [&](const auto& x) { return x.get() == g; }),
+                  guards_.end());
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      const timespec ts{0, 20000000};
+      nanosleep(&ts, nullptr);
+      std::vector<std::shared_ptr<NcclGuard>> now;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        now = guards_;
+      }
+      const int64_t t = now_ns();
+      for (const auto& g : now) {
+        if (g->state.load(std::memory_order_acquire) != NcclGuard::inside || t < g->deadline_ns.load()) continue;
+        int expected = NcclGuard::inside;
+        if (!g->state.compare_exchange_strong(expected, NcclGuard::firing)) continue;
+        if (ncclComm_t v = g->victim.load()) ncclCommAbort(v);
+        g->state.store(NcclGuard::fired, std::memory_order_release);
+      }
+    }
+  }
+  std::mutex mu_;
+  std::vector<std::shared_ptr<NcclGuard>> guards_;
+  std::thread thread_;
+};
+
 }  // namespace
 
 void NcclCommunicator::set_ras_probe(RasProbe probe) {
@@ -185,7 +272,12 @@ void NcclCommunicator::set_ras_probe(RasProbe probe) {
 }
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> control, std::string name, int device)
-    : Communicator(std::move(name)), ctrl_(std::move(control)), device_(device) {
+    : Communicator(std::move(name)),
+      ctrl_(std::move(control)),
+      family_(std::make_shared<NcclFamily>()),
+      guard_(std::make_shared<NcclGuard>()),
+      device_(device) {
+  GuardMonitor::get().add(guard_);
   rank_ = ctrl_->rank();
   size_ = ctrl_->size();
   const char* t = std::getenv("COMMSCRIPT_TIMING");
@@ -202,32 +294,52 @@ void NcclCommunicator::setup() {
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (revoked_) abort_comm();           // finalize after a revoke is invalid; the work is stopped already
-  if (timed_) ncclCommDestroy(timed_);  // blocking, and idle: every operation was waited for
-  timed_ = nullptr;
-  if (comm_) {
-    // Finalize flushes and quiesces; Destroy then frees without blocking. A peer that never
-    // finalizes must not keep this process from ending: past 10 s, abort instead.
-    ncclResult_t r = ncclCommFinalize(comm_);
-    const int64_t t0 = now_ns();
-    while (r == ncclInProgress && static_cast<double>(now_ns() - t0) * 1e-9 < 10.0) {
-      if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) break;
-      if (r == ncclInProgress) {
-        const timespec ts{0, 1000000};
-        nanosleep(&ts, nullptr);
-      }
-    }
-    if (r == ncclSuccess)
-      ncclCommDestroy(comm_);
-    else
-      ncclCommAbort(comm_);
-    comm_ = nullptr;
-  }
+  teardown();
+  GuardMonitor::get().remove(guard_.get());
   if (scratch_) cudaFree(scratch_);
   if (barrier_buf_) cudaFree(barrier_buf_);
   if (ev_end_) cudaEventDestroy(ev_end_);
   if (ev_start_) cudaEventDestroy(ev_start_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+// Ends both NCCL communicators within a deadline in every state. Healthy: the twin is destroyed
+// under the guard (ncclCommDestroy is always blocking: init.cc commReclaim waits for the streams;
+// past the deadline the monitor aborts comm_, whose abort flag the twin shares), then comm_ is
+// finalized without blocking and polled (ncclCommFinalize is refused unless comm_ is ready:
+// init.cc ncclCommEnsureReady), then destroyed. Revoked, failed, busy or late: ncclCommAbort,
+// which never waits for a peer.
+void NcclCommunicator::teardown() {
+  const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 10.0;
+  bool healthy = !revoked_;
+  {
+    std::lock_guard<std::mutex> g(family_->mu);
+    healthy = healthy && !family_->aborted;
+  }
+  if (healthy && timed_) {
+    bool fired = false;
+    const ncclResult_t r = guarded(
+        limit, [&] { return ncclCommDestroy(timed_); }, &fired);
+    if (r != ncclSuccess && !fired) ncclCommAbort(timed_);  // refused: not freed
+    timed_ = nullptr;
+    healthy = !fired;
+  }
+  if (!healthy || !comm_) {
+    abort_comm();
+    return;
+  }
+  ncclResult_t r = ncclCommFinalize(comm_);
+  const int64_t t0 = now_ns();
+  for (unsigned polls = 0; r == ncclInProgress; ++polls) {
+    if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) break;
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (r != ncclInProgress || waited > limit) break;
+    pause_poll(waited, polls);
+  }
+  if (r == ncclSuccess && ncclCommDestroy(comm_) == ncclSuccess)
+    comm_ = nullptr;
+  else
+    abort_comm();
 }
 
 std::string NcclCommunicator::choose_device_before_mpi(bool* print) {
@@ -384,7 +496,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
   // 4. Non-blocking init, polled against the deadline.
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
-  cfg.commName = c->name_.c_str();
+  cfg.splitShare = 1;  // the timed twin (and the recipe's splits) share this one's resources
+  cfg.commName = stable_name(c->name_);
   ncclComm_t comm = nullptr;
   ExitCode code = ExitCode::runtime;
   err.clear();
@@ -465,6 +578,13 @@ void NcclCommunicator::revoke() {
   ctrl_->revoke();
   if (revoked_ || !comm_) return;
   revoked_ = true;
+  {  // the revoke raises the abort flag that the twin and the recipe's splits share
+    std::lock_guard<std::mutex> g(family_->mu);
+    if (!family_->aborted) {
+      family_->aborted = true;
+      family_->why = "the revoke of communicator '" + name() + "' (shrink it to go on)";
+    }
+  }
   if (timed_) ncclCommAbort(timed_);  // the timed loops' communicator is rebuilt by shrink
   timed_ = nullptr;
   const std::string what = "ncclCommRevoke of communicator '" + name() + "' on rank " + std::to_string(rank_);
@@ -514,79 +634,87 @@ std::unique_ptr<Communicator> NcclCommunicator::shrink(const std::vector<int>& e
   if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
-  cfg.commName = sub_name.c_str();
-  std::vector<int> ex(exclude.begin(), exclude.end());
-  ncclComm_t nc = nullptr;
-  // NCCL_SHRINK_ABORT: whatever still runs on the parent is stopped first (a no-op after revoke).
-  ncclResult_t r = ncclCommShrink(comm_, ex.data(), static_cast<int>(ex.size()), &nc, &cfg, NCCL_SHRINK_ABORT);
+  cfg.splitShare = 1;  // for the new communicator's own twin
+  cfg.commName = stable_name(sub_name);
+  std::vector<int> ex(exclude.begin(), exclude.end());  // NCCL sorts it in place (qsort)
   const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
-  const int64_t t0 = now_ns();
-  for (unsigned polls = 0; r == ncclInProgress; ++polls) {
-    const ncclResult_t q = ncclCommGetAsyncError(nc ? nc : comm_, &r);
-    if (q != ncclSuccess) r = q;
-    if (r != ncclInProgress) break;
-    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
-    if (limit > 0 && waited > limit) {
-      if (nc) ncclCommAbort(nc);
-      throw Error(ExitCode::timeout, "timeout: " + what + " did not complete within " +
-                                         std::to_string(static_cast<int>(limit)) +
-                                         " s (a survivor never called it?); the new communicator was aborted");
-    }
-    pause_poll(waited, polls);
-  }
-  if (r != ncclSuccess) {
-    if (nc) ncclCommAbort(nc);
-    throw Error(ExitCode::runtime, what + " failed: " + nccl_text(r, comm_));
-  }
+  // NCCL_SHRINK_ABORT: whatever still runs on the parent is stopped first (a no-op after revoke);
+  // the new communicator never shares the parent's resources then.
+  ncclComm_t nc = child_polled(
+      [&](ncclComm_t* slot) {
+        return ncclCommShrink(comm_, ex.data(), static_cast<int>(ex.size()), slot, &cfg, NCCL_SHRINK_ABORT);
+      },
+      true, limit, what);
   std::unique_ptr<NcclCommunicator> sub(new NcclCommunicator(std::move(sub_ctrl), sub_name, device_));
-  sub->comm_ = nc;
+  sub->comm_ = nc;  // its own family: a shrink never shares
   sub->ctrl_survives_ = true;
   finish_child(*sub, limit);
   return sub;
 }
 
-ncclComm_t NcclCommunicator::split_polled(int color, int key, ncclConfig_t& cfg, double limit,
-                                          const std::string& what) {
-  ncclComm_t nc = nullptr;
-  ncclResult_t r = ncclCommSplit(comm_, color, key, &nc, &cfg);
+ncclComm_t NcclCommunicator::child_polled(const std::function<ncclResult_t(ncclComm_t*)>& start, bool want_child,
+                                          double limit, const std::string& what) {
+  // NCCL writes the child through this pointer from its own thread when the job ends (init.cc
+  // ncclCommInitRankFunc: `__atomic_store_n(job->newcomm, comm, __ATOMIC_RELEASE)`, on failure
+  // too), after our call has returned: the slot is on the heap, freed once nothing can write it.
+  auto* slot = new ncclComm_t(nullptr);
+  auto child = [&] { return __atomic_load_n(slot, __ATOMIC_ACQUIRE); };
+  auto end_with = [&](ExitCode code, const std::string& msg) {
+    // The parent first: its abort joins the job (from NCCL 2.19), so the slot is final after it.
+    why_aborted_ = msg;
+    abort_comm();
+    if (ncclComm_t c = child()) ncclCommAbort(c);
+    if (abort_joins_job()) delete slot;  // else left: an older NCCL's job may still write it
+    throw Error(code, msg);
+  };
+  ncclResult_t r = start(slot);
+  // A non-blocking parent returns ncclSuccess at once with the child still NULL (ncclCommSplit:
+  // the group end's ncclInProgress is swallowed); its progress is on the parent.
   const int64_t t0 = now_ns();
-  // NCCL reports a non-blocking split's progress on the parent (the child handle is published
-  // before it is usable): poll the parent.
-  for (unsigned polls = 0; r == ncclInProgress; ++polls) {
-    const ncclResult_t q = ncclCommGetAsyncError(comm_, &r);
-    if (q != ncclSuccess) r = q;
-    if (r != ncclInProgress) break;
-    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
-    if (limit > 0 && waited > limit) {
-      // The parent first (it owns the split in progress), then the child.
-      why_aborted_ = "timeout: " + what + " did not complete within " + std::to_string(static_cast<int>(limit)) +
-                     " s; the communicator was aborted (ncclCommAbort)";
-      abort_comm();
-      if (nc) ncclCommAbort(nc);
-      throw Error(ExitCode::timeout, why_aborted_);
+  for (unsigned polls = 0; r == ncclSuccess || r == ncclInProgress; ++polls) {
+    ncclResult_t a = ncclSuccess;
+    if (const ncclResult_t q = ncclCommGetAsyncError(comm_, &a); q != ncclSuccess) {
+      r = q;
+      break;
     }
+    if (a != ncclInProgress) {
+      r = a;
+      break;
+    }
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (limit > 0 && waited > limit)
+      end_with(ExitCode::timeout, "timeout: " + what + " did not complete within " +
+                                      std::to_string(static_cast<int>(limit)) +
+                                      " s (a rank never called it?); the communicator was aborted (ncclCommAbort)");
     pause_poll(waited, polls);
   }
-  if (r == ncclSuccess && nc) {  // the child's own state, now that the parent says it is done
-    ncclResult_t child = ncclSuccess;
-    if (ncclCommGetAsyncError(nc, &child) == ncclSuccess && child != ncclSuccess && child != ncclInProgress) r = child;
-  }
-  if (r != ncclSuccess) {
-    // A failed split leaves its error on the parent (and an invalid argument persists on a
-    // non-blocking communicator): the parent is unusable, end it and the child.
-    why_aborted_ = what + " failed: " + nccl_text(r, comm_);
+  if (r != ncclSuccess)
+    end_with(ExitCode::runtime,
+             what + " failed: " + nccl_text(r, comm_) + "; the communicator was aborted (ncclCommAbort)");
+  ncclComm_t c = child();
+  delete slot;
+  if (want_child && !c) {
+    why_aborted_ = what + ": NCCL reported success but published no communicator";
     abort_comm();
-    if (nc) ncclCommAbort(nc);
-    throw Error(ExitCode::runtime, why_aborted_ + "; the communicator was aborted (ncclCommAbort)");
+    throw Error(ExitCode::runtime, why_aborted_);
   }
-  return nc;
+  if (!want_child && c) {  // not expected: NCCL_SPLIT_NOCOLOR gives no communicator
+    ncclCommAbort(c);
+    c = nullptr;
+  }
+  return c;
+}
+
+ncclComm_t NcclCommunicator::split_polled(int color, int key, ncclConfig_t& cfg, double limit,
+                                          const std::string& what) {
+  return child_polled([&](ncclComm_t* slot) { return ncclCommSplit(comm_, color, key, slot, &cfg); },
+                      color != NCCL_SPLIT_NOCOLOR, limit, what);
 }
 
 void NcclCommunicator::make_timed(double limit_s) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 1;
-  const std::string n = name() + "/timed";
-  cfg.commName = n.c_str();
+  cfg.commName = stable_name(name() + "/timed");
   timed_ = split_polled(0, rank_, cfg, limit_s,
                         "ncclCommSplit (the blocking communicator of the timed loops) of communicator '" + name() +
                             "' on rank " + std::to_string(rank_) + ", GPU " + std::to_string(device_));
@@ -594,6 +722,11 @@ void NcclCommunicator::make_timed(double limit_s) {
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   if (!comm_) throw Error(ExitCode::runtime, "split of communicator '" + name() + "': " + why_aborted_);
+  {
+    std::lock_guard<std::mutex> g(family_->mu);
+    if (family_->aborted)
+      throw Error(ExitCode::runtime, "split of communicator '" + name() + "': unusable after " + family_->why);
+  }
   auto sub_ctrl = ctrl_->split(color, key);
   ++splits_;  // on every rank, even one left out: the names must agree
   const std::string sub_name = name() + "/s" + std::to_string(splits_) + ".c" + std::to_string(color);
@@ -605,7 +738,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
-  if (sub_ctrl) cfg.commName = sub_name.c_str();
+  cfg.splitShare = 1;  // for the child's own twin
+  cfg.commName = stable_name(sub_name);
   const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
   ncclComm_t nc = split_polled(color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, cfg, limit, what);
   if (!sub_ctrl) {
@@ -613,7 +747,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
     return nullptr;
   }
   std::unique_ptr<NcclCommunicator> sub(new NcclCommunicator(std::move(sub_ctrl), sub_name, device_));
-  sub->comm_ = nc;  // freed with `sub`, whatever happens below
+  sub->comm_ = nc;                               // freed with `sub`, whatever happens below
+  if (split_share_on()) sub->family_ = family_;  // it shares this one's abort flag
   finish_child(*sub, limit);
   return sub;
 }
@@ -765,11 +900,55 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call, ncclComm
   return ncclInvalidArgument;
 }
 
+template <class F>
+ncclResult_t NcclCommunicator::guarded(double limit_s, F&& call, bool* fired) {
+  *fired = false;
+  // Only a twin that shares comm_'s abort flag can be interrupted this way (an abort of the twin
+  // itself from another thread would free it under the call: NCCL does not allow that).
+  const bool watch = limit_s > 0 && comm_ && split_share_on();
+  if (watch) {
+    guard_->victim.store(comm_);
+    guard_->deadline_ns.store(now_ns() + static_cast<int64_t>(limit_s * 1e9));
+    guard_->state.store(NcclGuard::inside, std::memory_order_release);
+  }
+  auto leave = [&] {
+    if (!watch) return;
+    int expected = NcclGuard::inside;
+    if (guard_->state.compare_exchange_strong(expected, NcclGuard::idle)) return;
+    while (guard_->state.load(std::memory_order_acquire) != NcclGuard::fired) std::this_thread::yield();
+    guard_->state.store(NcclGuard::idle);
+    comm_ = nullptr;  // the monitor aborted it
+    *fired = true;
+  };
+  ncclResult_t r = ncclSuccess;
+  try {
+    r = call();
+  } catch (...) {
+    leave();
+    throw;
+  }
+  leave();
+  return r;
+}
+
+void NcclCommunicator::mark_aborted(const std::string& why) {
+  std::lock_guard<std::mutex> g(family_->mu);
+  if (family_->aborted) return;
+  family_->aborted = true;
+  family_->why = "an abort of communicator '" + name() + "' (" + why + ")";
+}
+
 void NcclCommunicator::run(const Op& op) {
   if (!comm_)
     throw Error(ExitCode::runtime, std::string(collective_name(op.coll)) + " on communicator '" + name() +
                                        "': the communicator is unusable after an earlier failure (" + why_aborted_ +
                                        ")");
+  {
+    std::lock_guard<std::mutex> g(family_->mu);
+    if (family_->aborted)  // NCCL aborted it with a relative that shares its abort flag
+      throw Error(ExitCode::runtime, std::string(collective_name(op.coll)) + " on communicator '" + name() +
+                                         "': the communicator is unusable after " + family_->why);
+  }
   check_buffers(op);
   int cur = -1;
   if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
@@ -780,7 +959,18 @@ void NcclCommunicator::run(const Op& op) {
   if (timing) cuda_check(cudaEventRecord(ev_start_, stream_), "cudaEventRecord");
   const char* call = "";
   const int64_t t0 = now_ns();
-  const ncclResult_t r = enqueue(op, &call, nc);
+  ncclResult_t r = ncclSuccess;
+  if (nc == timed_) {
+    // A blocking call can wait inside NCCL (lazy connection setup, the work FIFO): watched.
+    bool fired = false;
+    r = guarded(
+        timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0, [&] { return enqueue(op, &call, nc); }, &fired);
+    if (fired)
+      timed_out(op, static_cast<double>(now_ns() - t0) * 1e-9,
+                "inside the blocking call (NCCL's host-side wait: lazy connection setup or the work FIFO)");
+  } else {
+    r = enqueue(op, &call, nc);
+  }
   if (r != ncclSuccess && r != ncclInProgress) fail(op, call, r);
   // A non-blocking communicator may still be enqueueing: the work is on the stream only once
   // the asynchronous state says so (then the end event goes after it).
@@ -857,6 +1047,7 @@ void NcclCommunicator::wait(const Op& op, const char* call, bool enqueueing, int
 }
 
 void NcclCommunicator::abort_comm() {
+  if (timed_ || comm_) mark_aborted(why_aborted_.empty() ? "teardown after a failure" : why_aborted_);
   if (timed_) ncclCommAbort(timed_);  // split from comm_: it goes first
   timed_ = nullptr;
   if (comm_) ncclCommAbort(comm_);
@@ -874,11 +1065,12 @@ void NcclCommunicator::fail(const Op& op, const char* call, ncclResult_t r) {
   throw Error(ExitCode::runtime, msg);
 }
 
-void NcclCommunicator::timed_out(const Op& op, double waited_s) {
+void NcclCommunicator::timed_out(const Op& op, double waited_s, const char* where) {
   std::string msg = "timeout: " + std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
                     format_size(op.bytes()) + "B, " + name() + ") after " + std::to_string(static_cast<int>(waited_s)) +
                     " s on rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) +
-                    "): NCCL never completed it; the communicator was aborted (ncclCommAbort)";
+                    "): NCCL never completed it" + (where ? std::string(" ") + where : std::string()) +
+                    "; the communicator was aborted (ncclCommAbort)";
   RasProbe probe;
   {
     std::lock_guard<std::mutex> g(g_ras_mu);

@@ -4,12 +4,18 @@
 // a control communicator beside it (MPI for the world) that carries the unique id, the checks
 // every rank must agree on, and the result gathering of the Communicator interface.
 //
-// NCCL has no collective timeout (docs/building.md, "The NCCL backend"): communicators
-// are created non-blocking (config.blocking = 0), and every wait polls cudaStreamQuery and
-// ncclCommGetAsyncError against the operation's deadline; past it the communicator is aborted
-// (ncclCommAbort) and the operation fails with a timeout error that names it. Timed loops
-// (op.blocking) enqueue, then spin on the stream (nccl-tests' completeColl), and are timed with
-// CUDA events around each iteration (nccl-tests -I).
+// NCCL has no collective timeout (docs/nccl.md): communicators are created non-blocking
+// (config.blocking = 0), and every non-blocking call (init, split, shrink, revoke, finalize, a
+// collective) is followed to completion by polling ncclCommGetAsyncError on the communicator
+// NCCL reports it on (a split's and a shrink's progress on the PARENT: NCCL returns
+// ncclSuccess at once and writes the child through our pointer from its own thread when done)
+// against the operation's deadline; past it the communicator is aborted (ncclCommAbort) and the
+// operation fails with a timeout error that names it. Timed loops (op.blocking) run on a
+// blocking twin split off with splitShare (one set of NCCL resources; on a non-blocking
+// communicator NCCL creates a thread per call), enqueue, then spin on the stream (nccl-tests'
+// completeColl), and are timed with CUDA events. A blocking call can wait inside NCCL (lazy
+// connection setup, the work FIFO): a monitor thread aborts the twin's parent past the deadline,
+// which through the shared abort flag ends that wait, and the call fails as a timeout.
 //
 // Buffers must be device memory of the rank's GPU (Tensor::on_device): a host pointer is refused
 // with a UsageError before anything is enqueued.
@@ -28,6 +34,9 @@
 #include "tensor.hpp"
 
 namespace cs {
+
+struct NcclFamily;  // communicators that share NCCL's abort flag (splitShare)
+struct NcclGuard;   // a blocking NCCL call watched by the monitor thread
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -118,6 +127,18 @@ class NcclCommunicator final : public Communicator {
   // against `limit` s; on a timeout or a failure the parent and then the child are aborted
   // and Error names `what`.
   ncclComm_t split_polled(int color, int key, ncclConfig_t& cfg, double limit, const std::string& what);
+  // A child of comm_ (split or shrink, `start` calls NCCL with the slot NCCL writes the child
+  // through): the slot lives on the heap until NCCL is done with it; comm_ is polled to the
+  // end against `limit`; on a timeout or a failure comm_ and the child NCCL published are
+  // aborted and Error names `what`. NULL for NCCL_SPLIT_NOCOLOR.
+  ncclComm_t child_polled(const std::function<ncclResult_t(ncclComm_t*)>& start, bool want_child, double limit,
+                          const std::string& what);
+  // A blocking call on timed_, watched: past `limit_s` the monitor aborts comm_ (sharing the
+  // abort flag), which ends NCCL's wait; returns true when that happened (comm_ is then gone).
+  template <class F>
+  ncclResult_t guarded(double limit_s, F&& call, bool* fired);
+  void mark_aborted(const std::string& why);  // the whole family is unusable from now on
+  void teardown();
   void* scratch(size_t bytes);  // device memory for in-place alltoall/sendrecv
   void check_buffers(const Op& op);
   // Polls until the enqueue of a non-blocking call has finished (enqueueing) or the stream has
@@ -125,13 +146,15 @@ class NcclCommunicator final : public Communicator {
   // asynchronous NCCL error.
   void wait(const Op& op, const char* call, bool enqueueing, int64_t t0);
   [[noreturn]] void fail(const Op& op, const char* call, ncclResult_t r);
-  [[noreturn]] void timed_out(const Op& op, double waited_s);
+  [[noreturn]] void timed_out(const Op& op, double waited_s, const char* where = nullptr);
   void abort_comm();
   // Past 100 ms since the last look, the ranks the control plane knows are gone (survivable
   // control only); throws RanksLostError naming them and the operation.
   void check_gone(const Op& op, const char* call);
 
   std::unique_ptr<Communicator> ctrl_;
+  std::shared_ptr<NcclFamily> family_;
+  std::shared_ptr<NcclGuard> guard_;
   ncclComm_t comm_ = nullptr;
   ncclComm_t timed_ = nullptr;  // blocking: what timed loops (op.blocking) run on
   bool pipelined_ = false;      // inside time_loop_us: run() enqueues without waiting

@@ -1,7 +1,9 @@
 """--backend nccl end to end on the host-side GPU stand-in (tests/fake_gpu, built with
 -DCOMMSCRIPT_FAKE_GPU=ON): every recipe at 1, 2 and 4 ranks, checked from the data the way the
 MPI runs are checked (#wrong from the receive buffers), never from the stand-in's bookkeeping.
-The stand-in's virtual clock makes bandwidth exact: allreduce's busbw is FAKE_GPU_BUSBW_GBPS.
+The stand-in's stream clock is real time: an operation takes the longer of its modelled cost
+(FAKE_GPU_BUSBW_GBPS) and the host work that performs it, so allreduce's busbw is never above
+FAKE_GPU_BUSBW_GBPS (exactly it where the model dominates: tests/unit/test_nccl_fake.cpp).
 The stand-in's faults (hang, asynchronous error, failed split, no/old driver, old NCCL) must give
 the documented exit codes and messages. No real GPU is involved anywhere here."""
 import json
@@ -75,8 +77,9 @@ class Fake(cs_e2e.TestCase):
             self.assertEqual(places, {"in-place", "out-of-place"}, op)
         if np > 1:
             for x in rows:
-                if x["op"] == "allreduce":  # exact on the virtual clock: no copies, no latency
-                    self.assertAlmostEqual(x["busbw"], BUSBW, delta=BUSBW * 1e-4, msg=json.dumps(x))
+                if x["op"] == "allreduce":  # the modelled link is the ceiling; host work only slows it
+                    self.assertGreater(x["busbw"], 0, json.dumps(x))
+                    self.assertLessEqual(x["busbw"], BUSBW * (1 + 1e-4), json.dumps(x))
         return rows
 
     def test_sweep_all_np1(self):
@@ -112,15 +115,13 @@ class Fake(cs_e2e.TestCase):
                 self.assertTrue(x["checked"], where)
                 moved = x["count"] * 2 * (np if x["op"] in test_bw_sweep.GROUPED else 1)  # 2-byte elements
                 self.assertEqual(x["bytes"], moved, where)
-                if x["time_us"] == 0:  # one rank on the virtual clock: nothing moves, no time passes
-                    self.assertEqual((np, x["algbw"], x["busbw"]), (1, 0, 0), where)
-                    continue
+                self.assertGreater(x["time_us"], 0, where)  # the stream clock is real time
                 algbw = moved / 1e9 / (x["time_us"] * 1e-6)
                 self.assertAlmostEqual(x["algbw"], algbw, delta=algbw * 1e-6, msg=where)
                 busbw = algbw * test_bw_sweep.busbw_factor(x["op"], np)
                 self.assertAlmostEqual(x["busbw"], busbw, delta=busbw * 1e-6 + 1e-12, msg=where)
                 if np > 1 and x["op"] == "allreduce":
-                    self.assertAlmostEqual(x["busbw"], BUSBW, delta=BUSBW * 1e-4, msg=where)
+                    self.assertLessEqual(x["busbw"], BUSBW * (1 + 1e-4), where)
         self.assertIn("# allreduce bfloat16", r.stdout)
         return rows
 
@@ -184,8 +185,9 @@ class Fake(cs_e2e.TestCase):
 
     def test_gpu_copy_bw(self):
         # Host buffers NUMA-local per GPU (a sysfs tree that places the two GPUs on nodes 0 and 1),
-        # then concurrent copies; every copy engine runs at the stand-in's copy bandwidth on the
-        # virtual clock, so each concurrent copy and the sums are exact.
+        # then concurrent copies; every copy engine runs at the stand-in's copy bandwidth, slow
+        # enough (0.25 GB/s: 4 ms a MiB) that the model dominates the host's memcpy, so each
+        # concurrent copy and the sums are exact.
         sysfs = os.path.join(self.tmp, "sys")
         for bdf, node in (("0000:18:00.0", "0"), ("0000:2a:00.0", "1")):
             d = os.path.join(sysfs, "bus", "pci", "devices", bdf)
@@ -194,7 +196,7 @@ class Fake(cs_e2e.TestCase):
                 f.write(node + "\n")
             with open(os.path.join(d, "local_cpulist"), "w") as f:
                 f.write("0\n")
-        gbps = 25.0
+        gbps = 0.25
         rep = self.report(self.nccl(["gpu_copy_bw", "--bytes", "1M"], 1, extra_env={
             "COMMSCRIPT_SYSFS": sysfs, "FAKE_GPU_COUNT": "2", "FAKE_GPU_COPY_GBPS": str(gbps)}))
         self.assertTrue(rep["results"])
@@ -355,8 +357,9 @@ class NcclWithoutMpi(cs_e2e.TestCase):
         self.assertTrue(rows)
         self.assertEqual([x for x in rows if x["wrong"] != 0], [])
         for x in rows:
-            if x["op"] == "allreduce":  # timed on the GPU (virtual clock), as under mpirun
-                self.assertAlmostEqual(x["busbw"], BUSBW, delta=BUSBW * 1e-4, msg=json.dumps(x))
+            if x["op"] == "allreduce":  # timed on the GPU (stream clock), as under mpirun
+                self.assertGreater(x["busbw"], 0, json.dumps(x))
+                self.assertLessEqual(x["busbw"], BUSBW * (1 + 1e-4), json.dumps(x))
 
     def test_elastic_drill_4_ranks(self):
         deadline = 3.0

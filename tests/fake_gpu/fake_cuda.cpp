@@ -1,11 +1,15 @@
 // A host-side stand-in for the CUDA runtime subset commscript uses (libcudart.so.13). Device
 // memory is host memory, registered so cudaPointerGetAttributes can tell where a pointer lives;
-// every stream is a worker thread that really runs its work asynchronously; events carry the
-// stream's virtual clock (advanced by each piece of work by its modelled cost), so elapsed times
-// and bandwidths are exact and checkable. The legacy default stream orders itself against the
-// blocking streams of its device, non-blocking streams do not; cudaMemcpy from pageable memory
-// to a device and cudaMemset return before the data lands (after FAKE_GPU_DMA_DELAY_US), as the
-// CUDA documentation allows. Test-only: never shipped.
+// every stream is a worker thread that really runs its work asynchronously. A stream's clock is
+// the host's steady clock, as a GPU's timestamps are real time: a piece of work starts when the
+// stream reaches it (not before it was enqueued) and ends after its modelled cost or after the
+// host work that performs it, whichever is later (the worker waits out the difference, so the
+// host sees the stream busy for as long as its events say); events stamp that clock
+// (cudaEventRecord, cudaEventElapsedTime). Where the modelled cost dominates (a slow
+// FAKE_GPU_BUSBW_GBPS) and the work was enqueued ahead, elapsed times are exactly the model's. The legacy default
+// stream orders itself against the blocking streams of its device, non-blocking streams do not; cudaMemcpy from
+// pageable memory to a device and cudaMemset return before the data lands (after FAKE_GPU_DMA_DELAY_US), as the CUDA
+// documentation allows. Test-only: never shipped.
 #include <unistd.h>
 
 #include <atomic>
@@ -64,9 +68,16 @@ namespace {
 
 struct Event;
 
+// The stream clock: microseconds of the host's steady clock since the first use.
+double real_us() {
+  static const auto t0 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
 struct Task {
   std::function<void()> fn;
   double cost_us = 0;
+  double enq_us = 0;                                       // when the host enqueued it
   Event* event = nullptr;                                  // a record: stamps the clock
   std::vector<std::pair<struct Stream*, uint64_t>> after;  // (stream, tasks it must have done)
   int delay_us = 0;
@@ -98,17 +109,29 @@ struct Stream {
         if (q.empty()) return;
         t = std::move(q.front());
       }
-      double start = 0;
+      double start = t.enq_us;
       for (auto& [s, n] : t.after) {
         std::unique_lock<std::mutex> g(s->mu);
         s->cv.wait(g, [&] { return s->done >= n; });
         start = std::max(start, s->vclock);
       }
-      if (t.delay_us) std::this_thread::sleep_for(std::chrono::microseconds(t.delay_us));
-      if (t.fn) t.fn();
       {
         std::lock_guard<std::mutex> g(mu);
-        vclock = std::max(vclock, start) + t.cost_us;
+        start = std::max(start, vclock);
+      }
+      if (t.delay_us) std::this_thread::sleep_for(std::chrono::microseconds(t.delay_us));
+      if (t.fn) t.fn();
+      double end = start + t.cost_us;
+      if (t.fn || t.delay_us || t.cost_us > 0) {
+        const double now = real_us();
+        if (now < end)
+          std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(end - now));
+        else
+          end = now;  // the host work took longer than the modelled cost
+      }
+      {
+        std::lock_guard<std::mutex> g(mu);
+        vclock = end;
         if (t.event) {
           t.event->t_us = vclock;
           t.event->done = true;
@@ -213,6 +236,7 @@ std::vector<std::pair<Stream*, uint64_t>> implicit_deps(Stream* s) {
 
 void push(Stream* s, Task t) {
   t.after = implicit_deps(s);
+  t.enq_us = real_us();
   {
     std::lock_guard<std::mutex> g(s->mu);
     s->q.push_back(std::move(t));

@@ -2,18 +2,34 @@
 // through shared memory named after the unique id; each operation runs on the caller's stream
 // (fake_cuda.cpp's worker thread) and moves the data through single-producer rings between
 // every pair of ranks, reducing for real (every dtype and op, float16/bfloat16 included) in rank
-// order so that every rank gets bit-identical results. The virtual clock advances by the
-// operation's bus bytes at FAKE_GPU_BUSBW_GBPS (nccl-tests' busbw factors) plus FAKE_GPU_LAT_US.
+// order so that every rank gets bit-identical results. The device time of an operation is at
+// least its bus bytes at FAKE_GPU_BUSBW_GBPS (nccl-tests' busbw factors) plus FAKE_GPU_LAT_US.
 //
-// NCCL 2.28 semantics kept: on a non-blocking communicator every call returns ncclInProgress
-// and the work reaches the stream only once ncclCommGetAsyncError has been polled to ncclSuccess
-// (FAKE_NCCL_POLLS polls); errors persist on the communicator (ncclInvalidArgument included);
-// ncclCommSplit publishes the child handle at once and its progress is reported on the parent;
-// NCCL_COMM_BLOCKING overrides config.blocking; duplicate GPUs on a host and mismatched
-// versions fail the init. Faults by environment: FAKE_NCCL_HANG=R:N (rank R's N-th operation,
-// counted from 1, never completes), FAKE_NCCL_ASYNC_ERROR=R:N (it raises ncclSystemError and
-// never completes), FAKE_NCCL_SPLIT_ERROR=R[:N] (rank R's splits, or only its N-th, fail), FAKE_NCCL_VERSION=code.
-// FAKE_GPU_STRICT=1 aborts on misuse. Test-only: never shipped.
+// The API's behaviour is a model of NCCL's own source (v2.28.9-1, read in src/init.cc,
+// src/group.cc, src/enqueue.cc, src/debug.cc): each behaviour below cites the function it
+// imitates, next to the code that models it. The ones commscript depends on:
+//   - non-blocking work runs on a background thread of its own (group.cc ncclGroupEndInternal:
+//     pthread_create per call), after FAKE_NCCL_ASYNC_DELAY_MS (init, split, shrink, finalize,
+//     revoke; default 5) or FAKE_NCCL_NONBLOCKING_US (a collective's launch; default 20), and
+//     the communicator's asyncResult reads ncclInProgress until that thread stores the result;
+//   - a communicator used while its asyncResult is ncclInProgress is refused with
+//     ncclInvalidArgument, "Attempt to use communicator before the previous operation returned
+//     ncclSuccess" (init.cc ncclCommEnsureReady), stored on it by collectives and finalize;
+//   - ncclCommSplit/ncclCommShrink on a non-blocking parent return ncclSuccess with *newcomm
+//     NULL; the parent carries ncclInProgress; the background thread writes the child through
+//     the caller's pointer when it ends, on failure too (init.cc ncclCommInitChildComm,
+//     ncclCommInitRankFunc);
+//   - ncclGetLastError is one process-wide buffer, whatever the communicator (debug.cc);
+//   - ncclCommAbort joins the communicator's background job (group.cc ncclGroupJobAbort);
+//   - blocking communicators connect lazily at their first operation and wait for peers there
+//     (transport.cc ncclTransportP2pSetup: interrupted by the abort flag only), and wait for
+//     work-FIFO space with no abort check (enqueue.cc waitWorkFifoAvailable);
+//   - splitShare shares the abort flag of parent and child (init.cc ncclCommInitChildComm).
+// Faults by environment: FAKE_NCCL_HANG=R:N (rank R's N-th operation, counted from 1, never
+// completes), FAKE_NCCL_ASYNC_ERROR=R:N (it raises ncclSystemError and never completes),
+// FAKE_NCCL_SPLIT_ERROR=R[:N] (rank R's splits, or only its N-th, fail), FAKE_NCCL_VERSION=code,
+// FAKE_NCCL_FIFO_DEPTH (operations in flight before a blocking launch waits, 1024).
+// FAKE_GPU_STRICT=1 aborts on misuse that NCCL leaves undefined. Test-only: never shipped.
 #include <fcntl.h>
 #include <nccl.h>
 #include <sys/mman.h>
@@ -54,6 +70,8 @@ struct Slot {
   char host[64];
   std::atomic<uint64_t> split_epoch;  // last split this rank published
   int split_color[2], split_key[2];
+  std::atomic<int> coll_connected;      // this rank reached its first collective (lazy connect)
+  std::atomic<uint64_t> p2p_connected;  // bit p: this rank connected its point-to-point path to p
 };
 
 struct Header {
@@ -73,7 +91,14 @@ bool env_pair(const char* name, int* a, int* b) {
   return v && std::sscanf(v, "%d:%d", a, b) == 2;
 }
 
-thread_local std::string t_last_error;
+// debug.cc: `char ncclLastError[1024] = "";` written under a global mutex by every WARN, from
+// any thread and communicator; init.cc ncclGetLastError(comm) returns it, ignoring comm.
+std::mutex g_last_mu;
+char g_last_error[1024] = "";
+void set_last_error(const std::string& why) {
+  std::lock_guard<std::mutex> g(g_last_mu);
+  std::snprintf(g_last_error, sizeof g_last_error, "%s", why.c_str());
+}
 int g_world_rank = -1;           // rank of this process in its first communicator
 std::atomic<uint64_t> g_ops{0};  // operations enqueued by this process
 
@@ -93,39 +118,29 @@ struct Segment {
   }
 };
 
-enum class State { ready, in_progress, error };
-
-struct Comm;
-struct Pending {
-  std::function<void()> fn;
-  double cost_us;
-  cudaStream_t stream;
-};
-
 struct Comm {
   std::shared_ptr<Segment> seg;
+  // comm->abortFlag: shared with a splitShare child (init.cc ncclCommInitChildComm:
+  // `childComm->abortFlag = comm->abortFlag`), read by the work on the streams.
   std::shared_ptr<std::atomic<bool>> aborted = std::make_shared<std::atomic<bool>>(false);
   int rank = 0, n = 1, device = 0;
-  bool blocking = true;
-  std::string id;  // segment name
-  std::shared_ptr<std::atomic<ncclResult_t>> error = std::make_shared<std::atomic<ncclResult_t>>(ncclSuccess);
-  State state = State::ready;
-  int polls_left = 0;
-  std::vector<Pending> pending;  // work waiting for the enqueue to finish (non-blocking)
-  // init / split in progress
-  bool initializing = false;
-  std::thread helper;
-  std::atomic<bool> helper_done{false};
-  std::atomic<ncclResult_t> helper_result{ncclSuccess};
-  Comm* split_child = nullptr;  // the child a split on this (parent) communicator will finish
-  bool child_waiting = false;   // this is a split child not yet finished by its parent
+  bool blocking = true, share = false;
+  std::string id;         // segment name
+  const char* name = "";  // config.commName: the caller's pointer, kept (init.cc parseCommConfig)
+  // comm->asyncResult (init.cc ncclCommSetAsyncError / ncclCommGetAsyncError).
+  std::atomic<ncclResult_t> async{ncclSuccess};
+  // proxyState->asyncResult: an error raised by the work itself (read by ncclCommGetAsyncError
+  // when asyncResult is ncclSuccess); shared with the queued work, which may outlive the handle.
+  std::shared_ptr<std::atomic<ncclResult_t>> proxy = std::make_shared<std::atomic<ncclResult_t>>(ncclSuccess);
+  std::thread job;           // comm->groupJob: the background thread of the last non-blocking call
+  std::mutex job_mu;         // one thread starts or joins the job at a time
+  bool init_failed = false;  // a half-initialised split child (published on failure too)
+  bool finalized = false;    // comm->finalizeCalled
+  bool revoked = false;      // comm->revokedFlag
+  bool coll_connected = false;
+  uint64_t p2p_connected = 0;
   uint64_t splits = 0;
-  // ncclCommRevoke: in-flight work is stopped; the state is ncclInProgress until the work that
-  // was running has left the streams (inflight == 0), then ncclSuccess; collectives and
-  // ncclCommFinalize are refused from then on; destroy, abort, split and shrink remain.
-  bool revoked = false;
-  std::shared_ptr<std::atomic<int>> inflight = std::make_shared<std::atomic<int>>(0);
-  bool dead = false;  // aborted/destroyed (kept for strict-mode checks only)
+  std::shared_ptr<std::atomic<int>> inflight = std::make_shared<std::atomic<int>>(0);  // work on the streams
 };
 
 std::mutex g_mu;
@@ -135,8 +150,9 @@ bool live(Comm* c) {
   return std::find(g_live.begin(), g_live.end(), c) != g_live.end();
 }
 
+// What a WARN does before a call returns its error: the text goes to the global last error.
 ncclResult_t bad(const std::string& why, ncclResult_t r = ncclInvalidArgument) {
-  t_last_error = why;
+  set_last_error(why);
   return r;
 }
 
@@ -590,6 +606,13 @@ double bus_factor(Kind k, int n) {
   }
 }
 
+// FAKE_GPU_BUSBW_GBPS, read at every use (a test may set it between communicators).
+double busbw_gbps_now() {
+  const char* v = std::getenv("FAKE_GPU_BUSBW_GBPS");
+  const double x = v && *v ? std::atof(v) : 0;
+  return x > 0 ? x : knobs().busbw_gbps;
+}
+
 double cost_us(const Work& w, int n) {
   size_t bytes = w.count * type_size(w.type);
   if (w.kind == Kind::allgather || w.kind == Kind::reduce_scatter) bytes *= static_cast<size_t>(n);
@@ -601,10 +624,84 @@ double cost_us(const Work& w, int n) {
   }
   // One rank moves nothing (bus factor 0): charge its bytes once, so that its times are not 0.
   const double factor = n > 1 ? bus_factor(w.kind, n) : 1.0;
-  return knobs().lat_us + static_cast<double>(bytes) * factor / (knobs().busbw_gbps * 1e3);
+  return knobs().lat_us + static_cast<double>(bytes) * factor / (busbw_gbps_now() * 1e3);
 }
 
 // Group state (per thread, as NCCL's).
+
+// ---- the communicator's state: asyncResult, the background job, the ensure-ready rule ----
+
+int env_ms(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::max(0, std::atoi(v)) : dflt;
+}
+// How long a non-blocking init/split/shrink/finalize/revoke takes on its background thread.
+int async_delay_ms() { return env_ms("FAKE_NCCL_ASYNC_DELAY_MS", 5); }
+// The host time of a non-blocking collective's thread (create, launch, join) before its work
+// reaches the stream.
+double launch_us() {
+  static const double v = [] {
+    const char* e = std::getenv("FAKE_NCCL_NONBLOCKING_US");
+    return e && *e ? std::atof(e) : 20.0;
+  }();
+  return v;
+}
+
+void sleep_ms(int ms) {
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+// init.cc ncclCommGetAsyncError: loads comm->asyncResult; when it reads ncclSuccess and a
+// background job is linked, that thread is joined (group.cc ncclGroupJobComplete).
+ncclResult_t async_state(Comm* c) {
+  ncclResult_t r = c->async.load(std::memory_order_acquire);
+  if (r == ncclSuccess) {
+    std::lock_guard<std::mutex> g(c->job_mu);
+    if (c->job.joinable()) c->job.join();
+  }
+  if (r == ncclSuccess) r = c->proxy->load();  // then proxyState->asyncResult
+  return r;
+}
+
+// init.cc ncclCommEnsureReady: a communicator whose asyncResult is ncclInProgress is refused
+// with ncclInvalidArgument and this WARN; any other stored error is returned as it is.
+ncclResult_t ensure_ready(Comm* c) {
+  const ncclResult_t r = async_state(c);
+  if (r == ncclInProgress) return bad("Attempt to use communicator before the previous operation returned ncclSuccess");
+  return r;
+}
+
+// group.cc ncclGroupEndInternal (non-blocking): comm->asyncResult = ncclInProgress, then a new
+// pthread (ncclAsyncJobMain) runs the work and stores its result (groupLaunch /
+// groupCleanup: ncclCommSetAsyncError(job->comm, ret)).
+void launch_job(Comm* c, std::function<ncclResult_t()> work) {
+  std::lock_guard<std::mutex> g(c->job_mu);
+  if (c->job.joinable()) c->job.join();  // finished: its state was read as not in progress
+  c->async.store(ncclInProgress, std::memory_order_release);
+  c->job = std::thread([c, work = std::move(work)] { c->async.store(work(), std::memory_order_release); });
+}
+
+// group.cc ncclGroupJobAbort: the abort flag, then pthread_join of the in-flight job.
+void join_job(Comm* c) {
+  std::lock_guard<std::mutex> g(c->job_mu);
+  if (c->job.joinable()) c->job.join();
+}
+
+ncclResult_t check_handle(Comm* c, const char* call) {
+  if (!c) return bad(std::string(call) + ": comm argument is NULL");
+  if (!live(c)) {
+    strict_check(false, std::string(call) + " on a communicator already aborted or destroyed");
+    return bad(std::string(call) + ": invalid communicator", ncclInvalidUsage);
+  }
+  if (c->init_failed) {
+    strict_check(false, std::string(call) + " on the half-initialised child of a failed split");
+    return bad(std::string(call) + ": the communicator's initialization failed", ncclInvalidUsage);
+  }
+  return ncclSuccess;
+}
+
+// ---- operations: enqueue, lazy connect, work FIFO ----
+
 thread_local int t_group_depth = 0;
 struct Grouped {
   Comm* comm;
@@ -613,25 +710,6 @@ struct Grouped {
 };
 thread_local std::vector<Grouped> t_group;
 
-ncclResult_t check_comm(Comm* c, const char* call) {
-  if (!c) return bad(std::string(call) + ": comm is NULL");
-  if (!live(c)) {
-    strict_check(false, std::string(call) + " on a communicator already aborted or destroyed");
-    return bad(std::string(call) + ": invalid communicator", ncclInvalidUsage);
-  }
-  if (c->state == State::in_progress && !c->initializing) {
-    strict_check(false,
-                 std::string(call) + " while the previous call is still in progress (poll ncclCommGetAsyncError)");
-  }
-  if (c->revoked) return bad(std::string(call) + ": the communicator was revoked (ncclCommRevoke)", ncclInvalidUsage);
-  if (const ncclResult_t e = c->error->load(); e != ncclSuccess && e != ncclInProgress) return e;
-  if (c->initializing || c->child_waiting) {
-    strict_check(false, std::string(call) + " on a communicator whose init/split has not completed");
-    return ncclInvalidUsage;
-  }
-  return ncclSuccess;
-}
-
 void hook_faults(Comm* c, std::function<void()>& fn) {
   const uint64_t k = ++g_ops;
   int hr, hn, er, en;
@@ -639,25 +717,82 @@ void hook_faults(Comm* c, std::function<void()>& fn) {
   const bool err = env_pair("FAKE_NCCL_ASYNC_ERROR", &er, &en) && er == g_world_rank && static_cast<uint64_t>(en) == k;
   if (!hang && !err) return;
   auto aborted = c->aborted;
-  auto error = c->error;
-  fn = [aborted, err, error] {
-    if (err) error->store(ncclSystemError);
+  auto proxy = c->proxy;
+  fn = [aborted, err, proxy] {
+    if (err) proxy->store(ncclSystemError);  // as the proxy thread reports a network error
     spin_until(*aborted, [] { return false; });
   };
 }
 
-ncclResult_t submit(Comm* c, cudaStream_t s, Work w) {
+// enqueue.cc scheduleP2pTasksToPlan: a send to self needs a receive from self in the same
+// group and the other way round ("Trying to recv to self without a matching send":
+// ncclInvalidUsage); an in-place pair to self is skipped.
+ncclResult_t check_self_p2p(Comm* c, const Work& w) {
+  if (w.kind != Kind::p2p) return ncclSuccess;
+  int sends = 0, recvs = 0;
+  for (const P2p& x : w.p2p)
+    if (x.peer == c->rank) (x.send ? sends : recvs) += 1;
+  if (sends > recvs) return bad("Trying to send to self without a matching recv", ncclInvalidUsage);
+  if (recvs > sends) return bad("Trying to recv to self without a matching send", ncclInvalidUsage);
+  return ncclSuccess;
+}
+
+// Lazy connection (NCCL_RUNTIME_CONNECT, the default): the first collective connects the
+// rings/trees of every rank (group.cc ncclCollPreconnect -> transport.cc
+// ncclTransportRingConnect), the first point-to-point call to a peer connects that pair
+// (ncclP2PPreconnectFunc -> ncclTransportP2pSetup). Both wait for the peers with no timeout;
+// the socket loops check the abort flag (misc/socket.cc), which ends them with
+// ncclInternalError.
+ncclResult_t connect(Comm* c, const Work& w) {
+  Header* h = c->seg->hdr();
+  Slot& mine = h->slot[c->rank];
+  if (w.kind != Kind::p2p) {
+    if (c->coll_connected) return ncclSuccess;
+    mine.coll_connected.store(1);
+    const bool ok = spin_until(*c->aborted, [&] {
+      for (int r = 0; r < c->n; ++r)
+        if (!h->slot[r].coll_connected.load()) return false;
+      return true;
+    });
+    if (!ok) return bad("connection setup interrupted: the communicator was aborted", ncclInternalError);
+    c->coll_connected = true;
+    return ncclSuccess;
+  }
+  // Every peer of the group at once (ncclTransportP2pSetup takes the connectSend/connectRecv
+  // masks together), so that no order of peers can deadlock.
+  uint64_t want = 0;
+  for (const P2p& x : w.p2p)
+    if (x.peer != c->rank && x.peer < 64) want |= uint64_t{1} << x.peer;
+  want &= ~c->p2p_connected;
+  if (!want) return ncclSuccess;
+  mine.p2p_connected.fetch_or(want);
+  const bool ok = spin_until(*c->aborted, [&] {
+    for (int p = 0; p < c->n && p < 64; ++p)
+      if ((want >> p & 1) && !((h->slot[p].p2p_connected.load() >> c->rank) & 1)) return false;
+    return true;
+  });
+  if (!ok) return bad("connection setup interrupted: the communicator was aborted", ncclInternalError);
+  c->p2p_connected |= want;
+  return ncclSuccess;
+}
+
+// enqueue.cc waitWorkFifoAvailable: a launch waits for room in the work FIFO, polling event
+// callbacks and yielding, with no abort check and no bound: it ends only when earlier kernels
+// end (which the abort flag makes them do).
+void wait_fifo(Comm* c) {
+  const char* v = std::getenv("FAKE_NCCL_FIFO_DEPTH");
+  const int depth = v && *v ? std::max(1, std::atoi(v)) : 1024;
+  while (c->inflight->load() >= depth) std::this_thread::yield();
+}
+
+// The launch: connect, FIFO, then the work on the stream (group.cc groupLaunch -> doLaunches).
+ncclResult_t launch(Comm* c, cudaStream_t s, const Work& w) {
+  if (const ncclResult_t r = check_self_p2p(c, w); r != ncclSuccess) return r;
+  if (const ncclResult_t r = connect(c, w); r != ncclSuccess) return r;
+  wait_fifo(c);
   auto seg = c->seg;
   auto aborted = c->aborted;
   const int me = c->rank;
-  // On a non-blocking communicator NCCL >= 2.23 spawns and joins a thread for every call; that
-  // host time delays the launch, which a pipelined loop timed with events sees as a gap on the
-  // stream (FAKE_NCCL_NONBLOCKING_US, 20): timed loops belong on a blocking communicator.
-  static const double nb_us = [] {
-    const char* v = std::getenv("FAKE_NCCL_NONBLOCKING_US");
-    return v && *v ? std::atof(v) : 20.0;
-  }();
-  const double cost = cost_us(w, c->n) + (c->blocking ? 0.0 : nb_us);
   std::function<void()> fn = [seg, aborted, me, w] {
     if (!aborted->load()) perform(seg, aborted, me, w);
   };
@@ -668,112 +803,135 @@ ncclResult_t submit(Comm* c, cudaStream_t s, Work w) {
     inner();
     inflight->fetch_sub(1);
   };
-  if (c->blocking) {
-    enqueue(s, std::move(fn), cost);
-    return ncclSuccess;
+  if (!enqueue(s, std::move(fn), cost_us(w, c->n))) {
+    inflight->fetch_sub(1);
+    return bad("cudaLaunchKernel: invalid stream", ncclUnhandledCudaError);
   }
-  c->pending.push_back({std::move(fn), cost, s});
-  c->state = State::in_progress;
-  c->polls_left = std::max(1, env_int("FAKE_NCCL_POLLS", 1));
-  return ncclInProgress;
+  return ncclSuccess;
 }
 
-ncclResult_t coll(Work w, ncclComm_t comm, cudaStream_t s, const char* call) {
-  Comm* c = reinterpret_cast<Comm*>(comm);
-  if (const ncclResult_t r = check_comm(c, call); r != ncclSuccess) return r;
-  auto invalid = [&](const std::string& why) {
-    if (!c->blocking) c->error->store(ncclInvalidArgument);  // persists, as in NCCL 2.28
-    return bad(std::string(call) + ": " + why);
+// Runs `works` (all on communicator c) as NCCL's group end does: inline on a blocking
+// communicator; on a non-blocking one, on a new thread, returning ncclInProgress (enqueue.cc
+// ncclEnqueueCheck returns ncclCommGetAsyncError(comm) after the group end).
+ncclResult_t run_group(Comm* c, std::vector<std::pair<cudaStream_t, Work>> works) {
+  if (c->blocking) {
+    for (auto& [s, w] : works)
+      if (const ncclResult_t r = launch(c, s, w); r != ncclSuccess) return r;
+    return ncclSuccess;
+  }
+  launch_job(c, [c, works = std::move(works)] {
+    const double us = launch_us();
+    if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(us)));
+    for (auto& [s, w] : works)
+      if (const ncclResult_t r = launch(c, s, w); r != ncclSuccess) return r;
+    return ncclSuccess;
+  });
+  const ncclResult_t r = c->async.load();
+  return r == ncclSuccess ? ncclSuccess : r;
+}
+
+// enqueue.cc ncclEnqueueCheck: ensure ready, check the arguments, append the task; on failure a
+// non-blocking communicator stores the error (`ncclCommSetAsyncError(info->comm, ret)`).
+ncclResult_t enqueue_check(Comm* c, const char* call, cudaStream_t s, Work w) {
+  if (const ncclResult_t r = check_handle(c, call); r != ncclSuccess) return r;
+  auto fail = [&](ncclResult_t r) {
+    if (!c->blocking) c->async.store(r);
+    return r;
   };
+  if (c->revoked) return fail(bad(std::string(call) + ": communicator was revoked", ncclInvalidUsage));
+  if (const ncclResult_t r = ensure_ready(c); r != ncclSuccess) return fail(r);
+  auto invalid = [&](const std::string& why) { return fail(bad(std::string(call) + ": " + why)); };
   if (type_size(w.type) == 0) return invalid("invalid data type " + std::to_string(w.type));
-  if (w.kind != Kind::p2p && w.kind != Kind::allgather && w.kind != Kind::broadcast &&
-      (w.op < ncclSum || w.op > ncclAvg))
-    return invalid("invalid reduction operation " + std::to_string(w.op));
-  if ((w.kind == Kind::reduce || w.kind == Kind::broadcast) && (w.root < 0 || w.root >= c->n))
-    return invalid("invalid root " + std::to_string(w.root));
-  if (w.count && ((!w.send && !(w.kind == Kind::broadcast && c->rank != w.root)) || !w.recv))
-    return invalid("NULL buffer");
+  for (const P2p& x : w.p2p)
+    if (x.peer < 0 || x.peer >= c->n || (x.bytes && !x.buf)) return invalid("invalid peer " + std::to_string(x.peer));
+  if (w.kind != Kind::p2p) {
+    if (w.kind != Kind::allgather && w.kind != Kind::broadcast && (w.op < ncclSum || w.op > ncclAvg))
+      return invalid("invalid reduction operation " + std::to_string(w.op));
+    if ((w.kind == Kind::reduce || w.kind == Kind::broadcast) && (w.root < 0 || w.root >= c->n))
+      return invalid("invalid root " + std::to_string(w.root));
+    if (w.count && ((!w.send && !(w.kind == Kind::broadcast && c->rank != w.root)) || !w.recv))
+      return invalid("NULL buffer");
+  }
   if (t_group_depth > 0) {
+    if (w.kind == Kind::p2p)
+      for (Grouped& g : t_group)
+        if (g.comm == c && g.work.kind == Kind::p2p && g.stream == s) {
+          g.work.p2p.insert(g.work.p2p.end(), w.p2p.begin(), w.p2p.end());
+          return ncclSuccess;
+        }
     t_group.push_back({c, s, std::move(w)});
     return ncclSuccess;
   }
-  return submit(c, s, std::move(w));
+  std::vector<std::pair<cudaStream_t, Work>> one;
+  one.emplace_back(s, std::move(w));
+  const ncclResult_t r = run_group(c, std::move(one));
+  if (r != ncclSuccess && r != ncclInProgress) return fail(r);
+  return r;
+}
+
+ncclResult_t coll(Work w, ncclComm_t comm, cudaStream_t s, const char* call) {
+  return enqueue_check(reinterpret_cast<Comm*>(comm), call, s, std::move(w));
 }
 
 ncclResult_t p2p(bool send, const void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
                  cudaStream_t s) {
   Comm* c = reinterpret_cast<Comm*>(comm);
   const char* call = send ? "ncclSend" : "ncclRecv";
-  if (const ncclResult_t r = check_comm(c, call); r != ncclSuccess) return r;
-  if (type_size(t) == 0 || peer < 0 || peer >= c->n || (count && !buf)) {
-    if (!c->blocking) c->error->store(ncclInvalidArgument);
-    return bad(std::string(call) + ": invalid argument (peer " + std::to_string(peer) + ")");
-  }
-  const P2p x{send, peer, buf, count * type_size(t)};
-  if (t_group_depth > 0) {
-    for (Grouped& g : t_group)
-      if (g.comm == c && g.work.kind == Kind::p2p && g.stream == s) {
-        g.work.p2p.push_back(x);
-        return ncclSuccess;
-      }
-    Work w;
-    w.kind = Kind::p2p;
-    w.type = ncclInt8;
-    w.p2p.push_back(x);
-    t_group.push_back({c, s, std::move(w)});
-    return ncclSuccess;
-  }
   Work w;
   w.kind = Kind::p2p;
-  w.type = ncclInt8;
-  w.p2p.push_back(x);
-  return submit(c, s, std::move(w));
+  w.type = t;
+  w.p2p.push_back({send, peer, buf, count * type_size(t)});
+  return enqueue_check(c, call, s, std::move(w));
 }
 
 // ---- init and split ----
 
+// init.cc envConfigOverride: NCCL_COMM_BLOCKING (0 or 1) wins over config.blocking; an
+// undefined config.blocking means blocking (parseCommConfig).
 bool blocking_of(const ncclConfig_t* cfg) {
   int b = cfg && cfg->blocking != NCCL_CONFIG_UNDEF_INT ? cfg->blocking : 1;
-  if (const char* e = std::getenv("NCCL_COMM_BLOCKING"); e && *e) b = std::atoi(e);  // overrides, as NCCL does
+  if (const char* e = std::getenv("NCCL_COMM_BLOCKING"); e && (std::string(e) == "0" || std::string(e) == "1"))
+    b = std::atoi(e);
   return b != 0;
 }
 
-Comm* new_comm(const std::string& seg_name, int n, int rank, const ncclConfig_t* cfg) {
+Comm* new_comm(const std::string& seg_name, int n, int rank, const ncclConfig_t* cfg, bool open = true) {
   Comm* c = new Comm;
   c->n = n;
   c->rank = rank;
   c->device = current_device();
   c->blocking = blocking_of(cfg);
+  c->share = cfg && cfg->splitShare != NCCL_CONFIG_UNDEF_INT && cfg->splitShare == 1;
+  if (cfg && cfg->commName) c->name = cfg->commName;  // the pointer, not a copy (parseCommConfig)
   c->id = seg_name;
-  c->seg = open_segment(seg_name, n);
+  if (open) c->seg = open_segment(seg_name, n);
   std::lock_guard<std::mutex> g(g_mu);
   g_live.push_back(c);
   return c;
 }
 
-void forget(Comm* c) {
-  if (c->child_waiting) {
-    // Its parent's split is still running and uses it: NCCL wants the parent aborted first.
-    strict_check(false, "a split child aborted/destroyed before its parent finished (or was aborted)");
-    std::lock_guard<std::mutex> g(g_mu);
-    g_live.erase(std::remove(g_live.begin(), g_live.end(), c), g_live.end());
-    c->aborted->store(true);
-    return;  // left allocated: the parent's helper still holds it
-  }
+// Destroy frees an idle communicator; abort raises the abort flag first (shared with a
+// splitShare relative: init.cc setCommAbortFlags), which ends the work on the streams.
+void forget(Comm* c, bool abort = true) {
   {
     std::lock_guard<std::mutex> g(g_mu);
     g_live.erase(std::remove(g_live.begin(), g_live.end(), c), g_live.end());
   }
-  c->aborted->store(true);
-  if (c->helper.joinable()) c->helper.join();
-  if (c->split_child) {  // the split never finished: its child is dead too
-    c->split_child->child_waiting = false;
-    c->split_child->error->store(ncclSystemError);
-  }
-  delete c;  // queued work keeps the segment alive through its shared_ptr
+  if (abort) c->aborted->store(true);
+  join_job(c);
+  delete c;  // queued work keeps the segment and the flags alive through its shared_ptrs
 }
 
-// The split's exchange, on the helper thread: every parent rank publishes (color, key).
+// The profiler plugin reads config.commName on the init thread (plugin/profiler.cc
+// ncclProfilerPluginInit, from initTransportsRank): a name that died with its caller's frame
+// is read here, so that AddressSanitizer sees it.
+void read_name(const Comm* c) {
+  volatile size_t n = std::strlen(c->name);
+  (void)n;
+}
+
+// The split's exchange (init.cc commGetSplitInfo: a bootstrapAllGather of (color, key) over the
+// parent): every parent rank publishes (color, key); NCCL_SPLIT_NOCOLOR ranks take part too.
 ncclResult_t split_exchange(Comm* parent, int color, int key, uint64_t epoch, int* nranks, int* rank) {
   Header* h = parent->seg->hdr();
   Slot& mine = h->slot[parent->rank];
@@ -785,7 +943,7 @@ ncclResult_t split_exchange(Comm* parent, int color, int key, uint64_t epoch, in
       if (h->slot[r].split_epoch.load() < epoch) return false;
     return true;
   });
-  if (!ok) return ncclSystemError;
+  if (!ok) return bad("bootstrap allgather of the split interrupted: the communicator was aborted", ncclInternalError);
   std::vector<std::pair<int, int>> members;  // (key, parent rank)
   for (int r = 0; r < parent->n; ++r)
     if (h->slot[r].split_color[epoch % 2] == color) members.emplace_back(h->slot[r].split_key[epoch % 2], r);
@@ -793,6 +951,50 @@ ncclResult_t split_exchange(Comm* parent, int color, int key, uint64_t epoch, in
   *nranks = static_cast<int>(members.size());
   for (size_t i = 0; i < members.size(); ++i)
     if (members[i].second == parent->rank) *rank = static_cast<int>(i);
+  return ncclSuccess;
+}
+
+// The child's init (init.cc ncclCommInitRankFunc): its ranks meet in its own segment.
+ncclResult_t init_child(Comm* parent, Comm* child, const std::string& seg_name, int n, int r) {
+  child->n = n;
+  child->rank = r;
+  child->seg = open_segment(seg_name, n);
+  if (!child->seg) return bad("shm_open failed", ncclSystemError);
+  join(child);
+  read_name(child);
+  if (!spin_until(*child->aborted, [&] { return all_joined(child) || parent->aborted->load(); }) ||
+      parent->aborted->load())
+    return bad("child communicator init interrupted: the parent was aborted", ncclInternalError);
+  sleep_ms(async_delay_ms());
+  return check_join(child);
+}
+
+// init.cc ncclCommInitChildComm, for split (isShrink false) and shrink: *newcomm = NULL first;
+// the job (ncclCommInitRankFunc) is launched against the PARENT, whose asyncResult carries its
+// progress; the job ends with `__atomic_store_n(job->newcomm, comm, __ATOMIC_RELEASE)` at its
+// exit label, on failure too (a half-initialised child). A non-blocking parent returns
+// ncclSuccess at once (ncclCommSplit: `NCCLCHECK(ncclGroupEndInternal()); return res;`, the
+// group end's ncclInProgress swallowed by NCCLCHECK); a blocking one returns the result.
+ncclResult_t child_comm(Comm* p, ncclComm_t* newcomm, bool create, const ncclConfig_t* cfg,
+                        std::function<ncclResult_t(Comm* child)> work) {
+  *newcomm = nullptr;
+  Comm* child = nullptr;
+  if (create) {
+    child = new_comm("", 0, 0, cfg, false);
+    child->device = p->device;
+    // The parent's splitShare decides (init.cc: `comm->shareResources = ... comm->config.splitShare`),
+    // never on a revoked parent.
+    if (p->share && !p->revoked) child->aborted = p->aborted;
+  }
+  auto body = [p, child, newcomm, work] {
+    const ncclResult_t r = work(child);
+    if (child && r != ncclSuccess) child->init_failed = true;
+    __atomic_store_n(newcomm, reinterpret_cast<ncclComm_t>(child), __ATOMIC_RELEASE);
+    (void)p;
+    return r;
+  };
+  if (p->blocking) return body();
+  launch_job(p, body);
   return ncclSuccess;
 }
 
@@ -829,7 +1031,8 @@ const char* ncclGetErrorString(ncclResult_t r) {
   }
 }
 
-const char* ncclGetLastError(ncclComm_t) { return t_last_error.c_str(); }
+// init.cc: `const char* ncclGetLastError(ncclComm_t comm) { return ncclLastError; }`
+const char* ncclGetLastError(ncclComm_t) { return g_last_error; }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   if (!id) return ncclInvalidArgument;
@@ -840,6 +1043,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   return ncclSuccess;
 }
 
+// init.cc ncclCommInitRankDev: the communicator is allocated and published (*newcomm = comm)
+// before its job starts; ncclCommInitRankConfig returns ncclCommGetAsyncError's state
+// (ncclInProgress while the job runs) on a non-blocking communicator.
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int n, ncclUniqueId id, int rank, ncclConfig_t* cfg) {
   if (!out) return bad("ncclCommInitRankConfig: comm is NULL");
   *out = nullptr;
@@ -848,26 +1054,27 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int n, ncclUniqueId id, int
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return bad("cudaGetDevice failed", ncclUnhandledCudaError);
   Comm* c = new_comm(id.internal, n, rank, cfg);
-  if (!c->seg) return bad("shm_open failed", ncclSystemError);
+  if (!c->seg) {
+    forget(c);
+    return bad("shm_open failed", ncclSystemError);
+  }
   if (g_world_rank < 0) g_world_rank = rank;
-  join(c);
   *out = reinterpret_cast<ncclComm_t>(c);
-  auto finish = [c] {
-    const ncclResult_t r = check_join(c);
-    c->initializing = false;
-    c->state = r == ncclSuccess ? State::ready : State::error;
-    if (r != ncclSuccess) c->error->store(r);
-    return r;
+  auto work = [c] {
+    join(c);
+    read_name(c);
+    if (!spin_until(*c->aborted, [&] { return all_joined(c); }))
+      return bad("bootstrap interrupted: the communicator was aborted", ncclInternalError);
+    if (!c->blocking) sleep_ms(async_delay_ms());
+    return check_join(c);
   };
   if (c->blocking) {
-    spin_until(*c->aborted, [&] { return all_joined(c); });
-    return finish();
+    const ncclResult_t r = work();
+    c->async.store(r);
+    return r;
   }
-  c->initializing = true;
-  c->state = State::in_progress;
-  c->polls_left = std::max(1, env_int("FAKE_NCCL_POLLS", 1));
-  c->error->store(ncclInProgress);
-  return ncclInProgress;
+  launch_job(c, work);
+  return async_state(c);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* out, int n, ncclUniqueId id, int rank) {
@@ -883,72 +1090,16 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
     strict_check(false, "ncclCommGetAsyncError on a communicator already aborted or destroyed");
     return ncclInvalidUsage;
   }
-  if (c->revoked && c->error->load() == ncclInProgress) {  // quiescent once the stopped work has left
-    if (c->inflight->load() > 0 || --c->polls_left > 0) {
-      *state = ncclInProgress;
-      return ncclSuccess;
-    }
-    c->error->store(ncclSuccess);
-    c->state = State::ready;
-  }
-  if (c->child_waiting) {  // a split child: its progress is reported on the parent
-    *state = c->error->load() == ncclInProgress ? ncclInProgress : c->error->load();
-    return ncclSuccess;
-  }
-  if (c->initializing) {
-    if (all_joined(c) && --c->polls_left <= 0) {
-      *state = [&] {
-        const ncclResult_t r = check_join(c);
-        c->initializing = false;
-        c->state = r == ncclSuccess ? State::ready : State::error;
-        c->error->store(r);
-        return r;
-      }();
-    } else {
-      *state = ncclInProgress;
-    }
-    return ncclSuccess;
-  }
-  if (c->helper.joinable()) {  // a split in progress on this parent
-    if (!c->helper_done.load() || --c->polls_left > 0) {
-      *state = ncclInProgress;
-      return ncclSuccess;
-    }
-    c->helper.join();
-    const ncclResult_t r = c->helper_result.load();
-    if (c->split_child) {
-      c->split_child->child_waiting = false;
-      c->split_child->error->store(r == ncclSuccess ? ncclSuccess : r);
-      c->split_child = nullptr;
-    }
-    c->state = State::ready;
-    if (r != ncclSuccess) c->error->store(r);  // a failed split leaves its error on the parent
-    *state = r;
-    return ncclSuccess;
-  }
-  const ncclResult_t e = c->error->load();
-  if (e != ncclSuccess) {
-    *state = e;
-    return ncclSuccess;
-  }
-  if (c->state == State::in_progress) {
-    if (--c->polls_left > 0) {
-      *state = ncclInProgress;
-      return ncclSuccess;
-    }
-    for (Pending& p : c->pending) enqueue(p.stream, std::move(p.fn), p.cost_us);
-    c->pending.clear();
-    c->state = State::ready;
-  }
-  *state = ncclSuccess;
+  *state = async_state(c);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* cfg) {
   Comm* p = reinterpret_cast<Comm*>(comm);
-  if (const ncclResult_t r = check_comm(p, "ncclCommSplit"); r != ncclSuccess) return r;
+  if (const ncclResult_t r = check_handle(p, "ncclCommSplit"); r != ncclSuccess) return r;
   if (!newcomm) return bad("ncclCommSplit: newcomm is NULL");
-  *newcomm = nullptr;
+  // ncclCommInitChildComm: ensure ready first; a refusal is returned, not stored on the parent.
+  if (const ncclResult_t r = ensure_ready(p); r != ncclSuccess) return r;
   const uint64_t epoch = ++p->splits;
   static std::atomic<int> g_splits{0};  // splits this process made, counted from 1
   const int nth = ++g_splits;
@@ -956,139 +1107,118 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   const char* fe = std::getenv("FAKE_NCCL_SPLIT_ERROR");
   const int got = fe ? std::sscanf(fe, "%d:%d", &fr, &fn) : 0;
   const bool fail = got >= 1 && fr == g_world_rank && (got == 1 || fn == nth);
-  Comm* child = nullptr;
   const std::string base = p->id + ".s" + std::to_string(epoch) + "c" + std::to_string(color);
-  auto work = [p, color, key, epoch, fail, base](Comm* ch) -> ncclResult_t {
-    if (fail) return bad("ncclCommSplit: injected failure (FAKE_NCCL_SPLIT_ERROR)", ncclInvalidArgument);
+  return child_comm(p, newcomm, color != NCCL_SPLIT_NOCOLOR, cfg, [p, color, key, epoch, fail, base](Comm* ch) {
+    if (fail) return bad("ncclCommSplit: injected failure (FAKE_NCCL_SPLIT_ERROR)", ncclInternalError);
     int n = 0, r = 0;
     if (const ncclResult_t e = split_exchange(p, color, key, epoch, &n, &r); e != ncclSuccess) return e;
-    if (color == NCCL_SPLIT_NOCOLOR || !ch) return ncclSuccess;
-    ch->n = n;
-    ch->rank = r;
-    ch->seg = open_segment(base, n);
-    if (!ch->seg) return ncclSystemError;
-    join(ch);
-    if (!spin_until(*ch->aborted, [&] { return all_joined(ch) || p->aborted->load(); }) || p->aborted->load())
-      return ncclSystemError;
-    return check_join(ch);
-  };
-  if (color != NCCL_SPLIT_NOCOLOR) {
-    child = new Comm;
-    child->device = p->device;
-    child->blocking = blocking_of(cfg);
-    child->id = base;
-    std::lock_guard<std::mutex> g(g_mu);
-    g_live.push_back(child);
-  }
-  if (p->blocking) {
-    const ncclResult_t r = work(child);
-    if (r != ncclSuccess) {
-      if (child) forget(child);
-      p->error->store(r);
-      return r;
-    }
-    *newcomm = reinterpret_cast<ncclComm_t>(child);
-    return ncclSuccess;
-  }
-  // Non-blocking: the child handle is published now, the parent reports the progress.
-  if (child) {
-    child->child_waiting = true;
-    child->error->store(ncclInProgress);
-  }
-  *newcomm = reinterpret_cast<ncclComm_t>(child);
-  p->split_child = child;
-  p->state = State::in_progress;
-  p->helper_done = false;
-  p->polls_left = std::max(1, env_int("FAKE_NCCL_POLLS", 1));
-  p->helper = std::thread([p, child, work] {
-    p->helper_result.store(work(child));
-    p->helper_done.store(true);
+    if (!ch) return ncclSuccess;  // NCCL_SPLIT_NOCOLOR: `goto exit`, *newcomm stays NULL
+    return init_child(p, ch, base, n, r);
   });
-  return ncclInProgress;
 }
 
-// NCCL 2.27+: a new communicator of the parent's ranks less `exclude`, ranks renumbered in order.
-// Every survivor calls it; an excluded rank must not. NCCL_SHRINK_ABORT first stops the
-// parent's in-flight work (a parent in error needs it, unless revoked); the new communicator
-// follows its config (non-blocking: ncclInProgress until polled on it, as an init).
+// init.cc ncclCommShrink (NCCL 2.27.3+): the exclude list is sorted in place (qsort), a rank in
+// it is refused; NCCL_SHRINK_ABORT raises the abort flags, waits for the device stream and
+// clears them, then the parent must be ready (ncclCommEnsureReady: a parent in error is refused
+// unless revoked, which resets its state); the rest is ncclCommInitChildComm, as a split.
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclude, ncclComm_t* newcomm, ncclConfig_t* cfg,
                             int flags) {
   Comm* p = reinterpret_cast<Comm*>(comm);
-  if (!p || !newcomm || nexclude < 0 || (nexclude && !exclude)) return bad("ncclCommShrink: invalid argument");
-  *newcomm = nullptr;
-  if (!live(p)) {
-    strict_check(false, "ncclCommShrink on a communicator already aborted or destroyed");
-    return bad("ncclCommShrink: invalid communicator", ncclInvalidUsage);
-  }
+  if (const ncclResult_t r = check_handle(p, "ncclCommShrink"); r != ncclSuccess) return r;
+  if (!newcomm || nexclude < 0 || (nexclude && !exclude)) return bad("ncclCommShrink: invalid argument");
   if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT)
     return bad("ncclCommShrink: invalid shrinkFlags " + std::to_string(flags));
+  std::sort(exclude, exclude + nexclude);
   for (int i = 0; i < nexclude; ++i)
-    if (exclude[i] < 0 || exclude[i] >= p->n || std::count(exclude, exclude + nexclude, exclude[i]) > 1)
+    if (exclude[i] < 0 || exclude[i] >= p->n || (i && exclude[i] == exclude[i - 1]))
       return bad("ncclCommShrink: invalid exclude list (rank " + std::to_string(exclude[i]) + ")");
-  if (p->revoked && p->error->load() == ncclInProgress) {
-    strict_check(false, "ncclCommShrink on a revoked communicator that is not quiescent yet (poll it first)");
-    return bad("ncclCommShrink: revoked communicator not quiescent", ncclInvalidUsage);
-  }
+  if (std::binary_search(exclude, exclude + nexclude, p->rank))
+    return bad("ncclCommShrink: rank " + std::to_string(p->rank) + " is in the exclude list");
   if (flags & NCCL_SHRINK_ABORT) {
-    p->aborted->store(true);  // the parent's in-flight work stops
-    p->pending.clear();
-  } else if (const ncclResult_t e = p->error->load(); !p->revoked && e != ncclSuccess && e != ncclInProgress) {
-    return bad("ncclCommShrink: the parent communicator is in error (" + std::string(ncclGetErrorString(e)) +
-                   "): shrink it with NCCL_SHRINK_ABORT",
-               ncclInvalidUsage);
+    p->aborted->store(true);
+    while (p->inflight->load() > 0) std::this_thread::yield();
+    p->aborted->store(false);
   }
+  if (const ncclResult_t r = ensure_ready(p); r != ncclSuccess) return r;
   std::vector<int> keep;
   for (int r = 0; r < p->n; ++r)
-    if (std::find(exclude, exclude + nexclude, r) == exclude + nexclude) keep.push_back(r);
-  const auto at = std::find(keep.begin(), keep.end(), p->rank);
-  if (at == keep.end()) return bad("ncclCommShrink: called by an excluded rank", ncclInvalidUsage);
+    if (!std::binary_search(exclude, exclude + nexclude, r)) keep.push_back(r);
   if (keep.empty()) return bad("ncclCommShrink: every rank excluded");
+  const int me = static_cast<int>(std::find(keep.begin(), keep.end(), p->rank) - keep.begin());
+  const int n = static_cast<int>(keep.size());
   const std::string name = p->id + ".k" + std::to_string(++p->splits);
-  Comm* c = new_comm(name, static_cast<int>(keep.size()), static_cast<int>(at - keep.begin()), cfg);
-  if (!c->seg) return bad("shm_open failed", ncclSystemError);
-  c->device = p->device;
-  join(c);
-  *newcomm = reinterpret_cast<ncclComm_t>(c);
-  if (c->blocking) {
-    spin_until(*c->aborted, [&] { return all_joined(c); });
-    const ncclResult_t r = check_join(c);
-    c->state = r == ncclSuccess ? State::ready : State::error;
-    if (r != ncclSuccess) c->error->store(r);
-    return r;
-  }
-  c->initializing = true;  // finished by ncclCommGetAsyncError on it, as an init
-  c->state = State::in_progress;
-  c->polls_left = std::max(1, env_int("FAKE_NCCL_POLLS", 1));
-  c->error->store(ncclInProgress);
-  return ncclInProgress;
+  ncclConfig_t c2 = cfg ? *cfg : ncclConfig_t(NCCL_CONFIG_INITIALIZER);
+  if (flags & NCCL_SHRINK_ABORT) c2.splitShare = 0;  // never shared after an abort
+  const bool was_share = p->share;
+  if (flags & NCCL_SHRINK_ABORT) p->share = false;
+  const ncclResult_t r =
+      child_comm(p, newcomm, true, &c2, [p, name, n, me](Comm* ch) { return init_child(p, ch, name, n, me); });
+  p->share = was_share;
+  return r;
 }
 
+// init.cc ncclCommRevoke (2.28.7+): flags other than NCCL_REVOKE_DEFAULT, or a communicator being
+// destroyed, finalized or already revoked, get ncclInvalidArgument. It raises the abort flags,
+// sets revokedFlag, joins the in-flight job, marks finalizeCalled; its job (commRevokeAsync)
+// waits for the streams, clears the abort flags and stores its result, which resets an error
+// to ncclSuccess. Non-blocking: ncclInProgress until then.
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags) {
   Comm* c = reinterpret_cast<Comm*>(comm);
-  if (!c || !live(c)) {
-    strict_check(false, "ncclCommRevoke on a communicator already aborted or destroyed");
-    return bad("ncclCommRevoke: invalid communicator", ncclInvalidUsage);
-  }
+  if (const ncclResult_t r = check_handle(c, "ncclCommRevoke"); r != ncclSuccess) return r;
   if (flags != NCCL_REVOKE_DEFAULT) return bad("ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT");
-  c->aborted->store(true);  // in-flight work stops
-  c->pending.clear();
+  if (c->revoked || c->finalized) return bad("ncclCommRevoke: communicator already revoked or finalized");
+  c->aborted->store(true);
   c->revoked = true;
-  c->state = State::in_progress;
-  c->polls_left = std::max(1, env_int("FAKE_NCCL_POLLS", 1));
-  c->error->store(ncclInProgress);  // until quiescent
-  return ncclSuccess;
+  join_job(c);
+  c->finalized = true;
+  auto work = [c] {
+    while (c->inflight->load() > 0) std::this_thread::yield();
+    if (!c->blocking) sleep_ms(async_delay_ms());
+    c->aborted->store(false);
+    return ncclSuccess;
+  };
+  if (c->blocking) {
+    const ncclResult_t r = work();
+    c->async.store(r);
+    return r;
+  }
+  launch_job(c, work);
+  return async_state(c);
 }
 
+// init.cc ncclCommFinalize: ensure ready (refused while in progress or in error; the refusal is
+// stored on a non-blocking communicator), a second call is invalid; the job (commDestroySync)
+// waits for the communicator's streams. Non-blocking: ncclInProgress, to be polled.
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   Comm* c = reinterpret_cast<Comm*>(comm);
-  if (c && c->revoked) {
-    strict_check(false, "ncclCommFinalize after ncclCommRevoke (invalid: destroy or abort it)");
-    return bad("ncclCommFinalize: the communicator was revoked", ncclInvalidUsage);
+  if (const ncclResult_t r = check_handle(c, "ncclCommFinalize"); r != ncclSuccess) return r;
+  auto fail = [&](ncclResult_t r) {
+    if (!c->blocking) c->async.store(r);
+    return r;
+  };
+  if (c->finalized) {
+    strict_check(!c->revoked, "ncclCommFinalize after ncclCommRevoke (destroy or abort it)");
+    return fail(bad("ncclCommFinalize: finalize already called (or the communicator was revoked)"));
   }
-  if (const ncclResult_t r = check_comm(c, "ncclCommFinalize"); r != ncclSuccess) return r;
-  return ncclSuccess;
+  if (const ncclResult_t r = ensure_ready(c); r != ncclSuccess) return fail(r);
+  c->finalized = true;
+  auto work = [c] {
+    while (c->inflight->load() > 0 && !c->aborted->load()) std::this_thread::yield();
+    if (!c->blocking) sleep_ms(async_delay_ms());
+    return ncclSuccess;
+  };
+  if (c->blocking) {
+    const ncclResult_t r = work();
+    c->async.store(r);
+    return r;
+  }
+  launch_job(c, work);
+  return async_state(c);
 }
 
+// init.cc ncclCommDestroy: always blocking (destroyFlag); refused by ncclCommEnsureReady while an
+// operation is in progress or the communicator is in error; without a finalize before it,
+// commReclaim waits for the streams (commDestroySync) with no timeout.
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   Comm* c = reinterpret_cast<Comm*>(comm);
   if (!c) return ncclSuccess;
@@ -1097,10 +1227,15 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclInvalidUsage;
   }
   strict_check(t_group_depth == 0, "ncclCommDestroy inside a group");
-  forget(c);
+  if (!c->init_failed)
+    if (const ncclResult_t r = ensure_ready(c); r != ncclSuccess) return r;
+  while (c->inflight->load() > 0) std::this_thread::yield();
+  forget(c, false);
   return ncclSuccess;
 }
 
+// init.cc ncclCommAbort: callable in any state; raises the abort flags (the work on the streams
+// ends), joins the communicator's in-flight job (ncclGroupJobAbort), then frees it.
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   Comm* c = reinterpret_cast<Comm*>(comm);
   if (!c) return ncclSuccess;
@@ -1112,16 +1247,26 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+// init.cc ncclCommCount / ncclCommCuDevice / ncclCommUserRank: ncclCommEnsureReady first.
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* n) {
-  *n = reinterpret_cast<Comm*>(comm)->n;
+  Comm* c = reinterpret_cast<Comm*>(comm);
+  if (const ncclResult_t r = check_handle(c, "ncclCommCount"); r != ncclSuccess) return r;
+  if (const ncclResult_t r = ensure_ready(c); r != ncclSuccess) return r;
+  *n = c->n;
   return ncclSuccess;
 }
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* d) {
-  *d = reinterpret_cast<Comm*>(comm)->device;
+  Comm* c = reinterpret_cast<Comm*>(comm);
+  if (const ncclResult_t r = check_handle(c, "ncclCommCuDevice"); r != ncclSuccess) return r;
+  if (const ncclResult_t r = ensure_ready(c); r != ncclSuccess) return r;
+  *d = c->device;
   return ncclSuccess;
 }
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* r) {
-  *r = reinterpret_cast<Comm*>(comm)->rank;
+  Comm* c = reinterpret_cast<Comm*>(comm);
+  if (const ncclResult_t e = check_handle(c, "ncclCommUserRank"); e != ncclSuccess) return e;
+  if (const ncclResult_t e = ensure_ready(c); e != ncclSuccess) return e;
+  *r = c->rank;
   return ncclSuccess;
 }
 
@@ -1130,19 +1275,36 @@ ncclResult_t ncclGroupStart() {
   return ncclSuccess;
 }
 
+// group.cc ncclGroupEndInternal: the outermost end launches the group's tasks; blocking and
+// non-blocking communicators cannot be mixed in one group (ncclAsyncLaunch / ncclGroupCommJoin:
+// ncclInvalidArgument); a non-blocking group runs on one new thread and returns ncclInProgress.
 ncclResult_t ncclGroupEnd() {
   if (t_group_depth <= 0) {
     strict_check(false, "ncclGroupEnd without ncclGroupStart");
-    return bad("ncclGroupEnd without ncclGroupStart", ncclInvalidUsage);
+    return bad("ncclGroupEnd: not in a group call.", ncclInvalidUsage);
   }
   if (--t_group_depth > 0) return ncclSuccess;
   std::vector<Grouped> g;
   g.swap(t_group);
+  if (g.empty()) return ncclSuccess;
+  for (const Grouped& x : g)
+    if (x.comm->blocking != g.front().comm->blocking)
+      return bad("ncclGroupEnd: blocking and non-blocking communicators in one group");
   ncclResult_t out = ncclSuccess;
-  for (Grouped& x : g) {
-    const ncclResult_t r = submit(x.comm, x.stream, std::move(x.work));
-    if (r == ncclInProgress && out == ncclSuccess) out = ncclInProgress;
-    if (r != ncclSuccess && r != ncclInProgress) out = r;
+  std::vector<Comm*> comms;
+  for (const Grouped& x : g)
+    if (std::find(comms.begin(), comms.end(), x.comm) == comms.end()) comms.push_back(x.comm);
+  for (Comm* c : comms) {
+    std::vector<std::pair<cudaStream_t, Work>> works;
+    for (Grouped& x : g)
+      if (x.comm == c) works.emplace_back(x.stream, std::move(x.work));
+    const ncclResult_t r = run_group(c, std::move(works));
+    if (r != ncclSuccess && r != ncclInProgress) {
+      if (!c->blocking) c->async.store(r);
+      out = r;
+    } else if (r == ncclInProgress && out == ncclSuccess) {
+      out = ncclInProgress;
+    }
   }
   return out;
 }
@@ -1181,4 +1343,6 @@ ncclResult_t ncclRecv(void* b, size_t count, ncclDataType_t t, int peer, ncclCom
 }  // extern "C"
 extern "C" {
 int commscript_fake_gpu = 1;
+// Test hook: operations enqueued by this process so far (FAKE_NCCL_HANG=R:N counts them).
+uint64_t fake_nccl_op_count() { return g_ops.load(); }
 }

@@ -459,18 +459,33 @@ TEST_CASE("GPU: CUDA-event times agree with the host clock", "[.gpu]") {
   CHECK(ev.us.p50 >= host.us.p50 * 0.5);   // and most of it at this size
 }
 
-TEST_CASE("GPU: a receive nobody sends times out, aborts the communicator and names the operation", "[.gpu]") {
+TEST_CASE("GPU: a receive nobody sends ends within the deadline, aborts the communicator and names the operation",
+          "[.gpu]") {
   NEED_GPU();
   auto c = one_rank();
   c->set_timeout(2);
   Tensor r = Tensor::on_device(DType::float32, 1024, c->device());
   const cs::Op op = cs::make_op(*c, Collective::recv, Tensor(), r, ReduceOp::sum, 0, 0);
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string msg = error_of([&] { c->execute(op); }, cs::ExitCode::timeout);
+  std::string msg;
+  int code = 0;
+  try {
+    c->execute(op);
+  } catch (const cs::Error& e) {
+    msg = e.what();
+    code = static_cast<int>(e.code());
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  WARN("never-matched recv: " << msg << " (" << secs << " s)");
-  CHECK(msg.find("timeout: recv #1") == 0);
-  CHECK(msg.find("ncclCommAbort") != std::string::npos);
+  WARN("never-matched recv: exit " << code << ": " << msg << " (" << secs << " s)");
+  // NCCL's source refuses it when the plan is made (enqueue.cc scheduleP2pTasksToPlan: "Trying to
+  // recv to self without a matching send", ncclInvalidUsage, stored on the non-blocking
+  // communicator); the first H200 run (old backend, NCCL 2.28.9) saw a timeout instead. Either
+  // way the operation ends within the deadline, named, and the communicator is gone.
+  const bool refused = code == static_cast<int>(cs::ExitCode::runtime) && msg.find("recv #1") == 0 &&
+                       msg.find("ncclRecv failed: invalid usage") != std::string::npos;
+  const bool timed_out = code == static_cast<int>(cs::ExitCode::timeout) && msg.find("timeout: recv #1") == 0 &&
+                         msg.find("ncclCommAbort") != std::string::npos;
+  CHECK((refused || timed_out));
   CHECK(secs < 30);
   CHECK(c->aborted());
   const std::string again = error_of([&] { c->execute(op); }, cs::ExitCode::runtime);
