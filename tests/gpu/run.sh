@@ -1,226 +1,304 @@
 #!/usr/bin/env bash
-# The GPU suite: what only a machine with an NVIDIA GPU can check. Builds commscript with
-# CUDA/NCCL (COMMSCRIPT_WITH_CUDA=ON) into $BUILD_DIR (default build-gpu), then runs
-#   1. the hidden [gpu] unit tests: device tensors, every collective on a one-rank NCCL
-#      communicator with the result checked, CUDA-event vs host-clock timing, a receive nobody
-#      sends (timeout, ncclCommAbort, the operation named), host buffers refused, copy bandwidth
-#      and GPU topology;
-#   2. bw_sweep --backend nccl --ops all on one rank (and on every GPU when there are several),
-#      in float32 and again in float16 and bfloat16 (--dtypes), checked: exit 0 and
-#      "Out of bounds values : 0";
-#   3. gpu_copy_bw (host<->GPU, GPU<->GPU);
-#   4. CUDA-event vs host timing through the CLI (COMMSCRIPT_TIMING=event|host);
-#   5. a hang under --backend nccl (chaos hang on rank 1 of 2: two GPUs, or two ranks on one GPU
-#      when NCCL allows it) ends with exit 5 and a timeout incident instead of hanging;
-#   6. with an nccl-tests checkout given (first argument, or NCCL_TESTS_SRC): builds it (MPI=1),
-#      runs all_reduce_perf, all_gather_perf, reduce_scatter_perf, broadcast_perf, reduce_perf,
-#      alltoall_perf and sendrecv_perf and commscript's bw_sweep on the same ranks, sizes and
-#      iterations, for each of CMP_DTYPES (default "float32 float16 bfloat16": nccl-tests' -d
-#      float, half, bfloat16), and prints busbw side by side per dtype, op and size (out-of-place)
-#      with the ratio commscript / nccl-tests; a ratio outside 1 +- CMP_TOL (0.10) at a size >=
-#      CMP_MIN_BYTES (1048576: below it both are latency-bound and noisy) fails the check;
-# and prints a summary. Exit 0 when nothing failed. Without an NVIDIA GPU it prints
-# "no NVIDIA GPU: skipped" and exits 0.
+# The GPU checks, run from the GPU kit (scripts/gpu-kit.sh builds it on a Debian machine; copy the
+# kit to the GPU machine and run KIT/run.sh there). Nothing is built here: the kit brings the
+# stripped binaries, their libraries and nccl-tests. Needs python3 (for the tables) and a GPU.
 #
-#   tests/gpu/run.sh [NCCL_TESTS_SRC]   (BUILD_DIR=..., JOBS=..., KEEP=1 keeps the run directories,
-#                                        CMP_NP ranks for the side by side: default every GPU, max 8)
-#   e.g. git clone https://github.com/NVIDIA/nccl-tests /tmp/nccl-tests && tests/gpu/run.sh /tmp/nccl-tests
+#   run.sh [--quick]        (from the kit; from the repository it uses build-kit/commscript-gpu-kit)
+#
+# NCCL comes from COMMSCRIPT_NCCL (a libnccl.so.2 path), else LD_LIBRARY_PATH, else the Python
+# environment's `nvidia-nccl` package (python3 -c 'import nvidia.nccl'). Ranks: one per GPU, under
+# mpirun when there is one, else started here with --launcher env (RANK, WORLD_SIZE, MASTER_ADDR,
+# MASTER_PORT; a per-run COMMSCRIPT_JOB_TOKEN). Checks, each in its own process and under timeout:
+#   1. every [gpu] and [conformance] unit test (tests/unit: device tensors, every collective on a
+#      one-rank communicator, CUDA events vs the host clock, a never-matched receive, host buffers
+#      refused, copies and topology; the NCCL behaviours the backend depends on, also run on the
+#      stand-in in CI);
+#   2. bw_sweep --backend nccl --ops all, checked (#wrong 0), in float32 and in float16/bfloat16,
+#      on one rank and on every GPU;
+#   3. full_diag --backend nccl; 4. gpu_copy_bw; 5. CUDA-event vs host timing through the CLI;
+#   6. comm:split on every GPU, and comm:shrink after a dropped rank (elastic_drill, two GPUs or
+#      more); 7. the time from the start of a run to its first operation;
+#   8. the embedding path: `import commscript` under this machine's python3, a run on the GPU;
+#   9. nccl-tests side by side (time and busbw per op and size, out of place) with bw_sweep.
+# Ends with one table; exits 0 when every check passed, 1 when one failed, 2 without a GPU (or
+# with an incomplete kit). --quick: fewer sizes (for a second try within a short lease).
 set -u
-
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-  echo "no NVIDIA GPU: skipped"
-  exit 0
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ -x "$HERE/bin/commscript" ]; then
+  KIT=$HERE
+else
+  KIT=${KIT_DIR:-$HERE/../../build-kit/commscript-gpu-kit}
 fi
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD_DIR:-$ROOT/build-gpu}
-JOBS=${JOBS:-$(nproc)}
-NGPU=$(nvidia-smi -L | grep -c '^GPU ')
-WORK=$(mktemp -d /tmp/cs-gpu-XXXXXX)
+QUICK=0
+[ "${1:-}" = --quick ] && QUICK=1
+CS=$KIT/bin/commscript
+UNIT=$KIT/bin/commscript_unit_tests
+export LD_LIBRARY_PATH=$KIT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN=$(command -v mpirun || command -v mpiexec || echo mpirun)
-CS=$BUILD/commscript
 
-RESULTS=()  # "STATUS|name|detail"
+# ---- the kit, then the GPU ----
+if [ ! -x "$CS" ] || [ ! -x "$UNIT" ]; then
+  echo "run.sh: no kit at $KIT (build one with scripts/gpu-kit.sh)" >&2
+  exit 2
+fi
+if ! ver=$("$CS" --version 2>&1); then
+  echo "run.sh: the kit's commscript does not start here: $ver" >&2
+  exit 2
+fi
+echo "kit: $(head -1 "$KIT/KIT" 2>/dev/null || echo '?'); $(echo "$ver" | head -1)"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  echo "run.sh: no NVIDIA GPU here (nvidia-smi lists none): nothing to check; the kit starts (above)" >&2
+  exit 2
+fi
+NGPU=$(nvidia-smi -L | grep -c '^GPU ')
+NP=$((NGPU > 8 ? 8 : NGPU))
+WORK=$(mktemp -d /tmp/cs-gpu-XXXXXX)
+T_START=$(date +%s)
+
+# ---- NCCL ----
+if [ -z "${COMMSCRIPT_NCCL:-}" ]; then
+  for d in ${LD_LIBRARY_PATH//:/ }; do
+    [ -e "$d/libnccl.so.2" ] && COMMSCRIPT_NCCL=$d/libnccl.so.2 && break
+  done
+fi
+if [ -z "${COMMSCRIPT_NCCL:-}" ]; then
+  d=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$d" ] && [ -e "$d/libnccl.so.2" ] && COMMSCRIPT_NCCL=$d/libnccl.so.2
+fi
+if [ -z "${COMMSCRIPT_NCCL:-}" ]; then
+  echo "run.sh: no NCCL (COMMSCRIPT_NCCL, LD_LIBRARY_PATH, or python3's nvidia.nccl package)" >&2
+  exit 2
+fi
+export COMMSCRIPT_NCCL
+export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$COMMSCRIPT_NCCL")  # for nccl-tests
+echo "NCCL: $COMMSCRIPT_NCCL; $NGPU GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | sed 's/^ *//' | paste -sd ';' -)"
+
+RESULTS=()
 FAILED=0
 record() {  # status name detail
   RESULTS+=("$1|$2|$3")
   [ "$1" = FAIL ] && FAILED=1
   printf '==> %-4s %s: %s\n' "$1" "$2" "$3"
 }
-
 summary() {
   echo
-  echo "GPU suite summary ($NGPU GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | sed 's/^ *//' | paste -sd ';' -))"
-  printf '%-6s %-28s %s\n' status check detail
+  echo "GPU checks ($NGPU GPU(s), $(($(date +%s) - T_START)) s; kit: $(head -1 "$KIT/KIT" 2>/dev/null))"
+  printf '| %-6s | %-34s | %s |\n' status check detail
+  printf '|--------|------------------------------------|--------|\n'
   for r in "${RESULTS[@]}"; do
     IFS='|' read -r st name detail <<<"$r"
-    printf '%-6s %-28s %s\n' "$st" "$name" "$detail"
+    printf '| %-6s | %-34s | %s |\n' "$st" "$name" "$detail"
   done
   [ "${KEEP:-0}" = 1 ] && echo "run directories kept in $WORK" || rm -rf "$WORK"
   exit $FAILED
 }
 
-# A field of the results.jsonl of a run: the first line with op=$2 and inplace=false.
-jsonl_time() {  # dir op
-  python3 - "$1/results.jsonl" "$2" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("op") == sys.argv[2] and not r.get("inplace"):
-        print(r["time_us"]); break
-PY
+# launch NP SECONDS LOG commscript-args...: one rank per GPU, mpirun when there is one.
+launch() {
+  local np=$1 secs=$2 log=$3
+  shift 3
+  if command -v mpirun >/dev/null 2>&1; then
+    timeout "$secs" mpirun -np "$np" --oversubscribe -x COMMSCRIPT_NCCL -x LD_LIBRARY_PATH "$CS" "$@" >"$log" 2>&1
+    return $?
+  fi
+  local port=$((29500 + RANDOM % 2000)) tok pids=() rc=0 r
+  tok=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  for ((r = 0; r < np; r++)); do
+    RANK=$r WORLD_SIZE=$np LOCAL_RANK=$r LOCAL_WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      COMMSCRIPT_JOB_TOKEN=$tok timeout "$secs" "$CS" --launcher env "$@" >"$log.$r" 2>&1 &
+    pids+=($!)
+  done
+  for ((r = 0; r < np; r++)); do
+    wait "${pids[$r]}" || { local e=$?; [ $rc -eq 0 ] && rc=$e; }
+  done
+  cat "$log.0" >"$log"
+  for ((r = 1; r < np; r++)); do sed "s/^/[rank $r] /" "$log.$r" >>"$log"; done
+  return $rc
 }
 
-# ---- build ----
-echo "==> building into $BUILD"
-if ! { cmake -S "$ROOT" -B "$BUILD" -DCOMMSCRIPT_WITH_CUDA=ON >"$WORK/cmake.log" 2>&1 &&
-       make -C "$BUILD" -j"$JOBS" >"$WORK/make.log" 2>&1; }; then
-  tail -30 "$WORK/cmake.log" "$WORK/make.log"
-  record FAIL build "see the log above"
-  KEEP=1 summary
-fi
-record PASS build "$("$CS" --version | grep -E '^(NCCL|CUDA):' | paste -sd ';' -)"
-
-# ---- 1. unit tests that need a GPU ----
-if "$BUILD/tests/unit/commscript_unit_tests" "[gpu]" -s >"$WORK/unit.log" 2>&1; then
-  record PASS "unit [gpu]" "$(tail -2 "$WORK/unit.log" | head -1)"
+# ---- 1. unit tests, each in its own process ----
+npass=0
+nfail=0
+failed_names=""
+while IFS= read -r name; do
+  [ -z "$name" ] && continue
+  if timeout 120 "$UNIT" "$name" -s >"$WORK/unit.one.log" 2>&1; then
+    npass=$((npass + 1))
+  else
+    nfail=$((nfail + 1))
+    failed_names+="${failed_names:+; }$name"
+    grep -B3 -A12 'FAILED' "$WORK/unit.one.log" | head -60
+  fi
+  grep -hE 'CUDA events p50|never-matched recv|ncclCommSplit returned|a lone receive' "$WORK/unit.one.log" |
+    sed 's/^/    /'
+  cat "$WORK/unit.one.log" >>"$WORK/unit.log"
+done < <("$UNIT" --list-test-names-only "[gpu],[conformance]" | grep -v '^$' | grep -v 'test cases' | sort -u)
+if [ $nfail -eq 0 ] && [ $npass -gt 0 ]; then
+  record PASS "unit [gpu] + [conformance]" "$npass tests, each in its own process"
 else
-  grep -B3 -A12 'FAILED' "$WORK/unit.log" | head -80
-  record FAIL "unit [gpu]" "$(tail -2 "$WORK/unit.log" | head -1)"
+  record FAIL "unit [gpu] + [conformance]" "$npass passed, $nfail failed: $failed_names"
 fi
-grep -E 'CUDA events p50|never-matched recv' "$WORK/unit.log" | sed 's/^/    /'
 
-# ---- 2. collectives through the CLI, checked ----
-sweep() {  # name np extra-args...
+# ---- 2. checked sweeps ----
+MAXB=64M
+[ $QUICK = 1 ] && MAXB=4M
+sweep() {  # name np args...
   local name=$1 np=$2
   shift 2
-  local out=$WORK/$name
-  timeout 600 "$MPIRUN" -np "$np" --oversubscribe "$CS" --backend nccl --out "$out" bw_sweep --ops all \
-    --max 64M --iters 5 --warmup 2 "$@" >"$out.log" 2>&1
+  local out=$WORK/s$RANDOM
+  launch "$np" 300 "$out.log" --backend nccl --out "$out" bw_sweep --ops all --max "$MAXB" --iters 5 --warmup 2 "$@"
   local rc=$?
   if [ $rc -eq 0 ] && grep -q '^# Out of bounds values : 0 ' "$out.log"; then
     record PASS "$name" "$(grep '^# Avg bus bandwidth' "$out.log" | sed 's/^# *//')"
   else
-    tail -20 "$out.log"
+    tail -15 "$out.log"
     record FAIL "$name" "exit $rc; $(grep '^# Out of bounds' "$out.log" | sed 's/^# *//')"
   fi
 }
-sweep "bw_sweep nccl 1 rank" 1
-sweep "bw_sweep nccl 1 rank f16/bf16" 1 --dtypes float16,bfloat16
-if [ "$NGPU" -ge 2 ]; then
-  n=$((NGPU > 8 ? 8 : NGPU))
-  sweep "bw_sweep nccl $n ranks" "$n"
-  sweep "bw_sweep nccl $n ranks f16/bf16" "$n" --dtypes float16,bfloat16
-  sweep "bw_sweep nccl $n ranks bf16 avg" "$n" --dtype bfloat16 --op avg --ops allreduce,reduce,reduce_scatter
-else
-  record SKIP "bw_sweep nccl n ranks" "one GPU only"
+sweep "bw_sweep --ops all, 1 rank" 1
+sweep "bw_sweep f16/bf16, 1 rank" 1 --dtypes float16,bfloat16
+if [ "$NP" -ge 2 ]; then
+  sweep "bw_sweep --ops all, $NP ranks" "$NP"
+  sweep "bw_sweep f16/bf16, $NP ranks" "$NP" --dtypes float16,bfloat16
 fi
 
-# ---- 3. copy bandwidths ----
-if timeout 600 "$CS" --backend self --out "$WORK/copy" gpu_copy_bw --bytes 64M >"$WORK/copy.log" 2>&1 &&
-   grep -q 'memcpy CE CPU(row) -> GPU(column)' "$WORK/copy.log"; then
-  record PASS gpu_copy_bw "pinned H2D GPU 0: $(awk '/CPU\(row\) -> GPU/{f=1} f&&$1=="pinned"{print $2; exit}' "$WORK/copy.log") GB/s"
-  grep -A4 'GPU(row) -> GPU(column)' "$WORK/copy.log" | sed 's/^/    /'
+# ---- 3. full_diag ----
+launch "$NP" 300 "$WORK/diag.log" --backend nccl --out "$WORK/diag" full_diag
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -eq 3 ]; then  # 3: a verdict about this machine, not a failure of ours
+  record PASS "full_diag, $NP rank(s)" "exit $rc; $(grep -m1 '^# score' "$WORK/diag.log")"
 else
-  tail -20 "$WORK/copy.log"
+  tail -15 "$WORK/diag.log"
+  record FAIL "full_diag, $NP rank(s)" "exit $rc"
+fi
+
+# ---- 4. copies ----
+if timeout 300 "$CS" --backend self --out "$WORK/copy" gpu_copy_bw --bytes 64M >"$WORK/copy.log" 2>&1; then
+  record PASS gpu_copy_bw "$(grep -m1 -iE 'pinned' "$WORK/copy.log" | tr -s ' ' | cut -c1-100)"
+  grep -A3 -E 'CPU\(row\) -> GPU|GPU\(row\) -> CPU' "$WORK/copy.log" | sed 's/^/    /'
+else
+  tail -15 "$WORK/copy.log"
   record FAIL gpu_copy_bw "see the log above"
 fi
 
-# ---- 4. CUDA events vs the host clock, through the CLI ----
-for t in event host; do
-  COMMSCRIPT_TIMING=$t timeout 300 "$MPIRUN" -np 1 "$CS" --backend nccl --out "$WORK/time-$t" bw_sweep \
-    --ops allreduce --min 256M --max 256M --iters 20 --no-check >"$WORK/time-$t.log" 2>&1
-done
-ev=$(jsonl_time "$WORK/time-event" allreduce 2>/dev/null)
-ho=$(jsonl_time "$WORK/time-host" allreduce 2>/dev/null)
-if [ -n "$ev" ] && [ -n "$ho" ] && python3 -c "import sys; e,h=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0.5*h <= e <= 1.1*h else 1)" "$ev" "$ho"; then
-  record PASS "event vs host timing" "allreduce 256M: events ${ev} us, host ${ho} us"
-else
-  record FAIL "event vs host timing" "allreduce 256M: events '${ev}' us, host '${ho}' us (expected events within 0.5-1.1 x host)"
-fi
-
-# ---- 5. a hang ends with a timeout, not a hung job ----
-hang() {  # name extra-env...
-  local name=$1
-  shift
-  local out=$WORK/hang
-  rm -rf "$out"
-  env "$@" timeout 180 "$MPIRUN" -np 2 --oversubscribe "$CS" --backend nccl --timeout 10 --out "$out" \
-    --set 'chaos=[{kind="hang", ranks=[1], after=4}]' bw_sweep --ops allreduce --max 1M --iters 5 >"$out.log" 2>&1
-  echo $?
+# ---- 5. CUDA events vs the host clock, through the CLI ----
+first_time() {  # dir op: time_us of the first out-of-place row
+  python3 - "$1/results.jsonl" "$2" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("op") == sys.argv[2] and r.get("placement") == "out-of-place":
+        print(r["time_us"]); break
+PY
 }
-if [ "$NGPU" -ge 2 ]; then
-  rc=$(hang "2 GPUs")
-  how="2 ranks on 2 GPUs"
+for t in event host; do
+  COMMSCRIPT_TIMING=$t launch 1 300 "$WORK/time-$t.log" --backend nccl --out "$WORK/time-$t" bw_sweep \
+    --ops allreduce --min 256M --max 256M --iters 20 --no-check
+done
+ev=$(first_time "$WORK/time-event" allreduce 2>/dev/null)
+ho=$(first_time "$WORK/time-host" allreduce 2>/dev/null)
+if [ -n "$ev" ] && [ -n "$ho" ] &&
+  python3 -c "import sys; e,h=float(sys.argv[1]),float(sys.argv[2]); sys.exit(0 if 0.5*h <= e <= 1.1*h else 1)" "$ev" "$ho"; then
+  record PASS "event vs host timing" "allreduce 256M: events $ev us, host $ho us"
 else
-  rc=$(hang "1 GPU" COMMSCRIPT_DEVICE=0)
-  how="2 ranks on GPU 0"
-fi
-if [ "$rc" = 5 ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if any(i.get('kind')=='timeout' for i in r['incidents']) else 1)" "$WORK/hang/report.json" 2>/dev/null; then
-  record PASS "timeout + abort (chaos hang)" "$how: exit 5, $(grep -m1 -E '^timeout:' "$WORK/hang.log" | cut -c1-120)"
-elif [ "$NGPU" -lt 2 ] && grep -qiE 'duplicate GPU|invalid usage' "$WORK/hang.log"; then
-  record SKIP "timeout + abort (chaos hang)" "NCCL refuses two ranks on one GPU; the one-rank never-matched recv of 'unit [gpu]' covers the abort"
-else
-  tail -20 "$WORK/hang.log"
-  record FAIL "timeout + abort (chaos hang)" "$how: exit $rc (expected 5 with a timeout incident)"
+  record FAIL "event vs host timing" "allreduce 256M: events '$ev' us, host '$ho' us (want 0.5-1.1 x host)"
 fi
 
-# ---- 6. side by side with nccl-tests ----
-NT_SRC=${1:-${NCCL_TESTS_SRC:-}}
-if [ -z "$NT_SRC" ]; then
-  record SKIP "nccl-tests side by side" "no nccl-tests checkout given (tests/gpu/run.sh PATH or NCCL_TESTS_SRC)"
+# ---- 6-7. split, first operation; shrink with two GPUs or more ----
+cat >"$WORK/split.lua" <<'LUA'
+local cs = require "commscript"
+local recipe = cs.recipe { name = "gpu_split", version = "1.0.0", summary = "first op, split, timed loop on the split" }
+function recipe.run(ctx)
+  local t0 = cs.now()
+  local t = ctx.comm:tensor("float32", 1024)
+  ctx.comm:allreduce(t, t)
+  local first = cs.now() - t0
+  local sub = ctx.comm:split(ctx.rank % 2)
+  local s = sub:tensor("float32", 256)
+  s:fill(1)
+  sub:allreduce(s, s)
+  local r = sub:bench { op = "allreduce", bytes = 1048576, iters = 10, warmup = 2 }
+  ctx.report:result { kind = "gpu_split", first_op_s = first, sub_size = sub:size(), sum = s:get(1),
+                      sub_busbw = r.busbw }
+  if ctx.rank == 0 then ctx.log("first operation %.3f s after the run started; split of %d: sum %g", first, sub:size(), s:get(1)) end
+  sub:free()
+end
+return recipe
+LUA
+launch "$NP" 180 "$WORK/split.log" --backend nccl --out "$WORK/split" "$WORK/split.lua"
+rc=$?
+split_row=$(python3 - "$WORK/split/report.json" <<'PY' 2>/dev/null
+import json, sys
+r = [x for x in json.load(open(sys.argv[1]))["results"] if x.get("kind") == "gpu_split"][0]
+ok = r["sum"] == r["sub_size"]
+print(("ok" if ok else "bad") + " split of %d: sum %g; first operation %.3f s after the run started; busbw on the split %.2f GB/s"
+      % (r["sub_size"], r["sum"], r["first_op_s"], r["sub_busbw"]))
+PY
+)
+if [ $rc -eq 0 ] && [ "${split_row%% *}" = ok ]; then
+  record PASS "comm:split + first operation" "${split_row#ok }"
+else
+  tail -15 "$WORK/split.log"
+  record FAIL "comm:split + first operation" "exit $rc; ${split_row:-no result}"
+fi
+if [ "$NP" -ge 2 ] && ! command -v mpirun >/dev/null 2>&1; then
+  launch "$NP" 180 "$WORK/shrink.log" --backend nccl --out "$WORK/shrink" elastic_drill --deadline 5 --bytes 1M
+  if python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['drill']; sys.exit(0 if d['survivors']==$NP-1 else 1)" \
+    "$WORK/shrink/report.json" 2>/dev/null; then
+    record PASS "comm:shrink (elastic_drill)" "$(grep -m1 -iE 'survivors|shrink' "$WORK/shrink.log" | cut -c1-110)"
+  else
+    tail -15 "$WORK/shrink.log"
+    record FAIL "comm:shrink (elastic_drill)" "see the log above"
+  fi
+else
+  record SKIP "comm:shrink (elastic_drill)" "needs two GPUs and --launcher env (a Gloo control plane)"
+fi
+
+# ---- 8. embedding under this machine's python3 ----
+port=$((31500 + RANDOM % 1000))
+if RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMMSCRIPT_JOB_TOKEN=kit-$RANDOM$RANDOM \
+  COMMSCRIPT_LIBRARY=$KIT/lib/libcommscript.so PYTHONPATH=$KIT/python timeout 180 python3 - "$WORK/embed" \
+  >"$WORK/embed.log" 2>&1 <<'PY'; then
+import sys, commscript
+rep = commscript.run("bw_sweep", backend="nccl", launcher="env", out=sys.argv[1],
+                     options={"--ops": "allreduce,allgather", "--max": "16M", "--iters": "5"})
+rows = [r for r in rep.results if "wrong" in r]
+print("embedded: exit %d, %d rows, wrong %d" % (rep.exit_code, len(rows), sum(r["wrong"] for r in rows)))
+sys.exit(0 if rep.exit_code == 0 and rows and not any(r["wrong"] for r in rows) else 1)
+PY
+  record PASS "embedding (python3 import commscript)" "$(tail -1 "$WORK/embed.log")"
+else
+  tail -15 "$WORK/embed.log"
+  record FAIL "embedding (python3 import commscript)" "$(tail -1 "$WORK/embed.log" | cut -c1-120)"
+fi
+
+# ---- 9. nccl-tests side by side ----
+if [ ! -x "$KIT/nccl-tests/all_reduce_perf" ]; then
+  record SKIP "nccl-tests side by side" "the kit has no nccl-tests (NCCL_TESTS_SRC when building it)"
   summary
 fi
-CMP_NP=${CMP_NP:-$((NGPU > 8 ? 8 : NGPU))}
-CMP_TOL=${CMP_TOL:-0.10}
-CMP_MIN_BYTES=${CMP_MIN_BYTES:-1048576}
 CMP_MAX=${CMP_MAX:-256M}
-CMP_DTYPES=${CMP_DTYPES:-float32 float16 bfloat16}
-CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
-MPI_HOME=${MPI_HOME:-$(dirname "$(dirname "$(command -v mpicc || echo /usr/bin/mpicc)")")}
-# The NCCL commscript loaded (its --version line names the path) builds nccl-tests too, so both
-# run on the same library; NCCL_HOME overrides.
-if [ -z "${NCCL_HOME:-}" ]; then
-  lib=$("$CS" --version | sed -n 's/^NCCL:.* (\(\/[^)]*libnccl[^)]*\)).*/\1/p' | head -1)
-  [ -n "$lib" ] && NCCL_HOME=$(dirname "$(dirname "$lib")")
-fi
-nt_make=(make -C "$NT_SRC" -j"$JOBS" MPI=1 MPI_HOME="$MPI_HOME" CUDA_HOME="$CUDA_HOME")
-[ -n "${NCCL_HOME:-}" ] && nt_make+=(NCCL_HOME="$NCCL_HOME")
-if ! "${nt_make[@]}" >"$WORK/nccl-tests-make.log" 2>&1; then
-  tail -20 "$WORK/nccl-tests-make.log"
-  record FAIL "nccl-tests build" "make in $NT_SRC failed (CUDA_HOME=$CUDA_HOME MPI_HOME=$MPI_HOME NCCL_HOME=${NCCL_HOME:-default})"
-  summary
-fi
-NT_BIN=$NT_SRC/build
-CMP_OPS="allreduce:all_reduce_perf allgather:all_gather_perf reduce_scatter:reduce_scatter_perf broadcast:broadcast_perf reduce:reduce_perf alltoall:alltoall_perf sendrecv:sendrecv_perf"
+[ $QUICK = 1 ] && CMP_MAX=16M
+OPS="allreduce:all_reduce_perf allgather:all_gather_perf reduce_scatter:reduce_scatter_perf broadcast:broadcast_perf reduce:reduce_perf alltoall:alltoall_perf sendrecv:sendrecv_perf"
 ops_csv=""
-for pair in $CMP_OPS; do
+t0=$(date +%s.%N)
+for pair in $OPS; do
   op=${pair%%:*}
-  exe=${pair#*:}
-  [ -x "$NT_BIN/$exe" ] || continue
-  for dt in $CMP_DTYPES; do
-    case $dt in
-      float32) ntd=float log=$WORK/nt-$op.log ;;
-      float16) ntd=half log=$WORK/nt-$op-$dt.log ;;
-      *) ntd=$dt log=$WORK/nt-$op-$dt.log ;;
-    esac
-    # One GPU per process (-g 1), sum, the same sizes (x2), iterations and warm-up as below.
-    timeout 600 "$MPIRUN" -np "$CMP_NP" --oversubscribe "$NT_BIN/$exe" -b 8 -e "$CMP_MAX" -f 2 -g 1 -n 20 -w 5 \
-      -d "$ntd" -o sum >"$log" 2>&1 || echo "    $exe -d $ntd exited $?"
-  done
+  # One process, every GPU (-g), the sizes (x2), iterations and warm-up of the sweep below.
+  timeout 300 "$KIT/nccl-tests/${pair#*:}" -b 8 -e "$CMP_MAX" -f 2 -g "$NP" -n 20 -w 5 -d float -o sum \
+    >"$WORK/nt-$op.log" 2>&1 || echo "    ${pair#*:} exited $?"
   ops_csv+="${ops_csv:+,}$op"
 done
-dtypes_csv=$(echo $CMP_DTYPES | tr ' ' ',')
-out=$WORK/cmp
-timeout 900 "$MPIRUN" -np "$CMP_NP" --oversubscribe "$CS" --backend nccl --out "$out" bw_sweep --ops "$ops_csv" \
-  --min 8 --max "$CMP_MAX" --iters 20 --warmup 5 --dtypes "$dtypes_csv" >"$out.log" 2>&1 ||
-  echo "    commscript bw_sweep exited $?"
-if python3 "$ROOT/tests/gpu/compare_nccl_tests.py" "$WORK" "$out/results.jsonl" "$CMP_TOL" "$CMP_MIN_BYTES" "$ops_csv" \
-     "$dtypes_csv"; then
-  record PASS "nccl-tests side by side" "$CMP_NP ranks, ops $ops_csv, dtypes $dtypes_csv: busbw within +-$CMP_TOL from $CMP_MIN_BYTES B"
+t1=$(date +%s.%N)
+launch "$NP" 600 "$WORK/cmp.log" --backend nccl --out "$WORK/cmp" bw_sweep --ops "$ops_csv" --min 8 --max "$CMP_MAX" \
+  --iters 20 --warmup 5 || echo "    commscript bw_sweep exited $?"
+t2=$(date +%s.%N)
+walls=$(python3 -c "import sys; a,b,c=map(float,sys.argv[1:]); print('wall: nccl-tests %.1f s, commscript %.1f s (%.2fx)' % (b-a, c-b, (c-b)/(b-a)))" "$t0" "$t1" "$t2")
+echo "    $walls"
+if python3 "$KIT/compare_nccl_tests.py" "$WORK" "$WORK/cmp/results.jsonl" "${CMP_TOL:-0.10}" "${CMP_MIN_BYTES:-1048576}" \
+  "$ops_csv" float32; then
+  record PASS "nccl-tests side by side" "$NP rank(s), to $CMP_MAX: busbw within +-${CMP_TOL:-0.10} from 1 MiB; $walls"
 else
-  record FAIL "nccl-tests side by side" "$CMP_NP ranks: a size differs beyond +-$CMP_TOL (table above), or a side is missing"
+  record FAIL "nccl-tests side by side" "$NP rank(s): a size differs beyond +-${CMP_TOL:-0.10} (table above); $walls"
 fi
-
 summary
