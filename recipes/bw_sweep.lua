@@ -71,8 +71,8 @@ function recipe.run(ctx)
   local progress = cs.progress.new { total = #dtypes * #ops * #sizes, label = "bw_sweep", rank = ctx.rank }
   local total_wrong, bw_sum, bw_rows = 0, 0, 0
 
-  ctx.log("# commscript bw_sweep %s: %d ranks, backend %s, dtype %s, iters %d, warmup %d, samples %d, check %s",
-    recipe.version, ctx.size, ctx.backend, table.concat(dtypes, ","), o.iters, o.warmup,
+  ctx.log("# commscript bw_sweep %s: %s, backend %s, dtype %s, iters %d, warmup %d, samples %d, check %s",
+    recipe.version, cs.text.plural(ctx.size, "rank"), ctx.backend, table.concat(dtypes, ","), o.iters, o.warmup,
     o.samples > 0 and o.samples or o.iters, tostring(o.check))
   ctx.log("# time: whole loop / iters, mean over ranks (nccl-tests); algbw, busbw from it; "
     .. "i_p50, i_p99, i_cv%: a separate per-iteration pass, slowest rank per iteration")

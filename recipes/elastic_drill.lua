@@ -139,8 +139,8 @@ function recipe.run(ctx)
   local max_detect = o.max_detect_s >= 0 and o.max_detect_s or o.deadline + 1
   comm:set_timeout(o.deadline)
 
-  ctx.log("# commscript elastic_drill %s: %d ranks, backend %s, victim rank %d%s, %s all-reduce, deadline %g s",
-    recipe.version, ctx.size, ctx.backend, victim, victim2 and (" then rank " .. victim2) or "",
+  ctx.log("# commscript elastic_drill %s: %s, backend %s, victim rank %d%s, %s all-reduce, deadline %g s",
+    recipe.version, cs.text.plural(ctx.size, "rank"), ctx.backend, victim, victim2 and (" then rank " .. victim2) or "",
     cs.format_size(o.bytes), o.deadline)
   local before = comm:bench { op = "allreduce", bytes = o.bytes, iters = o.iters, warmup = 2 }
   ctx.log("# before: busbw %.3f GB/s, %.1f us, #wrong %d", before.busbw, before.time_us, before.wrong)

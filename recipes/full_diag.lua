@@ -25,6 +25,9 @@ local TIERS = {
            min = 8, max = 268435456, factor = 2, iters = 50, warmup = 5, pair_bytes = 4194304, repeats = 5 },
 }
 
+local topo_gpu = require "cs.topo_gpu"
+local gpu = require "cs.gpu"
+
 local recipe = cs.recipe {
   name = "full_diag",
   version = "1.2.1",
@@ -36,6 +39,8 @@ local recipe = cs.recipe {
     max = { default = "0", help = "largest sweep size (0: the tier's)", type = "size" },
     dtype = { default = "float32", help = "element type of the sweep", choices = cs.dtypes },
     budget = { default = 0, type = "number", min = 0, help = "time budget in seconds (0: the tier's)" },
+    copy_bytes = { default = "32M", type = "size",
+                   help = "bytes per host<->GPU and GPU<->GPU copy of the link check (--backend nccl)" },
   },
 }
 
@@ -159,8 +164,8 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
     matrix.plan.reason = "the pattern's share of the budget was spent before it began"
   end
   st:info("plan", matrix.plan)
-  ctx.log("pattern: %s plan, %d of %d round(s) (every pair: %d)%s", matrix.plan.kind, matrix.plan.rounds_run,
-    matrix.plan.rounds_planned, matrix.plan.rounds_full,
+  ctx.log("pattern: %s plan, %d of %s (every pair: %d)%s", matrix.plan.kind, matrix.plan.rounds_run,
+    cs.text.plural(matrix.plan.rounds_planned, "round"), matrix.plan.rounds_full,
     matrix.plan.kind == "full" and "" or (": " .. tostring(matrix.plan.reason)))
   if ctx.rank == 0 then
     local rep = cs.p2p.matrix_report(matrix, tier.pair_bytes)
@@ -179,6 +184,53 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
     st:info("retests", loc.retests)
   end
   return matrix, loc
+end
+
+-- The GPU links of every host (docs/full_diag-and-scorecard.md, "GPU nodes"): NVLinks down, GPUs
+-- and NICs on another NUMA node than the ranks that use them (from the topology), and on a GPU
+-- job the copies of gpu_copy_bw's method, measured by the lowest rank of each host one GPU at a
+-- time (host<->GPU pinned against each GPU's PCIe link, GPU->GPU against NVLink). Returns the
+-- copies by host to judge the links by (rank 0; nil elsewhere, and on the GPU stand-in, whose
+-- copies run at the host's memcpy speed: they are measured and reported, not judged). Collective.
+local COPY = { loops = 4, samples = 3 }
+local FAKE_COPY_BYTES = 262144
+local function link_checks(ctx, topology, found)
+  local copies
+  local nccl = ((ctx.report:get("commscript") or {}).backends or {}).nccl or {}
+  if ctx.backend == "nccl" then
+    local first = true
+    for r = 1, ctx.rank do
+      if ctx.hosts[r] == ctx.host then first = false end
+    end
+    local mine = false
+    if first and gpu.device_count() > 0 then
+      local local_size = 0
+      for _, h in ipairs(ctx.hosts) do if h == ctx.host then local_size = local_size + 1 end end
+      -- small copies on the stand-in (tests/fake_gpu): an 8-GPU host moves 128 kinds of copy x 13
+      local bytes = nccl.fake and math.min(ctx.opt.copy_bytes, FAKE_COPY_BYTES) or ctx.opt.copy_bytes
+      mine = gpu.copy_bandwidth { bytes = bytes, loops = COPY.loops, samples = COPY.samples, peer = local_size >= 2 }
+    end
+    local all = ctx.comm:gather_value(mine, 0)
+    if ctx.rank == 0 then
+      copies = {}
+      for _, c in ipairs(all) do if c then copies[c.host] = c end end
+    end
+  end
+  if ctx.rank == 0 then
+    found:add(topo_gpu.check_links(topology, { gpus_used = ctx.backend == "nccl" }))
+    if copies then
+      local hosts = {}
+      for _, c in pairs(copies) do hosts[#hosts + 1] = c end
+      ctx.report:set("gpu_links", { copies = hosts, expect = topo_gpu.EXPECT, judged = not nccl.fake })
+      if nccl.fake then
+        ctx.log("links: GPU stand-in: its copies run at the host's memcpy speed; measured, not judged against the links")
+        copies = nil
+      else
+        found:add(topo_gpu.check_copies(topology, copies))
+      end
+    end
+  end
+  return copies
 end
 
 function recipe.run(ctx)
@@ -200,8 +252,8 @@ function recipe.run(ctx)
   -- Configuration is checked before measuring: a bad [scorecard] or rule file is bad input (exit 1).
   cs.scorecard.check_config(ctx.config.scorecard)
   local rules = cs.rules.from_config(ctx.config)
-  ctx.log("# commscript full_diag %s: tier %s, %d ranks on %d host(s), backend %s", recipe.version, ctx.opt.tier,
-    ctx.size, ctx.nhosts, ctx.backend)
+  ctx.log("# commscript full_diag %s: tier %s, %s on %s, backend %s", recipe.version, ctx.opt.tier,
+    cs.text.plural(ctx.size, "rank"), cs.text.plural(ctx.nhosts, "host"), ctx.backend)
 
   -- 1. topology, gathered to rank 0, which checks it (differences in the environment are the
   -- next stage's). Findings are rank 0's: the job's exit code is the worst rank's.
@@ -213,12 +265,17 @@ function recipe.run(ctx)
     ctx.log("%s", cs.topo.render(topology))
   end
 
+  -- 1b. the GPU links (a GPU host's PCIe links are checked with the topology)
+  stage("links")
+  local copies = link_checks(ctx, topology, found)
+
   -- 2. environment: every rank audits its own, rank 0 merges (the same finding on several
   -- ranks becomes one)
   stage("environment")
   local e = cs.env.collect(ctx, { nics = topology and (topology.hosts[ctx.host] or {}).nics, root = 0 })
   found:add(e.findings)
-  ctx.log("environment: %d variable(s) audited on rank 0, %d finding(s)", e.audited or 0, #e.findings)
+  ctx.log("environment: %s audited on rank 0, %s", cs.text.plural(e.audited or 0, "variable"),
+    cs.text.plural(#e.findings, "finding"))
 
   -- 3. a probe: one round of pairs (the pair value, once) says what the pattern will cost,
   -- hence how much of the budget the sweep may take
@@ -254,6 +311,25 @@ function recipe.run(ctx)
 
   -- 7. scorecard: rank 0's (it holds the matrix), broadcast so every rank's --fail-below agrees
   stage("scorecard")
+  if ctx.backend == "nccl" then
+    -- the GPU path's reference, rank 0's (it holds the topology and the copies), on every rank
+    -- (report.json gpu_links.reference). The stand-in (tests/fake_gpu) moves data at the host's
+    -- memcpy speed: its busbw says nothing of a GPU path, so the part is left out there, saying so.
+    local ref = false
+    if ctx.rank == 0 then
+      local r, why = topo_gpu.reference(topology, copies)
+      ref = r or { why = why }
+      local links = ctx.report:get("gpu_links") or {}
+      links.reference = ref
+      ctx.report:set("gpu_links", links)
+      local nccl = ((ctx.report:get("commscript") or {}).backends or {}).nccl or {}
+      if nccl.fake then
+        ref = { why = "GPU stand-in (tests/fake_gpu): its busbw is the host's memcpy speed, not the GPU path's ("
+          .. (r and r.source or tostring(why)) .. ")" }
+      end
+    end
+    measured.gpu_path = ctx.comm:broadcast_value(ref, 0)
+  end
   local inputs = cs.scorecard.inputs(ctx, measured)  -- collective (a broadcast of the memcpy reference)
   local card = false
   if ctx.rank == 0 then card = cs.scorecard.compute(inputs, ctx.config.scorecard or {}) end
@@ -266,6 +342,7 @@ function recipe.run(ctx)
     found:add(cs.rules.evaluate({ size = ctx.size, rank_hosts = ctx.hosts, oversubscribed = cs.topo.oversubscribed(topology),
                                   sweep = measured.sweep, stragglers = stragglers, localisation = loc, scorecard = card,
                                   baseline = ctx.baseline, thresholds = ctx.config.thresholds or {} }, rules))
+    if measured.gpu_path then found:add(topo_gpu.check_utilisation(card)) end
   end
 
   cs.findings.print(ctx, found.list, { heading = "#\n# findings", empty = "none: healthy" })

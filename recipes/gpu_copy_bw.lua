@@ -14,7 +14,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "gpu_copy_bw",
-  version = "1.1.1",
+  version = "1.1.2",
   requires = ">=0.1, <1.0",
   summary = "host<->GPU and GPU<->GPU copy bandwidth of every host (nvbandwidth-style, GB/s)",
   options = {
@@ -26,6 +26,16 @@ local recipe = cs.recipe {
 }
 
 local null = cs.json.null
+
+-- What each number is (printed, and report.json gpu_copy_bw.method). nvbandwidth (its
+-- *_memcpy_ce cases) allocates every host buffer with cuMemHostAlloc: it has no pageable case.
+local METHOD = {
+  "pinned: cudaMallocHost memory, nvbandwidth's copy-engine method (cudaMemcpyAsync between two CUDA events, "
+    .. "without its spin kernel); compare with nvbandwidth's host_to_device_memcpy_ce / device_to_host_memcpy_ce",
+  "pageable: malloc'd memory timed the same way; the driver stages each copy through its own pinned buffer, so "
+    .. "the CPU's staging copy is in the time; nvbandwidth has no pageable case, and a framework's copy from "
+    .. "pageable memory (PyTorch tensor.copy_) may stage differently: compare pinned numbers across tools",
+}
 
 -- A value below this fraction of its host's median for the same kind of copy is a finding.
 local SLOW = 0.5
@@ -190,8 +200,9 @@ function recipe.run(ctx)
   for r = 1, ctx.rank do
     if seen[r].host == ctx.host then measures = false end
   end
-  ctx.log("# commscript gpu_copy_bw %s: %d rank%s, %s per copy, %d copies per sample, median of %d samples",
-    recipe.version, ctx.size, ctx.size == 1 and "" or "s", cs.format_size(o.bytes), o.loops, o.samples)
+  ctx.log("# commscript gpu_copy_bw %s: %s, %s per copy, %d copies per sample, median of %d samples",
+    recipe.version, cs.text.plural(ctx.size, "rank"), cs.format_size(o.bytes), o.loops, o.samples)
+  for _, l in ipairs(METHOD) do ctx.log("# %s", l) end
   local mine = false
   if measures then
     mine = gpu.copy_bandwidth { bytes = o.bytes, loops = o.loops, samples = o.samples, peer = o.peer }
@@ -201,7 +212,7 @@ function recipe.run(ctx)
   for _, r in ipairs(all) do
     if r then hosts[#hosts + 1] = report_host(ctx, r) end
   end
-  ctx.report:set("gpu_copy_bw", { unit = "GB/s", hosts = hosts })
+  ctx.report:set("gpu_copy_bw", { unit = "GB/s", hosts = hosts, method = METHOD })
 end
 
 return recipe

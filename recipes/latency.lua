@@ -94,9 +94,9 @@ function recipe.run(ctx)
   local pairs_list = make_pairs(o.pairs, ctx.size)
   local progress = cs.progress.new { total = #pairs_list, label = "latency", rank = ctx.rank }
 
-  ctx.log("# commscript latency %s: %d ranks, backend %s, pairs %s (%d), iters %d/%d, warmup %d/%d (up to/above %s), "
+  ctx.log("# commscript latency %s: %s, backend %s, pairs %s (%d), iters %d/%d, warmup %d/%d (up to/above %s), "
     .. "samples %d, window %d, bw-iters %d/%d, bw-warmup %d/%d",
-    recipe.version, ctx.size, ctx.backend, o.pairs, #pairs_list, o.iters, o.iters_large, o.warmup, o.warmup_large,
+    recipe.version, cs.text.plural(ctx.size, "rank"), ctx.backend, o.pairs, #pairs_list, o.iters, o.iters_large, o.warmup, o.warmup_large,
     cs.format_size(o.large), o.samples, o.window, o.bw_iters, o.bw_iters_large, o.bw_warmup, o.bw_warmup_large)
   ctx.log("# latency: the lower rank's ping-pong loop time / (2 x iters) (osu_latency); p50/p99/max: a separate "
     .. "pass, half of each round trip; bandwidth: as the sender (the lower rank) measured it, MB/s = 1e6 B/s (osu_bw)")

@@ -90,8 +90,8 @@ function recipe.run(ctx)
       message = ("only %s could run: nothing to compare it with"):format(table.concat(ran, ",")),
       remedy = "run under mpirun with --backend gloo (or a GPU per rank for nccl)" }
   end
-  ctx.log("# commscript protocol_compare %s: %d ranks, backends %s, dtype %s, iters %d, warmup %d",
-    recipe.version, ctx.size, table.concat(ran, ","), o.dtype, o.iters, o.warmup)
+  ctx.log("# commscript protocol_compare %s: %s, backends %s, dtype %s, iters %d, warmup %d",
+    recipe.version, cs.text.plural(ctx.size, "rank"), table.concat(ran, ","), o.dtype, o.iters, o.warmup)
 
   local tables, total_wrong = {}, 0
   for _, op in ipairs(ops) do

@@ -128,8 +128,8 @@ function recipe.run(ctx)
     cur = { ops = 0, calls = 0, wrong = 0, by_op = {} }
   end
 
-  ctx.log("# commscript soak %s: %d ranks, backend %s, %gs (summary every %gs), %d op+size pairs, iters %d, check %s",
-    recipe.version, ctx.size, ctx.backend, o.duration, o.interval, #steps, o.iters, tostring(o.check))
+  ctx.log("# commscript soak %s: %s, backend %s, %gs (summary every %gs), %d op+size pairs, iters %d, check %s",
+    recipe.version, cs.text.plural(ctx.size, "rank"), ctx.backend, o.duration, o.interval, #steps, o.iters, tostring(o.check))
 
   comm:barrier()
   local t0 = cs.now()   -- rank 0's clock decides; the others follow its broadcasts

@@ -79,10 +79,19 @@ struct Lib {
   Return (*common_ancestor)(Device, Device, int*) = nullptr;
   Return (*remote_type)(Device, unsigned, int*) = nullptr;    // nvmlDeviceGetNvLinkRemoteDeviceType
   Return (*p2p_status)(Device, Device, int, int*) = nullptr;  // nvmlDeviceGetP2PStatus
+  // nvmlDeviceGet{Curr,Max}PcieLink{Generation,Width}: the GPU's link now and at most
+  Return (*pcie_gen)(Device, unsigned*) = nullptr;
+  Return (*pcie_max_gen)(Device, unsigned*) = nullptr;
+  Return (*pcie_width)(Device, unsigned*) = nullptr;
+  Return (*pcie_max_width)(Device, unsigned*) = nullptr;
+  // nvmlDeviceGetMemoryAffinity(device, nodeSetSize, nodeSet, scope): the nearest NUMA nodes
+  Return (*memory_affinity)(Device, unsigned, unsigned long*, int) = nullptr;
 };
 constexpr int kRemoteSwitch = 2;  // NVML_NVLINK_DEVICE_TYPE_SWITCH
 constexpr int kP2pNvlink = 2;     // NVML_P2P_CAPS_INDEX_NVLINK
 constexpr int kP2pOk = 0;         // NVML_P2P_STATUS_OK
+
+constexpr int kAffinityScopeNode = 0;  // NVML_AFFINITY_SCOPE_NODE
 
 template <class F>
 void sym(Lib& l, F& f, const char* name) {
@@ -109,6 +118,11 @@ const Lib& lib() {
     sym(x, x.common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
     sym(x, x.remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
     sym(x, x.p2p_status, "nvmlDeviceGetP2PStatus");
+    sym(x, x.pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+    sym(x, x.pcie_max_gen, "nvmlDeviceGetMaxPcieLinkGeneration");
+    sym(x, x.pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+    sym(x, x.pcie_max_width, "nvmlDeviceGetMaxPcieLinkWidth");
+    sym(x, x.memory_affinity, "nvmlDeviceGetMemoryAffinity");
     if (!x.init || !x.shutdown || !x.by_pci) {
       x.why = "libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetHandleByPciBusId_v2";
       dlclose(x.handle);
@@ -125,6 +139,35 @@ std::string read_line(const std::string& path) {
   std::string s;
   std::getline(in, s);
   return s;
+}
+
+// The GPU's PCIe link as NVML reports it, in read_pcie_link's fields (source "nvml"); null when
+// NVML cannot say.
+json nvml_pcie_link(const nvml::Lib& ml, nvml::Device h) {
+  unsigned gen = 0, max_gen = 0, width = 0, max_width = 0;
+  if (!h || !ml.pcie_gen || !ml.pcie_width) return nullptr;
+  if (ml.pcie_gen(h, &gen) != 0 || ml.pcie_width(h, &width) != 0) return nullptr;
+  if (!ml.pcie_max_gen || ml.pcie_max_gen(h, &max_gen) != 0) max_gen = 0;
+  if (!ml.pcie_max_width || ml.pcie_max_width(h, &max_width) != 0) max_width = 0;
+  json j = {{"gen", gen}, {"width", width}, {"source", "nvml"}};
+  if (max_gen) j["max_gen"] = max_gen;
+  if (max_width) j["max_width"] = max_width;
+  const int g = static_cast<int>(gen), mg = static_cast<int>(max_gen);
+  j["gbytes_per_s"] = pcie_lane_gbytes(g) * width;
+  if (max_gen && max_width) j["max_gbytes_per_s"] = pcie_lane_gbytes(mg) * max_width;
+  j["below_max_width"] = max_width > 0 && width < max_width;
+  j["below_max_speed"] = max_gen > 0 && gen < max_gen;
+  return j;
+}
+
+// The lowest NUMA node NVML names nearest the GPU; -1 when it cannot say.
+int nvml_numa_node(const nvml::Lib& ml, nvml::Device h) {
+  if (!h || !ml.memory_affinity) return -1;
+  unsigned long set[4] = {0, 0, 0, 0};
+  if (ml.memory_affinity(h, 4, set, nvml::kAffinityScopeNode) != 0) return -1;
+  for (int i = 0; i < 4 * 64; ++i)
+    if (set[i / 64] >> (i % 64) & 1ul) return i;
+  return -1;
 }
 
 std::string uuid_text(const cudaUUID_t& u) {
@@ -206,6 +249,12 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
       if (!link.is_null()) g["pcie"] = std::move(link);
       if (have_nvml && ml.by_pci(bdf.c_str(), &handles[static_cast<size_t>(d)]) != 0)
         handles[static_cast<size_t>(d)] = nullptr;
+      // What sysfs does not say (a container without /sys/bus/pci, the stand-in), NVML may.
+      const nvml::Device h = handles[static_cast<size_t>(d)];
+      if (!g.contains("pcie"))
+        if (json nl = nvml_pcie_link(ml, h); !nl.is_null()) g["pcie"] = std::move(nl);
+      if (!g.contains("numa_node"))
+        if (const int node = nvml_numa_node(ml, h); node >= 0) g["numa_node"] = node;
     }
     gpus.push_back(std::move(g));
   }
@@ -220,12 +269,16 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
       g["nvlink"] = {{"available", false}, {"why", have_nvml ? "no NVML handle for this GPU" : nv["why"]}};
       continue;
     }
-    json ls = json::array();
-    int active = 0;
+    json ls = json::array(), down = json::array();
+    int active = 0, present = 0;
     for (unsigned l = 0; l < nvml::kMaxLinks; ++l) {
       int state = 0;
       if (ml.link_state(h, l, &state) != 0) continue;  // not a link of this GPU
-      if (!state) continue;
+      ++present;
+      if (!state) {  // the GPU has the link, but it is not up
+        down.push_back(l);
+        continue;
+      }
       ++active;
       json e = {{"link", l}};
       unsigned ver = 0;
@@ -248,7 +301,7 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
       }
       ls.push_back(std::move(e));
     }
-    g["nvlink"] = {{"active", active}, {"links", ls}};
+    g["nvlink"] = {{"active", active}, {"present", present}, {"down", down}, {"links", ls}};
   }
   // Pairs of GPUs on NVSwitches: the links the slower of the two has to the switches, when NVML
   // confirms NVLink peer-to-peer between them (or cannot say).
@@ -295,13 +348,32 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
   return out;
 }
 
+namespace {
+// A GPU's NVLink facts in the host topology: links active and present, the ones down, how many
+// go to NVSwitches, the NVLink version.
+void add_nvlink_facts(json& o, const json& g) {
+  if (!g.contains("nvlink") || !g["nvlink"].contains("active")) return;
+  const json& n = g["nvlink"];
+  o["nvlinks_active"] = n["active"];
+  if (n.contains("present")) o["nvlinks_present"] = n["present"];
+  if (n.contains("down") && !n["down"].empty()) o["nvlinks_down"] = n["down"];
+  int to_switch = 0;
+  for (const auto& e : n.value("links", json::array())) {
+    if (e.value("remote_type", "") == "nvswitch") ++to_switch;
+    if (e.contains("version") && !o.contains("nvlink_version")) o["nvlink_version"] = e["version"];
+  }
+  if (to_switch) o["nvswitch_links"] = to_switch;
+}
+}  // namespace
+
 void probe_gpus(json& gpus, json& gpu_links) {
   std::string err;
   const json t = gpu_topology({}, &err);
   if (t.empty()) return;
   // CUDA index -> position in `gpus` (the PCI bus view), matched by PCI address.
   std::map<int, size_t> pos;
-  for (size_t i = 0; i < gpus.size(); ++i) {
+  const size_t from_sysfs = gpus.size();
+  for (size_t i = 0; i < from_sysfs; ++i) {
     if (!gpus[i].contains("bdf") || !gpus[i]["bdf"].is_string()) continue;
     const std::string bdf = normalize_bdf(gpus[i]["bdf"].get<std::string>());
     for (const auto& g : t["gpus"]) {
@@ -312,9 +384,23 @@ void probe_gpus(json& gpus, json& gpu_links) {
       o["cuda_index"] = d;
       for (const char* k : {"name", "uuid", "memory_bytes", "compute_capability", "multiprocessors"})
         if (g.contains(k)) o[k] = g[k];
-      if (g.contains("nvlink") && g["nvlink"].contains("active")) o["nvlinks_active"] = g["nvlink"]["active"];
+      add_nvlink_facts(o, g);
+      if (!o.contains("pcie") && g.contains("pcie")) o["pcie"] = g["pcie"];
+      if (!o.contains("numa_node") && g.contains("numa_node")) o["numa_node"] = g["numa_node"];
       o["source"] = "sysfs+cuda";
     }
+  }
+  // GPUs that CUDA sees and sysfs does not list (no /sys/bus/pci in a container, the stand-in):
+  // what CUDA and NVML say of them.
+  for (const auto& g : t["gpus"]) {
+    const int d = g["index"];
+    if (pos.count(d)) continue;
+    json o = {{"bdf", g.value("pci_bus_id", "")}, {"cuda_index", d}, {"source", "cuda+nvml"}};
+    for (const char* k : {"name", "uuid", "memory_bytes", "compute_capability", "multiprocessors", "numa_node", "pcie"})
+      if (g.contains(k)) o[k] = g[k];
+    add_nvlink_facts(o, g);
+    pos[d] = gpus.size();
+    gpus.push_back(std::move(o));
   }
   for (const auto& [a, pa] : pos)
     for (const auto& [b, pb] : pos) {

@@ -7,6 +7,7 @@ local P = require "cs.env_parse"
 local trim, fmt_num, show, has_prefix, version_lt = P.internal.trim, P.internal.fmt_num, P.internal.show,
   P.internal.has_prefix, P.internal.version_lt
 local M = {}
+local fmt = string.format
 
 -- ---------------------------------------------------------------------------------------------
 -- findings
@@ -502,6 +503,76 @@ local NCCL_AUDIT = {
   hostport = audit_hostport, cidr = audit_cidr, netdevs = audit_netdevs,
 }
 
+
+-- ---------------------------------------------------------------------------------------------
+-- the container's libraries against the process's ([not_core]: cs.env_registry.container)
+-- ---------------------------------------------------------------------------------------------
+-- "2.28.3-1" / "2.28.3-1+cuda12.8" -> "2.28.3"
+local function package_version(v)
+  return v and tostring(v):match("^(%d+%.%d+[%.%d]*)") or nil
+end
+-- "12.4.1" / "13.0" -> {12, 4}
+local function major_minor(v)
+  local a, b = tostring(v or ""):match("^(%d+)%.(%d+)")
+  return a and { tonumber(a), tonumber(b) } or nil
+end
+
+-- container_facts(vars, opts) -> findings. In an NVIDIA CUDA/NGC image (NCCL_VERSION or
+-- NV_LIBNCCL_PACKAGE_VERSION, CUDA_VERSION with NVIDIA_REQUIRE_CUDA or NV_CUDA_CUDART_VERSION):
+-- one info line naming the NCCL the image packages and the NCCL the process loaded (version and
+-- path), and the image's CUDA against the runtime loaded and the driver; a warning only when the
+-- driver is older than the runtime (CUDA calls then fail with cudaErrorInsufficientDriver).
+-- opts.libraries: { library = loaded NCCL version or "not loaded: why", library_path,
+-- cuda_runtime, cuda_driver } (report.json commscript.backends.nccl).
+function M.container_facts(vars, opts)
+  local img_nccl_raw = vars.NCCL_VERSION or vars.NV_LIBNCCL_PACKAGE_VERSION
+  local img_cuda = vars.CUDA_VERSION
+  local image = img_nccl_raw or (img_cuda and (vars.NVIDIA_REQUIRE_CUDA or vars.NV_CUDA_CUDART_VERSION))
+  if not image then return {} end
+  local lib = type(opts.libraries) == "table" and opts.libraries or {}
+  local img_nccl = package_version(img_nccl_raw)
+  local loaded = type(lib.library) == "string" and package_version(lib.library) or nil
+  local parts, ev = {}, { rule = "container", reference = R.reference("not_core"), source = "environment",
+                          image_nccl = img_nccl_raw, loaded_nccl = loaded, loaded_nccl_path = lib.library_path,
+                          image_cuda = img_cuda, cuda_runtime = lib.cuda_runtime, cuda_driver = lib.cuda_driver }
+  if img_nccl_raw then
+    local var = vars.NCCL_VERSION and "NCCL_VERSION" or "NV_LIBNCCL_PACKAGE_VERSION"
+    local where = lib.library_path and lib.library_path ~= "" and (" from " .. lib.library_path) or ""
+    local l
+    if loaded and img_nccl and loaded == img_nccl then
+      l = fmt("this process loaded the same NCCL %s%s", loaded, where)
+    elseif loaded then
+      l = fmt("this process loaded NCCL %s%s, not the image's", loaded, where)
+    else
+      l = fmt("this process loaded no NCCL (%s)", tostring(lib.library or "no NCCL backend in this build"))
+    end
+    parts[#parts + 1] = fmt("the image packages NCCL %s (%s=%s, which NCCL itself does not read); %s",
+      img_nccl or tostring(img_nccl_raw), var, tostring(img_nccl_raw), l)
+  end
+  local driver_old = false
+  if img_cuda then
+    local rt, drv = major_minor(lib.cuda_runtime), major_minor(lib.cuda_driver)
+    local c = fmt("image CUDA %s (CUDA_VERSION)", img_cuda)
+    if lib.cuda_runtime then c = c .. fmt(", CUDA runtime %s loaded", lib.cuda_runtime) end
+    if lib.cuda_driver then c = c .. fmt(", driver supports CUDA %s", lib.cuda_driver) end
+    if rt and drv then
+      driver_old = drv[1] < rt[1] or (drv[1] == rt[1] and drv[2] < rt[2])
+    end
+    parts[#parts + 1] = c
+  end
+  local out = { finding("info", img_nccl_raw and (vars.NCCL_VERSION and "NCCL_VERSION" or "NV_LIBNCCL_PACKAGE_VERSION")
+    or "CUDA_VERSION", "NVIDIA container image: " .. table.concat(parts, "; "), ev, "") }
+  if driver_old then
+    out[#out + 1] = finding("warn", "CUDA_VERSION",
+      fmt("the CUDA driver (supports CUDA %s) is older than the CUDA runtime this process loaded (%s): CUDA calls "
+        .. "fail with cudaErrorInsufficientDriver unless the image's forward-compatibility package applies",
+        lib.cuda_driver, lib.cuda_runtime),
+      { rule = "driver-older-than-runtime", source = "environment", cuda_runtime = lib.cuda_runtime,
+        cuda_driver = lib.cuda_driver, reference = R.reference("not_core") },
+      "upgrade the host's driver, or use an image (or a pip CUDA runtime) no newer than the driver supports")
+  end
+  return out
+end
 
 -- Shared with the other parts of cs.env (not part of its API).
 M.internal = { finding = finding, var_ctx = var_ctx, in_list = in_list, list_text = list_text, NCCL_AUDIT = NCCL_AUDIT }

@@ -32,6 +32,10 @@ end
 local function audit_nccl(c)
   local name, v, opts = c.name, c.value, c.opts
   local e = R.nccl[name]
+  if not e and R.container[name] then
+    c.entry = { src = "not_core" }  -- set by NVIDIA's images: cs.env_checks.container_facts says what it means
+    return
+  end
   if not e then
     local nn = R.not_nccl[name]
     if nn then
@@ -313,7 +317,9 @@ end
 -- TORCH_NCCL_/UCX_ names warn), sources (NAME -> where it was set; default "environment"),
 -- interfaces (this host's network interfaces: NCCL_SOCKET_IFNAME must match one), hcas (its
 -- RDMA devices), file_exists (function(path) -> bool, for tests), nvlink (GPUs connected by
--- NVLink, from the topology), per_var_only (skip the combination rules).
+-- NVLink, from the topology), per_var_only (skip the combination rules), libraries (the NCCL and
+-- CUDA this process loaded, report.json commscript.backends.nccl: container_facts compares them
+-- with an NVIDIA image's).
 function M.audit(vars, opts)
   opts = opts or {}
   local out = {}
@@ -329,7 +335,10 @@ function M.audit(vars, opts)
       if not (serious and f.evidence.rule == "debug-variable") then out[#out + 1] = f end
     end
   end
-  if not opts.per_var_only then combos(vars, opts, out) end
+  if not opts.per_var_only then
+    combos(vars, opts, out)
+    for _, f in ipairs(C.container_facts(vars, opts)) do out[#out + 1] = f end
+  end
   return sort_findings(out)
 end
 

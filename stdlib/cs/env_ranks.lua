@@ -204,8 +204,13 @@ function M.collect(ctx, opts)
     for k in pairs(cfg_env) do if vars[k] ~= nil then sources[k] = "config [env]" end end
   end
   for k in pairs(vars) do sources[k] = sources[k] or "environment" end
+  local libraries = opts.libraries
+  if libraries == nil and ctx.report and ctx.report.get then
+    local c = ctx.report:get("commscript")  -- the NCCL and CUDA this process loaded (container_facts)
+    libraries = type(c) == "table" and type(c.backends) == "table" and c.backends.nccl or nil
+  end
   local aopts = { nccl_version = opts.nccl_version, strict = opts.strict, sources = sources, extra = opts.extra,
-                  home = opts.home, system_file = opts.system_file, nvlink = opts.nvlink }
+                  home = opts.home, system_file = opts.system_file, nvlink = opts.nvlink, libraries = libraries }
   if opts.host_checks ~= false then
     aopts.interfaces = M.interfaces()
     -- the engine's NIC list: the caller's topology when it has one, else this host's

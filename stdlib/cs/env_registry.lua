@@ -343,6 +343,41 @@ M.not_nccl = {
     remedy = "use NCCL_MIN_CTAS" },
 }
 
+-- ---------------------------------------------------------------------------------------------
+-- Set by NVIDIA's container images, read by nothing at run time ([not_core]). The CUDA images'
+-- Dockerfiles (gitlab.com/nvidia/container-images/cuda, dist/<version>/<os>/{base,runtime,
+-- devel,cudnn}) export, as `ENV NAME value`: NVARCH, NVIDIA_REQUIRE_CUDA, NV_CUDA_CUDART_VERSION,
+-- NV_CUDA_COMPAT_PACKAGE, CUDA_VERSION, NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES,
+-- NV_CUDA_LIB_VERSION, NV_NVTX_VERSION, NV_LIBNPP_*, NV_LIBCUSPARSE_*, NV_LIBCUBLAS_*,
+-- NV_LIBNCCL_PACKAGE_NAME / _VERSION / NV_LIBNCCL_PACKAGE, NCCL_VERSION (the libnccl2 package
+-- the image installs, "2.21.5-1"), NV_LIBNCCL_DEV_PACKAGE*, NV_CUDA_CUDART_DEV_VERSION,
+-- NV_NVML_DEV_VERSION, NV_CUDA_NSIGHT_COMPUTE_*, NV_NVPROF_*, NV_CUDNN_*, NVIDIA_PRODUCT_NAME;
+-- NGC framework images add NVIDIA_BUILD_ID, NVIDIA_*_VERSION and the like. NCCL_VERSION is the
+-- only one in a family the audit lints: NCCL does not read it, and it names the NCCL the image
+-- packages, not the one a process loads (a pip or conda NCCL comes first on the library path of
+-- most framework installs). cs.env_checks.container_facts compares the two.
+-- ---------------------------------------------------------------------------------------------
+M.container = {
+  NCCL_VERSION = "the NCCL package (libnccl2) the NVIDIA CUDA image installs; informational, NCCL does not read it",
+  NV_LIBNCCL_PACKAGE_VERSION = "the libnccl2 package version the image installs",
+  NV_LIBNCCL_PACKAGE = "the libnccl2 apt package (name=version+cudaX.Y) the image installs",
+  NV_LIBNCCL_PACKAGE_NAME = "the image's NCCL runtime package name (libnccl2)",
+  NV_LIBNCCL_DEV_PACKAGE = "the libnccl-dev apt package the devel image installs",
+  NV_LIBNCCL_DEV_PACKAGE_NAME = "the image's NCCL headers package name (libnccl-dev)",
+  NV_LIBNCCL_DEV_PACKAGE_VERSION = "the libnccl-dev package version the devel image installs",
+  CUDA_VERSION = "the CUDA toolkit version the image was built with",
+  NVIDIA_REQUIRE_CUDA = "the driver constraint the NVIDIA container runtime checks at start",
+  NVIDIA_VISIBLE_DEVICES = "the GPUs the NVIDIA container runtime mounts into the container",
+  NVIDIA_DRIVER_CAPABILITIES = "the driver libraries the NVIDIA container runtime mounts (compute, utility, ...)",
+  NVARCH = "the image's CPU architecture (x86_64, sbsa)",
+  NV_CUDA_CUDART_VERSION = "the cuda-cudart package version of the image",
+  NV_CUDA_COMPAT_PACKAGE = "the forward-compatibility package (cuda-compat) of the image",
+  NV_CUDA_LIB_VERSION = "the cuda-libraries package version of the image",
+  NVIDIA_PRODUCT_NAME = "the NVIDIA image's product name",
+}
+-- Prefixes of the same images' package variables (NV_LIBCUBLAS_VERSION, NV_CUDNN_PACKAGE, ...).
+M.container_prefixes = { "NV_CUDA_", "NV_LIB", "NV_NVTX_", "NV_NVML_", "NV_NVPROF_", "NV_CUDNN_", "NVIDIA_" }
+
 -- PyTorch's legacy NCCL_* aliases ([not_core], [pytorch]): NCCL ignores them, PyTorch reads them and warns
 -- that they are deprecated.
 M.pytorch_alias = {

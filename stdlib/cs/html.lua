@@ -73,6 +73,11 @@ local function scorecard(r)
       esc(str(p.name) or "?"), esc(w), num(p.score) and esc(fmt("%.1f", p.score)) or "", num(p.score) and bar(p.score) or "",
       kvtable(T(p.reference)), kvtable(T(p.measured)), esc(str(p.formula) or ""))
   end
+  for _, l in ipairs(T(sc.left_out)) do
+    l = T(l)
+    out[#out + 1] = fmt('<tr><th>%s</th><td>%s</td><td colspan="4"><i>left out, its weight re-spread over the others:</i> %s</td></tr>',
+      esc(str(l.name) or "?"), num(l.weight) and esc(fmt("%.2f", l.weight)) or "", esc(str(l.why) or ""))
+  end
   out[#out + 1] = "</table>"
   if str(sc.formula) then out[#out + 1] = '<p class="note">total = <code>' .. esc(sc.formula) .. "</code></p>" end
   local extra = {}
@@ -342,19 +347,8 @@ end
 
 local matrix = require("cs.html_matrix").matrix
 
-local function topology(r)
-  local topo = T(r.topology)
-  if next(topo) == nil then return nil end
-  local rows = { '<table class="grid"><tr><th>host</th><th>ranks</th><th>count</th></tr>' }
-  for _, h in ipairs(keys(topo.hosts)) do
-    local rs = T(topo.hosts[h])
-    rows[#rows + 1] = fmt("<tr><td>%s</td><td>%s</td><td>%d</td></tr>", esc(h), esc(ranges(rs)), #rs)
-  end
-  rows[#rows + 1] = "</table>"
-  local rest = {}
-  for k, v in pairs(topo) do if k ~= "hosts" then rest[k] = v end end
-  return section("topology", "Topology", concat(rows) .. kvtable(rest))
-end
+-- The hosts drawn: GPUs, NICs, NUMA nodes and their links, findings marked (cs.html_topo).
+local topology = require("cs.html_topo").topology
 
 local function options(r)
   local rec, run, cs = T(r.recipe), T(r.run), T(r.commscript)
@@ -367,7 +361,7 @@ local function options(r)
     if next(part[2]) ~= nil then out[#out + 1] = "<h3>" .. part[1] .. "</h3>" .. kvtable(part[2]) end
   end
   local env = T(r.env)
-  out[#out + 1] = fmt("<details><summary>Environment (%d variables)</summary>%s</details>", #keys(env), kvtable(env))
+  out[#out + 1] = fmt("<details><summary>Environment (%s)</summary>%s</details>", require("cs.text").plural(#keys(env), "variable"), kvtable(env))
   return section("run", "Options and environment", concat(out, "\n"))
 end
 
@@ -427,7 +421,7 @@ function M.render(report)
   table.insert(body, 2, "<nav>" .. concat(nav) .. "</nav>")
   local name = str(T(report.recipe).name)
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" .. esc("commscript: " .. tostring(name or "report"))
-    .. "</title>\n<style>" .. CSS .. "</style></head>\n<body>\n" .. concat(body, "\n") .. "\n</body></html>\n"
+    .. "</title>\n<style>" .. CSS .. require("cs.html_topo").CSS .. "</style></head>\n<body>\n" .. concat(body, "\n") .. "\n</body></html>\n"
 end
 
 return M

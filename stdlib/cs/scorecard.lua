@@ -12,7 +12,9 @@
 --                   spread = coefficient of variation of per-rank times (optional) }
 --   m.stability = { cv = median iteration cv, p99_over_p50 =, operations =, errors =,
 --                   timeouts =, wrong = }
---   Parts with no measurement are left out and the remaining weights are renormalised.
+--   Parts with no measurement are left out and the remaining weights are renormalised; a part
+--   given as { left_out = "why" } (bandwidth with one rank: busbw is 0 by definition) is left out
+--   the same way and listed in card.left_out with its reason, never scored 0.
 --
 -- check_config(cfg) -> raises bad input (exit 1) when [scorecard] is malformed: call it before
 --   measuring, so that a typo costs no sweep.
@@ -20,9 +22,12 @@
 --   calls it, with the same m). m.sweep = { op = { results, smallest size first } }, m.matrix
 --   (cs.p2p.matrix, optional), m.cvs (the results' cvs), m.operations, m.wrong. The bandwidth
 --   reference is the config's bandwidth_reference_gbps, else the baseline's all-reduce at the
---   largest size (busbw at its p50 time, as the regression rule compares), else on one host the
---   host memory-copy bandwidth; latency targets default to 10 us (collective) and 2 us
---   (point-to-point) on one host, 100 and 50 us across hosts.
+--   largest size (busbw at its p50 time, as the regression rule compares), else on a GPU job
+--   (m.gpu_path: cs.topo_gpu.reference's result, or { why = }) the GPU path: the measured
+--   GPU->GPU copy rate within the NVML link facts' nominal bound, the NICs' line rate across
+--   hosts; else on one host the host memory-copy bandwidth. One rank moves nothing: the part is
+--   left out. Latency targets default to 10 us (collective) and 2 us (point-to-point) on one
+--   host, 100 and 50 us across hosts.
 local stats = require "cs.stats"
 local M = {}
 
@@ -70,11 +75,13 @@ function M.band(total, bands)
 end
 
 local function bandwidth_part(b, c)
+  if b and b.left_out then return nil end
   if not b or not b.busbw or not b.reference or b.reference <= 0 then return nil end
   local util = b.busbw / b.reference
   return {
     score = clamp(100 * util / c.bandwidth_good),
-    reference = { busbw_gbps = b.reference, source = b.source, good_utilisation = c.bandwidth_good },
+    reference = { busbw_gbps = b.reference, source = b.source, good_utilisation = c.bandwidth_good,
+                  nominal_gbps = b.nominal, measured_gbps = b.measured_reference },
     measured = { busbw_gbps = b.busbw, utilisation = util, op = b.op, bytes = b.bytes },
     formula = ("min(100, 100 x (busbw %.3f / reference %.3f) / %.2f)"):format(b.busbw, b.reference, c.bandwidth_good),
   }
@@ -140,7 +147,13 @@ function M.compute(m, cfg)
     balance = balance_part(m.balance),
     stability = stability_part(m.stability, c),
   }
-  local parts, wsum, total = {}, 0, 0
+  local parts, wsum, total, left_out = {}, 0, 0, {}
+  for _, name in ipairs({ "bandwidth", "latency", "balance", "stability" }) do
+    local given = m[name]
+    if type(given) == "table" and given.left_out and c.weights[name] > 0 then
+      left_out[#left_out + 1] = { name = name, weight = c.weights[name], why = given.left_out }
+    end
+  end
   for _, name in ipairs({ "bandwidth", "latency", "balance", "stability" }) do
     local p = built[name]
     if p and c.weights[name] > 0 then
@@ -161,6 +174,7 @@ function M.compute(m, cfg)
     band = M.band(total, c.bands),
     parts = parts,
     formula = #terms > 0 and (table.concat(terms, " + ") .. " (weights renormalised over the parts measured)") or "no part measured",
+    left_out = left_out,
     weights = c.weights,
     bands = c.bands,
     config = cfg and next(cfg) and "config [scorecard]" or "defaults",
@@ -172,6 +186,12 @@ function M.render(card)
   local lines = { ("score %.0f/100 (%s)"):format(card.total, card.band) }
   for _, p in ipairs(card.parts) do
     lines[#lines + 1] = ("  %-10s %5.1f  weight %.2f  %s"):format(p.name, p.score, p.weight, p.formula)
+    if p.name == "bandwidth" and p.reference.source then
+      lines[#lines + 1] = ("  %-10s        reference: %s"):format("", p.reference.source)
+    end
+  end
+  for _, l in ipairs(card.left_out or {}) do
+    lines[#lines + 1] = ("  %-10s  left out (weight %.2f re-spread over the others): %s"):format(l.name, l.weight, l.why)
   end
   return table.concat(lines, "\n")
 end
@@ -184,7 +204,7 @@ function M.check_config(cfg)
 end
 
 -- The bandwidth reference and where it comes from.
-local function bandwidth_reference(ctx, cfg, big)
+local function bandwidth_reference(ctx, cfg, big, gpu)
   if cfg.bandwidth_reference_gbps then
     return cfg.bandwidth_reference_gbps, "config [scorecard] bandwidth_reference_gbps"
   end
@@ -196,6 +216,12 @@ local function bandwidth_reference(ctx, cfg, big)
         source = "baseline " .. tostring((ctx.baseline.run or {}).start) .. " (busbw at its p50 time)"
       end
     end
+  end
+  if not reference and gpu then
+    if gpu.gbps then
+      return gpu.gbps, gpu.source, gpu
+    end
+    return nil, nil, nil, "no reference for the GPU path: " .. tostring(gpu.why)
   end
   if not reference and ctx.nhosts == 1 then
     -- rank 0 alone measures, 16M x 3 (every rank copying 64M x 5 at once on shared cores took
@@ -225,7 +251,18 @@ function M.inputs(ctx, m)
   local cfg = ctx.config.scorecard or {}
   local ar = m.sweep.allreduce or {}
   local big, small = ar[#ar], ar[1]
-  local reference, source = bandwidth_reference(ctx, cfg, big)
+  local bw
+  if ctx.size < 2 then
+    bw = { left_out = "one rank: nothing moves between ranks, so busbw is 0 by definition ((n-1)/n = 0)" }
+  else
+    local reference, source, gpu, why = bandwidth_reference(ctx, cfg, big, m.gpu_path)
+    if big and reference then
+      bw = { busbw = big.busbw, reference = reference, source = source, op = "allreduce", bytes = big.bytes,
+             nominal = gpu and gpu.nominal_gbps, measured_reference = gpu and gpu.measured_gbps }
+    elseif why then
+      bw = { left_out = why }
+    end
+  end
   local single = ctx.nhosts == 1
   local lat_target = cfg.latency_target_us or (single and M.LATENCY_TARGET_US.one_host or M.LATENCY_TARGET_US.hosts)
   local p2p_target = cfg.p2p_latency_target_us
@@ -236,8 +273,7 @@ function M.inputs(ctx, m)
     if not worst or v < worst then worst, worst_is = v, "rank " .. (a - 1) end
   end
   return {
-    bandwidth = big and reference and { busbw = big.busbw, reference = reference, source = source, op = "allreduce",
-                                        bytes = big.bytes },
+    bandwidth = bw,
     latency = small and {
       collective_us = small.p50_us, collective_target_us = lat_target,
       p2p_us = stats.median_inplace(lat_values), p2p_target_us = #lat_values > 0 and p2p_target or nil,

@@ -158,7 +158,8 @@ local function host_devices(h)
   for _, g in ipairs(h.gpus) do
     if type(g) == "table" and g.bdf and not seen[g.bdf] then
       seen[g.bdf] = true
-      out[#out + 1] = { what = "GPU " .. (g.name or g.bdf), kind = "gpu", pci = g }
+      out[#out + 1] = { what = g.cuda_index and fmt("GPU %d (%s)", g.cuda_index, g.name or "?") or ("GPU " .. (g.name or g.bdf)),
+                        kind = "gpu", pci = g }
     end
   end
   return out

@@ -5,6 +5,7 @@ local checks = require "cs.topo_check"
 local fmt, ranges, rank_word, flatten = model.internal.fmt, model.internal.ranges, model.internal.rank_word,
   model.internal.flatten
 local pcie_text, DEFAULT_ENV_PREFIXES = checks.internal.pcie_text, checks.internal.DEFAULT_ENV_PREFIXES
+local text = require "cs.text"
 
 local M = {}
 
@@ -40,6 +41,11 @@ local function gpu_lines(h)
   for _, g in ipairs(h.gpus) do
     local where = {}
     if g.pcie then where[#where + 1] = "PCIe " .. pcie_text(g.pcie) end
+    if g.nvlinks_present or g.nvlinks_active then
+      where[#where + 1] = fmt("NVLink%s %d/%d up%s", g.nvlink_version and tostring(g.nvlink_version) or "",
+        g.nvlinks_active or 0, g.nvlinks_present or g.nvlinks_active or 0,
+        (g.nvswitch_links or 0) > 0 and " to NVSwitch" or "")
+    end
     if g.numa_node then where[#where + 1] = "NUMA " .. g.numa_node end
     lines[#lines + 1] = fmt("GPU %s: %s%s%s", g.bdf or "?", g.name or ((g.vendor or "?") .. " " .. (g.device_id or "")),
       #where > 0 and ", " or "", table.concat(where, ", "))
@@ -169,8 +175,8 @@ function M.render(t, opts)
           if p.state == "ACTIVE" then active = active + 1; speeds[#speeds + 1] = p.rate_gbps and fmt("%gG", p.rate_gbps) or "?" end
         end
       end
-      add(fmt("host %s: %s (%d), %d GPUs, %d active IB ports %s", name, rank_word(h.ranks), h.local_size, #h.gpus,
-        active, #speeds > 0 and ("(" .. table.concat(speeds, " ") .. ")") or ""))
+      add(fmt("host %s: %s (%d), %s, %s %s", name, rank_word(h.ranks), h.local_size, text.plural(#h.gpus, "GPU"),
+        text.plural(active, "active IB port"), #speeds > 0 and ("(" .. table.concat(speeds, " ") .. ")") or ""))
     end
   end
   return table.concat(L, "\n")

@@ -315,6 +315,50 @@ function TestList:test_addresses()
   one(audit { NCCL_IB_ADDR_RANGE = "300.0.0.0/8" }, "cidr", "warn")
 end
 
+-- =============================================================================================
+-- NVIDIA container images' variables (cs.env_registry.container, container_facts)
+TestContainer = {}
+
+local IMAGE = { NCCL_VERSION = "2.28.3-1", NV_LIBNCCL_PACKAGE_VERSION = "2.28.3-1", NV_LIBNCCL_PACKAGE_NAME = "libnccl2",
+                CUDA_VERSION = "12.8.1", NVIDIA_REQUIRE_CUDA = "cuda>=12.8", NVIDIA_VISIBLE_DEVICES = "all" }
+local LOADED = { library = "2.28.9", library_path = "/opt/venv/nvidia/nccl/lib/libnccl.so.2", cuda_runtime = "12.8",
+                 cuda_driver = "13.0" }
+
+function TestContainer:test_the_image_variables_give_one_info_line_naming_both_nccls()
+  local f = env.audit(IMAGE, { libraries = LOADED })
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].severity, "info")
+  lu.assertEquals(f[1].evidence.rule, "container")
+  lu.assertStrContains(f[1].message, "the image packages NCCL 2.28.3 (NCCL_VERSION=2.28.3-1")
+  lu.assertStrContains(f[1].message, "this process loaded NCCL 2.28.9 from /opt/venv/nvidia/nccl/lib/libnccl.so.2, not the image's")
+  lu.assertStrContains(f[1].message, "image CUDA 12.8.1 (CUDA_VERSION), CUDA runtime 12.8 loaded, driver supports CUDA 13.0")
+end
+
+function TestContainer:test_same_nccl_and_no_nccl_loaded()
+  local same = {}
+  for k, v in pairs(LOADED) do same[k] = v end
+  same.library = "2.28.3"
+  lu.assertStrContains(env.audit(IMAGE, { libraries = same })[1].message, "this process loaded the same NCCL 2.28.3")
+  lu.assertStrContains(env.audit(IMAGE, { libraries = { library = "not loaded: libnccl.so.2: cannot open" } })[1].message,
+    "this process loaded no NCCL (not loaded: libnccl.so.2: cannot open)")
+end
+
+function TestContainer:test_a_driver_older_than_the_runtime_warns()
+  local old = {}
+  for k, v in pairs(LOADED) do old[k] = v end
+  old.cuda_driver, old.cuda_runtime = "12.4", "12.8"
+  local f = env.audit(IMAGE, { libraries = old })
+  lu.assertEquals(#f, 2)
+  local w = one(f, "driver-older-than-runtime", "warn", "CUDA_VERSION")
+  lu.assertStrContains(w.message, "older than the CUDA runtime")
+end
+
+function TestContainer:test_nothing_outside_a_container_and_no_warning_for_NCCL_VERSION()
+  lu.assertEquals(env.audit({ NCCL_DEBUG = "WARN" }, { libraries = LOADED }), {})
+  for _, f in ipairs(env.audit({ NCCL_VERSION = "2.21.5-1" }, {})) do lu.assertEquals(f.severity, "info") end
+  lu.assertNotNil(R.container.NCCL_VERSION)
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
@@ -324,6 +368,7 @@ function recipe.run(ctx)
     { "TestLevel", TestLevel },
     { "TestAlgo", TestAlgo },
     { "TestList", TestList },
+    { "TestContainer", TestContainer },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end

@@ -350,12 +350,24 @@ function TestFormulas:test_render()
   local text = sc.render(sc.compute(FULL))
   local lines = {}
   for l in text:gmatch("[^\n]+") do lines[#lines + 1] = l end
-  lu.assertEquals(#lines, 5)
+  lu.assertEquals(#lines, 6)
   lu.assertEquals(lines[1], "score 62/100 (needs improvement)")
   lu.assertStrContains(lines[2], "bandwidth")
   lu.assertStrContains(lines[2], " 50.0  weight 0.30")
-  lu.assertStrContains(lines[5], "stability")
-  lu.assertStrContains(lines[5], " 64.0  weight 0.20")
+  lu.assertStrContains(lines[3], "reference: ")  -- the bandwidth reference's source, under its part
+  lu.assertStrContains(lines[6], "stability")
+  lu.assertStrContains(lines[6], " 64.0  weight 0.20")
+end
+
+function TestFormulas:test_a_part_left_out_is_re_spread_and_said()
+  local m = {}
+  for k, v in pairs(FULL) do m[k] = v end
+  m.bandwidth = { left_out = "one rank: busbw is 0 by definition" }
+  local card = sc.compute(m)
+  lu.assertNil(part(card, "bandwidth"))
+  lu.assertEquals(card.left_out, { { name = "bandwidth", weight = 0.30, why = "one rank: busbw is 0 by definition" } })
+  lu.assertAlmostEquals(part(card, "latency").effective_weight, 0.25 / 0.70, 1e-12)
+  lu.assertStrContains(sc.render(card), "bandwidth   left out (weight 0.30 re-spread over the others): one rank")
 end
 
 TestInputs = {}
@@ -405,6 +417,24 @@ function TestInputs:test_balance_from_the_matrix()
   lu.assertEquals(m.balance.median, 3)
   lu.assertEquals(m.latency.p2p_us, 4)
   lu.assertEquals(m.latency.p2p_target_us, sc.P2P_LATENCY_TARGET_US.hosts)
+end
+
+function TestInputs:test_one_rank_leaves_bandwidth_out()
+  local m = sc.inputs(fake_ctx { size = 1, nhosts = 1 }, { sweep = SWEEP, cvs = {}, operations = 2, wrong = 0 })
+  lu.assertStrContains(m.bandwidth.left_out, "one rank")
+  lu.assertNil(m.bandwidth.busbw)
+end
+
+function TestInputs:test_a_gpu_job_takes_the_gpu_path_not_memcpy()
+  local gpu = { gbps = 400, source = "GPU path, the slowest of: host a: ...", nominal_gbps = 450, measured_gbps = 400 }
+  local m = sc.inputs(fake_ctx { nhosts = 1 }, { sweep = SWEEP, cvs = {}, operations = 2, wrong = 0, gpu_path = gpu })
+  lu.assertEquals(m.bandwidth.reference, 400)
+  lu.assertEquals(m.bandwidth.nominal, 450)
+  lu.assertStrContains(m.bandwidth.source, "GPU path")
+  -- no GPU facts: left out, with the reason, rather than against the CPU's memcpy
+  m = sc.inputs(fake_ctx { nhosts = 1 }, { sweep = SWEEP, cvs = {}, operations = 2, wrong = 0,
+                                            gpu_path = { why = "no GPU link facts" } })
+  lu.assertStrContains(m.bandwidth.left_out, "no GPU link facts")
 end
 
 function TestInputs:test_check_config_is_bad_input()
