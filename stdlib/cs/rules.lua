@@ -194,6 +194,8 @@ function M.evaluate(run, rules)
   for _, rule in ipairs(rules or M.builtin) do
     validate(rule, "rules")
     local ok, hits = pcall(rule.check, run, rule)
+    -- An engine limit (the Lua deadline, the C stack) is handed on as it is, never reworded.
+    if not ok and type(hits) == "table" and rawget(hits, "limit") == true then error(hits, 0) end
     if not ok then error(("rule %s failed: %s"):format(rule.id, tostring(hits)), 0) end
     for _, h in ipairs(hits or {}) do
       findings[#findings + 1] = {
@@ -212,10 +214,15 @@ function M.load(paths)
     -- The recipes' sandbox (cs.sandbox), with an environment of its own per file: no os, io,
     -- ffi or load; its own string/table/math copies; text chunks only unless --trusted.
     local chunk, err = sandbox.loadfile(path)
-    if not chunk then error({ code = EXIT.bad_input, message = "rule file " .. tostring(err) }, 0) end
+    if not chunk then error({ code = EXIT.bad_input, message = "rule file " .. sandbox.quiet_error(tostring(err)) }, 0) end
     local env = sandbox.env("a rule file")
     setfenv(chunk, env)
+    -- A rule file's code (its top level and its check functions) runs in the interpreter, as a
+    -- recipe's does: the engine's count hook bounds it (busy in Lua, exit 5) and the profiler
+    -- names its line; compiled, `check = function() while true do end end` was never stopped.
+    jit.off(chunk, true)
     local ok, list = pcall(chunk)
+    if not ok and type(list) == "table" and rawget(list, "limit") == true then error(list, 0) end
     if not ok then error({ code = EXIT.bad_input, message = ("rule file %s: %s"):format(path, tostring(list)) }, 0) end
     if type(list) ~= "table" then error({ code = EXIT.bad_input, message = ("rule file %s must return a list of rules"):format(path) }, 0) end
     for i, rule in ipairs(list) do

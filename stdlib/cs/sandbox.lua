@@ -102,6 +102,16 @@ function M.env(what)
   })
 end
 
+-- A load error without the file's text: LuaJIT's syntax errors quote the token they stopped at
+-- ("near 'root:x:0:0:...'"), which would copy a line of any file named as a rule file into a
+-- message a recipe can read.
+function M.quiet_error(msg)
+  msg = tostring(msg)
+  local cut = msg:find(" near ", 1, true)
+  if cut then msg = msg:sub(1, cut - 1) end
+  return msg
+end
+
 -- Loads the file at `path` as a chunk named "@path": text only unless the run is --trusted
 -- (precompiled LuaJIT bytecode is never verified and is a known way out of the VM).
 -- Returns the function, or nil and a message.
