@@ -138,6 +138,7 @@ CLI::Validator finite_number(bool non_negative) {
 CLI::Validator seed_number() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
+        if (!v.empty() && v[0] == '-') return "must not be negative";
         if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
           return "'" + v + "' is not a whole number of digits (0 to 18446744073709551615)";
         errno = 0;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <lua.hpp>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -287,6 +288,23 @@ int n_read_conf_file(lua_State* L) {
   return 1;
 }
 
+// The files the user named (the recipe's string options, from the command line or the config):
+// a sandboxed recipe may have cs.env read those besides NCCL's own conf files (env_audit
+// --conf FILE). Registered by the runner before recipe.run; commscript.native is out of a
+// recipe's reach.
+std::set<std::string>& user_files() {
+  static std::set<std::string> files;
+  return files;
+}
+int n_allow_file(lua_State* L) {
+  user_files().insert(check_string(L, 1));
+  return 0;
+}
+int n_file_allowed(lua_State* L) {
+  lua_pushboolean(L, user_files().count(check_string(L, 1)) > 0);
+  return 1;
+}
+
 // array(t): marks t as a list for JSON output (an empty one is written as [], not {}).
 int n_array(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -339,6 +357,8 @@ void open_native(lua_State* L, Session* s) {
                                  {"array", entry<n_array>},
                                  {"environ", entry<n_environ>},
                                  {"read_conf_file", entry<n_read_conf_file>},
+                                 {"allow_file", entry<n_allow_file>},
+                                 {"file_allowed", entry<n_file_allowed>},
                                  {nullptr, nullptr}};
   for (const luaL_Reg* f = fns; f->name; ++f) {
     lua_pushlightuserdata(L, s);

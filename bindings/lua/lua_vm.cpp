@@ -658,6 +658,11 @@ void LuaVm::set_recipe_chunk(const std::string& chunkname) {
 static void read_failure(lua_State* L, LuaFailure* f) {
   if (f) {
     f->code = lua::error_code(L, -1);
+    if (lua_istable(L, -1)) {  // traceback_handler's table: its code was already judged there
+      lua_getfield(L, -1, "code");
+      if (lua_isnumber(L, -1) && lua_tointeger(L, -1) == static_cast<int>(ExitCode::output)) f->code = ExitCode::output;
+      lua_pop(L, 1);
+    }
     f->message = lua::error_message(L, -1);
     if (lua_istable(L, -1)) {
       lua_getfield(L, -1, "traceback");

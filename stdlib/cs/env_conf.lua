@@ -91,7 +91,8 @@ end
 -- The files a sandboxed recipe may have read: NCCL's own configuration files, as the process's
 -- real environment names them ($NCCL_CONF_FILE, $HOME/.nccl.conf) and /etc/nccl.conf. Paths a
 -- recipe passes (opts.extra, opts.home, opts.system_file, opts.env.NCCL_CONF_FILE) are read only
--- when they are one of these, or under --trusted: cs.env.nccl_conf{extra={"/etc/shadow"}} put
+-- when they are one of these, a file the user named in the recipe's options (env_audit --conf
+-- FILE), or under --trusted: cs.env.nccl_conf{extra={"/etc/shadow"}} put
 -- the lines of any file into findings the recipe could copy out.
 local function allowed_paths()
   local real = native.environ()
@@ -138,7 +139,7 @@ function M.nccl_conf(opts)
   local allowed = not native.trusted() and allowed_paths() or nil
   for _, f in ipairs(files) do
     local text, why
-    if allowed and not allowed[f.path] then
+    if allowed and not allowed[f.path] and not native.file_allowed(f.path) then
       why = "not read: a sandboxed recipe reads only NCCL's own configuration files ($NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf; --trusted lifts it)"
       f.refused = true
     else
