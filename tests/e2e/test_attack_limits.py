@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 import unittest
 
@@ -251,6 +252,48 @@ class Attack(cs_e2e.TestCase):
         r = self.cs(SELF + ["chaos_exit", "--deadline", "1e10"])
         self.assertExit(r, cs_e2e.BAD_INPUT, 20)
         self.assertIn("above the maximum", r.stderr, r.describe())
+
+    # ---- class 4: SIGSTOP of a rank, the verdict ----
+    def test_stopped_rank_0_is_named_alone(self):
+        """SIGSTOP of rank 0 (which runs the coordinator) a second into a barrier loop of 4 ranks,
+        --timeout 3: the verdict names rank 0 alone, stuck, not with three healthy ranks (before:
+        "missing ranks: 0 (stuck), 1 (stuck), 2 (stuck), 3 (stuck)"). A stopped non-root rank is
+        test_reliability's (rank 3 in a timed loop); the verdict's variations (8 ranks on two
+        hosts, a rank stopped earlier, one behind) are in tests/unit/test_coordinator_verdict.cpp."""
+        path = self.recipe("stop0", '  ctx.comm:barrier()\n  if ctx.rank == 0 then print("looping") end\n'
+                                    '  local t0 = cs.now()\n  while cs.now() - t0 < 60 do ctx.comm:barrier() end')
+        out = self.new_out()
+        cmd = [cs_e2e.MPIRUN, "-np", "4", "--oversubscribe", cs_e2e.BIN, "--timeout", "3", "--out", out, path]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp,
+                             env=cs_e2e._env(), start_new_session=True)
+        stopped = []
+
+        def cleanup():
+            for pid in stopped:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except OSError:
+                    pass
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        self.addCleanup(cleanup)
+        self.assertIn("looping", p.stdout.readline().decode("utf-8", "replace"))
+        time.sleep(1.0)
+        pid = cs_e2e.rank_pid(out, 0)
+        self.assertIsNotNone(pid, "no process for rank 0")
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+        try:
+            _, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.fail("no verdict 60 s after rank 0 stopped")
+        err = err.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, cs_e2e.TIMEOUT, err)
+        with open(os.path.join(out, "report.json")) as f:
+            inc = [i for i in json.load(f)["incidents"] if i["kind"] == "timeout"]
+        self.assertEqual(len(inc), 1, err)
+        self.assertEqual([m["rank"] for m in inc[0]["missing"]], [0], inc[0]["line"])
+        self.assertEqual(inc[0]["missing"][0]["state"], "stuck", inc[0])
 
     # ---- minor items ----
     def test_minor_refusals(self):
