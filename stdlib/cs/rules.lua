@@ -182,6 +182,15 @@ M.builtin = {
 
 local SEVERITY = { info = true, warn = true, error = true }
 
+-- An error value as text: a table's own message (read raw), never "table: 0x...".
+local function error_text(e)
+  if type(e) == "table" then
+    local m = rawget(e, "message")
+    return type(m) == "string" and m or "(an error object without a message)"
+  end
+  return tostring(e)
+end
+
 local function validate(rule, where)
   if type(rule) ~= "table" then error(("%s: a rule must be a table"):format(where), 0) end
   if type(rule.id) ~= "string" then error(("%s: a rule needs an id (string)"):format(where), 0) end
@@ -196,7 +205,7 @@ function M.evaluate(run, rules)
     local ok, hits = pcall(rule.check, run, rule)
     -- An engine limit (the Lua deadline, the C stack) is handed on as it is, never reworded.
     if not ok and type(hits) == "table" and rawget(hits, "limit") == true then error(hits, 0) end
-    if not ok then error(("rule %s failed: %s"):format(rule.id, tostring(hits)), 0) end
+    if not ok then error(("rule %s failed: %s"):format(rule.id, error_text(hits)), 0) end
     for _, h in ipairs(hits or {}) do
       findings[#findings + 1] = {
         severity = h.severity or rule.severity, subject = h.subject or {}, message = h.message or rule.id,
@@ -223,7 +232,7 @@ function M.load(paths)
     jit.off(chunk, true)
     local ok, list = pcall(chunk)
     if not ok and type(list) == "table" and rawget(list, "limit") == true then error(list, 0) end
-    if not ok then error({ code = EXIT.bad_input, message = ("rule file %s: %s"):format(path, tostring(list)) }, 0) end
+    if not ok then error({ code = EXIT.bad_input, message = ("rule file %s: %s"):format(path, error_text(list)) }, 0) end
     if type(list) ~= "table" then error({ code = EXIT.bad_input, message = ("rule file %s must return a list of rules"):format(path) }, 0) end
     for i, rule in ipairs(list) do
       local okv, verr = pcall(validate, rule, ("rule file %s, rule %d"):format(path, i))
