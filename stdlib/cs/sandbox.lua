@@ -119,7 +119,8 @@ function M.loadfile(path)
   -- Sandboxed, only a .lua file: cs.rules.load{"/etc/shadow"} from a recipe must not read (and
   -- quote in its errors) any file; and only a regular file of at most 4 MiB (a FIFO hung the
   -- rank, /dev/zero read without end).
-  if not native.trusted() and not (type(path) == "string" and path:sub(-4) == ".lua") then
+  -- (*.luac too: read only to be refused as bytecode, with that message.)
+  if not native.trusted() and not (type(path) == "string" and (path:sub(-4) == ".lua" or path:sub(-5) == ".luac")) then
     return nil, str_format("%s: not a .lua file (a rule file is Lua source named *.lua; --trusted lifts it)",
       tostring(path))
   end
