@@ -10,7 +10,7 @@ local recipe = cs.recipe {
     rank = { -1, "rank that dies (-1: the last)" },
     after = { 5, "operations before it dies", min = 0 },
     status = { 99, "its exit status", min = 1, max = 255 },
-    deadline = { 10, "deadline of each operation, s", type = "number", min = 0.1 },
+    deadline = { 10, "deadline of each operation, s", type = "number", min = 0.1, max = 604800 },
   },
 }
 

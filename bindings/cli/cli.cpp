@@ -133,6 +133,22 @@ CLI::Validator finite_number(bool non_negative) {
       "NUMBER");
 }
 
+// --seed: a whole number within 0..2^64-1, written in digits (1e30 or 2^64 were clamped to
+// 2^64-1 silently, 1.5 truncated).
+CLI::Validator seed_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (!v.empty() && v[0] == '-') return "must not be negative";
+        if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+          return "'" + v + "' is not a whole number of digits (0 to 18446744073709551615)";
+        errno = 0;
+        (void)std::strtoull(v.c_str(), nullptr, 10);
+        if (errno == ERANGE) return "'" + v + "' is above the largest seed, 18446744073709551615 (2^64-1)";
+        return std::string();
+      },
+      "UINT64");
+}
+
 // ---- phase 1: the command line. Returns an exit code when the process is done (--help, errors).
 // `act`: answer --version and --list here (cli_parse, for the fuzz target, does not).
 std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
@@ -156,7 +172,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
                  "MASTER_ADDR, MASTER_PORT) or slurm (SLURM_PROCID, SLURM_NTASKS; MASTER_ADDR)")
       ->check(CLI::IsMember({"auto", "mpi", "env", "slurm"}));
   app.add_option("--seed", a.seed, "seed for everything random in the run")
-      ->check(finite_number(true))
+      ->check(seed_number())
       ->each([&](const std::string&) { a.seed_given = true; });
   app.add_option("--timeout", a.timeout, "deadline of each operation in seconds (0: none; default 300; at most 7 days)")
       ->check(finite_number(true))

@@ -12,6 +12,7 @@
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
 #include "pattern.hpp"
+#include "run_inputs.hpp"
 
 namespace cs::lua {
 
@@ -107,7 +108,10 @@ int c_seq(lua_State* L) {
 int c_set_timeout(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   const double s = luaL_checknumber(L, 2);
-  if (!(s >= 0)) luaL_argerror(L, 2, "seconds >= 0 expected");
+  // The run's range (--timeout, [run] timeout; run_inputs.hpp): 1e10 s overflowed the
+  // nanosecond clock into an immediate timeout, math.huge and 1e19 too.
+  if (!(s == 0 || (s >= kMinTimeoutS && s <= kMaxTimeoutS)))
+    luaL_argerror(L, 2, "seconds: 0 (no deadline) or between 0.001 and 604800 (7 days) expected");
   const double old = c.timeout_s();
   c.set_timeout(s);
   lua_pushnumber(L, old);

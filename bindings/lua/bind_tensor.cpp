@@ -1,11 +1,15 @@
 // Lua view of cs::Tensor. Indexes are 1-based in Lua, like every Lua sequence.
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "bench.hpp"
 #include "bindings.hpp"
 #include "error.hpp"
 #include "lua_support.hpp"
+#include "lua_vm.hpp"
 #include "pattern.hpp"
+#include "size.hpp"
 
 namespace cs::lua {
 
@@ -107,12 +111,18 @@ int t_tostring(lua_State* L) {
 }
 
 // copy_bandwidth([bytes [, iters]]) -> GB/s of a host memcpy (the shared-memory ceiling)
+constexpr double kCopyBandwidthS = 5;
 int t_copy_bandwidth(lua_State* L) {
   const int64_t bytes = lua_isnoneornil(L, 1) ? (64 << 20) : check_integer(L, 1);
   const int64_t iters = lua_isnoneornil(L, 2) ? 5 : check_integer(L, 2);
   if (bytes < 1) luaL_argerror(L, 1, "positive byte count expected");
   if (iters < 1) luaL_argerror(L, 2, "positive iteration count expected");
-  lua_pushnumber(L, memcpy_bandwidth(static_cast<size_t>(bytes), static_cast<int>(iters)));
+  check_engine_memory(L, static_cast<uint64_t>(bytes) > (SIZE_MAX >> 2) ? SIZE_MAX : 2 * static_cast<size_t>(bytes),
+                      "copy_bandwidth: two buffers of " + format_size(static_cast<uint64_t>(bytes)) + "B");
+  // At most kCopyBandwidthS of copying whatever the count (2^31 iterations of 64 MiB ran for
+  // hours inside C, where no deadline reaches): the best of the copies done by then.
+  const int n = static_cast<int>(std::min<int64_t>(iters, std::numeric_limits<int>::max()));
+  lua_pushnumber(L, memcpy_bandwidth(static_cast<size_t>(bytes), n, kCopyBandwidthS));
   return 1;
 }
 

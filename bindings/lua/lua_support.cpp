@@ -7,8 +7,17 @@ namespace cs::lua {
 
 namespace {
 int error_tostring(lua_State* L) {
-  lua_getfield(L, 1, "message");
+  lua_pushliteral(L, "message");
+  lua_rawget(L, 1);
   return 1;
+}
+
+// A metatable the engine relies on (error objects, cs.array's JSON type) is shared by every
+// object of its kind: __metatable hides it from getmetatable and makes setmetatable on those
+// objects an error, so no recipe or rule file changes it (the sandbox has no debug library).
+void protect_metatable(lua_State* L) {
+  lua_pushliteral(L, "commscript: read-only (an engine metatable)");
+  lua_setfield(L, -2, "__metatable");
 }
 }  // namespace
 
@@ -25,6 +34,7 @@ void raise(lua_State* L, ExitCode code, const std::string& message, bool limit) 
   if (luaL_newmetatable(L, "commscript.error")) {
     lua_pushcfunction(L, error_tostring);
     lua_setfield(L, -2, "__tostring");
+    protect_metatable(L);
   }
   lua_setmetatable(L, -2);
   lua_error(L);
@@ -49,6 +59,7 @@ void raise_ranks_lost(lua_State* L, const std::string& message, const std::vecto
   if (luaL_newmetatable(L, "commscript.error")) {
     lua_pushcfunction(L, error_tostring);
     lua_setfield(L, -2, "__tostring");
+    protect_metatable(L);
   }
   lua_setmetatable(L, -2);
   lua_error(L);
@@ -57,20 +68,34 @@ void raise_ranks_lost(lua_State* L, const std::string& message, const std::vecto
 
 ExitCode error_code(lua_State* L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE) return ExitCode::runtime;
-  lua_getfield(L, idx, "code");
-  // A recipe may raise error{code=} itself: only the failure codes 1..6 pass (6: an output the
-  // engine could not write); 0, 70 (commscript's own bugs), 256, NaN, 1e10 or a string become 2,
+  // Raw reads, here and in error_message: an error object's metatable is the recipe's, and its
+  // __index (an endless loop, an error) must not run inside the engine's error handling.
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  lua_pushliteral(L, "code");
+  lua_rawget(L, idx);
+  // A recipe may raise error{code=} itself: only the failure codes 1..5 pass (6, an output the
+  // engine could not write, only from the engine); 0, 70 (commscript's own bugs), 256, NaN, 1e10 or a string become 2,
   // so a failed run never exits 0 (nor wraps to 0).
   const double d = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 2.0;
   lua_pop(L, 1);
-  if (d >= 1 && d <= static_cast<int>(ExitCode::output) && d == std::floor(d))
+  if (d >= 1 && d <= static_cast<int>(ExitCode::timeout) && d == std::floor(d))
     return static_cast<ExitCode>(static_cast<int>(d));
+  // 6 (an output the engine could not write) only from the engine's own error objects, whose
+  // metatable no recipe can get or set (docs/sandbox.md: a recipe's error{code=N} is 1..5).
+  if (d == static_cast<int>(ExitCode::output) && lua_getmetatable(L, idx)) {
+    luaL_getmetatable(L, "commscript.error");
+    const bool engine = lua_rawequal(L, -1, -2) != 0;
+    lua_pop(L, 2);
+    if (engine) return ExitCode::output;
+  }
   return ExitCode::runtime;
 }
 
 std::string error_message(lua_State* L, int idx) {
   if (lua_type(L, idx) == LUA_TTABLE) {
-    lua_getfield(L, idx, "message");
+    if (idx < 0) idx = lua_gettop(L) + idx + 1;
+    lua_pushliteral(L, "message");
+    lua_rawget(L, idx);
     std::string m = lua_isstring(L, -1) ? lua_tostring(L, -1) : "(error object without message)";
     lua_pop(L, 1);
     return m;
@@ -202,6 +227,15 @@ void mark_array(lua_State* L, int idx) {
 }
 
 static bool marked_array(lua_State* L, int idx) {
+  // The engine's own metatable is an array by identity, whatever its fields now say: it is
+  // shared by every cs.array of the state (and gettable, so that copies keep it), and a recipe or
+  // rule file that set its __jsontype changed how every empty list was written.
+  if (lua_getmetatable(L, idx)) {
+    luaL_getmetatable(L, "commscript.array");
+    const bool engine = lua_rawequal(L, -1, -2) != 0;
+    lua_pop(L, 2);
+    if (engine) return true;
+  }
   if (!luaL_getmetafield(L, idx, "__jsontype")) return false;
   const bool r = lua_isstring(L, -1) && std::strcmp(lua_tostring(L, -1), "array") == 0;
   lua_pop(L, 1);

@@ -2,18 +2,24 @@
 
 #include <luajit.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "bindings.hpp"
 #include "control_plane.hpp"
 #include "embedded.hpp"
+#include "incidents.hpp"
 #include "json_text.hpp"
 #include "lua_support.hpp"
 #include "memory_share.hpp"
@@ -44,6 +50,27 @@ struct Guard {
   unsigned lua_checks = 0;
   uint64_t lua_ops = ~uint64_t{0};
   std::chrono::steady_clock::time_point lua_since;
+  // A limit, once hit, is sticky (issue 20): the rest of the LuaVm::call that hit it fails with
+  // it whatever Lua does (a pcall in the stdlib or the recipe, an xpcall handler that errs:
+  // "error in error handling", a loop around it), and that call's result is the limit's.
+  bool limit_hit = false;
+  ExitCode limit_code = ExitCode::runtime;
+  std::string limit_message;
+  // Read by the backstop thread (LuaVm::backstop), written by the rank's main thread.
+  std::atomic<bool> active{false};             // inside LuaVm::call
+  std::atomic<int64_t> budget_deadline_ns{0};  // the top level's budget (0: none)
+  std::atomic<int64_t> limit_hit_ns{0};        // when the sticky limit was hit (0: not)
+  std::atomic<int> limit_code_a{0};
+  // The C function of ours or of the string library the rank is in (c_seq != c_done), and the
+  // recipe line that called it: what the backstop names when the hook cannot fire.
+  std::atomic<uint64_t> c_seq{0}, c_done{0};
+  std::mutex c_mu;
+  std::string c_what;
+  // The backstop thread (LuaVm::LuaVm): ends the process where the count hook cannot fire.
+  std::thread backstop;
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop = false;
 };
 
 namespace embedded {
@@ -136,9 +163,46 @@ size_t c_stack_allowance() {
   return total / 2;
 }
 
-// Raises a recipe error marked as an engine limit (LuaFailure::limit).
+// "file:line: " of the innermost frame of the recipe's chunk on the stack ("" when none).
+std::string recipe_line(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, kRecipeChunkKey);
+  const std::string chunk = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_pop(L, 1);
+  if (chunk.empty()) return "";
+  lua_Debug ar;
+  for (int level = 0; lua_getstack(L, level, &ar); ++level) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.source && chunk == ar.source && ar.currentline > 0)
+      return chunk.substr(1) + ":" + std::to_string(ar.currentline) + ": ";
+  }
+  return "";
+}
+
+std::string mib_text(size_t bytes);
+
+// Records a limit as hit (sticky: see Guard::limit_hit) and raises it, marked as an engine limit
+// (LuaFailure::limit).
+[[noreturn]] void raise_sticky(lua_State* L, Guard* g, ExitCode code, const std::string& message) {
+  if (g && !g->limit_hit && g->calls > 0) {
+    g->limit_hit = true;
+    g->limit_code = code;
+    {
+      std::lock_guard<std::mutex> lk(g->c_mu);
+      g->limit_message = recipe_line(L) + message;
+    }
+    g->limit_code_a = static_cast<int>(code);
+    g->limit_hit_ns = now_ns();
+  }
+  lua::raise(L, code, message, true);
+}
+
 [[noreturn]] void raise_limit(lua_State* L, const std::string& message) {
-  lua::raise(L, ExitCode::runtime, message, true);
+  raise_sticky(L, guard_of(L), ExitCode::runtime, message);
+}
+
+// A limit hit earlier in this call is raised again wherever Lua goes next.
+void reraise_sticky(lua_State* L, Guard* g) {
+  if (g && g->limit_hit && g->calls > 0) lua::raise(L, g->limit_code, g->limit_message, true);
 }
 
 // Raises a Lua error when the C stack below the outermost LuaVm::call is deeper than allowed.
@@ -174,12 +238,20 @@ void check_lua_deadline(lua_State* L, Guard* g) {
                 "busy in Lua for %.0f s with no operation (at %s): past the run's deadline (%g s) and %g s of "
                 "grace (an endless loop?)",
                 s, where.c_str(), g->deadline_s, kWatchdogGraceS);
-  lua::raise(L, ExitCode::timeout, std::string("timeout: ") + text, true);
+  raise_sticky(L, g, ExitCode::timeout, std::string("timeout: ") + text);
 }
 
 void guard_hook(lua_State* L, lua_Debug*) {
   Guard* g = guard_of(L);
   if (!g) return;
+  g->c_done.store(g->c_seq.load(std::memory_order_relaxed), std::memory_order_relaxed);  // in Lua, not in C
+  reraise_sticky(L, g);
+  if (g->mem_refused && g->calls > 0) {  // a table bomb whose "not enough memory" was caught
+    g->mem_refused = false;
+    raise_sticky(L, g, ExitCode::runtime,
+                 "the recipe's Lua memory limit of " + mib_text(g->mem_limit) + " was reached (" + g->mem_basis +
+                     "; the \"not enough memory\" error was caught, which does not lift the limit)");
+  }
   check_c_stack(L, g);
   check_lua_deadline(L, g);
   if (g->budget && std::chrono::steady_clock::now() > g->deadline) {
@@ -195,27 +267,53 @@ void guard_hook(lua_State* L, lua_Debug*) {
 // table replacement calls back into Lua) and coroutine.resume/wrap (LuaJIT's coroutines share
 // the C stack). Compiled code runs no hooks, so these check the depth themselves, replaced in
 // the library tables (string methods, too: the string metatable's __index is that table).
+// Notes that the rank enters C function `what`, called from the caller's file:line, for the
+// backstop's message; returns the note's number (noted_done ends it).
+uint64_t note_c_call(lua_State* L, Guard* g, const char* what) {
+  if (!g) return 0;
+  lua_Debug ar;
+  std::string where;
+  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+    where = std::string(ar.short_src) + ":" + std::to_string(ar.currentline);
+  {
+    std::lock_guard<std::mutex> lk(g->c_mu);
+    g->c_what = std::string("inside ") + what + (where.empty() ? std::string() : " called at " + where);
+  }
+  return ++g->c_seq;
+}
+
+void noted_done(Guard* g, uint64_t seq) {
+  if (g && seq) g->c_done.store(seq, std::memory_order_relaxed);
+}
+
 int guarded_call(lua_State* L) {
-  check_c_stack(L, guard_of(L));
+  Guard* g = guard_of(L);
+  reraise_sticky(L, g);
+  check_c_stack(L, g);
+  const uint64_t seq = note_c_call(L, g, lua_tostring(L, lua_upvalueindex(2)));
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  noted_done(g, seq);
   return lua_gettop(L);
 }
 
 int guarded_wrap(lua_State* L) {
+  reraise_sticky(L, guard_of(L));
   check_c_stack(L, guard_of(L));
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, 1);
-  lua_pushcclosure(L, guarded_call, 1);
+  lua_pushliteral(L, "a coroutine");
+  lua_pushcclosure(L, guarded_call, 2);
   return 1;
 }
 
 void guard_library_function(lua_State* L, const char* lib, const char* fn, lua_CFunction guard) {
   lua_getglobal(L, lib);
   lua_getfield(L, -1, fn);
-  lua_pushcclosure(L, guard, 1);
+  lua_pushfstring(L, "%s.%s", lib, fn);
+  lua_pushcclosure(L, guard, 2);
   lua_setfield(L, -2, fn);
   lua_pop(L, 1);
 }
@@ -226,6 +324,7 @@ int n_budget(lua_State* L) {
   if (!g) return 0;
   if (lua_isnoneornil(L, 1)) {
     g->budget = false;
+    g->budget_deadline_ns = 0;
     return 0;
   }
   const double s = luaL_checknumber(L, 1);
@@ -234,6 +333,7 @@ int n_budget(lua_State* L) {
   g->budget_s = s;
   g->deadline = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+  g->budget_deadline_ns = now_ns() + static_cast<int64_t>(s * 1e9);
   return 0;
 }
 
@@ -262,8 +362,9 @@ int traceback_handler(lua_State* L) {
   const std::string tb = lua_tostring(L, -1);
   lua_pop(L, 1);
   bool limit = false;
-  if (lua_istable(L, 1)) {
-    lua_getfield(L, 1, "limit");
+  if (lua_istable(L, 1)) {  // raw: an error object's __index is the recipe's code, never run here
+    lua_pushliteral(L, "limit");
+    lua_rawget(L, 1);
     limit = lua_toboolean(L, -1);
     lua_pop(L, 1);
   }
@@ -348,6 +449,80 @@ std::string mib_text(size_t bytes) {
   return b;
 }
 
+// ---- the backstop: limits that hold inside C ----
+// The count hook runs only in interpreted Lua: inside a C function (a catastrophic pattern in
+// string.match, a file read, a long loop of ours) or compiled code it never fires, and a limit
+// once hit can still be sat on there. A thread per Lua state watches the same bounds from
+// outside, kBackstopS later than the hook would act, and ends the process with the limit's exit
+// code (the report saved first, as job::abort does), naming the rank and where it was.
+constexpr double kBackstopS = 2.0;
+constexpr int kBackstopPollMs = 100;
+
+[[noreturn]] void backstop_fire(Guard* g, Session* s, ExitCode code, const std::string& text) {
+  std::string where;
+  {
+    std::lock_guard<std::mutex> lk(g->c_mu);
+    if (g->c_seq.load() != g->c_done.load()) where = g->c_what;
+  }
+  if (where.empty()) {
+    const std::string site = Progress::instance().lua_site();
+    where = site.empty() ? "in compiled Lua or a C function" : "last seen running Lua at " + site;
+  }
+  const std::string rank = s && s->size > 1 ? "rank " + std::to_string(s->rank) + ": " : std::string();
+  const std::string msg =
+      rank + text + " (" + where + "; the engine ended the process: the rank could not be " + "stopped where it was)";
+  std::fprintf(stderr, "commscript: %s\n", msg.c_str());
+  std::fflush(stderr);
+  if (s && !s->embedded) incidents::on_abort(code, "commscript: " + msg);
+  std::fflush(nullptr);
+  _exit(static_cast<int>(code));
+}
+
+void backstop_loop(Guard* g, Session* s) {
+  int64_t since = now_ns();
+  uint64_t ops = ~uint64_t{0};
+  const int64_t grace = static_cast<int64_t>(kBackstopS * 1e9);
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lk(g->stop_mu);
+      if (g->stop_cv.wait_for(lk, std::chrono::milliseconds(kBackstopPollMs), [g] { return g->stop; })) return;
+    }
+    const int64_t now = now_ns();
+    const Progress& p = Progress::instance();
+    const uint64_t n = p.ops_started();
+    const bool active = g->active.load();
+    if (!active || p.in_flight() || n != ops) {
+      ops = p.in_flight() ? ~uint64_t{0} : n;
+      since = now;
+      if (!active) continue;
+    }
+    const int64_t budget = g->budget_deadline_ns.load();
+    const int64_t hit = g->limit_hit_ns.load();
+    char text[384];
+    if (hit && now > hit + grace) {
+      std::string m;
+      {
+        std::lock_guard<std::mutex> lk(g->c_mu);
+        m = g->limit_message;
+      }
+      backstop_fire(g, s, static_cast<ExitCode>(g->limit_code_a.load()), m + "; the recipe went on after the limit");
+    }
+    if (budget && now > budget + grace) {
+      std::snprintf(text, sizeof text,
+                    "the recipe's top level ran for more than %g s (an endless loop?): the top level only declares "
+                    "(cs.recipe{...}); work belongs in recipe.run(ctx)",
+                    g->budget_s);
+      backstop_fire(g, s, ExitCode::runtime, text);
+    }
+    if (g->lua_limit_s > 0 && static_cast<double>(now - since) * 1e-9 > g->lua_limit_s + kBackstopS) {
+      std::snprintf(text, sizeof text,
+                    "timeout: busy for %.0f s with no operation: past the run's deadline (%g s) and %g s of grace",
+                    static_cast<double>(now - since) * 1e-9, g->deadline_s, kWatchdogGraceS);
+      backstop_fire(g, s, ExitCode::timeout, text);
+    }
+  }
+}
+
 }  // namespace
 
 void check_engine_memory(lua_State* L, size_t bytes, const std::string& what) {
@@ -412,6 +587,8 @@ LuaVm::LuaVm(Session* session) : L_(nullptr), trusted_(session && session->trust
   lua_rawset(L_, LUA_REGISTRYINDEX);
   lua_sethook(L_, guard_hook, LUA_MASKCOUNT, kHookEvery);
   guard_library_function(L_, "string", "gsub", guarded_call);
+  guard_library_function(L_, "string", "find", guarded_call);
+  guard_library_function(L_, "string", "match", guarded_call);
   guard_library_function(L_, "coroutine", "resume", guarded_call);
   guard_library_function(L_, "coroutine", "wrap", guarded_wrap);
   lua::open_native(L_, session);
@@ -433,9 +610,23 @@ LuaVm::LuaVm(Session* session) : L_(nullptr), trusted_(session && session->trust
     lua_setfield(L_, -2, "trusted");
   }
   lua_pop(L_, 3);
+  // Embedded runs (the host's process) and states without a session (report.html, tests) have
+  // no backstop: nothing there may end the process.
+  if (session && !session->embedded) {
+    Guard* g = guard_.get();
+    g->backstop = std::thread([g, session] { backstop_loop(g, session); });
+  }
 }
 
 LuaVm::~LuaVm() {
+  if (guard_->backstop.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(guard_->stop_mu);
+      guard_->stop = true;
+    }
+    guard_->stop_cv.notify_all();
+    guard_->backstop.join();
+  }
   if (sampling_) luaJIT_profile_stop(L_);
   lua_close(L_);
 }
@@ -467,6 +658,11 @@ void LuaVm::set_recipe_chunk(const std::string& chunkname) {
 static void read_failure(lua_State* L, LuaFailure* f) {
   if (f) {
     f->code = lua::error_code(L, -1);
+    if (lua_istable(L, -1)) {  // traceback_handler's table: its code was already judged there
+      lua_getfield(L, -1, "code");
+      if (lua_isnumber(L, -1) && lua_tointeger(L, -1) == static_cast<int>(ExitCode::output)) f->code = ExitCode::output;
+      lua_pop(L, 1);
+    }
     f->message = lua::error_message(L, -1);
     if (lua_istable(L, -1)) {
       lua_getfield(L, -1, "traceback");
@@ -504,14 +700,37 @@ bool LuaVm::call(int nargs, int nresults, LuaFailure* f) {
   const int base = lua_gettop(L_) - nargs;
   lua_pushcfunction(L_, traceback_handler);
   lua_insert(L_, base);
-  if (guard_->calls++ == 0) guard_->stack_base = static_cast<const char*>(__builtin_frame_address(0));
+  if (guard_->calls++ == 0) {
+    guard_->stack_base = static_cast<const char*>(__builtin_frame_address(0));
+    guard_->active = true;
+  }
   const int rc = lua_pcall(L_, nargs, nresults, base);
-  if (--guard_->calls == 0) guard_->stack_base = nullptr;
+  if (--guard_->calls == 0) {
+    guard_->stack_base = nullptr;
+    guard_->active = false;
+  }
   lua_remove(L_, base);
-  if (rc == 0) return true;
-  if (guard_->mem_refused) {  // the limit, wherever the error was caught and rethrown
+  if (guard_->calls == 0 && guard_->limit_hit) {
+    // A limit was hit in this call: its outcome whatever Lua made of it afterwards (caught by a
+    // pcall, turned into "error in error handling", or the call even returned normally).
+    lua_settop(L_, base - 1);
+    guard_->limit_hit = false;
+    guard_->limit_hit_ns = 0;
     guard_->mem_refused = false;
-    lua_pop(L_, 1);
+    if (f) {
+      f->code = guard_->limit_code;
+      f->message = guard_->limit_message;
+      // The timeout names where the loop ran; prefix the recipe's line when it has none yet.
+      f->traceback.clear();
+      f->limit = true;
+    }
+    return false;
+  }
+  if (guard_->mem_refused && (rc != 0 || guard_->calls == 0)) {
+    // The memory limit, wherever the error was caught and rethrown (or swallowed: a pcall
+    // around a table bomb still ends the run with the limit).
+    guard_->mem_refused = false;
+    lua_settop(L_, rc != 0 ? lua_gettop(L_) - 1 : base - 1);
     lua_gc(L_, LUA_GCCOLLECT, 0);
     if (f) {
       f->code = ExitCode::runtime;
@@ -521,6 +740,7 @@ bool LuaVm::call(int nargs, int nresults, LuaFailure* f) {
     }
     return false;
   }
+  if (rc == 0) return true;
   if (rc == LUA_ERRMEM && f) {
     f->code = ExitCode::runtime;
     f->message = "Lua ran out of memory";

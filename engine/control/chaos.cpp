@@ -11,9 +11,11 @@
 #include "communicator.hpp"
 #include "cuda_support.hpp"
 #include "error.hpp"
+#include "incidents.hpp"
 #include "job.hpp"
 #include "json_text.hpp"
 #include "progress.hpp"
+#include "size.hpp"
 
 namespace cs {
 
@@ -257,7 +259,7 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
       }
     }
   }
-  sleep_ms(delay);
+  hold(delay, false, op, seq, comm, "delay");
   if (kill) {  // a real crash: no goodbye, no flush, nothing saved; the survivors must cope
     ::kill(::getpid(), SIGKILL);
   }
@@ -268,7 +270,46 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
   }
   // Until the job is ended, or (embedded) the run is cancelled: then the rank arrives after all,
   // so that the operations the others are blocked in complete and the run can end cleanly.
-  while (hang && !job::cancel_code()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (hang) hold(0, true, op, seq, comm, "hang");
+}
+
+void Chaos::set_deadline(double deadline_s, double grace_s, bool end_process) {
+  deadline_s_ = deadline_s > 0 && std::isfinite(deadline_s) ? deadline_s : 0;
+  grace_s_ = grace_s > 0 ? grace_s : 0;
+  end_process_ = end_process;
+}
+
+void Chaos::hold(double ms, bool forever, const Op& op, uint64_t seq, std::string_view comm, const char* kind) {
+  if (!forever && !(ms > 0)) return;
+  const int64_t start = now_ns();
+  const double deadline = deadline_s_.load();
+  const double limit_s = deadline > 0 ? deadline + grace_s_.load() : 0;
+  while (true) {
+    if (forever && job::cancel_code()) return;
+    const double elapsed_ms = static_cast<double>(now_ns() - start) * 1e-6;
+    if (!forever && elapsed_ms >= ms) return;
+    if (limit_s > 0 && elapsed_ms >= limit_s * 1e3) break;
+    double step = 20;
+    if (!forever) step = std::min(step, ms - elapsed_ms);
+    if (limit_s > 0) step = std::min(step, limit_s * 1e3 - elapsed_ms);
+    sleep_ms(std::max(step, 0.01));
+  }
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "timeout: %s #%llu (%sB, %s) after %.1f s on rank %d (host %s): held back by a chaos %s injection "
+                "past the run's deadline (%g s) and %g s of grace",
+                std::string(collective_name(op.coll)).c_str(), static_cast<unsigned long long>(seq),
+                format_size(op.bytes()).c_str(), std::string(comm).c_str(),
+                static_cast<double>(now_ns() - start) * 1e-9, rank_, host_.c_str(), kind, deadline, grace_s_.load());
+  std::fprintf(stderr, "commscript: %s\n", line);
+  std::fflush(stderr);
+  incidents::save({{"kind", "timeout"}, {"line", line}, {"detected_by", "chaos"}}, static_cast<int>(ExitCode::timeout));
+  std::fflush(stdout);
+  if (!end_process_) {
+    job::request_cancel(static_cast<int>(ExitCode::timeout));
+    return;
+  }
+  _exit(static_cast<int>(ExitCode::timeout));
 }
 
 namespace {

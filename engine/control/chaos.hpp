@@ -55,6 +55,11 @@ class Chaos final : public OpHook {
   static Chaos& instance();
 
   void set_identity(int rank, std::string host);
+  // The run's deadline (0: none) and the grace its watchdog allows: a hang or delay this rank
+  // injects into itself lasts at most that long, then the run ends with a timeout (exit 5) as a
+  // watchdog's would (`end_process` false, embedded: the run is cancelled with code 5 instead).
+  // Without it, a hang on --backend self, where no other rank waits, never ended.
+  void set_deadline(double deadline_s, double grace_s, bool end_process);
   void install(std::vector<ChaosRule> rules, uint64_t seed);
   void add(ChaosRule rule);
   void clear();
@@ -79,6 +84,9 @@ class Chaos final : public OpHook {
   };
   bool selects(Armed& a, const Op& op, uint64_t seq, ChaosKind phase_kind);
   void record(const ChaosRule& r, const Op& op, uint64_t seq, std::string_view comm, nlohmann::json extra);
+  // Sleeps `ms` (forever: until the job is ended or the run cancelled), at most until the
+  // deadline; past it, the timeout.
+  void hold(double ms, bool forever, const Op& op, uint64_t seq, std::string_view comm, const char* kind);
 
   mutable std::mutex mu_;
   std::vector<Armed> rules_;
@@ -86,6 +94,8 @@ class Chaos final : public OpHook {
   std::atomic<bool> active_{false};
   int rank_ = 0;
   std::string host_;
+  std::atomic<double> deadline_s_{0}, grace_s_{0};
+  std::atomic<bool> end_process_{true};
   nlohmann::json fired_ = nlohmann::json::array();
   std::function<void(const nlohmann::json&)> on_fire_;
   std::string comm_;  // of the op in flight, for after()

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -59,6 +60,38 @@ void check_sections(const toml::table& t, const std::string& src) {
                            " must be a string, number or boolean");
     }
   }
+}
+
+// A float whose literal is not zero but reads as 0 or a subnormal (1e-400): refused, so that no
+// setting becomes 0 ("none": --set run.timeout=1e-400 meant no deadline at all) unnoticed.
+void refuse_underflow(const toml::node& n, const std::string& text, const std::string& what) {
+  if (auto t = n.as_table()) {
+    for (auto&& [k, v] : *t) refuse_underflow(v, text, what);
+    return;
+  }
+  if (auto a = n.as_array()) {
+    for (auto&& v : *a) refuse_underflow(v, text, what);
+    return;
+  }
+  auto f = n.as_floating_point();
+  if (!f) return;
+  const int cls = std::fpclassify(f->get());
+  if (cls != FP_ZERO && cls != FP_SUBNORMAL) return;
+  const auto& r = n.source();
+  size_t pos = 0;
+  for (size_t line = 1; line < r.begin.line && pos != std::string::npos; ++line) {
+    pos = text.find('\n', pos);
+    if (pos != std::string::npos) ++pos;
+  }
+  if (pos == std::string::npos) return;
+  pos += r.begin.column > 0 ? r.begin.column - 1 : 0;
+  std::string token;
+  while (pos < text.size() && std::strchr("0123456789eE+-._", text[pos]) && text[pos] != '\0') token += text[pos++];
+  const std::string mantissa = token.substr(0, token.find_first_of("eE"));
+  if (mantissa.find_first_of("123456789") == std::string::npos) return;
+  throw InputError(what + ": " + token +
+                   " is too small a number to represent (it would read as 0, which means 'none' for a "
+                   "deadline); write 0 for zero");
 }
 
 bool finite_number(const nlohmann::json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
@@ -124,6 +157,7 @@ Config Config::parse(const std::string& text, const std::string& src) {
   try {
     toml::table t = toml::parse(text, src);
     check_sections(t, src);
+    refuse_underflow(t, text, src);
     c.data_ = to_json(t);
   } catch (const toml::parse_error& e) {
     throw InputError(where(src, e.source()) + ": " + std::string(e.description()));
@@ -167,7 +201,9 @@ void Config::set(const std::string& a) {
   }
   nlohmann::json value;
   try {
-    toml::table t = toml::parse("v = " + text);
+    const std::string line = "v = " + text;
+    toml::table t = toml::parse(line);
+    refuse_underflow(t, line, "--set '" + a + "'");
     value = to_json(*t.get("v"));
   } catch (const toml::parse_error&) {
     value = text;

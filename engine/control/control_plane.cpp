@@ -87,6 +87,7 @@ ControlPlane::ControlPlane(Session& s) {
   s.world->set_timeout(s.timeout_s);
 
   Chaos::instance().set_identity(s.rank, host);
+  Chaos::instance().set_deadline(s.timeout_s, judged ? kWatchdogGraceS : 0, !s.embedded);
   Chaos::instance().on_fire([this](const nlohmann::json& ev) {
     if (heartbeat_) heartbeat_->send_event(ev);
   });

@@ -56,6 +56,12 @@ int earliest_blocked(const Ranks& ranks, int over, int64_t now) {
   return ref;
 }
 
+// Rank 0's own heartbeat is silent while it is connected and alive: its process (which runs the
+// coordinator) did not run.
+bool frozen_root(const Ranks& ranks, int64_t now) {
+  return !ranks.empty() && ranks[0].hello && !ranks[0].dead && silent(ranks[0], now);
+}
+
 std::string dtype_text(int dtype) {
   return dtype < 0 ? std::string("?") : std::string(dtype_name(static_cast<DType>(dtype)));
 }
@@ -179,6 +185,11 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
   // by seq, as nothing better is known of its peer.
   const bool by_seq = point_to_point(rb.coll);
   const uint64_t ref_no = by_seq ? rb.seq : rb.cseq;
+  // Rank 0 runs the coordinator: when its own heartbeat (sent from the same process) is silent,
+  // the process was stopped or frozen (SIGSTOP, a debugger, a starved host), and the coordinator
+  // heard nobody meanwhile. Then rank 0 is the one to name; the ranks that went quiet no earlier
+  // than it did (give or take kSilentNs) are judged by their last beat, not as stuck.
+  const bool root_frozen = frozen_root(ranks, now);
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankView& s = ranks[i];
     const Beat& b = s.beat;
@@ -188,12 +199,22 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
     // Past it: a later number, or the same one and no longer in it (finished, or in a send or
     // receive after it).
     const bool past = b.comm == rb.comm && (no > ref_no || (!by_seq && no == ref_no && !same_op));
+    const bool unheard = root_frozen && i != 0 && s.hello && !s.dead && silent(s, now) &&
+                         s.last_hb_ns >= ranks[0].last_hb_ns - kSilentNs;
     if (!s.hello) {
       who["state"] = "never connected";
     } else if (s.dead) {
       who["state"] = "dead";
       who["detail"] = "process gone (connection closed)";
-    } else if (silent(s, now)) {
+    } else if (root_frozen && i == 0) {
+      who["state"] = "stuck";
+      who["detail"] = "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) +
+                      " ms (stopped or frozen; rank 0 runs the coordinator, which stopped with it, so the other "
+                      "ranks were not heard meanwhile)";
+    } else if (unheard && (same_op || past)) {
+      arrived.push_back(i);  // its last beat, before rank 0 froze, had it there
+      continue;
+    } else if (silent(s, now) && !unheard) {
       const std::string quiet = "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) + " ms";
       if (s.orphaned_by >= 0) {
         who["state"] = "unreachable";

@@ -81,6 +81,7 @@ double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, 
 
 // Host memory-copy bandwidth (GB/s, 1e9): memcpy of `bytes` between two buffers, best of
 // `iters` timed copies after one untimed. The physical ceiling of shared-memory transport.
-double memcpy_bandwidth(size_t bytes, int iters);
+// max_s > 0: stop after that many seconds of copying (at least one copy), the best so far.
+double memcpy_bandwidth(size_t bytes, int iters, double max_s = 0);
 
 }  // namespace cs

@@ -42,33 +42,33 @@ function M.parse_conf(text, path)
       local name, value = line:match("^([^=]*)=(.*)$")
       if not name then
         add("warn", "(" .. path .. ")", "conf-no-equals", ("line %d of %s is not NAME=value: NCCL skips it"):format(ln, path),
-          "write NAME=value", { line_text = line })
+          "write NAME=value", { length = #line })
       else
         local clean = trim(name):gsub("^export%s+", "")
         if clean ~= name then
           add("error", clean, "conf-blanks-in-name",
             ("line %d of %s sets a variable named '%s' (NCCL neither trims blanks nor reads shell syntax), so %s is not set"):format(
               ln, path, name, clean),
-            ("write %s=%s with no blanks around the name"):format(clean, trim(value)), { line_text = line })
+            ("write %s=%s with no blanks around the name"):format(clean, trim(value)), { value = value })
         elseif value:match("^%s") or value:match("%s$") then
           add("warn", name, "conf-blanks-in-value",
             ("line %d of %s: the value of %s has blanks around it, which NCCL keeps"):format(ln, path, name),
-            ("write %s=%s"):format(name, trim(value)), { line_text = line })
+            ("write %s=%s"):format(name, trim(value)), { value = value })
         end
         if value:match("^%s*\".*\"%s*$") or value:match("^%s*'.*'%s*$") then
           add("warn", clean, "conf-quotes", ("line %d of %s: NCCL keeps the quotes in the value of %s"):format(ln, path, clean),
-            ("write %s=%s without quotes"):format(clean, trim(value):sub(2, -2)), { line_text = line })
+            ("write %s=%s without quotes"):format(clean, trim(value):sub(2, -2)), { value = value })
         end
         if value:find("%s#") then
           add("warn", clean, "conf-inline-comment",
             ("line %d of %s: a '#' after the value of %s may be taken as part of the value"):format(ln, path, clean),
-            "put comments on their own line", { line_text = line })
+            "put comments on their own line", { value = value })
         end
         if clean == name then
           if first[name] then
             add("warn", name, "conf-duplicate",
               ("line %d of %s sets %s again: NCCL keeps the first value (line %d)"):format(ln, path, name, first[name]),
-              "keep one line per variable", { line_text = line })
+              "keep one line per variable", { value = value })
           else
             first[name] = ln
             entries[#entries + 1] = { name = name, value = value, line = ln }
@@ -80,15 +80,28 @@ function M.parse_conf(text, path)
   return entries, out
 end
 
+local native = require "commscript.native"
+
+-- Regular files of at most 1 MiB (a FIFO, /dev/zero or a directory is not read): the text, or
+-- nil and why.
 local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local t = f:read("*a")
-  f:close()
-  -- A directory opens but does not read.
-  if t == nil then return nil end
-  return t
+  return native.read_conf_file(path, 1048576)
 end
+
+-- The files a sandboxed recipe may have read: NCCL's own configuration files, as the process's
+-- real environment names them ($NCCL_CONF_FILE, $HOME/.nccl.conf) and /etc/nccl.conf. Paths a
+-- recipe passes (opts.extra, opts.home, opts.system_file, opts.env.NCCL_CONF_FILE) are read only
+-- when they are one of these, a file the user named in the recipe's options (env_audit --conf
+-- FILE), or under --trusted: cs.env.nccl_conf{extra={"/etc/shadow"}} put
+-- the lines of any file into findings the recipe could copy out.
+local function allowed_paths()
+  local real = native.environ()
+  local ok = { ["/etc/nccl.conf"] = true }
+  if real.NCCL_CONF_FILE and real.NCCL_CONF_FILE ~= "" then ok[real.NCCL_CONF_FILE] = true end
+  if real.HOME and real.HOME ~= "" then ok[real.HOME .. "/.nccl.conf"] = true end
+  return ok
+end
+M.allowed_paths = allowed_paths
 
 -- nccl_conf(opts) -> {
 --   files     = { { path, role = "NCCL_CONF_FILE" | "user" | "system" | "extra", exists, applied, entries } },
@@ -123,8 +136,15 @@ function M.nccl_conf(opts)
   local file_findings, effective, sources, merged = {}, {}, {}, {}
   for k, v in pairs(env) do merged[k] = v; sources[k] = opts.sources and opts.sources[k] or "environment" end
   local extra_vars, extra_sources = {}, {}
+  local allowed = not native.trusted() and allowed_paths() or nil
   for _, f in ipairs(files) do
-    local text = read_file(f.path)
+    local text, why
+    if allowed and not allowed[f.path] and not native.file_allowed(f.path) then
+      why = "not read: a sandboxed recipe reads only NCCL's own configuration files ($NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf; --trusted lifts it)"
+      f.refused = true
+    else
+      text, why = read_file(f.path)
+    end
     f.exists = text ~= nil
     f.entries = {}
     if text then
@@ -157,9 +177,10 @@ function M.nccl_conf(opts)
           merged[en.name], sources[en.name] = en.value, src
         end
       end
-    elseif f.role == "extra" then
-      file_findings[#file_findings + 1] = finding("warn", "(" .. f.path .. ")", ("%s cannot be read"):format(f.path),
-        { source = f.path, rule = "conf-unreadable" }, "check the path")
+    elseif f.role == "extra" or f.refused or (why and why ~= "" and not why:find("No such file", 1, true)) then
+      file_findings[#file_findings + 1] = finding("warn", "(" .. f.path .. ")", (f.refused and "%s %s" or "%s cannot be read (%s)"):format(f.path, tostring(why)),
+        { source = f.path, rule = f.refused and "conf-not-allowed" or "conf-unreadable" },
+        f.refused and "run with --trusted to audit other files" or "check the path")
     end
     if f.role == "extra" and f.exists then
       file_findings[#file_findings + 1] = finding("info", "(" .. f.path .. ")",

@@ -182,6 +182,15 @@ M.builtin = {
 
 local SEVERITY = { info = true, warn = true, error = true }
 
+-- An error value as text: a table's own message (read raw), never "table: 0x...".
+local function error_text(e)
+  if type(e) == "table" then
+    local m = rawget(e, "message")
+    return type(m) == "string" and m or "(an error object without a message)"
+  end
+  return tostring(e)
+end
+
 local function validate(rule, where)
   if type(rule) ~= "table" then error(("%s: a rule must be a table"):format(where), 0) end
   if type(rule.id) ~= "string" then error(("%s: a rule needs an id (string)"):format(where), 0) end
@@ -194,7 +203,9 @@ function M.evaluate(run, rules)
   for _, rule in ipairs(rules or M.builtin) do
     validate(rule, "rules")
     local ok, hits = pcall(rule.check, run, rule)
-    if not ok then error(("rule %s failed: %s"):format(rule.id, tostring(hits)), 0) end
+    -- An engine limit (the Lua deadline, the C stack) is handed on as it is, never reworded.
+    if not ok and type(hits) == "table" and rawget(hits, "limit") == true then error(hits, 0) end
+    if not ok then error(("rule %s failed: %s"):format(rule.id, error_text(hits)), 0) end
     for _, h in ipairs(hits or {}) do
       findings[#findings + 1] = {
         severity = h.severity or rule.severity, subject = h.subject or {}, message = h.message or rule.id,
@@ -212,11 +223,16 @@ function M.load(paths)
     -- The recipes' sandbox (cs.sandbox), with an environment of its own per file: no os, io,
     -- ffi or load; its own string/table/math copies; text chunks only unless --trusted.
     local chunk, err = sandbox.loadfile(path)
-    if not chunk then error({ code = EXIT.bad_input, message = "rule file " .. tostring(err) }, 0) end
+    if not chunk then error({ code = EXIT.bad_input, message = "rule file " .. sandbox.quiet_error(tostring(err)) }, 0) end
     local env = sandbox.env("a rule file")
     setfenv(chunk, env)
+    -- A rule file's code (its top level and its check functions) runs in the interpreter, as a
+    -- recipe's does: the engine's count hook bounds it (busy in Lua, exit 5) and the profiler
+    -- names its line; compiled, `check = function() while true do end end` was never stopped.
+    jit.off(chunk, true)
     local ok, list = pcall(chunk)
-    if not ok then error({ code = EXIT.bad_input, message = ("rule file %s: %s"):format(path, tostring(list)) }, 0) end
+    if not ok and type(list) == "table" and rawget(list, "limit") == true then error(list, 0) end
+    if not ok then error({ code = EXIT.bad_input, message = ("rule file %s: %s"):format(path, error_text(list)) }, 0) end
     if type(list) ~= "table" then error({ code = EXIT.bad_input, message = ("rule file %s must return a list of rules"):format(path) }, 0) end
     for i, rule in ipairs(list) do
       local okv, verr = pcall(validate, rule, ("rule file %s, rule %d"):format(path, i))

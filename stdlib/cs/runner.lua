@@ -2,7 +2,7 @@
 -- run with a ctx, and reduce the outcome to an exit code. Not for recipes to call.
 local native = require "commscript.native"
 local options = require "cs.options"
-local EXIT = require("commscript").exit  -- the exit codes, one table (stdlib/commscript.lua)
+local EXIT = require("commscript").exit  -- the exit codes, one read-only table (stdlib/commscript.lua)
 local sandbox = require "cs.sandbox"
 local M = {}
 
@@ -132,6 +132,12 @@ end
 -- Runs recipe.run(ctx); returns the exit code its outcome asks for (0, 3 or 4).
 function M.run(r, comm, opt, info)
   end_budget()
+  -- Files the user named in the recipe's options (the command line, the config; never a default
+  -- the recipe declared): cs.env may read them (see cs.env_conf).
+  for k, v in pairs(opt) do
+    local d = r.options[k]
+    if type(v) == "string" and v ~= "" and d and d.default ~= v then native.allow_file(v) end
+  end
   local state = { wrong = 0, errors = 0 }
   local rank = comm:rank()
   require("cs.progress").rank = rank

@@ -45,7 +45,18 @@ M.defaults = {
 
 local function clamp(x) return math.max(0, math.min(100, x)) end
 
+-- The [scorecard] keys; any other (a typo: bandwith_reference_gbps) is refused, not ignored.
+M.KEYS = { "weights", "bands", "bandwidth_good", "cv_limit", "error_rate_limit", "bandwidth_reference_gbps",
+           "latency_target_us", "p2p_latency_target_us" }
+
 local function merged(cfg)
+  local known = {}
+  for _, k in ipairs(M.KEYS) do known[k] = true end
+  for k in pairs(cfg or {}) do
+    if not known[k] then
+      error(("scorecard: unknown key '%s' (known: %s)"):format(tostring(k), table.concat(M.KEYS, ", ")), 3)
+    end
+  end
   local c = {}
   for k, v in pairs(M.defaults) do c[k] = v end
   for k, v in pairs(cfg or {}) do c[k] = v end

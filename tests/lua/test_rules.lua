@@ -429,6 +429,26 @@ local function load_error(paths)
   return err.message
 end
 
+function TestSiteRules:test_errors_never_print_table_addresses()
+  -- Variations: a check that raises a plain table, one with a message, one whose __index loops
+  -- (read raw, never run), and a rule file whose top level raises a table.
+  for _, e in ipairs({ {}, { message = "mine" }, setmetatable({}, { __index = function() while true do end end }) }) do
+    local ok, err = pcall(rules.evaluate, {}, { { id = "t", severity = "info", check = function() error(e) end } })
+    lu.assertFalse(ok)
+    lu.assertNotStrContains(tostring(err), "table: 0x")
+  end
+  local msg = load_error { site_file("error({})") }
+  lu.assertNotStrContains(msg, "table: 0x")
+  lu.assertStrContains(msg, "without a message")
+end
+
+function TestSiteRules:test_sandboxed_rule_files_are_lua_files_only()
+  -- (This suite runs --trusted, where any path loads; the sandboxed refusal is
+  -- tests/e2e/test_attack_limits.py.) A syntax error never quotes the file's text.
+  local msg = load_error { site_file("SECRET_WORD_1 SECRET_WORD_2\n") }
+  lu.assertNotStrContains(msg, "SECRET_WORD")
+end
+
 local GOOD = [[
 local cs = require "commscript"
 return {

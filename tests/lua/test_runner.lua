@@ -360,12 +360,43 @@ end
 TestExitCodes = {}
 
 function TestExitCodes:test_every_code_of_the_contract()
-  lu.assertEquals(cs.exit, { ok = 0, bad_input = 1, runtime = 2, health = 3, corruption = 4, timeout = 5,
+  lu.assertEquals(cs.exit_codes(), { ok = 0, bad_input = 1, runtime = 2, health = 3, corruption = 4, timeout = 5,
                              output = 6, internal = 70 })
 end
 
+function TestExitCodes:test_exit_table_is_read_only()
+  -- Variations: an existing code, a new name, rawset on the proxy, setmetatable on it.
+  lu.assertErrorMsgContains("read-only", function() cs.exit.health = 0 end)
+  lu.assertErrorMsgContains("read-only", function() cs.exit.corruption = 0 end)
+  lu.assertErrorMsgContains("read-only", function() cs.exit.new_code = 9 end)
+  lu.assertError(function() rawset(cs.exit, "health", 0) end)
+  lu.assertEquals(cs.exit.health, 3)
+  lu.assertError(function() setmetatable(cs.exit, nil) end)
+  lu.assertEquals(getmetatable(cs.exit), "commscript: read-only")
+end
+
+function TestExitCodes:test_engine_metatables_are_read_only()
+  -- cs.array's metatable: changing its __jsontype (to "object", to nil) no longer changes how
+  -- the engine writes an empty list; the error objects' metatable (cs.raise, the engine's
+  -- errors) cannot be got or set at all.
+  local amt = getmetatable(cs.array {})
+  for _, v in ipairs({ "object", false, 0 }) do
+    amt.__jsontype = v
+    lu.assertEquals(cs.json.encode(cs.array {}), "[]")
+    lu.assertEquals(cs.json.encode({ list = cs.array {} }), '{"list":[]}')
+  end
+  amt.__jsontype = "array"
+  local ok, e = pcall(cs.raise, cs.exit.runtime, "x", 0)
+  lu.assertFalse(ok)
+  lu.assertEquals(type(getmetatable(e)), "string")
+  lu.assertErrorMsgContains("protected metatable", function() setmetatable(e, {}) end)
+  local ok2, e2 = pcall(cs.tensor, "nope", 4)
+  lu.assertFalse(ok2)
+  if type(e2) == "table" then lu.assertEquals(type(getmetatable(e2)), "string") end
+end
+
 function TestExitCodes:test_report_html_names_each_code()
-  for name, code in pairs(cs.exit) do
+  for name, code in pairs(cs.exit_codes()) do
     local page = require("cs.html").render { schema = "commscript.report/2", run = { exit_code = code } }
     lu.assertNotStrContains(page, "unknown exit code", "report.html has no meaning for cs.exit." .. name)
   end

@@ -476,3 +476,40 @@ TEST_CASE("verdict: in a pipelined loop, the stopped rank's partner one collecti
   CHECK(missing_of(w, 1)["state"] == "slow");
   CHECK(missing_of(w, 3)["state"] == "stuck");
 }
+
+TEST_CASE("verdict: a stopped rank 0 is named alone, not with the ranks it could not hear", "[coordinator]") {
+  // Rank 0 runs the coordinator: SIGSTOP of rank 0 freezes it too, and when it runs again every
+  // rank's latest beat is as old as rank 0's own. Named before: all four ranks "stuck", three of
+  // them healthy. Variations: 4 ranks on one host, 8 on two; a rank that had gone quiet 5 s
+  // before rank 0 froze is still named; a rank that went quiet with rank 0 in an earlier
+  // operation is judged by that beat.
+  for (const int n : {4, 8}) {
+    Ranks r = world(n, 4);
+    const int64_t stop = kT0 + 1000 * kMs;
+    for (int i = 0; i < n; ++i) apply_beat(r[static_cast<size_t>(i)], in_op(5, 100, 3, 5), stop);
+    const int64_t now = stop + 10 * 1000 * kMs;
+    const int ref = overdue_rank(r, now);
+    REQUIRE(ref >= 0);
+    const auto v = timeout_verdict(r, ref, now, 3);
+    REQUIRE(v["missing"].size() == 1);
+    CHECK(v["missing"][0]["rank"] == 0);
+    CHECK(v["missing"][0]["state"] == "stuck");
+    CHECK(v["missing"][0]["detail"].get<std::string>().find("rank 0 runs the coordinator") != std::string::npos);
+    CHECK(v["arrived"].size() == static_cast<size_t>(n - 1));
+    CHECK(v["line"].get<std::string>().find("missing ranks: 0 (host h0, stuck)") != std::string::npos);
+  }
+  Ranks r = world(4, 4);
+  const int64_t stop = kT0 + 10 * 1000 * kMs;
+  apply_beat(r[2], in_op(5, 100, 3, 5), stop - 5000 * kMs);  // stopped 5 s before rank 0
+  apply_beat(r[3], idle_after(4, 4), stop);                  // last heard before #5
+  r[3].progress_ns = stop - 9000 * kMs;
+  for (int i : {0, 1}) apply_beat(r[static_cast<size_t>(i)], in_op(5, 100, 3, 5), stop);
+  const int64_t now = stop + 10 * 1000 * kMs;
+  const auto v = timeout_verdict(r, 1, now, 3);
+  CHECK(!missing_of(v, 0).is_null());
+  CHECK(!missing_of(v, 2).is_null());
+  CHECK(missing_of(v, 1).is_null());
+  CHECK(!missing_of(v, 3).is_null());
+  CHECK(missing_of(v, 3)["detail"].get<std::string>().find("not in an operation (last: allreduce #4)") !=
+        std::string::npos);
+}
