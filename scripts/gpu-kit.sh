@@ -86,7 +86,7 @@ if [ -n "$NT" ]; then
   for b in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
     strip -o "$KIT/nccl-tests/${b}_perf" "$src/build/${b}_perf"
   done
-  ntv=$(grep -ho 'NCCL_TESTS_VERSION [0-9.]*' "$src/src/"*.h "$src/src/"*.cu 2>/dev/null | head -1 || true)
+  ntv=$(sed -n 's/^#define NCCL_TESTS_VERSION "\(.*\)"/nccl-tests \1/p' "$src/src/common.h" 2>/dev/null | head -1)
   [ -n "$ntv" ] || ntv=$(git --git-dir="$NT" log -1 --format=%s 2>/dev/null || echo "nccl-tests")
 else
   echo "==> no NCCL_TESTS_SRC: the kit has no nccl-tests (run.sh skips the side by side, saying so)"
