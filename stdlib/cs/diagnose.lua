@@ -330,9 +330,9 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
   end
   for _, h in ipairs(names) do
     local g = by_host[h]
-    -- slow with 2+ other hosts, in at least half of its pairs with other hosts (noise makes a
+    -- slow with 2+ other hosts, in at least a quarter of its pairs with other hosts (noise makes a
     -- few slow pairs anywhere at scale; a slow host makes most of its pairs slow)
-    if g and g.count >= 2 and 2 * #g.links >= (inter_pairs[h] or 0) and not bad_host[h] then
+    if g and g.count >= 2 and 4 * #g.links >= (inter_pairs[h] or 0) and not bad_host[h] then
       local e = { host = h, ranks = ranks_of[h], score = 0, median = 0, reference = loc.fleet_median or 0, links = {},
                   from_links = true }
       for _, l in ipairs(g.links) do e.score = math.max(e.score, l.score); e.median = math.max(e.median, l.value) end
@@ -345,7 +345,11 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
     local ha, hb = bad_host[rank_hosts[l.a + 1]], bad_host[rank_hosts[l.b + 1]]
     if ha or hb then
       for _, h in ipairs { ha, hb } do
-        if h then h.links[#h.links + 1] = { l.a, l.b, l.value } end
+        if h then
+          h.links[#h.links + 1] = { l.a, l.b, l.value }
+          h.link_suspects = h.link_suspects or {}
+          table.insert(h.link_suspects, l)  -- judged as links if the host is cleared
+        end
       end
     else
       links[#links + 1] = l
@@ -490,15 +494,16 @@ function M.localise(values, rank_hosts, args, measure)
       rounds = rounds + 1
     end
     retests.rounds = retests.rounds + rounds
-    -- the references of each kind: per round their mean, their robust CV (each pair's samples
-    -- over its own median, pooled)
+    -- the references of each kind: per round the faster of them (noise only adds time: one
+    -- reference caught by a spike does not make the suspects look fast), their spread (each
+    -- pair's samples over its own median, pooled)
     local ref_round, cv = {}, {}
     for k, ps in pairs(refs) do
       local per, pooled = {}, {}
       for _, p in ipairs(ps) do
         local m = median(p.samples)
         for r, x in ipairs(p.samples) do
-          per[r] = (per[r] or 0) + x / #ps
+          per[r] = math.min(per[r] or x, x)
           if m and m > 0 then pooled[#pooled + 1] = x / m end
         end
       end
@@ -587,12 +592,45 @@ function M.localise(values, rank_hosts, args, measure)
     end
   end
 
-  -- 2. ranks and links, outside the named hosts, the worst first, at most max_suspects each
+  -- 2. ranks and links, outside the named hosts, the worst first, at most max_suspects each.
+  -- A suspect host not named is cleared: its ranks (other than suspects) become partners, the
+  -- least trusted, and its suspect ranks are judged as ranks (one slow rank can make its host
+  -- look slow on the screening).
+  local suspect_rank = {}
+  for _, s in ipairs(loc.ranks) do suspect_rank[s.rank] = true end
+  for _, l in ipairs(loc.pairs) do suspect_rank[l.a], suspect_rank[l.b] = true, true end
+  local returned, seen_link = {}, {}
+  for _, h in ipairs(host_sus) do
+    if not named_host[h.host] then
+      for _, l in ipairs(h.link_suspects or {}) do
+        local other = bad_host[rank_hosts[l.a + 1]] ~= h and bad_host[rank_hosts[l.a + 1]]
+          or bad_host[rank_hosts[l.b + 1]] ~= h and bad_host[rank_hosts[l.b + 1]]
+        if not seen_link[l] and not (other and named_host[other.host]) then
+          seen_link[l] = true
+          returned[#returned + 1] = l
+          suspect_rank[l.a], suspect_rank[l.b] = true, true
+        end
+      end
+    end
+  end
+  for _, h in ipairs(host_sus) do
+    if not named_host[h.host] then
+      bad_host[h.host] = nil
+      for _, r in ipairs(h.ranks) do if not suspect_rank[r] then order[#order + 1] = r end end
+    end
+  end
+  if #returned > 0 then  -- their ends are no one's partner
+    local kept = {}
+    for _, r in ipairs(order) do if not suspect_rank[r] then kept[#kept + 1] = r end end
+    order = kept
+    for _, l in ipairs(returned) do loc.pairs[#loc.pairs + 1] = l end
+    table.sort(loc.pairs, function(x, y) return x.score > y.score end)
+  end
   local cap = opt(args, "max_suspects")
   local tests = {}
   local skipped = 0
   for _, s in ipairs(loc.ranks) do
-    if not bad_host[rank_hosts[s.rank + 1]] then
+    if not named_host[rank_hosts[s.rank + 1]] then
       if #tests >= cap then skipped = skipped + 1 else
         local ps = {}
         for _, same in ipairs { true, false } do
@@ -666,6 +704,42 @@ function M.localise(values, rank_hosts, args, measure)
       end
     end
   end
+  -- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence)
+  local by_host = {}
+  for _, r in ipairs(out.ranks) do
+    local h = rank_hosts[r.rank + 1]
+    by_host[h] = by_host[h] or {}
+    table.insert(by_host[h], r)
+  end
+  local kept = {}
+  for _, r in ipairs(out.ranks) do
+    local h = rank_hosts[r.rank + 1]
+    local group = by_host[h]
+    if #group >= 2 then
+      if group[1] == r then
+        local ranks = {}
+        for q, x in ipairs(rank_hosts) do if x == h then ranks[#ranks + 1] = q - 1 end end
+        local worst = group[1]
+        local e = { host = h, ranks = ranks, score = worst.score, median = worst.median,
+                    reference = loc.fleet_median or 0, from_ranks = true, links = {},
+                    retest = { rank = worst.rank, partners = {}, partner_host = "", value = worst.value,
+                               reference = worst.reference },
+                    verdict = { ranks = group, threshold = worst.verdict.threshold, margin = margin,
+                                confidence = worst.verdict.confidence, rounds = worst.verdict.rounds } }
+        for _, x in ipairs(group) do
+          e.verdict.confidence = math.min(e.verdict.confidence, x.verdict.confidence)
+          table.insert(e.retest.partners, x.partner)
+        end
+        local ph = {}
+        for _, g in ipairs(e.retest.partners) do ph[#ph + 1] = rank_hosts[g + 1] end
+        e.retest.partner_host = table.concat(ph, " and ")
+        out.hosts[#out.hosts + 1] = e
+      end
+    else
+      kept[#kept + 1] = r
+    end
+  end
+  out.ranks = kept
   if out.noisy then  -- references too noisy: a verdict would be a guess; nobody of that kind is named
     out.noisy.message = ("measurements too noisy to localise: CV %.2f of the %s-host reference pairs (at most %.2f for a verdict)"):format(
       out.noisy.cv, out.noisy.kind == "intra" and "same" or "cross", max_cv)

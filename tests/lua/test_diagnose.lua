@@ -597,7 +597,7 @@ function TestLocalise:test_no_innocent_named_over_seeds()
       return out
     end)
     local named = #loc.hosts + #loc.ranks + #loc.links
-    lu.assertTrue(named <= 1, "seed " .. seed)
+    lu.assertTrue(named <= 1, "seed " .. seed .. ": " .. cs.json.encode({ hosts_of(loc), ranks_of(loc.ranks), links_of(loc) }))
     if plant.host and #loc.hosts == 1 then lu.assertEquals(loc.hosts[1].host, plant.host) end
     if plant.rank then lu.assertEquals(#loc.hosts + #loc.links, 0, "seed " .. seed) end
     if plant.link then lu.assertEquals(#loc.hosts + #loc.ranks, 0, "seed " .. seed) end
