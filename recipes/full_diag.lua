@@ -182,6 +182,11 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
       { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, retest_iters = RETEST_ITERS, deadline = t0 + tier.budget,
         stages = st })
     st:info("retests", loc.retests)
+    if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
+      ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
+                                       under_measured = loc.under_measured, undecided = loc.undecided,
+                                       noisy = loc.noisy or false })
+    end
   end
   return matrix, loc
 end

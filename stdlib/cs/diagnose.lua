@@ -228,10 +228,11 @@ end
 --   min_samples  fewer than this (the budget ran out) and the suspect is undecided, not named
 --   margin       a suspect is slow when its median ratio to the references exceeds
 --                max(factor, 1 + margin x the references' CV): the references' own spread
---   max_cv       references noisier than this: "too noisy to localise", nobody is named
+--   max_cv       references noisier than this show nobody good (no link is named), and a run
+--                that names nobody says "too noisy to localise"
 --   min_host_partners  other hosts a host needs pairs with for a host verdict
 --   max_suspects ranks and links re-tested at most (the worst first); the rest are counted
-M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.5, factor = 1.5, link_factor = 3,
+M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 3,
               min_host_partners = 3, max_suspects = 16 }
 
 local function opt(args, k) local v = args[k]; if v == nil then v = M.VERDICT[k] end; return v end
@@ -450,9 +451,10 @@ end
 --      link_factor) while both of its ends are shown good with others by the same rounds.
 --   Slow: the median over rounds of (pair / references of the same kind in that round) exceeds
 --   T = max(factor, 1 + margin x cv) with cv the references' robust CV, in all rounds but at
---   most one. Good: that median below T and at most half the rounds above it. The finding
---   carries the samples, medians, cv, T, the margin and a confidence (1 - the sign test's
---   p-value). References with cv above max_cv: nobody of that kind is named; `noisy` says so.
+--   most one. Good: that median below T and at most half the rounds above it, with references
+--   no noisier than max_cv. The finding carries the samples, medians, cv, T, the margin and a
+--   confidence (1 - the sign test's p-value). References with cv above max_cv: nothing is shown
+--   good (no link named); when nobody is named, `noisy` says the run was too noisy to localise.
 function M.localise(values, rank_hosts, args, measure)
   local n = #rank_hosts
   local factor, link_factor = opt(args, "factor"), opt(args, "link_factor")
@@ -510,7 +512,7 @@ function M.localise(values, rank_hosts, args, measure)
       ref_round[k], cv[k] = per, M.spread(pooled)
       out.references[k] = { pairs = {}, cv = cv[k], median_us = median(per), samples = per }
       for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
-      if cv[k] > max_cv and (not out.noisy or cv[k] > out.noisy.cv) then
+      if cv[k] > max_cv and (not out.noisy or cv[k] > out.noisy.cv) then  -- reported if nobody is named
         out.noisy = { cv = cv[k], kind = k, max_cv = max_cv,
                       samples = #pooled }
       end
@@ -524,7 +526,8 @@ function M.localise(values, rank_hosts, args, measure)
         if rr then for r, x in ipairs(p.samples) do if rr[r] and rr[r] > 0 then q[#q + 1] = x / rr[r] end end end
         p.kind, p.ratios = k, q
         p.cv = cv[k]
-        p.decidable = rr ~= nil and #q >= kmin and cv[k] <= max_cv
+        p.decidable = rr ~= nil and #q >= kmin
+        p.quiet = cv[k] <= max_cv
       end
     end
   end
@@ -535,8 +538,12 @@ function M.localise(values, rank_hosts, args, measure)
     local above = 0
     for _, x in ipairs(q) do if x > T then above = above + 1 end end
     local eff = median(q) or 0
+    -- good: below the plain factor (not the noise-widened T: noise must not make a slow pair
+    -- look good), in at least half of the rounds, with references quiet enough to say so
+    local over = 0
+    for _, x in ipairs(q) do if x > factor then over = over + 1 end end
     return { slow = p.decidable and eff > T and above >= #q - 1,
-             good = p.decidable and eff < T and 2 * above <= #q,
+             good = p.decidable and p.quiet and eff < factor and 2 * over <= #q,
              pair = { p[1], p[2] }, samples_us = p.samples, median_us = median(p.samples), ratio = eff,
              above = above, rounds = #q, threshold = T }
   end
@@ -632,10 +639,25 @@ function M.localise(values, rank_hosts, args, measure)
   for _, s in ipairs(loc.ranks) do
     if not named_host[rank_hosts[s.rank + 1]] then
       if #tests >= cap then skipped = skipped + 1 else
-        local ps = {}
-        for _, same in ipairs { true, false } do
-          local g = partners(order, rank_hosts, s.rank, same, 1, nil)[1]
-          if g then ps[#ps + 1] = { math.min(s.rank, g), math.max(s.rank, g) } end
+        -- the rank against good ranks on other hosts, and a mate (a good rank of its host)
+        -- against others too: a slow rank beside a good mate is the rank, not its host; with no
+        -- mate, the rank against two partners; on a single host, against two of its host
+        local r = s.rank
+        local ps, mate = {}, nil
+        local others = partners(order, rank_hosts, r, false, 2, nil)
+        for _, g in ipairs(order) do
+          if g ~= r and rank_hosts[g + 1] == rank_hosts[r + 1] then mate = g; break end
+        end
+        if #others >= 1 then
+          ps[1] = { math.min(r, others[1]), math.max(r, others[1]) }
+          if mate then
+            local gm = others[2] or others[1]
+            ps[2] = { math.min(mate, gm), math.max(mate, gm), mate = true }
+          elseif others[2] then
+            ps[2] = { math.min(r, others[2]), math.max(r, others[2]) }
+          end
+        else
+          for _, g in ipairs(partners(order, rank_hosts, r, true, 2, nil)) do ps[#ps + 1] = { math.min(r, g), math.max(r, g) } end
         end
         if #ps > 0 then tests[#tests + 1] = { entry = s, what = "rank", pairs = ps } end
       end
@@ -668,14 +690,21 @@ function M.localise(values, rank_hosts, args, measure)
     if t.what == "rank" then
       local T = threshold(t.pairs[1], factor)
       local judged, all_slow, decidable = {}, true, true
+      local mate
       for _, p in ipairs(t.pairs) do
         local j = judge(p, threshold(p, factor))
         j.cv = p.cv
-        judged[#judged + 1] = j
-        all_slow = all_slow and j.slow
         decidable = decidable and p.decidable
+        if p.mate then
+          mate = j
+          all_slow = all_slow and j.good  -- the mate must be shown good
+        else
+          judged[#judged + 1] = j
+          all_slow = all_slow and j.slow
+        end
       end
       verdict(e, judged, T)
+      e.verdict.mate = mate
       if all_slow then
         local j = judged[1]
         e.partner = j.pair[1] == e.rank and j.pair[2] or j.pair[1]
@@ -740,7 +769,11 @@ function M.localise(values, rank_hosts, args, measure)
     end
   end
   out.ranks = kept
-  if out.noisy then  -- references too noisy: a verdict would be a guess; nobody of that kind is named
+  -- References noisier than max_cv: a suspect is still named when its effect clears the
+  -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)
+  -- and when nobody is named the finding says that the run was too noisy, not that it is healthy.
+  if out.noisy and #out.hosts + #out.ranks + #out.links > 0 then out.noisy = nil end
+  if out.noisy then
     out.noisy.message = ("measurements too noisy to localise: CV %.2f of the %s-host reference pairs (at most %.2f for a verdict)"):format(
       out.noisy.cv, out.noisy.kind == "intra" and "same" or "cross", max_cv)
   end

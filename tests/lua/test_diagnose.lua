@@ -546,7 +546,7 @@ function TestLocalise:test_too_noisy_names_nobody_and_says_so()
   local u = rng(11)
   local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
     local out = {}
-    for i, p in ipairs(batch) do out[i] = (hosts[p[1] + 1] == hosts[p[2] + 1] and 20 or 100) * math.exp(u(-1.5, 1.5)) end
+    for i, p in ipairs(batch) do out[i] = (hosts[p[1] + 1] == hosts[p[2] + 1] and 20 or 100) * math.exp(u(-2.5, 2.5)) end
     return out
   end)
   lu.assertEquals({ #loc.hosts, #loc.ranks, #loc.links }, { 0, 0, 0 })
