@@ -184,7 +184,7 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
     st:info("retests", loc.retests)
     if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
       ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
-                                       under_measured = loc.under_measured, undecided = loc.undecided,
+                                       under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,
                                        noisy = loc.noisy or false })
     end
   end

@@ -72,7 +72,7 @@ function recipe.run(ctx)
   local run = { size = n, rank_hosts = hosts, localisation = loc }
   if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
     ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
-                                     under_measured = loc.under_measured, undecided = loc.undecided,
+                                     under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,
                                      noisy = loc.noisy or false })
   end
   for _, f in ipairs(cs.diagnose.findings(loc)) do ctx.report:finding(f) end

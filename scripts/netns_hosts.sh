@@ -19,8 +19,9 @@
 #                   cs-hI: what the host sends; p-hI in cs-sw: what it receives).
 #       --throttle-link I J RATE  limits the path between hosts I and J alone to RATE in both
 #                   directions (a slow link; every other path of I and J keeps its speed): an htb
-#                   qdisc on cs-eth in cs-hI with a class for J's address at RATE (the rest at
-#                   --rate, or unlimited), and the same in cs-hJ for I's address.
+#                   qdisc on cs-eth in cs-hI with a class for J's address at RATE (the rest
+#                   unlimited there: --rate still holds at the receiving hosts' switch ports), and
+#                   the same in cs-hJ for I's address.
 #       --rate RATE the same limit on every host's link (the fabric's speed; --throttle overrides
 #                   it for its host). Unlimited, the veths run at memory speed and the ranks of
 #                   different "hosts" compete for this machine's cores: a pair whose two ranks
@@ -177,8 +178,11 @@ apply_shape() {  # N: the qdiscs of shape_opts on hosts 0..N-1
     fi
   done
   if [[ -n "$O_L_A" ]]; then  # after the tbfs: it replaces the host end's root qdisc
-    link_throttle "$O_L_A" "$O_L_B" "$O_L_RATE" "${O_RATE:-10gbit}"
-    link_throttle "$O_L_B" "$O_L_A" "$O_L_RATE" "${O_RATE:-10gbit}"
+    # the rest of the two hosts' egress unlimited here: --rate still holds at the switch port of
+    # every receiving host (an htb class at --rate slows more than the tbf does: the two hosts'
+    # other paths would be slower than everyone's, a slow host rather than a slow link)
+    link_throttle "$O_L_A" "$O_L_B" "$O_L_RATE" 10gbit
+    link_throttle "$O_L_B" "$O_L_A" "$O_L_RATE" 10gbit
   fi
 }
 

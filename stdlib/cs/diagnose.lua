@@ -230,9 +230,12 @@ end
 --                max(factor, 1 + margin x the references' CV): the references' own spread
 --   max_cv       references noisier than this show nobody good (no link is named), and a run
 --                that names nobody says "too noisy to localise"
+--   screen       the screening's factor: hosts and ranks whose pattern median is this many
+--                times the fleet's are re-tested (lower than `factor`: pairs measured many at
+--                once dilute a fault that pairs measured alone show; the verdict decides)
 --   min_host_partners  other hosts a host needs pairs with for a host verdict
 --   max_suspects ranks and links re-tested at most (the worst first); the rest are counted
-M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 3,
+M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 3, screen = 1.3,
               min_host_partners = 3, max_suspects = 16 }
 
 local function opt(args, k) local v = args[k]; if v == nil then v = M.VERDICT[k] end; return v end
@@ -459,9 +462,9 @@ function M.localise(values, rank_hosts, args, measure)
   local n = #rank_hosts
   local factor, link_factor = opt(args, "factor"), opt(args, "link_factor")
   local K, kmin, margin, max_cv = opt(args, "samples"), opt(args, "min_samples"), opt(args, "margin"), opt(args, "max_cv")
-  local host_sus, loc, order, bad_host, under = M.suspects(n, values, rank_hosts, factor, link_factor,
+  local host_sus, loc, order, bad_host, under = M.suspects(n, values, rank_hosts, opt(args, "screen"), link_factor,
     opt(args, "min_host_partners"), opt(args, "max_suspects"))
-  local out = { hosts = {}, ranks = {}, links = {}, references = {}, undecided = {}, under_measured = under,
+  local out = { hosts = {}, ranks = {}, links = {}, references = {}, undecided = {}, under_measured = under, tested = {},
                 suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs + loc.skipped_links } }
   local retests = { planned = 0, run = 0, cut = false, rounds = 0 }
   local function kind(a, b) return rank_hosts[a + 1] == rank_hosts[b + 1] and "intra" or "inter" end
@@ -548,12 +551,25 @@ function M.localise(values, rank_hosts, args, measure)
              above = above, rounds = #q, threshold = T }
   end
   local function threshold(p, f) return math.max(f, 1 + margin * (p.cv or 0)) end
-  local function verdict(entry, judged, T)
+  local function verdict(entry, judged, T, extra)
     local above, total = 0, 0
     for _, j in ipairs(judged) do above, total = above + j.above, total + j.rounds end
     entry.verdict = { pairs = judged, threshold = T, margin = margin, reference_cv = judged[1] and judged[1].cv,
                       rounds = judged[1] and judged[1].rounds or 0,
                       confidence = 1 - sign_tail(above, total) }
+    -- every suspect's verdict in short, named or not (report.json's localisation.tested: why
+    -- someone was not named)
+    local short = { host = entry.host, rank = entry.rank, pair = entry.a and { entry.a, entry.b } or nil,
+                    threshold = T, pairs = {} }
+    for _, j in ipairs(judged) do
+      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds,
+                                  slow = j.slow or false, good = j.good or false })
+    end
+    for _, j in ipairs(extra or {}) do
+      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds,
+                                  slow = j.slow or false, good = j.good or false, shown_good = true })
+    end
+    out.tested[#out.tested + 1] = short
   end
 
   -- 1. hosts
@@ -703,7 +719,7 @@ function M.localise(values, rank_hosts, args, measure)
           all_slow = all_slow and j.slow
         end
       end
-      verdict(e, judged, T)
+      verdict(e, judged, T, { mate })
       e.verdict.mate = mate
       if all_slow then
         local j = judged[1]
@@ -721,7 +737,7 @@ function M.localise(values, rank_hosts, args, measure)
       local ea = judge(t.pairs[2], threshold(t.pairs[2], factor))
       local eb = judge(t.pairs[3], threshold(t.pairs[3], factor))
       ea.cv, eb.cv = t.pairs[2].cv, t.pairs[3].cv
-      verdict(e, { link }, link.threshold)
+      verdict(e, { link }, link.threshold, { ea, eb })
       e.verdict.ends = { ea, eb }
       if link.slow and ea.good and eb.good then
         e.retest = link.median_us

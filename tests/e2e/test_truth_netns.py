@@ -1,7 +1,9 @@
 """Localisation names exactly the planted fault on 8 network-namespace hosts (issue 21): a slow
 host (tbf on its link), a slow link (htb on the path between two hosts) and a slow rank (chaos
 `slow` on its sendrecv, on a host with a second rank), two seeds each (the seed picks the place
-and a rate of 100-300 Mbit; every other path runs at 1 Gbit). p2p_matrix runs the same
+and a rate of 50-100 Mbit; every other path runs at 1 Gbit, which the veths of a loaded 2-core
+machine do not reach: faults above ~250 Mbit change little here, scripts/truth_harness.py
+measures those). p2p_matrix runs the same
 localisation as full_diag (cs.p2p.localise -> cs.diagnose.localise) at a fraction of its cost:
 the pattern, then the statistical verdict. Exactly one culprit is named, the planted one, and no
 innocent host, rank or link.
@@ -28,7 +30,7 @@ SEEDS = (1, 2)
 def case(kind, seed):
     """A fixed configuration: 8 hosts x 1 rank (a slow rank's host gets a second rank)."""
     rnd = random.Random(1000 * seed + len(kind))
-    rate = rnd.choice((100, 200, 300))
+    rate = rnd.choice((50, 80, 100))
     fault = {"kind": kind, "rate": "%dmbit" % rate, "rate_mbit": rate}
     sizes = [1] * HOSTS
     if kind == "host":
@@ -81,7 +83,9 @@ class TruthNetns(cs_e2e.TestCase):
             where = th.placement(cfg["sizes"])
             named = th.named_of(rep, where, self.ns)
             correct, innocent = th.score(cfg, named, where)
-            msg = "seed %d, planted %s: named %s\n%s" % (seed, f, named, [x.get("message") for x in rep.get("findings", [])])
+            msg = "seed %d, planted %s: named %s\n%s\nlocalisation: %s\npairs: %s" % (
+                seed, f, named, [x.get("message") for x in rep.get("findings", [])], rep.get("localisation"),
+                [(r["a"], r["b"], round(r["min_us"])) for r in rep.get("results", []) if r.get("kind") == "pair" and "min_us" in r])
             self.assertEqual(innocent, [], msg)
             self.assertTrue(correct, msg)
             self.assertEqual(len(named["hosts"]) + len(named["ranks"]) + len(named["links"]), 1, msg)
