@@ -309,6 +309,22 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
     if not ranks_of[h] then ranks_of[h] = {}; names[#names + 1] = h end
     table.insert(ranks_of[h], r - 1)
   end
+  -- A pair slow against both of its ends' own medians is a link suspect even when an end is a
+  -- rank suspect (localize leaves those out: a slow rank's pairs are slow, but not slower than
+  -- its others; a slow link's are, and noise that made its end a suspect must not hide it).
+  local fleet = loc.fleet_median
+  if fleet and fleet > 0 then
+    local listed = {}
+    for _, l in ipairs(loc.pairs) do listed[l.a * (n + 1) + l.b] = true end
+    for _, p in ipairs(values) do
+      local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
+      local own = math.max(loc.scores[a + 1] or 0, loc.scores[b + 1] or 0) * fleet
+      if p[3] > link_factor * fleet and p[3] > link_factor * own and not listed[a * (n + 1) + b] then
+        loc.pairs[#loc.pairs + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet }
+        listed[a * (n + 1) + b] = true
+      end
+    end
+  end
   -- slow links grouped by host: a host at one end of slow links to 2+ other hosts is the suspect
   local by_host = {}
   for _, l in ipairs(loc.pairs) do
@@ -348,7 +364,7 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
   for _, l in ipairs(loc.pairs) do
     local ha, hb = bad_host[rank_hosts[l.a + 1]], bad_host[rank_hosts[l.b + 1]]
     if ha or hb then
-      for _, h in ipairs { ha, hb } do
+      for _, h in pairs { ha or false, hb or false } do  -- (ipairs would stop at a nil ha)
         if h then
           h.links[#h.links + 1] = { l.a, l.b, l.value }
           h.link_suspects = h.link_suspects or {}

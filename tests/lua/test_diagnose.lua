@@ -526,6 +526,21 @@ function TestLocalise:test_slow_links_sharing_a_host_make_one_host_suspect()
   lu.assertEquals({ #loc.ranks, #loc.links }, { 0, 0 })
 end
 
+-- A slow link whose end looked slow on the screening (noise) is still re-tested as a link, and
+-- named alone: the end is cleared by its re-test.
+function TestLocalise:test_a_link_is_found_when_an_end_is_a_screening_suspect()
+  local hosts, values, model = job(8, 1, { link = { 1, 5 } }, 0.05)
+  for _, p in ipairs(values) do if p[1] == 5 or p[2] == 5 then p[3] = p[3] * 1.4 end end
+  local measure = function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) end
+    return out
+  end
+  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  lu.assertEquals(links_of(loc), { { 1, 5 } }, cs.json.encode({ loc.suspects, loc.tested }))
+  lu.assertEquals({ #loc.hosts, #loc.ranks }, { 0, 0 })
+end
+
 -- A link is named only when both ends are good with others: here one end is slow with
 -- everyone in the re-tests (the screening saw only the link), so no link is named.
 function TestLocalise:test_a_link_with_a_bad_end_is_not_named()
