@@ -1,10 +1,12 @@
 -- The analysis stages of full_diag at scale, on a synthetic result set (scripts/scale_model.sh
 -- runs it; docs/scale.md). Runs on the self backend (one process): it makes up what
 -- full_diag's measuring stages would have gathered on rank 0 for `ranks` ranks on `hosts`
--- hosts, with one slow host, one slow rank and one slow link planted, then runs the same stdlib
--- analysis full_diag runs (straggler votes, localisation with its re-tests answered by the
--- model, scorecard, rules) and writes the same report sections, so that the engine writes
--- report.json and report.html at the end as after a real run.
+-- hosts, with one slow host, one slow rank and one slow link planted (--plant all; or one of
+-- them at a seeded place, or none), every sample noisy (--cv, --spikes, --spike), then runs the
+-- same stdlib analysis full_diag runs (straggler votes, cs.diagnose.localise: the localisation
+-- cs.p2p.localise runs, its re-test rounds answered by the model with fresh noisy samples,
+-- scorecard, rules) and writes the same report sections, so that the engine writes report.json
+-- and report.html at the end as after a real run.
 -- The last line it logs is "SCALE {json}": per-stage seconds, the planted and the named.
 local cs = require "commscript"
 

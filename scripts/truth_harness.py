@@ -12,7 +12,8 @@ A benchmark, not a CI test (tests/e2e/test_truth_netns.py runs a few fixed cases
     scripts/rsh_netns.sh (btl tcp,self). A slow host: tbf on its link; a slow link: htb on the
     path between two hosts (--throttle-link); a slow rank: the engine's chaos `slow` on that
     rank's sendrecv by 1000/rate (2-20x; tc cannot tell two ranks of one host apart).
-    full_diag runs --max 64K with --budget 20 (quick) or 40 (standard); p2p_matrix --bytes 64K.
+    full_diag runs --max 64K with --budget 20 (quick) or 40 (standard) (its pairs are the tier's:
+    256K, 1M); p2p_matrix --bytes 256K (a 64 KB tbf bucket lets a 64K message pass unthrottled).
   scripts/truth_harness.py model [--seeds 30] [--ranks 1024] [--hosts 128] [--cv C]
         [--spikes P] [--spike X] [--plan auto|full|sampled]
     The same faults in scripts/scale_model.sh's synthetic job (its noise: per-sample CV and
@@ -240,7 +241,9 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
     if recipe == "full_diag":
         argv += ["full_diag", "--tier", cfg["tier"], "--max", "64K", "--budget", "20" if cfg["tier"] == "quick" else "40"]
     else:
-        argv += ["p2p_matrix", "--bytes", "64K", "--iters", "2", "--lat_iters", "10", "--repeats", "1", "--window", "2"]
+        # 256K: a tbf or htb bucket (64 KB, netns_hosts.sh) lets a 64K message through at full
+        # speed after an idle moment; the pair times would hide the fault
+        argv += ["p2p_matrix", "--bytes", "256K", "--iters", "1", "--lat_iters", "5", "--repeats", "1", "--window", "1"]
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=ns.env(), start_new_session=True)

@@ -232,10 +232,12 @@ end
 --                that names nobody says "too noisy to localise"
 --   screen       the screening's factor: hosts and ranks whose pattern median is this many
 --                times the fleet's are re-tested (lower than `factor`: pairs measured many at
---                once dilute a fault that pairs measured alone show; the verdict decides)
+--                once dilute a fault that pairs measured alone show; the verdict decides);
+--                screen_link the same for links (the verdict needs link_factor)
 --   min_host_partners  other hosts a host needs pairs with for a host verdict
 --   max_suspects ranks and links re-tested at most (the worst first); the rest are counted
 M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 3, screen = 1.3,
+              screen_link = 2,
               min_host_partners = 3, max_suspects = 16 }
 
 local function opt(args, k) local v = args[k]; if v == nil then v = M.VERDICT[k] end; return v end
@@ -478,7 +480,7 @@ function M.localise(values, rank_hosts, args, measure)
   local n = #rank_hosts
   local factor, link_factor = opt(args, "factor"), opt(args, "link_factor")
   local K, kmin, margin, max_cv = opt(args, "samples"), opt(args, "min_samples"), opt(args, "margin"), opt(args, "max_cv")
-  local host_sus, loc, order, bad_host, under = M.suspects(n, values, rank_hosts, opt(args, "screen"), link_factor,
+  local host_sus, loc, order, bad_host, under = M.suspects(n, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
     opt(args, "min_host_partners"), opt(args, "max_suspects"))
   local out = { hosts = {}, ranks = {}, links = {}, references = {}, undecided = {}, under_measured = under, tested = {},
                 suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs + loc.skipped_links } }

@@ -1,12 +1,12 @@
 """Localisation names exactly the planted fault on 8 network-namespace hosts (issue 21): a slow
 host (tbf on its link), a slow link (htb on the path between two hosts) and a slow rank (chaos
 `slow` x4-8 on its sendrecv, on a host with a second rank), two seeds each (CS_TRUTH_SEEDS; the
-seed picks the place and a rate of 50-100 Mbit; every other path runs at 1 Gbit, which the veths of a loaded 2-core
-machine do not reach: faults above ~250 Mbit change little here, scripts/truth_harness.py
-measures those). p2p_matrix runs the same
-localisation as full_diag (cs.p2p.localise -> cs.diagnose.localise) at a fraction of its cost:
-the pattern, then the statistical verdict. Exactly one culprit is named, the planted one, and no
-innocent host, rank or link.
+seed picks the place and a rate of 50-100 Mbit; every other path runs at 1 Gbit, which the
+veths of a loaded 2-core machine do not reach: faults above ~250 Mbit change little here,
+scripts/truth_harness.py measures those). p2p_matrix runs the same localisation as full_diag
+(cs.p2p.localise -> cs.diagnose.localise) at a fraction of its cost: the pattern, then the
+statistical verdict. Exactly one culprit is named, the planted one, and no innocent host, rank
+or link.
 
 The machinery is scripts/truth_harness.py's (the precision/recall benchmark: this is a few fixed
 cases of it); its own namespace set (cs-tt-h0.PID.., subnet 10.81.0.0/24), made once and
