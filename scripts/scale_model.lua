@@ -190,7 +190,8 @@ function recipe.run(ctx)
     for i = 1, n do bw[i], lat[i] = {}, {} end
     for k, p in ipairs(list) do
       local a, b = p[1], p[2]
-      local us = j.pair_us(a, b)
+      -- full_diag's pair value: the best of the tier's repeats (3), each a noisy sample
+      local us = math.min(j.pair_us(a, b), j.pair_us(a, b), j.pair_us(a, b))
       p[3] = us
       local gbps = PAIR_BYTES / us / 1e3
       bw[a + 1][b + 1], bw[b + 1][a + 1] = gbps, gbps * (1 + 0.02 * j.u())
