@@ -55,7 +55,7 @@ local STRAGGLER_MAX_BYTES = 65536
 -- per round, x the full plan's rounds), at most SHARE.pattern_max of the budget, would still
 -- fit, and never later than SHARE.sweep_max of the budget (the tier's): a cheap pattern leaves
 -- the sweep most of it, a slow fabric caps the sweep so that the pattern and localisation run.
-local SHARE = { pattern = 0.8, pattern_max = 0.55, sweep_max = { quick = 0.4, standard = 0.6, long = 0.7 } }
+local SHARE = { pattern = 0.75, pattern_max = 0.55, sweep_max = { quick = 0.4, standard = 0.6, long = 0.7 } }
 local PROBE_FACTOR = 3
 -- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
 -- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least

@@ -274,7 +274,16 @@ function recipe.run(ctx)
     analysis, analysis_cpu = analysis + times[k], analysis_cpu + cpu[k]
   end
   times.cpu = cpu
+  -- the verdicts on the planted (why one was missed)
+  local on_planted = A {}
+  for _, t in ipairs(loc.tested) do
+    if (t.host and t.host == j.slow_host) or (t.rank and t.rank == j.slow_rank)
+      or (t.pair and j.link and t.pair[1] == math.min(j.link[1], j.link[2]) and t.pair[2] == math.max(j.link[1], j.link[2])) then
+      on_planted[#on_planted + 1] = t
+    end
+  end
   for k, v in pairs({ ranks = n, hosts = h, plan = plan, pairs = #list, retests = retests, noisy = loc.noisy and loc.noisy.cv or false,
+                      tested_planted = on_planted,
                       under_measured = #loc.under_measured, plant = ctx.opt.plant, seed = ctx.opt.seed,
                       suspects = loc.suspects, named = named, planted = planted, exact = exact,
                       analysis_in_recipe_s = analysis, analysis_in_recipe_cpu_s = analysis_cpu,

@@ -12,7 +12,7 @@ A benchmark, not a CI test (tests/e2e/test_truth_netns.py runs a few fixed cases
     scripts/rsh_netns.sh (btl tcp,self). A slow host: tbf on its link; a slow link: htb on the
     path between two hosts (--throttle-link); a slow rank: the engine's chaos `slow` on that
     rank's sendrecv by 1000/rate (2-20x; tc cannot tell two ranks of one host apart).
-    full_diag runs --max 64K with --budget 20 (quick) or 40 (standard) (its pairs are the tier's:
+    full_diag runs --max 64K with --budget 20 (quick) or 60 (standard) (its pairs are the tier's:
     256K, 1M); p2p_matrix --bytes 256K (a 64 KB tbf bucket lets a 64K message pass unthrottled).
   scripts/truth_harness.py model [--seeds 30] [--ranks 1024] [--hosts 128] [--cv C]
         [--spikes P] [--spike X] [--plan auto|full|sampled]
@@ -239,7 +239,7 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
     if f["kind"] == "rank":
         argv += ["--set", 'chaos=[{kind="slow", ranks=[%d], factor=%g, ops=["sendrecv"]}]' % (f["rank"], f["factor"])]
     if recipe == "full_diag":
-        argv += ["full_diag", "--tier", cfg["tier"], "--max", "64K", "--budget", "20" if cfg["tier"] == "quick" else "40"]
+        argv += ["full_diag", "--tier", cfg["tier"], "--max", "64K", "--budget", "20" if cfg["tier"] == "quick" else "60"]
     else:
         # 256K: a tbf or htb bucket (64 KB, netns_hosts.sh) lets a 64K message through at full
         # speed after an idle moment; the pair times would hide the fault
@@ -281,6 +281,8 @@ def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
     row = dict(cfg, recipe=recipe, rc=rc, wall_s=round(elapsed, 1), named=named, correct=correct, innocent=innocent,
                visible=visible(cfg, rep, where),
                reference_samples={k: [p.get("samples_us") for p in (v.get("pairs") or [])] for k, v in refs.items()},
+               localisation={k: (rep.get("localisation") or {}).get(k) for k in ("suspects", "retests", "tested", "undecided")},
+               plan=(rep.get("matrix") or {}).get("plan"),
                stages=[(s["name"], round(s["seconds"], 2)) for s in (rep.get("cost") or {}).get("stages", [])])
     if rc not in (0, 3):
         row["tail"] = tail
@@ -322,7 +324,7 @@ def model_seed(seed, args):
     innocent += ["straggler %s" % x for x in named["stragglers"]] + ["finding %s" % x for x in named["other"]]
     return {"seed": seed, "ranks": args.ranks, "hosts": args.hosts, "fault": {"kind": kind, "factor": factor},
             "planted": planted, "named": named, "correct": correct, "innocent": innocent, "noisy": r.get("noisy"),
-            "suspects": r.get("suspects"), "retests": r.get("retests"), "analysis_cpu_s": r.get("analysis_cpu_s"),
+            "suspects": r.get("suspects"), "retests": r.get("retests"), "tested_planted": r.get("tested_planted"), "analysis_cpu_s": r.get("analysis_cpu_s"),
             "localisation_cpu_s": r["cpu"]["localisation_s"], "analysis_s": r.get("analysis_s")}
 
 

@@ -531,8 +531,10 @@ function M.localise(values, rank_hosts, args, measure)
         end
       end
       ref_round[k], cv[k] = per, M.spread(pooled)
-      out.references[k] = { pairs = {}, cv = cv[k], median_us = median(per), samples = per }
-      for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
+      if #per > 0 or not out.references[k] then  -- the last phase that measured
+        out.references[k] = { pairs = {}, cv = cv[k], median_us = median(per), samples = per }
+        for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
+      end
       if cv[k] > max_cv and (not out.noisy or cv[k] > out.noisy.cv) then  -- reported if nobody is named
         out.noisy = { cv = cv[k], kind = k, max_cv = max_cv,
                       samples = #pooled }
@@ -602,7 +604,7 @@ function M.localise(values, rank_hosts, args, measure)
     if #ps > 0 then host_tests[#host_tests + 1] = { entry = h, pairs = ps } else out.undecided[#out.undecided + 1] = { host = h.host, why = "no good partner" } end
   end
   run_phase(host_tests, true)
-  local named_host = {}
+  local named_host, decided_rank = {}, {}
   for _, t in ipairs(host_tests) do
     local judged, all_slow, decidable = {}, true, true
     local T = threshold(t.pairs[1], factor)
@@ -628,8 +630,31 @@ function M.localise(values, rank_hosts, args, measure)
       h.retest.partner_host = table.concat(ph, " and ")
       out.hosts[#out.hosts + 1] = h
       named_host[h.host] = true
-    elseif not decidable then
-      out.undecided[#out.undecided + 1] = { host = h.host, why = retests.cut and "budget" or "noise" }
+    else
+      -- the host's ranks were measured one per pair: one slow while another is shown good is
+      -- that rank (the rank verdict of phase 2, already measured)
+      local slow, good = {}, 0
+      for _, j in ipairs(judged) do
+        local r = bad_host[rank_hosts[j.pair[1] + 1]] == h and j.pair[1] or j.pair[2]
+        if j.slow then slow[#slow + 1] = { r, j } elseif j.good then good = good + 1 end
+      end
+      if #slow == 1 and good >= 1 and #h.ranks >= 2 then
+        local r, j = slow[1][1], slow[1][2]
+        local e
+        for _, s in ipairs(loc.ranks) do if s.rank == r then e = s end end
+        e = e or { rank = r, score = h.score, median = h.median }
+        e.partner = j.pair[1] == r and j.pair[2] or j.pair[1]
+        e.value = j.median_us
+        e.reference = out.references.inter and out.references.inter.median_us
+        local mate
+        for _, x in ipairs(judged) do if x.good then mate = x end end
+        e.verdict = { pairs = { j }, threshold = T, margin = margin, reference_cv = j.cv, rounds = j.rounds,
+                      confidence = 1 - sign_tail(j.above, j.rounds), mate = mate, from_host_test = h.host }
+        out.ranks[#out.ranks + 1] = e
+        decided_rank[r] = true
+      elseif not decidable then
+        out.undecided[#out.undecided + 1] = { host = h.host, why = retests.cut and "budget" or "noise" }
+      end
     end
   end
 
@@ -671,7 +696,7 @@ function M.localise(values, rank_hosts, args, measure)
   local tests = {}
   local skipped = 0
   for _, s in ipairs(loc.ranks) do
-    if not named_host[rank_hosts[s.rank + 1]] then
+    if not named_host[rank_hosts[s.rank + 1]] and not decided_rank[s.rank] then
       if #tests >= cap then skipped = skipped + 1 else
         -- the rank against good ranks on other hosts, and a mate (a good rank of its host)
         -- against others too: a slow rank beside a good mate is the rank, not its host; with no

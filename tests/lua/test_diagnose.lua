@@ -573,19 +573,31 @@ end
 
 -- The budget: the host verdicts' first min_samples rounds run regardless, the rest stop when
 -- measure says the budget is spent; an undecided suspect is reported, not named.
-function TestLocalise:test_budget_cut_hosts_still_decided_ranks_left_undecided()
-  local hosts, values, _, measure = job(4, 4, { host = "h2", rank = 5 })
+function TestLocalise:test_budget_cut_hosts_still_decided_links_left_undecided()
+  local hosts, values, _, measure = job(4, 4, { host = "h2", link = { 0, 12 } })
   local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
     if not must then return nil end
     return measure(batch)
   end)
   lu.assertEquals(hosts_of(loc), { "h2" })
   lu.assertEquals(loc.hosts[1].verdict.rounds, cs.diagnose.VERDICT.min_samples)
-  lu.assertEquals(#loc.ranks, 0)
+  lu.assertEquals(#loc.links, 0)
   lu.assertTrue(loc.retests.cut)
   local msgs = {}
   for _, f in ipairs(cs.diagnose.findings(loc)) do msgs[#msgs + 1] = f.message end
-  lu.assertStrContains(table.concat(msgs, "\n"), "left undecided, the budget ran out: rank 5")
+  lu.assertStrContains(table.concat(msgs, "\n"), "left undecided, the budget ran out: link 0-12")
+end
+
+-- A slow rank beside a good rank of its host, seen by the host's own re-test (the screening took
+-- the host for a suspect): named as the rank from those rounds, without a second phase.
+function TestLocalise:test_a_rank_is_named_from_its_hosts_retest()
+  local hosts, values, _, measure, calls = job(4, 2, { rank = 3 }, 0.05)
+  for _, p in ipairs(values) do if hosts[p[1] + 1] == "h1" or hosts[p[2] + 1] == "h1" then p[3] = p[3] * 1.2 end end
+  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  lu.assertEquals(ranks_of(loc.ranks), { 3 })
+  lu.assertEquals(#loc.hosts + #loc.links, 0)
+  lu.assertEquals(loc.ranks[1].verdict.from_host_test, "h1")
+  lu.assertEquals(calls.batches, cs.diagnose.VERDICT.samples)
 end
 
 -- Hosts measured with too few other hosts get no host verdict, and the report says which.
