@@ -283,7 +283,7 @@ function recipe.run(ctx)
     end
   end
   for k, v in pairs({ ranks = n, hosts = h, plan = plan, pairs = #list, retests = retests, noisy = loc.noisy and loc.noisy.cv or false,
-                      tested_planted = on_planted,
+                      tested_planted = on_planted, references = loc.references,
                       under_measured = #loc.under_measured, plant = ctx.opt.plant, seed = ctx.opt.seed,
                       suspects = loc.suspects, named = named, planted = planted, exact = exact,
                       analysis_in_recipe_s = analysis, analysis_in_recipe_cpu_s = analysis_cpu,

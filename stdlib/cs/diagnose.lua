@@ -517,16 +517,16 @@ function M.localise(values, rank_hosts, args, measure)
       rounds = rounds + 1
     end
     retests.rounds = retests.rounds + rounds
-    -- the references of each kind: per round the faster of them (noise only adds time: one
-    -- reference caught by a spike does not make the suspects look fast), their spread (each
-    -- pair's samples over its own median, pooled)
+    -- the references of each kind: per round their mean (the faster of them would be biased
+    -- low: good pairs would look slow), their spread (each pair's samples over its own median,
+    -- pooled)
     local ref_round, cv = {}, {}
     for k, ps in pairs(refs) do
       local per, pooled = {}, {}
       for _, p in ipairs(ps) do
         local m = median(p.samples)
         for r, x in ipairs(p.samples) do
-          per[r] = math.min(per[r] or x, x)
+          per[r] = (per[r] or 0) + x / #ps
           if m and m > 0 then pooled[#pooled + 1] = x / m end
         end
       end
@@ -561,12 +561,10 @@ function M.localise(values, rank_hosts, args, measure)
     local above = 0
     for _, x in ipairs(q) do if x > T then above = above + 1 end end
     local eff = median(q) or 0
-    -- good: below the plain factor (not the noise-widened T: noise must not make a slow pair
-    -- look good), in at least half of the rounds, with references quiet enough to say so
-    local over = 0
-    for _, x in ipairs(q) do if x > factor then over = over + 1 end end
+    -- good: the median below the plain factor (not the noise-widened T: noise must not make a
+    -- slow pair look good), with references quiet enough to say so
     return { slow = p.decidable and eff > T and above >= #q - 1,
-             good = p.decidable and p.quiet and eff < factor and 2 * over <= #q,
+             good = p.decidable and p.quiet and eff < factor,
              pair = { p[1], p[2] }, samples_us = p.samples, median_us = median(p.samples), ratio = eff,
              above = above, rounds = #q, threshold = T }
   end
@@ -582,11 +580,11 @@ function M.localise(values, rank_hosts, args, measure)
     local short = { host = entry.host, rank = entry.rank, pair = entry.a and { entry.a, entry.b } or nil,
                     threshold = T, pairs = {} }
     for _, j in ipairs(judged) do
-      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds,
+      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds, median_us = j.median_us,
                                   slow = j.slow or false, good = j.good or false })
     end
     for _, j in ipairs(extra or {}) do
-      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds,
+      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds, median_us = j.median_us,
                                   slow = j.slow or false, good = j.good or false, shown_good = true })
     end
     out.tested[#out.tested + 1] = short
