@@ -236,7 +236,7 @@ end
 --                screen_link the same for links (the verdict needs link_factor)
 --   min_host_partners  other hosts a host needs pairs with for a host verdict
 --   max_suspects ranks and links re-tested at most (the worst first); the rest are counted
-M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 3, screen = 1.3,
+M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 2, screen = 1.3,
               screen_link = 2,
               min_host_partners = 3, max_suspects = 16 }
 
