@@ -26,6 +26,8 @@ local recipe = cs.recipe {
     cv = { default = 0.1, type = "number", min = 0, help = "per-sample noise of a pair's time: lognormal, this CV" },
     spikes = { default = 0.02, type = "number", min = 0, max = 1, help = "probability that a sample is a spike" },
     spike = { default = 3, type = "number", min = 1, help = "a spike's factor on the sample" },
+    results = { default = "yes", choices = { "yes", "no" },
+                help = "write one result per pair as full_diag does while measuring (no: skip them, for the truth harness's many runs; not analysis)" },
   },
 }
 
@@ -234,6 +236,7 @@ function recipe.run(ctx)
   -- they are written during the measuring stages, so they are timed apart (results_s), not
   -- counted as analysis.
   stage("results_s", function()
+    if ctx.opt.results == "no" then return end
     for _, op in ipairs(SWEEP_OPS) do for _, r in ipairs(measured.sweep[op]) do ctx.report:result(r) end end
     for _, p in ipairs(list) do
       ctx.report:result { kind = "pair", op = "sendrecv", a = p[1], b = p[2],

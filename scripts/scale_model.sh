@@ -7,7 +7,8 @@
 #                          [--out DIR] [--check] [--max-analysis-s 5] [--max-html-bytes 5000000]
 #                          [--max-json-bytes 200000000] [--time wall|cpu]
 #                          [--plant all|host|rank|link|none] [--factor F] [--cv C] [--spikes P] [--spike X]
-# --plant, --factor and the noise (--cv, --spikes, --spike) are scale_model.lua's options
+#                          [--results yes|no]
+# --plant, --factor, the noise (--cv, --spikes, --spike) and --results are scale_model.lua's options
 # (scripts/truth_harness.py --model runs it over seeds for precision and recall).
 # --check: exit 1 unless the named are exactly the planted, all analysis (stragglers,
 # localisation, scorecard, rules, report sections, report.json write, report.html render) took
@@ -27,14 +28,14 @@ bin=${COMMSCRIPT:-$root/build/commscript}
 ranks=1024 hosts=128 plan=auto seed=1 out="" check=0 timing=wall
 max_s=5 max_html=5000000 max_json=200000000
 model=()
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ranks) ranks=${2:?}; shift 2 ;;
     --hosts) hosts=${2:?}; shift 2 ;;
     --plan) plan=${2:?}; shift 2 ;;
     --seed) seed=${2:?}; shift 2 ;;
-    --plant|--factor|--cv|--spikes|--spike) model+=("$1" "${2:?}"); shift 2 ;;
+    --plant|--factor|--cv|--spikes|--spike|--results) model+=("$1" "${2:?}"); shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     --check) check=1; shift ;;
     --time) timing=${2:?}; shift 2 ;;

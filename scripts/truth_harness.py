@@ -300,7 +300,7 @@ def model_seed(seed, args):
     rate = rnd.randint(50, 500)
     factor = max(2.0, min(20.0, round(1000.0 / rate, 1)))
     cmd = [os.path.join(REPO, "scripts", "scale_model.sh"), "--ranks", str(args.ranks), "--hosts", str(args.hosts),
-           "--plan", args.plan, "--seed", str(seed), "--plant", kind, "--time", "cpu"]
+           "--plan", args.plan, "--seed", str(seed), "--plant", kind, "--time", "cpu", "--results", "no"]
     if kind != "none":
         cmd += ["--factor", str(factor)]
     for k in ("cv", "spikes", "spike"):
