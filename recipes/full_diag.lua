@@ -53,9 +53,9 @@ local STRAGGLER_MAX_BYTES = 65536
 -- rest to localisation (its re-tests are repeated measurements: a statistical verdict); the
 -- sweep ends where the pattern's estimated time (a probe round before the sweep, x PROBE_FACTOR
 -- per round, x the full plan's rounds), at most SHARE.pattern_max of the budget, would still
--- fit, and never later than SHARE.sweep_max of the budget (the tier's): a cheap pattern leaves
+-- fit, and on several hosts never later than SHARE.sweep_max of the budget: a cheap pattern leaves
 -- the sweep most of it, a slow fabric caps the sweep so that the pattern and localisation run.
-local SHARE = { pattern = 0.75, pattern_max = 0.55, sweep_max = { quick = 0.4, standard = 0.6, long = 0.7 } }
+local SHARE = { pattern = 0.75, pattern_max = 0.55, sweep_max = { quick = 0.5, standard = 0.6, long = 0.7 } }
 local PROBE_FACTOR = 3
 -- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
 -- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least
@@ -245,8 +245,9 @@ function recipe.run(ctx)
   local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) or 0
   local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
     + (1 - SHARE.pattern) * tier.budget
+  -- the cap where hosts are to be told apart (one host: the probe prices the pattern well)
   local sweep_deadline = math.min(math.max(tier.budget - reserve - elapsed(), 0) + elapsed(),
-    SHARE.sweep_max[ctx.opt.tier] * tier.budget)
+    ctx.nhosts > 1 and SHARE.sweep_max[ctx.opt.tier] * tier.budget or math.huge)
   tier = setmetatable({ sweep_deadline = sweep_deadline }, { __index = tier })
   st:info("probe_s", probe_s)
   st:info("sweep_deadline_s", tier.sweep_deadline)
