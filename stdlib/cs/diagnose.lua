@@ -742,6 +742,16 @@ function M.localise(values, rank_hosts, args, measure)
   end
   out.suspects.skipped = skipped
   run_phase(tests, false)
+  -- a rank whose own re-test (against other ranks) came out above the factor is not shown good
+  -- by any of the same rounds: a link at its end is not named (a slow rank is not its links)
+  local not_good = {}
+  for _, t in ipairs(tests) do
+    if t.what == "rank" then
+      for _, p in ipairs(t.pairs) do
+        if not p.mate and (median(p.ratios or {}) or 0) >= factor then not_good[t.entry.rank] = true end
+      end
+    end
+  end
   for _, t in ipairs(tests) do
     local e = t.entry
     if t.what == "rank" then
@@ -780,7 +790,7 @@ function M.localise(values, rank_hosts, args, measure)
       ea.cv, eb.cv = t.pairs[2].cv, t.pairs[3].cv
       verdict(e, { link }, link.threshold, { ea, eb })
       e.verdict.ends = { ea, eb }
-      if link.slow and ea.good and eb.good then
+      if link.slow and ea.good and eb.good and not not_good[e.a] and not not_good[e.b] then
         e.retest = link.median_us
         local ref = out.references[t.pairs[1].kind]
         e.reference = ref and ref.median_us
