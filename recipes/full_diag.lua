@@ -49,14 +49,18 @@ local recipe = cs.recipe {
 -- matrix's rounds) and its re-tests: iterations each, the best of the tier's repeats.
 local MATRIX = { window = 4, iters = 3, repeats = 1, lat_iters = 50 }
 local LOCALISE_ITERS = 10
+-- Each of localisation's re-test samples (cs.diagnose.localise: every suspect and its
+-- references re-measured VERDICT.samples times, interleaved): pair_bench iterations, its min.
+local RETEST_ITERS = 5
 -- Straggler votes are taken over the all-reduces up to this size (arrival dominates there).
 local STRAGGLER_MAX_BYTES = 65536
 -- The budget's shares (rank 0's clock): the pattern ends by SHARE.pattern of it, leaving the
--- rest to localisation; the sweep ends where the pattern's estimated time (a probe round before
--- the sweep, x PROBE_FACTOR per round, x the full plan's rounds), at most SHARE.pattern_max of
--- the budget, would still fit: a cheap pattern leaves the sweep nearly everything, a slow fabric
--- caps the sweep so that the pattern and localisation still run.
-local SHARE = { pattern = 0.9, pattern_max = 0.55 }
+-- rest to localisation (its re-tests are repeated measurements: a statistical verdict); the
+-- sweep ends where the pattern's estimated time (a probe round before the sweep, x PROBE_FACTOR
+-- per round, x the full plan's rounds), at most SHARE.pattern_max of the budget, would still
+-- fit, and on several hosts never later than SHARE.sweep_max of the budget: a cheap pattern leaves
+-- the sweep most of it, a slow fabric caps the sweep so that the pattern and localisation run.
+local SHARE = { pattern = 0.75, pattern_max = 0.55, sweep_max = { quick = 0.5, standard = 0.6, long = 0.7 } }
 local PROBE_FACTOR = 3
 -- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
 -- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least
@@ -180,8 +184,14 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
   local loc = { hosts = {}, ranks = {}, links = {} }
   if ctx.size >= 4 or ctx.nhosts >= 3 then
     loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts,
-      { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, repeats = tier.repeats, deadline = t0 + tier.budget, stages = st })
+      { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, retest_iters = RETEST_ITERS, deadline = t0 + tier.budget,
+        stages = st })
     st:info("retests", loc.retests)
+    if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
+      ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
+                                       under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,
+                                       noisy = loc.noisy or false })
+    end
   end
   return matrix, loc
 end
@@ -292,7 +302,10 @@ function recipe.run(ctx)
   local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) or 0
   local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
     + (1 - SHARE.pattern) * tier.budget
-  tier = setmetatable({ sweep_deadline = math.max(tier.budget - reserve - elapsed(), 0) + elapsed() }, { __index = tier })
+  -- the cap where hosts are to be told apart (one host: the probe prices the pattern well)
+  local sweep_deadline = math.min(math.max(tier.budget - reserve - elapsed(), 0) + elapsed(),
+    ctx.nhosts > 1 and SHARE.sweep_max[ctx.opt.tier] * tier.budget or math.huge)
+  tier = setmetatable({ sweep_deadline = sweep_deadline }, { __index = tier })
   st:info("probe_s", probe_s)
   st:info("sweep_deadline_s", tier.sweep_deadline)
 
@@ -339,6 +352,7 @@ function recipe.run(ctx)
   -- 8. rules, on rank 0 (the topology is there)
   stage("rules")
   if ctx.rank == 0 then
+    found:add(cs.diagnose.findings(loc))  -- what localisation could not say: too noisy, under-measured, undecided
     found:add(cs.rules.evaluate({ size = ctx.size, rank_hosts = ctx.hosts, oversubscribed = cs.topo.oversubscribed(topology),
                                   sweep = measured.sweep, stragglers = stragglers, localisation = loc, scorecard = card,
                                   baseline = ctx.baseline, thresholds = ctx.config.thresholds or {} }, rules))

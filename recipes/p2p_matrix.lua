@@ -65,10 +65,17 @@ function recipe.run(ctx)
   end
 
   -- Localisation from exchange times (the fastest of repeated round-robin rounds: noise only
-  -- adds time), suspects re-measured alone against known-good ranks before they are named.
+  -- adds time): full_diag's (cs.p2p.localise), suspects re-measured several times, interleaved
+  -- with reference pairs, before they are named.
   local args = { op = "sendrecv", bytes = ctx.opt.bytes, iters = 10, repeats = 3 }
   local loc = cs.p2p.localise(ctx, cs.p2p.round_robin(ctx, args), hosts, args)
   local run = { size = n, rank_hosts = hosts, localisation = loc }
+  if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
+    ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
+                                     under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,
+                                     noisy = loc.noisy or false })
+  end
+  for _, f in ipairs(cs.diagnose.findings(loc)) do ctx.report:finding(f) end
   for _, f in ipairs(cs.rules.evaluate(run)) do ctx.report:finding(f) end
 end
 

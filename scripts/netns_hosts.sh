@@ -3,6 +3,7 @@
 # (tests/e2e/test_multihost.py). Needs root, iproute2 (ip netns, veth, bridge) and tc.
 #
 #   scripts/netns_hosts.sh up N [--slots S] [--rate RATE] [--throttle HOST_INDEX RATE]
+#                              [--throttle-link I J RATE]
 #       Creates (after removing any leftovers of the same set, so `up` is idempotent):
 #         cs-sw       a "switch" namespace holding the bridge br0 (stp off, forward delay 0);
 #         cs-h0..cs-h{N-1}  one namespace per host, lo up, one veth `cs-eth` (10.77.0.(I+1)/24)
@@ -16,6 +17,11 @@
 #       --throttle I RATE  limits host I's link to RATE (a tc rate: 100mbit, 1gbit, ...) in both
 #                   directions with a tbf qdisc on the egress of both ends of its veth (cs-eth in
 #                   cs-hI: what the host sends; p-hI in cs-sw: what it receives).
+#       --throttle-link I J RATE  limits the path between hosts I and J alone to RATE in both
+#                   directions (a slow link; every other path of I and J keeps its speed): an htb
+#                   qdisc on cs-eth in cs-hI with a class for J's address at RATE (the rest
+#                   unlimited there: --rate still holds at the receiving hosts' switch ports), and
+#                   the same in cs-hJ for I's address.
 #       --rate RATE the same limit on every host's link (the fabric's speed; --throttle overrides
 #                   it for its host). Unlimited, the veths run at memory speed and the ranks of
 #                   different "hosts" compete for this machine's cores: a pair whose two ranks
@@ -24,6 +30,10 @@
 #                   The launcher's link is never limited.
 #       --slots S   slots per host in the printed hostfile (default 1).
 #       Prints a hostfile on stdout: one `cs-hI slots=S` line per host.
+#   scripts/netns_hosts.sh shape [--rate RATE] [--throttle HOST_INDEX RATE] [--throttle-link I J RATE]
+#       Reshapes the links of the set that is up, in place: removes every qdisc of its hosts'
+#       links, then applies the options as `up` does (no option: every link unlimited). Faster
+#       than a new `up` between runs that differ only in their throttles.
 #   scripts/netns_hosts.sh down [--stale]
 #       Ends the processes left in the set's namespaces (by pid, from `ip netns pids`: orted
 #       daemonizes, so an interrupted mpirun can leave them), then removes the namespaces (and so
@@ -116,6 +126,14 @@ throttle() {  # I RATE: tbf on the egress of both ends of host I's link
   tc -n "$SW" qdisc replace dev "p-h$i" root tbf rate "$rate" burst 64kb latency 50ms
 }
 
+link_throttle() {  # I J RATE BASE: host I's egress towards host J's address at RATE (htb), the rest at BASE
+  local i=$1 j=$2 rate=$3 base=${4:-10gbit} ns="$P-h$1$SFX"
+  tc -n "$ns" qdisc replace dev "$IF" root handle 1: htb default 10
+  tc -n "$ns" class add dev "$IF" parent 1: classid 1:10 htb rate "$base" burst 64kb quantum 60000
+  tc -n "$ns" class add dev "$IF" parent 1: classid 1:20 htb rate "$rate" burst 64kb quantum 60000
+  tc -n "$ns" filter add dev "$IF" parent 1: protocol ip prio 1 u32 match ip dst "$SUBNET.$((j + 1))/32" flowid 1:20
+}
+
 reachable() {  # ADDR: from the launcher, within ~5 s (no ping here: a TCP connection to a
   local out    # closed port, answered "refused" by the host's kernel, proves the path)
   for _ in $(seq 50); do
@@ -126,22 +144,54 @@ reachable() {  # ADDR: from the launcher, within ~5 s (no ping here: a TCP conne
   return 1
 }
 
-up() {
-  [[ $# -ge 1 && "$1" =~ ^[0-9]+$ ]] || die "usage: up N [--slots S] [--rate RATE] [--throttle HOST_INDEX RATE]"
-  local n=$1 slots=1 t_host="" t_rate="" rate="" i
+# The options that shape the links (up and shape): sets O_SLOTS O_RATE O_T_HOST O_T_RATE O_L_A
+# O_L_B O_L_RATE.
+shape_opts() {  # N OPTIONS...
+  local n=$1
   shift
+  O_SLOTS=1 O_RATE="" O_T_HOST="" O_T_RATE="" O_L_A="" O_L_B="" O_L_RATE=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
-      --slots) [[ $# -ge 2 ]] || die "--slots needs a value"; slots=$2; shift 2 ;;
-      --rate) [[ $# -ge 2 ]] || die "--rate needs a value"; rate=$2; shift 2 ;;
-      --throttle) [[ $# -ge 3 ]] || die "--throttle needs HOST_INDEX RATE"; t_host=$2; t_rate=$3; shift 3 ;;
+      --slots) [[ $# -ge 2 ]] || die "--slots needs a value"; O_SLOTS=$2; shift 2 ;;
+      --rate) [[ $# -ge 2 ]] || die "--rate needs a value"; O_RATE=$2; shift 2 ;;
+      --throttle) [[ $# -ge 3 ]] || die "--throttle needs HOST_INDEX RATE"; O_T_HOST=$2; O_T_RATE=$3; shift 3 ;;
+      --throttle-link) [[ $# -ge 4 ]] || die "--throttle-link needs I J RATE"; O_L_A=$2; O_L_B=$3; O_L_RATE=$4; shift 4 ;;
       *) die "unknown option: $1" ;;
     esac
   done
-  (( n >= 1 && n <= 200 )) || die "N must be 1..200"
-  if [[ -n "$t_host" ]]; then
-    [[ "$t_host" =~ ^[0-9]+$ ]] && (( t_host < n )) || die "--throttle: no host $t_host"
+  if [[ -n "$O_T_HOST" ]]; then
+    [[ "$O_T_HOST" =~ ^[0-9]+$ ]] && (( O_T_HOST < n )) || die "--throttle: no host $O_T_HOST"
   fi
+  if [[ -n "$O_L_A" ]]; then
+    [[ "$O_L_A" =~ ^[0-9]+$ && "$O_L_B" =~ ^[0-9]+$ ]] && (( O_L_A < n && O_L_B < n && O_L_A != O_L_B )) ||
+      die "--throttle-link: $O_L_A $O_L_B is not a pair of hosts"
+  fi
+}
+
+apply_shape() {  # N: the qdiscs of shape_opts on hosts 0..N-1
+  local n=$1 i
+  for ((i = 0; i < n; i++)); do
+    if [[ -n "$O_T_HOST" ]] && (( i == O_T_HOST )); then
+      throttle "$i" "$O_T_RATE"
+    elif [[ -n "$O_RATE" ]]; then
+      throttle "$i" "$O_RATE"
+    fi
+  done
+  if [[ -n "$O_L_A" ]]; then  # after the tbfs: it replaces the host end's root qdisc
+    # the rest of the two hosts' egress unlimited here: --rate still holds at the switch port of
+    # every receiving host (an htb class at --rate slows more than the tbf does: the two hosts'
+    # other paths would be slower than everyone's, a slow host rather than a slow link)
+    link_throttle "$O_L_A" "$O_L_B" "$O_L_RATE" 10gbit
+    link_throttle "$O_L_B" "$O_L_A" "$O_L_RATE" 10gbit
+  fi
+}
+
+up() {
+  [[ $# -ge 1 && "$1" =~ ^[0-9]+$ ]] || die "usage: up N [--slots S] [--rate RATE] [--throttle HOST_INDEX RATE] [--throttle-link I J RATE]"
+  local n=$1 i
+  shift
+  (( n >= 1 && n <= 200 )) || die "N must be 1..200"
+  shape_opts "$n" "$@"
   down
   ns_base "$SW"
   ip -n "$SW" link add "$BR" type bridge stp_state 0 forward_delay 0
@@ -152,17 +202,23 @@ up() {
   done
   ns_base "$LAUNCH"
   attach "$LAUNCH" p-launch "$SUBNET.254"
-  for ((i = 0; i < n; i++)); do
-    if [[ -n "$t_host" ]] && (( i == t_host )); then
-      throttle "$i" "$t_rate"
-    elif [[ -n "$rate" ]]; then
-      throttle "$i" "$rate"
-    fi
-  done
+  apply_shape "$n"
   for ((i = 0; i < n; i++)); do
     reachable "$SUBNET.$((i + 1))" || die "$P-h$i ($SUBNET.$((i + 1))) is not reachable from $LAUNCH"
   done
-  for ((i = 0; i < n; i++)); do echo "$P-h$i slots=$slots"; done
+  for ((i = 0; i < n; i++)); do echo "$P-h$i slots=$O_SLOTS"; done
+}
+
+shape() {  # the set's links reshaped in place (no namespace re-made): every qdiscs removed, then the options'
+  local n i
+  n=$(ours | grep -c -E "^$P-h[0-9]+" || true)
+  (( n >= 1 )) || die "no hosts: run \`up N\` first"
+  shape_opts "$n" "$@"
+  for ((i = 0; i < n; i++)); do
+    tc -n "$P-h$i$SFX" qdisc del dev "$IF" root 2>/dev/null || true
+    tc -n "$SW" qdisc del dev "p-h$i" root 2>/dev/null || true
+  done
+  apply_shape "$n"
 }
 
 status() {
@@ -185,8 +241,9 @@ cmd=${1:-}
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
   up) up "$@" ;;
+  shape) shape "$@" ;;
   down) down "$@" ;;
   run) run "$@" ;;
   status) status ;;
-  *) die "usage: $0 up N [--slots S] [--rate RATE] [--throttle HOST_INDEX RATE] | down [--stale] | run COMMAND... | status" ;;
+  *) die "usage: $0 up N [--slots S] [--rate RATE] [--throttle HOST_INDEX RATE] [--throttle-link I J RATE] | shape [OPTIONS of up] | down [--stale] | run COMMAND... | status" ;;
 esac

@@ -1,10 +1,12 @@
 -- The analysis stages of full_diag at scale, on a synthetic result set (scripts/scale_model.sh
 -- runs it; docs/scale.md). Runs on the self backend (one process): it makes up what
 -- full_diag's measuring stages would have gathered on rank 0 for `ranks` ranks on `hosts`
--- hosts, with one slow host, one slow rank and one slow link planted, then runs the same stdlib
--- analysis full_diag runs (straggler votes, localisation with its re-tests answered by the
--- model, scorecard, rules) and writes the same report sections, so that the engine writes
--- report.json and report.html at the end as after a real run.
+-- hosts, with one slow host, one slow rank and one slow link planted (--plant all; or one of
+-- them at a seeded place, or none), every sample noisy (--cv, --spikes, --spike), then runs the
+-- same stdlib analysis full_diag runs (straggler votes, cs.diagnose.localise: the localisation
+-- cs.p2p.localise runs, its re-test rounds answered by the model with fresh noisy samples,
+-- scorecard, rules) and writes the same report sections, so that the engine writes report.json
+-- and report.html at the end as after a real run.
 -- The last line it logs is "SCALE {json}": per-stage seconds, the planted and the named.
 local cs = require "commscript"
 
@@ -17,15 +19,26 @@ local recipe = cs.recipe {
     hosts = { default = 128, help = "hosts (ranks are spread evenly, contiguous per host)", min = 4, max = 65536 },
     plan = { default = "auto", help = "pattern plan: full (every pair), sampled (intra-host pairs and every host pair once), auto (full up to 1024 ranks)",
              choices = { "auto", "full", "sampled" } },
-    seed = { default = 1, help = "noise seed" },
+    seed = { default = 1, help = "noise seed (and, with --plant other than all, where the fault is)" },
+    plant = { default = "all", help = "what to plant: all (a slow host, rank and link at fixed places), or one of host, rank, link at a place the seed picks, or none",
+              choices = { "all", "host", "rank", "link", "none" } },
+    factor = { default = 0, type = "number", min = 0, help = "the planted fault's factor on pair times (0: host 3, rank 3, link 6)" },
+    cv = { default = 0.1, type = "number", min = 0, help = "per-sample noise of a pair's time: lognormal, this CV" },
+    spikes = { default = 0.02, type = "number", min = 0, max = 1, help = "probability that a sample is a spike" },
+    spike = { default = 3, type = "number", min = 1, help = "a spike's factor on the sample" },
+    results = { default = "yes", choices = { "yes", "no" },
+                help = "write one result per pair as full_diag does while measuring (no: skip them, for the truth harness's many runs; not analysis)" },
   },
 }
 
 local PAIR_BYTES = 262144 -- the quick tier's pair size
 local BASE_US = { intra = 25, inter = 100 } -- one message of PAIR_BYTES
 local LAT_US = { intra = 1, inter = 5 }
-local SLOW = { host = 3, rank = 3, link = 6 } -- planted factors on pair times
-local NOISE = 0.1 -- multiplicative, uniform in [1, 1 + NOISE)
+local SLOW = { host = 3, rank = 3, link = 6 } -- planted factors on pair times (--factor overrides)
+-- Noise (--cv, --spikes, --spike; defaults from namespace-host runs, docs/scale.md): every sample
+-- of a pair's time, in the pattern and in each re-test, is the model's time x exp(cv x z) (z
+-- standard normal) and, with probability `spikes`, x `spike` (another job's burst, a
+-- descheduled rank).
 local SWEEP_OPS = { "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall" }
 
 local function rng(seed)
@@ -37,7 +50,7 @@ local function rng(seed)
 end
 
 -- The synthetic job: hosts, planted culprits, the model of a pair's time.
-local function job(n, h, seed)
+local function job(n, h, seed, o)
   local rank_hosts, ranks_of, names = {}, {}, {}
   for i = 1, h do names[i] = ("node%05d"):format(i - 1); ranks_of[names[i]] = {} end
   for r = 0, n - 1 do
@@ -50,19 +63,41 @@ local function job(n, h, seed)
   local j = { n = n, h = h, rank_hosts = rank_hosts, ranks_of = ranks_of, names = names, host_index = host_index }
   -- Planted: a host a third of the way in, a rank two thirds in (on another host), and a link
   -- between two other hosts, chosen below among the measured pairs.
-  j.slow_host = names[math.floor(h / 3) + 1]
-  j.slow_rank = ranks_of[names[math.floor(2 * h / 3) + 1]][1]
   local u = rng(seed)
+  for _ = 1, 3 do u() end
+  j.plant = o.plant
+  if o.plant == "all" then
+    j.slow_host = names[math.floor(h / 3) + 1]
+    j.slow_rank = ranks_of[names[math.floor(2 * h / 3) + 1]][1]
+  elseif o.plant == "host" then
+    j.slow_host = names[math.floor(u() * h) + 1]
+  elseif o.plant == "rank" then
+    j.slow_rank = math.floor(u() * n)
+  end
+  local f_host, f_rank, f_link = SLOW.host, SLOW.rank, SLOW.link
+  if o.factor > 0 then f_host, f_rank, f_link = o.factor, o.factor, o.factor end
   function j.factor(a, b)
     local f = 1
-    if rank_hosts[a + 1] == j.slow_host or rank_hosts[b + 1] == j.slow_host then f = f * SLOW.host end
-    if a == j.slow_rank or b == j.slow_rank then f = f * SLOW.rank end
-    if j.link and ((a == j.link[1] and b == j.link[2]) or (a == j.link[2] and b == j.link[1])) then f = f * SLOW.link end
+    if rank_hosts[a + 1] == j.slow_host or rank_hosts[b + 1] == j.slow_host then f = f * f_host end
+    if a == j.slow_rank or b == j.slow_rank then f = f * f_rank end
+    if j.link and ((a == j.link[1] and b == j.link[2]) or (a == j.link[2] and b == j.link[1])) then f = f * f_link end
     return f
   end
+  local spare  -- Box-Muller's second normal
+  local function normal()
+    if spare then local z = spare; spare = nil; return z end
+    local r, t = math.sqrt(-2 * math.log(1 - u())), 2 * math.pi * u()
+    spare = r * math.sin(t)
+    return r * math.cos(t)
+  end
+  local function noise()
+    local x = math.exp(o.cv * normal())
+    if o.spikes > 0 and u() < o.spikes then x = x * o.spike end
+    return x
+  end
   function j.kind(a, b) return rank_hosts[a + 1] == rank_hosts[b + 1] and "intra" or "inter" end
-  function j.pair_us(a, b, noisy) return BASE_US[j.kind(a, b)] * j.factor(a, b) * (noisy and (1 + NOISE * u()) or 1) end
-  function j.lat_us(a, b) return LAT_US[j.kind(a, b)] * j.factor(a, b) * (1 + NOISE * u()) end
+  function j.pair_us(a, b) return BASE_US[j.kind(a, b)] * j.factor(a, b) * noise() end
+  function j.lat_us(a, b) return LAT_US[j.kind(a, b)] * j.factor(a, b) * noise() end
   j.u = u
   return j
 end
@@ -94,8 +129,10 @@ end
 -- The link to plant: a measured pair between two hosts that are neither the slow host nor the
 -- slow rank's, and whose ranks are not the slow rank.
 local function choose_link(j, list)
-  local bad = { [j.slow_host] = true, [j.rank_hosts[j.slow_rank + 1]] = true }
-  local want = math.floor(#list * 0.6)
+  local bad = {}
+  if j.slow_host then bad[j.slow_host] = true end
+  if j.slow_rank then bad[j.rank_hosts[j.slow_rank + 1]] = true end
+  local want = math.floor(#list * (j.plant == "link" and j.u() or 0.6))
   for k = want, #list do
     local a, b = list[k][1], list[k][2]
     local ha, hb = j.rank_hosts[a + 1], j.rank_hosts[b + 1]
@@ -135,9 +172,9 @@ function recipe.run(ctx)
   local vote = cs.diagnose.straggler_vote { op = "allreduce" }
   local votes = {}
   stage("generate_s", function()
-    j = job(n, h, ctx.opt.seed)
+    j = job(n, h, ctx.opt.seed, ctx.opt)
     list = plan_pairs(j, plan)
-    j.link = choose_link(j, list)
+    if ctx.opt.plant == "all" or ctx.opt.plant == "link" then j.link = choose_link(j, list) end
     for _, op in ipairs(SWEEP_OPS) do
       measured.sweep[op] = {}
       local bytes = 8
@@ -155,7 +192,8 @@ function recipe.run(ctx)
     for i = 1, n do bw[i], lat[i] = {}, {} end
     for k, p in ipairs(list) do
       local a, b = p[1], p[2]
-      local us = j.pair_us(a, b, true)
+      -- full_diag's pair value: the best of the tier's repeats (3), each a noisy sample
+      local us = math.min(j.pair_us(a, b), j.pair_us(a, b), j.pair_us(a, b))
       p[3] = us
       local gbps = PAIR_BYTES / us / 1e3
       bw[a + 1][b + 1], bw[b + 1][a + 1] = gbps, gbps * (1 + 0.02 * j.u())
@@ -173,9 +211,13 @@ function recipe.run(ctx)
   end)
   local retests = 0
   local loc = stage("localisation_s", function()
-    return cs.diagnose.localise(list, j.rank_hosts, { op = "sendrecv", bytes = PAIR_BYTES }, function(a, b)
-      retests = retests + 1
-      return j.pair_us(a, b, false)
+    -- the one localisation full_diag runs (cs.p2p.localise runs it on rank 0), its re-tests
+    -- answered by the model: fresh noisy samples
+    return cs.diagnose.localise(list, j.rank_hosts, {}, function(batch)
+      local out = {}
+      for i, p in ipairs(batch) do out[i] = j.pair_us(p[1], p[2]) end
+      retests = retests + #batch
+      return out
     end)
   end)
   local fake = { config = { scorecard = { bandwidth_reference_gbps = 5 } }, nhosts = h, size = n, comm = ctx.comm }
@@ -183,14 +225,18 @@ function recipe.run(ctx)
     return cs.scorecard.compute(cs.scorecard.inputs(fake, measured), fake.config.scorecard)
   end)
   local findings = stage("rules_s", function()
-    return cs.rules.evaluate({ size = n, rank_hosts = j.rank_hosts, oversubscribed = {}, sweep = measured.sweep,
+    local own = cs.diagnose.findings(loc)
+    local f = cs.rules.evaluate({ size = n, rank_hosts = j.rank_hosts, oversubscribed = {}, sweep = measured.sweep,
                                stragglers = stragglers, localisation = loc, scorecard = card, thresholds = {} },
                              cs.rules.builtin)
+    for _, x in ipairs(own) do f[#f + 1] = x end
+    return f
   end)
   -- The results full_diag reports as it measures (sweep points, one per pair): in a real run
   -- they are written during the measuring stages, so they are timed apart (results_s), not
   -- counted as analysis.
   stage("results_s", function()
+    if ctx.opt.results == "no" then return end
     for _, op in ipairs(SWEEP_OPS) do for _, r in ipairs(measured.sweep[op]) do ctx.report:result(r) end end
     for _, p in ipairs(list) do
       ctx.report:result { kind = "pair", op = "sendrecv", a = p[1], b = p[2],
@@ -222,7 +268,7 @@ function recipe.run(ctx)
     elseif f.rule == "straggler" then named.stragglers[#named.stragglers + 1] = s.rank
     elseif f.severity ~= "info" then named.other[#named.other + 1] = f.rule end
   end
-  local planted = { hosts = A { j.slow_host }, ranks = A { j.slow_rank }, links = A { { j.link[1], j.link[2] } },
+  local planted = { hosts = A { j.slow_host }, ranks = A { j.slow_rank }, links = A { j.link and { j.link[1], j.link[2] } },
                     stragglers = A {}, other = A {} }
   local function same(x, y) return cs.json.encode(x) == cs.json.encode(y) end
   local exact = same(named, planted)
@@ -231,7 +277,17 @@ function recipe.run(ctx)
     analysis, analysis_cpu = analysis + times[k], analysis_cpu + cpu[k]
   end
   times.cpu = cpu
-  for k, v in pairs({ ranks = n, hosts = h, plan = plan, pairs = #list, retests = retests,
+  -- the verdicts on the planted (why one was missed)
+  local on_planted = A {}
+  for _, t in ipairs(loc.tested) do
+    if (t.host and t.host == j.slow_host) or (t.rank and t.rank == j.slow_rank)
+      or (t.pair and j.link and t.pair[1] == math.min(j.link[1], j.link[2]) and t.pair[2] == math.max(j.link[1], j.link[2])) then
+      on_planted[#on_planted + 1] = t
+    end
+  end
+  for k, v in pairs({ ranks = n, hosts = h, plan = plan, pairs = #list, retests = retests, noisy = loc.noisy and loc.noisy.cv or false,
+                      tested_planted = on_planted, references = loc.references,
+                      under_measured = #loc.under_measured, plant = ctx.opt.plant, seed = ctx.opt.seed,
                       suspects = loc.suspects, named = named, planted = planted, exact = exact,
                       analysis_in_recipe_s = analysis, analysis_in_recipe_cpu_s = analysis_cpu,
                       recipe_s = cs.now() - t0, process_cpu_s = os.clock() }) do

@@ -6,6 +6,10 @@
 #   scripts/scale_model.sh --ranks 1024 --hosts 128 [--plan auto|full|sampled] [--seed 1]
 #                          [--out DIR] [--check] [--max-analysis-s 5] [--max-html-bytes 5000000]
 #                          [--max-json-bytes 200000000] [--time wall|cpu]
+#                          [--plant all|host|rank|link|none] [--factor F] [--cv C] [--spikes P] [--spike X]
+#                          [--results yes|no]
+# --plant, --factor, the noise (--cv, --spikes, --spike) and --results are scale_model.lua's options
+# (scripts/truth_harness.py --model runs it over seeds for precision and recall).
 # --check: exit 1 unless the named are exactly the planted, all analysis (stragglers,
 # localisation, scorecard, rules, report sections, report.json write, report.html render) took
 # at most --max-analysis-s seconds (wall-clock, or with --time cpu the process's CPU seconds:
@@ -23,13 +27,15 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bin=${COMMSCRIPT:-$root/build/commscript}
 ranks=1024 hosts=128 plan=auto seed=1 out="" check=0 timing=wall
 max_s=5 max_html=5000000 max_json=200000000
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
+model=()
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ranks) ranks=${2:?}; shift 2 ;;
     --hosts) hosts=${2:?}; shift 2 ;;
     --plan) plan=${2:?}; shift 2 ;;
     --seed) seed=${2:?}; shift 2 ;;
+    --plant|--factor|--cv|--spikes|--spike|--results) model+=("$1" "${2:?}"); shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     --check) check=1; shift ;;
     --time) timing=${2:?}; shift 2 ;;
@@ -46,12 +52,13 @@ if [[ -z "$out" ]]; then tmp=$(mktemp -d); out="$tmp/out"; fi
 trap '[[ -n "$tmp" ]] && rm -rf "$tmp"' EXIT
 
 python3 - "$bin" "$root/scripts/scale_model.lua" "$out" "$ranks" "$hosts" "$plan" "$seed" "$check" "$max_s" \
-  "$max_html" "$max_json" "$timing" <<'EOF'
+  "$max_html" "$max_json" "$timing" ${model[@]+"${model[@]}"} <<'EOF'
 import json, os, subprocess, sys, threading, time
-binary, script, out, ranks, hosts, plan, seed, check, max_s, max_html, max_json, timing = sys.argv[1:]
+binary, script, out, ranks, hosts, plan, seed, check, max_s, max_html, max_json, timing = sys.argv[1:13]
+model_args = sys.argv[13:]
 time_key = "analysis_cpu_s" if timing == "cpu" else "analysis_s"
 cmd = [binary, "--backend", "self", "--trusted", "--out", out, script, "--ranks", ranks, "--hosts", hosts,
-       "--plan", plan, "--seed", seed]
+       "--plan", plan, "--seed", seed] + model_args
 env = dict(os.environ)  # COMMSCRIPT_STDLIB, when set, replaces the embedded stdlib (development)
 t0 = time.monotonic()
 load_start = [round(x, 2) for x in os.getloadavg()]

@@ -223,24 +223,167 @@ function M.good_partner(order, rank_hosts, r, want_other_host)
   return nil
 end
 
--- localise(values, rank_hosts, args, measure) -> { hosts = {...}, ranks = {...}, links = {...},
---   suspects = { hosts =, ranks =, links = } }
---   Suspects from localize_hosts / localize over `values` ({a, b, us}, larger is worse), each
---   re-measured alone with measure(a, b) -> us against a reference pair of known-good ranks of
---   the same kind (same host or not), and named only when still args.factor (ranks, hosts;
---   default 1.5) or args.link_factor (links; default 3) times slower. Ranks and links on a
---   confirmed slow host are left to the host finding. rank_hosts: per rank (1-based) its host.
---   measure is called in the same order for the same input (cs.p2p.localise makes it a
---   collective re-test); re-tests are O(suspects), the rest O(pairs + n log n).
--- The suspects of a matrix and the ranks trusted as partners for re-tests: host suspects
--- (localize_hosts), rank/link suspects (localize), and every rank outside them ordered by its
--- score, best first (ties by rank); and the suspect hosts as a set. Shared by localise (one process) and cs.p2p's distributed plan.
-function M.suspects(n, values, rank_hosts, factor, link_factor)
+-- The verdict's defaults (docs/lua-api.md, cs.diagnose.localise): args override each.
+--   samples      re-measurements of every suspect pair and of every reference pair, interleaved
+--   min_samples  fewer than this (the budget ran out) and the suspect is undecided, not named
+--   margin       a suspect is slow when its median ratio to the references exceeds
+--                max(factor, 1 + margin x the references' CV): the references' own spread
+--   max_cv       references noisier than this show nobody good (no link is named), and a run
+--                that names nobody says "too noisy to localise"
+--   screen       the screening's factor: hosts and ranks whose pattern median is this many
+--                times the fleet's are re-tested (lower than `factor`: pairs measured many at
+--                once dilute a fault that pairs measured alone show; the verdict decides);
+--                screen_link the same for links (the verdict needs link_factor)
+--   min_host_partners  other hosts a host needs pairs with for a host verdict
+--   max_suspects ranks and links re-tested at most (the worst first); the rest are counted
+M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 2, screen = 1.3,
+              screen_link = 2,
+              min_host_partners = 3, max_suspects = 16 }
+
+local function opt(args, k) local v = args[k]; if v == nil then v = M.VERDICT[k] end; return v end
+
+-- The robust coefficient of variation of a list: 1.4826 x MAD / median (a normal's CV; one
+-- spike does not move it).
+function M.robust_cv(list)
+  if #list < 2 then return 0 end
+  local m = median(list)
+  if not m or m <= 0 then return 1e9 end
+  local d = {}
+  for i, x in ipairs(list) do d[i] = math.abs(x - m) end
+  return 1.4826 * median(d) / m
+end
+
+-- The spread the verdict trusts: the larger of the robust CV and the plain CV with the single
+-- largest value left out (one spike is tolerated; broad noise, which the MAD of a few samples
+-- can miss, is not).
+function M.spread(list)
+  local r = M.robust_cv(list)
+  local s = {}
+  for i, x in ipairs(list) do s[i] = x end
+  table.sort(s)
+  if #s >= 4 then s[#s] = nil end
+  if #s < 2 then return r end
+  local sum, sq = 0, 0
+  for _, x in ipairs(s) do sum = sum + x end
+  local mean = sum / #s
+  if mean <= 0 then return 1e9 end
+  for _, x in ipairs(s) do sq = sq + (x - mean) ^ 2 end
+  return math.max(r, math.sqrt(sq / (#s - 1)) / mean)
+end
+
+-- P(X >= m) for X ~ Binomial(k, 1/2): how likely m of k rounds above the threshold would be if
+-- the suspect were as fast as the references (each round a coin flip at worst).
+local function sign_tail(m, k)
+  local p, c = 0, 1
+  for i = 0, k do
+    if i >= m then p = p + c end
+    c = c * (k - i) / (i + 1)
+  end
+  return p / 2 ^ k
+end
+
+-- suspects(n, values, rank_hosts, factor, link_factor [, min_host_partners]) -> host_sus, loc,
+--   order, bad_host, under. The screening of a pattern (no verdict yet): host suspects
+--   (localize_hosts, plus every host that is one end of slow links to two or more other hosts:
+--   such links are that host's evidence, not links), rank and link suspects (localize), the
+--   ranks trusted as partners and references (outside every suspect, ends of suspect links
+--   included), best score first, and the hosts with pairs to fewer than min_host_partners other
+--   hosts (under-measured: no host verdict on them).
+function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partners, max_suspects)
   local host_sus = M.localize_hosts(values, rank_hosts, { factor = factor })
   local loc = M.localize(n, values, { factor = factor, link_factor = link_factor })
   local bad_host, bad_rank = {}, {}
-  for _, h in ipairs(host_sus) do bad_host[h.host] = true end
+  for _, h in ipairs(host_sus) do bad_host[h.host] = h; h.links = {} end
+  -- a suspect host's evidence: its slowest pairs with other hosts (at most 16)
+  if #host_sus > 0 then
+    for _, p in ipairs(values) do
+      local ha, hb = rank_hosts[p[1] + 1], rank_hosts[p[2] + 1]
+      local h = ha ~= hb and (bad_host[ha] or bad_host[hb])
+      if h and p[3] > factor * h.reference then h.links[#h.links + 1] = { p[1], p[2], p[3] } end
+    end
+    for _, h in ipairs(host_sus) do
+      table.sort(h.links, function(x, y) return x[3] > y[3] end)
+      for i = #h.links, 17, -1 do h.links[i] = nil end
+    end
+  end
+  local ranks_of, names = {}, {}
+  for r, h in ipairs(rank_hosts) do
+    if not ranks_of[h] then ranks_of[h] = {}; names[#names + 1] = h end
+    table.insert(ranks_of[h], r - 1)
+  end
+  -- A pair slow against both of its ends' own medians is a link suspect even when an end is a
+  -- rank suspect (localize leaves those out: a slow rank's pairs are slow, but not slower than
+  -- its others; a slow link's are, and noise that made its end a suspect must not hide it).
+  local fleet = loc.fleet_median
+  if fleet and fleet > 0 then
+    local listed = {}
+    for _, l in ipairs(loc.pairs) do listed[l.a * (n + 1) + l.b] = true end
+    for _, p in ipairs(values) do
+      local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
+      local own = math.max(loc.scores[a + 1] or 0, loc.scores[b + 1] or 0) * fleet
+      if p[3] > link_factor * fleet and p[3] > link_factor * own and not listed[a * (n + 1) + b] then
+        loc.pairs[#loc.pairs + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet }
+        listed[a * (n + 1) + b] = true
+      end
+    end
+  end
+  -- slow links grouped by host: a host at one end of slow links to 2+ other hosts is the suspect
+  local by_host = {}
+  for _, l in ipairs(loc.pairs) do
+    local ha, hb = rank_hosts[l.a + 1], rank_hosts[l.b + 1]
+    if ha ~= hb then
+      for _, e in ipairs { { ha, hb }, { hb, ha } } do
+        local g = by_host[e[1]] or { others = {}, count = 0, links = {} }
+        if not g.others[e[2]] then g.others[e[2]] = true; g.count = g.count + 1 end
+        g.links[#g.links + 1] = l
+        by_host[e[1]] = g
+      end
+    end
+  end
+  local inter_pairs = {}  -- host -> its measured pairs with other hosts
+  if next(by_host) then
+    for _, p in ipairs(values) do
+      local ha, hb = rank_hosts[p[1] + 1], rank_hosts[p[2] + 1]
+      if ha ~= hb then
+        inter_pairs[ha] = (inter_pairs[ha] or 0) + 1
+        inter_pairs[hb] = (inter_pairs[hb] or 0) + 1
+      end
+    end
+  end
+  for _, h in ipairs(names) do
+    local g = by_host[h]
+    -- slow with 2+ other hosts, in at least a quarter of its pairs with other hosts (noise makes a
+    -- few slow pairs anywhere at scale; a slow host makes most of its pairs slow)
+    if g and g.count >= 2 and 4 * #g.links >= (inter_pairs[h] or 0) and not bad_host[h] then
+      local e = { host = h, ranks = ranks_of[h], score = 0, median = 0, reference = loc.fleet_median or 0, links = {},
+                  from_links = true }
+      for _, l in ipairs(g.links) do e.score = math.max(e.score, l.score); e.median = math.max(e.median, l.value) end
+      host_sus[#host_sus + 1] = e
+      bad_host[h] = e
+    end
+  end
+  local links = {}
+  for _, l in ipairs(loc.pairs) do
+    local ha, hb = bad_host[rank_hosts[l.a + 1]], bad_host[rank_hosts[l.b + 1]]
+    if ha or hb then
+      for _, h in pairs { ha or false, hb or false } do  -- (ipairs would stop at a nil ha)
+        if h then
+          h.links[#h.links + 1] = { l.a, l.b, l.value }
+          h.link_suspects = h.link_suspects or {}
+          table.insert(h.link_suspects, l)  -- judged as links if the host is cleared
+        end
+      end
+    else
+      links[#links + 1] = l
+    end
+  end
+  -- the links re-tested: the worst max_suspects (their ends are no one's partner or reference)
+  table.sort(links, function(x, y) return x.score > y.score end)
+  loc.skipped_links = math.max(#links - (max_suspects or M.VERDICT.max_suspects), 0)
+  for i = #links, #links - loc.skipped_links + 1, -1 do links[i] = nil end
+  loc.pairs = links
   for _, r in ipairs(loc.ranks) do bad_rank[r.rank] = true end
+  for _, l in ipairs(links) do bad_rank[l.a], bad_rank[l.b] = true, true end
   local order = {}
   for r = 0, n - 1 do
     if not bad_rank[r] and not bad_host[rank_hosts[r + 1]] then order[#order + 1] = r end
@@ -250,68 +393,491 @@ function M.suspects(n, values, rank_hosts, factor, link_factor)
     if sx ~= sy then return sx < sy end
     return x < y
   end)
-  return host_sus, loc, order, bad_host
+  -- coverage: the distinct other hosts each host was measured with
+  local under = {}
+  if #names >= 3 then
+    local need = math.min(min_host_partners or M.VERDICT.min_host_partners, #names - 1)
+    local seen, count = {}, {}
+    for _, h in ipairs(names) do seen[h], count[h] = {}, 0 end
+    for _, p in ipairs(values) do
+      local ha, hb = rank_hosts[p[1] + 1], rank_hosts[p[2] + 1]
+      if ha ~= hb then
+        if not seen[ha][hb] then seen[ha][hb] = true; count[ha] = count[ha] + 1 end
+        if not seen[hb][ha] then seen[hb][ha] = true; count[hb] = count[hb] + 1 end
+      end
+    end
+    for _, h in ipairs(names) do
+      if count[h] < need then under[#under + 1] = { host = h, partners = count[h], needed = need } end
+    end
+  end
+  return host_sus, loc, order, bad_host, under
 end
 
+-- Up to `count` reference pairs of good ranks (`order`, best first) on the same host or on
+-- different hosts, using distinct ranks where there are enough. O(n).
+local function reference_pairs(order, rank_hosts, same_host, count)
+  local out, used = {}, {}
+  for _ = 1, count do
+    local rest = {}
+    for _, r in ipairs(order) do if not used[r] then rest[#rest + 1] = r end end
+    local p = M.reference_pair(rest, rank_hosts, same_host)
+    if not p then break end
+    local a, b = rest[p[1]], rest[p[2]]
+    out[#out + 1] = { a, b }
+    used[a], used[b] = true, true
+  end
+  if #out == 1 then  -- not enough ranks for two disjoint pairs: a second pair sharing one rank
+    local a = out[1][1]
+    for _, r in ipairs(order) do
+      if r ~= a and r ~= out[1][2] and (rank_hosts[r + 1] == rank_hosts[a + 1]) == same_host then
+        out[2] = { math.min(a, r), math.max(a, r) }
+        break
+      end
+    end
+  end
+  return out
+end
+
+-- Good partners of rank r: the first of `order` on r's host (same = true), or on other hosts
+-- than r's and than those in `avoid` (a set of hosts), `count` of them on distinct hosts.
+local function partners(order, rank_hosts, r, same, count, avoid)
+  local out, hosts = {}, {}
+  local hr = rank_hosts[r + 1]
+  for _, g in ipairs(order) do
+    local hg = rank_hosts[g + 1]
+    if g ~= r and (hg == hr) == same and not (avoid and avoid[hg]) and (same or not hosts[hg]) then
+      out[#out + 1] = g
+      hosts[hg] = true
+      if #out >= count then break end
+    end
+  end
+  return out
+end
+
+-- localise(values, rank_hosts, args, measure) -> { hosts, ranks, links, suspects, retests,
+--   references, under_measured, noisy, undecided }: the one localisation (cs.p2p.localise runs
+--   it on rank 0 with a collective measure; scripts/scale_model.lua with a model).
+-- values: the pattern's pairs {a, b, us}, larger is worse. rank_hosts: per rank (1-based) its host.
+-- measure(batch, must) -> list of us, one per pair {a, b} of batch (each pair measured alone, in
+--   order), or nil when the budget is spent (must: the first min_samples rounds of the host
+--   verdicts, which run regardless). Called O(samples) times per phase.
+-- The screening (suspects()) says whom to re-test; the verdict is a statistical decision:
+--   1. hosts first: every suspect host's ranks against good ranks on two other hosts, and
+--      reference pairs of good ranks across hosts, re-measured `samples` times, interleaved
+--      (each round measures every pair once, the order rotating). A host is named when every
+--      one of its pairs is slow (below); its slow links are its evidence, not findings.
+--   2. then ranks and links outside the named hosts: a rank against a good rank on its own host
+--      and one on another; a link (a, b) together with a against a good rank where b was, and b
+--      likewise. A rank is named when slow with each partner; a link when it is slow (at
+--      link_factor) while both of its ends are shown good with others by the same rounds.
+--   Slow: the median over rounds of (pair / references of the same kind in that round) exceeds
+--   T = max(factor, 1 + margin x cv) with cv the references' robust CV, in all rounds but at
+--   most one. Good: that median below T and at most half the rounds above it, with references
+--   no noisier than max_cv. The finding carries the samples, medians, cv, T, the margin and a
+--   confidence (1 - the sign test's p-value). References with cv above max_cv: nothing is shown
+--   good (no link named); when nobody is named, `noisy` says the run was too noisy to localise.
 function M.localise(values, rank_hosts, args, measure)
-  local D = M
   local n = #rank_hosts
-  local factor, link_factor = args.factor or 1.5, args.link_factor or 3
-  local host_sus, loc, order = D.suspects(n, values, rank_hosts, factor, link_factor)
-  local refs = {}
-  local function reference(same_host)
-    local key = same_host and "intra" or "inter"
-    if refs[key] == nil then
-      refs[key] = false
-      local p = M.reference_pair(order, rank_hosts, same_host)
-      if p then
-        local a, b = order[p[1]], order[p[2]]
-        refs[key] = { value = measure(a, b, args), a = a, b = b }
+  local factor, link_factor = opt(args, "factor"), opt(args, "link_factor")
+  local K, kmin, margin, max_cv = opt(args, "samples"), opt(args, "min_samples"), opt(args, "margin"), opt(args, "max_cv")
+  local host_sus, loc, order, bad_host, under = M.suspects(n, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
+    opt(args, "min_host_partners"), opt(args, "max_suspects"))
+  local out = { hosts = {}, ranks = {}, links = {}, references = {}, undecided = {}, under_measured = under, tested = {},
+                suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs + loc.skipped_links } }
+  local retests = { planned = 0, run = 0, cut = false, rounds = 0 }
+  local function kind(a, b) return rank_hosts[a + 1] == rank_hosts[b + 1] and "intra" or "inter" end
+
+  -- One phase: subjects (each with pairs {a, b}), references for the kinds they need, `K`
+  -- interleaved rounds. Returns per subject pair its ratio statistics, or nil (undecided).
+  local function run_phase(subjects, must)
+    if #subjects == 0 then return end
+    local kinds, list = {}, {}
+    for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do kinds[kind(p[1], p[2])] = true end end
+    local refs = {}
+    for _, k in ipairs { "inter", "intra" } do
+      if kinds[k] then
+        refs[k] = reference_pairs(order, rank_hosts, k == "intra", 2)
+        for _, p in ipairs(refs[k]) do p.ref = k; list[#list + 1] = p end
       end
     end
-    return refs[key] or nil
+    for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do list[#list + 1] = p end end
+    for _, p in ipairs(list) do p.samples = {} end
+    retests.planned = retests.planned + K * #list
+    local rounds = 0
+    for k = 1, K do
+      local batch, idx = {}, {}
+      for i = 1, #list do
+        local j = (i - 1 + (k - 1) * 3) % #list + 1  -- rotate: no pair always first
+        batch[i], idx[i] = { list[j][1], list[j][2] }, j
+      end
+      local v = measure(batch, must and k <= kmin)
+      if not v then retests.cut = true; break end
+      for i, j in ipairs(idx) do table.insert(list[j].samples, v[i]) end
+      retests.run = retests.run + #batch
+      rounds = rounds + 1
+    end
+    retests.rounds = retests.rounds + rounds
+    -- the references of each kind: per round their mean (the faster of them would be biased
+    -- low: good pairs would look slow), their spread (each pair's samples over its own median,
+    -- pooled)
+    local ref_round, cv = {}, {}
+    for k, ps in pairs(refs) do
+      local per, pooled = {}, {}
+      for _, p in ipairs(ps) do
+        local m = median(p.samples)
+        for r, x in ipairs(p.samples) do
+          per[r] = (per[r] or 0) + x / #ps
+          if m and m > 0 then pooled[#pooled + 1] = x / m end
+        end
+      end
+      ref_round[k], cv[k] = per, M.spread(pooled)
+      if #per > 0 or not out.references[k] then  -- the last phase that measured
+        out.references[k] = { pairs = {}, cv = cv[k], median_us = median(per), samples = per }
+        for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
+      end
+      if cv[k] > max_cv and (not out.noisy or cv[k] > out.noisy.cv) then  -- reported if nobody is named
+        out.noisy = { cv = cv[k], kind = k, max_cv = max_cv,
+                      samples = #pooled }
+      end
+    end
+    -- each subject pair: ratios to its kind's references, round by round
+    for _, s in ipairs(subjects) do
+      for _, p in ipairs(s.pairs) do
+        local k = kind(p[1], p[2])
+        local rr = ref_round[k]
+        local q = {}
+        if rr then for r, x in ipairs(p.samples) do if rr[r] and rr[r] > 0 then q[#q + 1] = x / rr[r] end end end
+        p.kind, p.ratios = k, q
+        p.cv = cv[k]
+        p.decidable = rr ~= nil and #q >= kmin
+        p.quiet = cv[k] <= max_cv
+      end
+    end
   end
-  local function good_partner(r, want_other_host) return M.good_partner(order, rank_hosts, r, want_other_host) end
-  local out = { hosts = {}, ranks = {}, links = {} }
+
+  -- The statistics of one pair at threshold T: slow / good, and the numbers.
+  local function judge(p, T)
+    local q = p.ratios or {}
+    local above = 0
+    for _, x in ipairs(q) do if x > T then above = above + 1 end end
+    local eff = median(q) or 0
+    -- good: the median below the plain factor (not the noise-widened T: noise must not make a
+    -- slow pair look good), with references quiet enough to say so
+    return { slow = p.decidable and eff > T and above >= #q - 1,
+             good = p.decidable and p.quiet and eff < factor,
+             pair = { p[1], p[2] }, samples_us = p.samples, median_us = median(p.samples), ratio = eff,
+             above = above, rounds = #q, threshold = T }
+  end
+  local function threshold(p, f) return math.max(f, 1 + margin * (p.cv or 0)) end
+  local function verdict(entry, judged, T, extra)
+    local above, total = 0, 0
+    for _, j in ipairs(judged) do above, total = above + j.above, total + j.rounds end
+    entry.verdict = { pairs = judged, threshold = T, margin = margin, reference_cv = judged[1] and judged[1].cv,
+                      rounds = judged[1] and judged[1].rounds or 0,
+                      confidence = 1 - sign_tail(above, total) }
+    -- every suspect's verdict in short, named or not (report.json's localisation.tested: why
+    -- someone was not named)
+    local short = { host = entry.host, rank = entry.rank, pair = entry.a and { entry.a, entry.b } or nil,
+                    threshold = T, pairs = {} }
+    for _, j in ipairs(judged) do
+      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds, median_us = j.median_us,
+                                  slow = j.slow or false, good = j.good or false })
+    end
+    for _, j in ipairs(extra or {}) do
+      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds, median_us = j.median_us,
+                                  slow = j.slow or false, good = j.good or false, shown_good = true })
+    end
+    out.tested[#out.tested + 1] = short
+  end
+
+  -- 1. hosts
+  local host_tests = {}
   for _, h in ipairs(host_sus) do
-    local r = h.ranks[1]
-    local partner, ref = good_partner(r, true), reference(false)
-    if partner and ref then
-      local v = measure(r, partner, args)
-      if v > factor * ref.value then
-        h.retest = { rank = r, partner = partner, partner_host = rank_hosts[partner + 1], value = v, reference = ref.value }
-        out.hosts[#out.hosts + 1] = h
+    local ps = {}
+    local others = partners(order, rank_hosts, h.ranks[1], false, 2, bad_host)
+    for i, g in ipairs(others) do
+      local r = h.ranks[(i - 1) % #h.ranks + 1]
+      ps[#ps + 1] = { math.min(r, g), math.max(r, g) }
+    end
+    if #ps > 0 then host_tests[#host_tests + 1] = { entry = h, pairs = ps } else out.undecided[#out.undecided + 1] = { host = h.host, why = "no good partner" } end
+  end
+  run_phase(host_tests, true)
+  local named_host, decided_rank = {}, {}
+  for _, t in ipairs(host_tests) do
+    local judged, all_slow, decidable = {}, true, true
+    local T = threshold(t.pairs[1], factor)
+    for _, p in ipairs(t.pairs) do
+      local j = judge(p, T)
+      j.cv = p.cv
+      judged[#judged + 1] = j
+      all_slow = all_slow and j.slow
+      decidable = decidable and p.decidable
+    end
+    local h = t.entry
+    verdict(h, judged, T)
+    if all_slow then
+      local v = judged[1]
+      h.retest = { rank = v.pair[1], partners = {}, partner_host = nil, value = v.median_us,
+                   reference = out.references.inter and out.references.inter.median_us }
+      for _, j in ipairs(judged) do
+        local g = bad_host[rank_hosts[j.pair[1] + 1]] == h and j.pair[2] or j.pair[1]
+        h.retest.partners[#h.retest.partners + 1] = g
+      end
+      local ph = {}
+      for _, g in ipairs(h.retest.partners) do ph[#ph + 1] = rank_hosts[g + 1] end
+      h.retest.partner_host = table.concat(ph, " and ")
+      out.hosts[#out.hosts + 1] = h
+      named_host[h.host] = true
+    else
+      -- the host's ranks were measured one per pair: one slow while another is shown good is
+      -- that rank (the rank verdict of phase 2, already measured)
+      local slow, good = {}, 0
+      for _, j in ipairs(judged) do
+        local r = bad_host[rank_hosts[j.pair[1] + 1]] == h and j.pair[1] or j.pair[2]
+        if j.slow then slow[#slow + 1] = { r, j } elseif j.good then good = good + 1 end
+      end
+      if #slow == 1 and good >= 1 and #h.ranks >= 2 then
+        local r, j = slow[1][1], slow[1][2]
+        local e
+        for _, s in ipairs(loc.ranks) do if s.rank == r then e = s end end
+        e = e or { rank = r, score = h.score, median = h.median }
+        e.partner = j.pair[1] == r and j.pair[2] or j.pair[1]
+        e.value = j.median_us
+        e.reference = out.references.inter and out.references.inter.median_us
+        local mate
+        for _, x in ipairs(judged) do if x.good then mate = x end end
+        e.verdict = { pairs = { j }, threshold = T, margin = margin, reference_cv = j.cv, rounds = j.rounds,
+                      confidence = 1 - sign_tail(j.above, j.rounds), mate = mate, from_host_test = h.host }
+        out.ranks[#out.ranks + 1] = e
+        decided_rank[r] = true
+      elseif not decidable then
+        out.undecided[#out.undecided + 1] = { host = h.host, why = retests.cut and "budget" or "noise" }
       end
     end
   end
-  local confirmed_host = {}
-  for _, h in ipairs(out.hosts) do confirmed_host[h.host] = true end
+
+  -- 2. ranks and links, outside the named hosts, the worst first, at most max_suspects each.
+  -- A suspect host not named is cleared: its ranks (other than suspects) become partners, the
+  -- least trusted, and its suspect ranks are judged as ranks (one slow rank can make its host
+  -- look slow on the screening).
+  local suspect_rank = {}
+  for _, s in ipairs(loc.ranks) do suspect_rank[s.rank] = true end
+  for _, l in ipairs(loc.pairs) do suspect_rank[l.a], suspect_rank[l.b] = true, true end
+  local returned, seen_link = {}, {}
+  for _, h in ipairs(host_sus) do
+    if not named_host[h.host] then
+      for _, l in ipairs(h.link_suspects or {}) do
+        local other = bad_host[rank_hosts[l.a + 1]] ~= h and bad_host[rank_hosts[l.a + 1]]
+          or bad_host[rank_hosts[l.b + 1]] ~= h and bad_host[rank_hosts[l.b + 1]]
+        if not seen_link[l] and not (other and named_host[other.host]) then
+          seen_link[l] = true
+          returned[#returned + 1] = l
+          suspect_rank[l.a], suspect_rank[l.b] = true, true
+        end
+      end
+    end
+  end
+  for _, h in ipairs(host_sus) do
+    if not named_host[h.host] then
+      bad_host[h.host] = nil
+      for _, r in ipairs(h.ranks) do if not suspect_rank[r] then order[#order + 1] = r end end
+    end
+  end
+  if #returned > 0 then  -- their ends are no one's partner
+    local kept = {}
+    for _, r in ipairs(order) do if not suspect_rank[r] then kept[#kept + 1] = r end end
+    order = kept
+    for _, l in ipairs(returned) do loc.pairs[#loc.pairs + 1] = l end
+    table.sort(loc.pairs, function(x, y) return x.score > y.score end)
+  end
+  local cap = opt(args, "max_suspects")
+  local tests = {}
+  local skipped = 0
   for _, s in ipairs(loc.ranks) do
-    if not confirmed_host[rank_hosts[s.rank + 1]] then
-      local partner = good_partner(s.rank, false) or good_partner(s.rank, true)
-      local ref = partner and reference(rank_hosts[partner + 1] == rank_hosts[s.rank + 1])
-      if partner and ref then
-        local v = measure(s.rank, partner, args)
-        if v > factor * ref.value then
-          s.partner, s.value, s.reference = partner, v, ref.value
-          out.ranks[#out.ranks + 1] = s
+    if not named_host[rank_hosts[s.rank + 1]] and not decided_rank[s.rank] then
+      if #tests >= cap then skipped = skipped + 1 else
+        -- the rank against good ranks on other hosts, and a mate (a good rank of its host)
+        -- against others too: a slow rank beside a good mate is the rank, not its host; with no
+        -- mate, the rank against two partners; on a single host, against two of its host
+        local r = s.rank
+        local ps, mate = {}, nil
+        local others = partners(order, rank_hosts, r, false, 2, nil)
+        for _, g in ipairs(order) do
+          if g ~= r and rank_hosts[g + 1] == rank_hosts[r + 1] then mate = g; break end
         end
+        if #others >= 1 then
+          ps[1] = { math.min(r, others[1]), math.max(r, others[1]) }
+          if mate then
+            local gm = others[2] or others[1]
+            ps[2] = { math.min(mate, gm), math.max(mate, gm), mate = true }
+          elseif others[2] then
+            ps[2] = { math.min(r, others[2]), math.max(r, others[2]) }
+          end
+        else
+          for _, g in ipairs(partners(order, rank_hosts, r, true, 2, nil)) do ps[#ps + 1] = { math.min(r, g), math.max(r, g) } end
+        end
+        if #ps > 0 then tests[#tests + 1] = { entry = s, what = "rank", pairs = ps } end
       end
     end
   end
+  local nlinks = 0
+  skipped = skipped + loc.skipped_links
   for _, l in ipairs(loc.pairs) do
-    if not confirmed_host[rank_hosts[l.a + 1]] and not confirmed_host[rank_hosts[l.b + 1]] then
-      local ref = reference(rank_hosts[l.a + 1] == rank_hosts[l.b + 1])
-      if ref then
-        local v = measure(l.a, l.b, args)
-        if v > link_factor * ref.value then
-          l.retest, l.reference = v, ref.value
-          out.links[#out.links + 1] = l
-        end
+    if nlinks >= cap then skipped = skipped + 1 else
+      local a, b = l.a, l.b
+      local same = rank_hosts[a + 1] == rank_hosts[b + 1]
+      -- each end against a good rank placed as the other end was (same host or not), away from
+      -- the other end's host
+      local ga = partners(order, rank_hosts, a, same, 1, not same and { [rank_hosts[b + 1]] = true } or nil)[1]
+      local gb = partners(order, rank_hosts, b, same, 1, not same and { [rank_hosts[a + 1]] = true } or nil)[1]
+      if ga and gb then
+        nlinks = nlinks + 1
+        tests[#tests + 1] = { entry = l, what = "link",
+                              pairs = { { math.min(a, b), math.max(a, b) }, { math.min(a, ga), math.max(a, ga) },
+                                        { math.min(b, gb), math.max(b, gb) } } }
+      else
+        out.undecided[#out.undecided + 1] = { pair = { a, b }, why = "no good partner for its ends" }
       end
     end
   end
-  out.suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs }
+  out.suspects.skipped = skipped
+  run_phase(tests, false)
+  -- a rank whose own re-test (against other ranks) came out above the factor is not shown good
+  -- by any of the same rounds: a link at its end is not named (a slow rank is not its links)
+  local not_good = {}
+  for _, t in ipairs(tests) do
+    if t.what == "rank" then
+      for _, p in ipairs(t.pairs) do
+        if not p.mate and (median(p.ratios or {}) or 0) >= factor then not_good[t.entry.rank] = true end
+      end
+    end
+  end
+  for _, t in ipairs(tests) do
+    local e = t.entry
+    if t.what == "rank" then
+      local T = threshold(t.pairs[1], factor)
+      local judged, all_slow, decidable = {}, true, true
+      local mate
+      for _, p in ipairs(t.pairs) do
+        local j = judge(p, threshold(p, factor))
+        j.cv = p.cv
+        decidable = decidable and p.decidable
+        if p.mate then
+          mate = j
+          all_slow = all_slow and j.good  -- the mate must be shown good
+        else
+          judged[#judged + 1] = j
+          all_slow = all_slow and j.slow
+        end
+      end
+      verdict(e, judged, T, { mate })
+      e.verdict.mate = mate
+      if all_slow then
+        local j = judged[1]
+        e.partner = j.pair[1] == e.rank and j.pair[2] or j.pair[1]
+        e.value = j.median_us
+        local ref = out.references[t.pairs[1].kind]
+        e.reference = ref and ref.median_us
+        out.ranks[#out.ranks + 1] = e
+      elseif not decidable then
+        out.undecided[#out.undecided + 1] = { rank = e.rank, why = retests.cut and "budget" or "noise" }
+      end
+    else
+      local link = judge(t.pairs[1], threshold(t.pairs[1], link_factor))
+      link.cv = t.pairs[1].cv
+      local ea = judge(t.pairs[2], threshold(t.pairs[2], factor))
+      local eb = judge(t.pairs[3], threshold(t.pairs[3], factor))
+      ea.cv, eb.cv = t.pairs[2].cv, t.pairs[3].cv
+      verdict(e, { link }, link.threshold, { ea, eb })
+      e.verdict.ends = { ea, eb }
+      if link.slow and ea.good and eb.good and not not_good[e.a] and not not_good[e.b] then
+        e.retest = link.median_us
+        local ref = out.references[t.pairs[1].kind]
+        e.reference = ref and ref.median_us
+        out.links[#out.links + 1] = e
+      elseif not (t.pairs[1].decidable and t.pairs[2].decidable and t.pairs[3].decidable) then
+        out.undecided[#out.undecided + 1] = { pair = { e.a, e.b }, why = retests.cut and "budget" or "noise" }
+      end
+    end
+  end
+  -- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence)
+  local by_host = {}
+  for _, r in ipairs(out.ranks) do
+    local h = rank_hosts[r.rank + 1]
+    by_host[h] = by_host[h] or {}
+    table.insert(by_host[h], r)
+  end
+  local kept = {}
+  for _, r in ipairs(out.ranks) do
+    local h = rank_hosts[r.rank + 1]
+    local group = by_host[h]
+    if #group >= 2 then
+      if group[1] == r then
+        local ranks = {}
+        for q, x in ipairs(rank_hosts) do if x == h then ranks[#ranks + 1] = q - 1 end end
+        local worst = group[1]
+        local e = { host = h, ranks = ranks, score = worst.score, median = worst.median,
+                    reference = loc.fleet_median or 0, from_ranks = true, links = {},
+                    retest = { rank = worst.rank, partners = {}, partner_host = "", value = worst.value,
+                               reference = worst.reference },
+                    verdict = { ranks = group, threshold = worst.verdict.threshold, margin = margin,
+                                confidence = worst.verdict.confidence, rounds = worst.verdict.rounds } }
+        for _, x in ipairs(group) do
+          e.verdict.confidence = math.min(e.verdict.confidence, x.verdict.confidence)
+          table.insert(e.retest.partners, x.partner)
+        end
+        local ph = {}
+        for _, g in ipairs(e.retest.partners) do ph[#ph + 1] = rank_hosts[g + 1] end
+        e.retest.partner_host = table.concat(ph, " and ")
+        out.hosts[#out.hosts + 1] = e
+      end
+    else
+      kept[#kept + 1] = r
+    end
+  end
+  out.ranks = kept
+  -- References noisier than max_cv: a suspect is still named when its effect clears the
+  -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)
+  -- and when nobody is named the finding says that the run was too noisy, not that it is healthy.
+  if out.noisy and #out.hosts + #out.ranks + #out.links > 0 then out.noisy = nil end
+  if out.noisy then
+    out.noisy.message = ("measurements too noisy to localise: CV %.2f of the %s-host reference pairs (at most %.2f for a verdict)"):format(
+      out.noisy.cv, out.noisy.kind == "intra" and "same" or "cross", max_cv)
+  end
+  out.retests = retests
+  return out
+end
+
+-- findings(loc) -> the localisation's own findings (not a culprit: what the verdict could not
+--   say): too noisy to localise (warn), hosts under-measured (info), suspects left undecided by
+--   the budget (info). Culprits are cs.rules' slow_host / slow_rank / slow_link.
+function M.findings(loc)
+  local out = {}
+  if not loc then return out end
+  if loc.noisy then
+    out[#out + 1] = { rule = "localisation_noisy", severity = "warn", subject = { stage = "localisation" }, message = loc.noisy.message,
+                      evidence = { cv = loc.noisy.cv, kind = loc.noisy.kind, max_cv = loc.noisy.max_cv,
+                                   references = loc.references },
+                      remedy = "run fewer ranks per host (or bind them to distinct cores) and measure again" }
+  end
+  if loc.under_measured and #loc.under_measured > 0 then
+    local names = {}
+    for _, u in ipairs(loc.under_measured) do names[#names + 1] = ("%s (%d of %d)"):format(u.host, u.partners, u.needed) end
+    out[#out + 1] = { rule = "localisation_under_measured", severity = "info", subject = { stage = "localisation" },
+                      message = ("under-measured, no host verdict on: %s other hosts measured"):format(table.concat(names, ", ")),
+                      evidence = { hosts = loc.under_measured }, remedy = "use a longer --tier or a larger --budget" }
+  end
+  local budget = {}
+  for _, u in ipairs(loc.undecided or {}) do
+    if u.why == "budget" then
+      budget[#budget + 1] = u.host or (u.rank and ("rank " .. u.rank)) or (u.pair and ("link " .. u.pair[1] .. "-" .. u.pair[2]))
+    end
+  end
+  if #budget > 0 then
+    out[#out + 1] = { rule = "localisation_undecided", severity = "info", subject = { stage = "localisation" },
+                      message = ("suspects left undecided, the budget ran out: %s"):format(table.concat(budget, ", ")),
+                      evidence = { undecided = loc.undecided }, remedy = "use a longer --tier or a larger --budget" }
+  end
   return out
 end
 

@@ -12,7 +12,10 @@
 --                                  host pair's ranks paired local rank k with local rank k+shift,
 --                                  so that every host pair is covered in every cycle.
 --                                  opts.intra = false: the inter-host rounds only;
---                                  opts.per_host_pair = 1: one rank pair per host pair.
+--                                  opts.per_host_pair = 1: one rank pair per host pair;
+--                                  opts.inter_first: the first cycle of host rounds before the
+--                                  intra-host rounds (a plan cut short has measured every host
+--                                  with every other first: what a host verdict needs).
 --   host_plan(rank_hosts)          the inter-host rounds, one rank pair per host pair (fewer ranks
 --                                  busy at once: less noise where hosts share cores)
 --
@@ -49,7 +52,8 @@ function M.sampled_plan(rank_hosts, opts)
   opts = opts or {}
   local names, of = host_ranks(rank_hosts)
   local rounds = {}
-  if opts.intra ~= false then
+  local function intra()
+    if opts.intra == false then return end
     local per = {}
     local most = 0
     for _, h in ipairs(names) do
@@ -66,6 +70,7 @@ function M.sampled_plan(rank_hosts, opts)
       rounds[#rounds + 1] = round
     end
   end
+  if not opts.inter_first then intra() end
   if #names >= 2 then
     local hr = pairs_mod.round_robin(#names)
     for c = 0, (opts.cycles or 1) - 1 do
@@ -82,7 +87,10 @@ function M.sampled_plan(rank_hosts, opts)
         end
         rounds[#rounds + 1] = round
       end
+      if c == 0 and opts.inter_first then intra() end
     end
+  elseif opts.inter_first then
+    intra()
   end
   return rounds
 end
@@ -176,131 +184,50 @@ function M.confirm(ctx, suspects, good, args, factor)
   return out
 end
 
--- localise(ctx, values, rank_hosts, args) -> { hosts = {...}, ranks = {...}, links = {...},
---   suspects = {hosts, ranks, links}, retests = {planned, run, cut} } on every rank.
---   values ({a, b, us}, larger is worse) are rank 0's (other ranks may pass anything): rank 0
---   finds the suspects (diagnose.localize_hosts / localize) and plans the re-tests, which it
---   broadcasts: each suspect re-measured alone (pair_bench on ctx.comm, the fastest of
---   args.repeats) against a reference pair of known-good ranks of the same kind (same host or
---   not); named only when still args.factor (ranks, hosts; default 1.5) or args.link_factor
---   (links; default 3) times slower. Ranks and links on a suspect host are left to the host
---   re-test. The re-tests run in order: references and hosts always, ranks and links while
---   rank 0's clock is before args.deadline (cs.now() seconds; none: no limit), so a slow host
---   is named even when the budget is nearly spent. The values go to rank 0, which decides and
---   broadcasts the verdict (O(suspects) per rank).
-local function retest_plan(n, values, rank_hosts, factor, link_factor)
-  local D = require "cs.diagnose"
-  local host_sus, loc, order, bad_host = D.suspects(n, values, rank_hosts, factor, link_factor)
-  local tests, refs = {}, {}
-  local function reference(same_host)
-    local key = same_host and "intra" or "inter"
-    if refs[key] == nil then
-      refs[key] = false
-      local p = D.reference_pair(order, rank_hosts, same_host)  -- O(n), not a scan of all pairs
-      if p then
-        tests[#tests + 1] = { order[p[1]], order[p[2]], kind = "reference", key = key, must = true }
-        refs[key] = #tests
-      end
-    end
-    return refs[key] or nil
-  end
-  local function good_partner(r, want_other_host) return D.good_partner(order, rank_hosts, r, want_other_host) end
-  for i, h in ipairs(host_sus) do
-    local r = h.ranks[1]
-    local partner, ref = good_partner(r, true), reference(false)
-    if partner and ref then tests[#tests + 1] = { r, partner, kind = "host", index = i, ref = ref, must = true } end
-  end
-  for i, s in ipairs(loc.ranks) do
-    if not bad_host[rank_hosts[s.rank + 1]] then
-      local partner = good_partner(s.rank, false) or good_partner(s.rank, true)
-      local ref = partner and reference(rank_hosts[partner + 1] == rank_hosts[s.rank + 1])
-      if partner and ref then tests[#tests + 1] = { s.rank, partner, kind = "rank", index = i, ref = ref } end
-    end
-  end
-  for i, l in ipairs(loc.pairs) do
-    if not bad_host[rank_hosts[l.a + 1]] and not bad_host[rank_hosts[l.b + 1]] then
-      local ref = reference(rank_hosts[l.a + 1] == rank_hosts[l.b + 1])
-      if ref then tests[#tests + 1] = { l.a, l.b, kind = "link", index = i, ref = ref } end
-    end
-  end
-  -- references first (every other test needs one), then hosts, ranks, links
-  local rank_of = { reference = 1, host = 2, rank = 3, link = 4 }
-  local idx = {}
-  for i = 1, #tests do idx[i] = i end
-  table.sort(idx, function(x, y)
-    local kx, ky = rank_of[tests[x].kind], rank_of[tests[y].kind]
-    if kx ~= ky then return kx < ky end
-    return x < y
-  end)
-  local sorted, where = {}, {}
-  for k, i in ipairs(idx) do sorted[k], where[i] = tests[i], k end
-  for _, t in ipairs(sorted) do if t.ref then t.ref = where[t.ref] end end
-  return sorted, host_sus, loc
-end
-
+-- localise(ctx, values, rank_hosts, args) -> cs.diagnose.localise's result on every rank.
+--   The one localisation (cs.diagnose.localise) runs on rank 0 over its `values` ({a, b, us},
+--   larger is worse; other ranks may pass anything); each of its rounds of re-tests is
+--   broadcast and measured by every rank together: each pair alone (pair_bench on ctx.comm of
+--   args.bytes, args.retest_iters or args.iters iterations: its min_us), the others idle at a
+--   barrier; the values are gathered to rank 0. Rounds stop once rank 0's clock is past
+--   args.deadline (cs.now() seconds; none: no limit), except the first rounds of the host
+--   verdicts, which always run. The verdict is broadcast (O(suspects) per rank). args also
+--   carries the verdict's options (cs.diagnose.VERDICT: samples, margin, max_cv, factor,
+--   link_factor, ...); args.stages (cs.stages) gets the count "retests".
 function M.localise(ctx, values, rank_hosts, args)
   check_op(args)
-  local n = ctx.size
-  local factor, link_factor = args.factor or 1.5, args.link_factor or 3
-  local tests, host_sus, loc
-  if ctx.rank == 0 then tests, host_sus, loc = retest_plan(n, values or {}, rank_hosts, factor, link_factor) end
-  -- Every rank needs the pairs to run, nothing else: { a, b, must } per test.
-  local wire = false
-  if ctx.rank == 0 then
-    wire = {}
-    for i, t in ipairs(tests) do wire[i] = { t[1], t[2], t.must and 1 or 0 } end
-  end
-  wire = ctx.comm:broadcast_value(wire, 0)
-  local mine, run, cut = {}, 0, false
-  for i, t in ipairs(wire) do
-    if t[3] == 0 and args.deadline then
-      cut = ctx.comm:broadcast_value(ctx.rank == 0 and native.now() > args.deadline, 0)
-      if cut then break end
-    end
-    if ctx.rank == t[1] or ctx.rank == t[2] then
-      local v
-      for _ = 1, args.repeats or 1 do
-        local x = pair_value(ctx.comm, ctx.rank == t[1] and t[2] or t[1], args)
-        if not v or x < v then v = x end
+  local D = require "cs.diagnose"
+  local margs = { bytes = args.bytes, iters = args.retest_iters or args.iters or 10, warmup = args.warmup }
+  local function exec(batch)  -- collective: every rank, the same batch
+    local mine = {}
+    for i, p in ipairs(batch) do
+      if ctx.rank == p[1] or ctx.rank == p[2] then
+        local v = pair_value(ctx.comm, ctx.rank == p[1] and p[2] or p[1], margs)
+        if ctx.rank == math.min(p[1], p[2]) then mine[#mine + 1] = { i, v } end
       end
-      if ctx.rank == math.min(t[1], t[2]) then mine[#mine + 1] = { i, v } end
+      ctx.comm:barrier()  -- each re-test alone
     end
-    ctx.comm:barrier()  -- each re-test alone
-    run = i
+    if args.stages then args.stages:count("retests", #batch) end
+    local all = ctx.comm:gather_value(mine, 0)
+    if ctx.rank ~= 0 then return nil end
+    local out = {}
+    for _, list in ipairs(all) do for _, v in ipairs(list) do out[v[1]] = v[2] end end
+    return out
   end
-  if args.stages then args.stages:count("retests", run) end
-  local all = ctx.comm:gather_value(mine, 0)
   local out = false
   if ctx.rank == 0 then
-    local value = {}
-    for _, list in ipairs(all) do for _, v in ipairs(list) do value[v[1]] = v[2] end end
-    out = { hosts = {}, ranks = {}, links = {} }
-    for i, t in ipairs(tests) do
-      local v, ref = value[i], t.ref and tests[t.ref] and value[t.ref]
-      if v and ref then
-        if t.kind == "host" then
-          local h = host_sus[t.index]
-          if v > factor * ref then
-            h.retest = { rank = t[1], partner = t[2], partner_host = rank_hosts[t[2] + 1], value = v, reference = ref }
-            out.hosts[#out.hosts + 1] = h
-          end
-        elseif t.kind == "rank" then
-          local s = loc.ranks[t.index]
-          if v > factor * ref then
-            s.partner, s.value, s.reference = t[2], v, ref
-            out.ranks[#out.ranks + 1] = s
-          end
-        elseif t.kind == "link" then
-          local l = loc.pairs[t.index]
-          if v > link_factor * ref then
-            l.retest, l.reference = v, ref
-            out.links[#out.links + 1] = l
-          end
-        end
-      end
+    out = D.localise(values or {}, rank_hosts, args, function(batch, must)
+      if not must and args.deadline and native.now() > args.deadline then return nil end
+      ctx.comm:broadcast_value({ batch = batch }, 0)
+      return exec(batch)
+    end)
+    ctx.comm:broadcast_value({ done = true }, 0)
+  else
+    while true do
+      local msg = ctx.comm:broadcast_value(false, 0)
+      if msg.done then break end
+      exec(msg.batch)
     end
-    out.suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs }
-    out.retests = { planned = #tests, run = run, cut = cut }
   end
   return ctx.comm:broadcast_value(out, 0)
 end
@@ -423,7 +350,7 @@ function M.matrix(ctx, args)
     if i == 1 or args.deadline then decision = ctx.comm:broadcast_value(decision, 0) end
     if decision and decision.kind then
       -- round 1 is kept; the new plan follows it
-      local next_rounds = decision.kind == "sampled" and M.sampled_plan(ctx.hosts, { cycles = decision.cycles })
+      local next_rounds = decision.kind == "sampled" and M.sampled_plan(ctx.hosts, { cycles = decision.cycles, inter_first = true })
         or M.host_plan(ctx.hosts)
       if decision.kind == "hosts" and #next_rounds == 0 then next_rounds = {} end
       rounds = { round }

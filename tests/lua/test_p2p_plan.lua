@@ -123,6 +123,31 @@ function TestPlans:test_uneven_hosts()
   lu.assertEquals(hp, { h1h2 = true, h1h3 = true, h2h3 = true })
 end
 
+-- inter_first: the same pairs, but the first cycle of host rounds comes before the intra-host
+-- rounds, so that a plan cut short has measured every host with every other (the host verdicts'
+-- coverage, cs.diagnose.localise) before it spends rounds inside hosts.
+function TestPlans:test_sampled_plan_inter_first_covers_hosts_first()
+  for _, hl in ipairs { { 8, 2 }, { 4, 2 }, { 5, 3 } } do
+    local h, l = hl[1], hl[2]
+    local rh = hosts_of(h, l)
+    local plain = cs.p2p.sampled_plan(rh, { cycles = 2 })
+    local first = cs.p2p.sampled_plan(rh, { cycles = 2, inter_first = true })
+    lu.assertEquals(#first, #plain)
+    lu.assertEquals(check_rounds(first, #rh), check_rounds(plain, #rh))
+    local inter_rounds = h % 2 == 0 and h - 1 or h
+    local hp, count = {}, 0
+    for i = 1, inter_rounds do
+      for _, p in ipairs(first[i]) do
+        local ha, hb = rh[p[1] + 1], rh[p[2] + 1]
+        lu.assertNotEquals(ha, hb, ("round %d: an intra-host pair before the host rounds"):format(i))
+        local k = ha < hb and ha .. "|" .. hb or hb .. "|" .. ha
+        if not hp[k] then hp[k] = true; count = count + 1 end
+      end
+    end
+    lu.assertEquals(count, h * (h - 1) / 2)
+  end
+end
+
 function TestPlans:test_host_plan_has_no_intra_pairs()
   local rh = hosts_of(8, 2)
   local rounds = cs.p2p.host_plan(rh)

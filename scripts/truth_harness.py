@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""Localisation's precision and recall, measured (docs/scale.md, "Does localisation tell the
+truth"): plant a fault at random, run the diagnosis, compare who was named with what was planted.
+A benchmark, not a CI test (tests/e2e/test_truth_netns.py runs a few fixed cases of it).
+
+  scripts/truth_harness.py netns [--seeds 30] [--first-seed 1] [--hosts 4,8] [--slots 1,2]
+        [--tiers quick,standard] [--recipe full_diag|p2p_matrix] [--jsonl FILE] [--timeout 240]
+    Per seed (its own random.Random(seed)): a host count, ranks per host and a tier from the
+    lists; a fault by turn (seed % 4: host, link, rank, none = a healthy run), its place and a
+    tbf rate of 50-500 Mbit (every other path runs at 1 Gbit). Hosts are network namespaces
+    (scripts/netns_hosts.sh: names cs-tr-h0.PID.., subnet 10.80.0.0/24), mpirun reaches them with
+    scripts/rsh_netns.sh (btl tcp,self). A slow host: tbf on its link; a slow link: htb on the
+    path between two hosts (--throttle-link); a slow rank: the engine's chaos `slow` on that
+    rank's sendrecv by 1000/rate (2-20x; tc cannot tell two ranks of one host apart).
+    full_diag runs --max 64K with --budget 20 (quick) or 60 (standard) (its pairs are the tier's:
+    256K, 1M); p2p_matrix --bytes 256K (a 64 KB tbf bucket lets a 64K message pass unthrottled).
+  scripts/truth_harness.py model [--seeds 30] [--ranks 1024] [--hosts 128] [--cv C]
+        [--spikes P] [--spike X] [--plan auto|full|sampled]
+    The same faults in scripts/scale_model.sh's synthetic job (its noise: per-sample CV and
+    spikes), factor 1000/rate, plus the analysis time of each run.
+
+Prints one JSON line per run (and appends it to --jsonl), then the table: runs, precision (runs
+naming no innocent host, rank or link / runs), recall (runs naming the planted fault / runs with
+a fault) and recall where the fault was visible (its pairs at least 1.5x the others in the
+pattern's own measurements), per fault kind, with the counts. A rank of a host with one rank is that host: naming
+either is right. Needs root, iproute2, tc, unshare and Open MPI for `netns`."""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NETNS = os.path.join(REPO, "scripts", "netns_hosts.sh")
+AGENT = os.path.join(REPO, "scripts", "rsh_netns.sh")
+KINDS = ("host", "link", "rank", "none")
+BASE_RATE = "1gbit"
+
+
+class Namespaces:
+    """A set of namespace hosts of its own (prefix, subnet, tag), for a harness or a test."""
+
+    def __init__(self, prefix="cs-tr", subnet="10.80.0", tag=None):
+        self.prefix, self.subnet, self.tag = prefix, subnet, tag or str(os.getpid())
+
+    def env(self, extra=None):
+        e = dict(os.environ)
+        e.update({"CS_NETNS_TAG": self.tag, "CS_NETNS_SUBNET": self.subnet, "CS_NETNS_PREFIX": self.prefix,
+                  "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        e.update(extra or {})
+        return e
+
+    def netns(self, *args, timeout=120):
+        return subprocess.run(["bash", NETNS] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout, universal_newlines=True, env=self.env())
+
+    def up(self, n, fault):
+        """n hosts at BASE_RATE with the fault's throttle (a host or a link; none for a rank)."""
+        args = ["up", str(n), "--rate", BASE_RATE]
+        if fault["kind"] == "host":
+            args += ["--throttle", str(fault["host"]), fault["rate"]]
+        elif fault["kind"] == "link":
+            args += ["--throttle-link", str(fault["hosts"][0]), str(fault["hosts"][1]), fault["rate"]]
+        r = self.netns(*args)
+        if r.returncode != 0:
+            self.netns("down")
+            raise RuntimeError("netns_hosts.sh up failed:\n" + r.stdout + r.stderr)
+
+    def down(self):
+        return self.netns("down")
+
+    def host(self, i):
+        return "%s-h%d" % (self.prefix, i)
+
+
+def why_not(binary, mpirun):
+    """None when namespace runs can work here, else the reason."""
+    if not sys.platform.startswith("linux"):
+        return "network namespaces need Linux"
+    if os.geteuid() != 0:
+        return "needs root (ip netns, veth, tc)"
+    for tool in ("ip", "tc", "unshare", "bash"):
+        if not shutil.which(tool):
+            return "%s is not installed" % tool
+    try:
+        v = subprocess.run([mpirun, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30,
+                           universal_newlines=True)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "%s --version failed: %s" % (mpirun, e)
+    if "Open MPI" not in v.stdout + v.stderr:
+        return "the launch flags are Open MPI's; %s is not Open MPI" % mpirun
+    if not os.path.exists(binary):
+        return "no commscript binary at %s" % binary
+    return None
+
+
+def placement(sizes):
+    """rank -> host index, for hosts of sizes[i] ranks (mpirun --host h0:s0,h1:s1,... by slot)."""
+    out = []
+    for i, s in enumerate(sizes):
+        out += [i] * s
+    return out
+
+
+def choose(seed, hosts_choices, slots_choices, tiers, kind=None):
+    """The seeded configuration of one run: hosts, ranks per host, tier, fault."""
+    rnd = random.Random(seed)
+    n, slots, tier = rnd.choice(hosts_choices), rnd.choice(slots_choices), rnd.choice(tiers)
+    kind = kind or KINDS[seed % 4]
+    rate_mbit = rnd.randint(50, 500)
+    fault = {"kind": kind, "rate": "%dmbit" % rate_mbit, "rate_mbit": rate_mbit}
+    sizes = [slots] * n
+    if kind == "host":
+        fault["host"] = rnd.randrange(n)
+    elif kind == "link":
+        fault["hosts"] = sorted(rnd.sample(range(n), 2))
+    elif kind == "rank":
+        # a rank verdict needs another rank on its host: with one rank per host, the slow rank's
+        # host gets a second rank (the job has n + 1 ranks)
+        h = rnd.randrange(n)
+        if slots == 1:
+            sizes[h] = 2
+        first = sum(sizes[:h])
+        fault["rank"] = first + rnd.randrange(sizes[h])
+        fault["factor"] = max(2.0, min(20.0, round(1000.0 / rate_mbit, 1)))
+    return {"seed": seed, "hosts": n, "slots": slots, "sizes": sizes, "tier": tier, "fault": fault}
+
+
+def named_of(rep, where, ns):
+    """Who the report names: hosts, ranks, links (host index pairs and rank pairs), stragglers,
+    and whether localisation said it was too noisy."""
+    host_index = {ns.host(i): i for i in range(64)}
+    out = {"hosts": [], "ranks": [], "links": [], "stragglers": [], "noisy": None, "other": []}
+    for f in rep.get("findings", []):
+        s, rule = f.get("subject") or {}, f.get("rule")
+        if rule == "slow_host":
+            out["hosts"].append(host_index.get(s.get("host"), s.get("host")))
+        elif rule == "slow_rank":
+            out["ranks"].append(s.get("rank"))
+        elif rule == "slow_link":
+            out["links"].append(sorted(s.get("pair") or []))
+        elif rule == "straggler":
+            out["stragglers"].append(s.get("rank"))
+        elif rule == "localisation_noisy":
+            out["noisy"] = f.get("message")
+        elif f.get("severity") in ("warn", "error") and (s.get("rank") is not None or s.get("host") or s.get("pair")):
+            out["other"].append(rule)
+    return out
+
+
+def score(cfg, named, where):
+    """(correct, innocent): the planted fault named; someone else named (hosts, ranks, links,
+    stragglers and other findings with a rank/host subject all count)."""
+    f = cfg["fault"]
+    sizes = cfg["sizes"]
+    ok_hosts, ok_ranks, ok_links = set(), set(), set()
+    if f["kind"] == "host":
+        ok_hosts.add(f["host"])
+        if sizes[f["host"]] == 1:
+            ok_ranks.update(r for r, h in enumerate(where) if h == f["host"])
+    elif f["kind"] == "rank":
+        ok_ranks.add(f["rank"])
+        if sizes[where[f["rank"]]] == 1:
+            ok_hosts.add(where[f["rank"]])
+    link_hosts = tuple(f["hosts"]) if f["kind"] == "link" else None
+    correct = False
+    innocent = []
+    for h in named["hosts"]:
+        if h in ok_hosts:
+            correct = True
+        else:
+            innocent.append("host %s" % h)
+    for r in named["ranks"]:
+        if r in ok_ranks:
+            correct = True
+        else:
+            innocent.append("rank %s" % r)
+    # a straggler on the slow host, or the slow rank, is late because of the fault: not innocent
+    # (and not the localisation's verdict either)
+    for r in named["stragglers"]:
+        if r not in ok_ranks and not (isinstance(r, int) and r < len(where) and where[r] in ok_hosts):
+            innocent.append("straggler %s" % r)
+    for a, b in named["links"]:
+        if link_hosts and tuple(sorted((where[a], where[b]))) == link_hosts:
+            correct = True
+        else:
+            innocent.append("link %s-%s" % (a, b))
+    innocent += ["finding %s" % o for o in named["other"]]
+    return correct, innocent
+
+
+def visible(cfg, rep, where):
+    """How much slower the planted fault made its pairs in the pattern (the report's pair results):
+    the median of the faulty pairs over the median of the others of the same kind (same host or
+    not); None when no pair showed it (a fault the pattern never measured)."""
+    f = cfg["fault"]
+    pairs = [(r["a"], r["b"], r["min_us"]) for r in rep.get("results", []) if r.get("kind") == "pair" and "min_us" in r]
+
+    def hit(a, b):
+        if f["kind"] == "host":
+            return f["host"] in (where[a], where[b])
+        if f["kind"] == "rank":
+            return f["rank"] in (a, b)
+        if f["kind"] == "link":
+            return sorted((where[a], where[b])) == f["hosts"]
+        return False
+
+    def med(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2] if xs else None
+    if f["kind"] == "none" or not pairs:
+        return None
+    bad = [v for a, b, v in pairs if hit(a, b) and where[a] != where[b]]
+    good = [v for a, b, v in pairs if not hit(a, b) and where[a] != where[b]]
+    if not bad or not good:
+        return None
+    return round(med(bad) / med(good), 2)
+
+
+def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
+    """One namespace run of cfg (ns.up first). Returns (rc or None on timeout, seconds, report or {})."""
+    n, sizes = cfg["hosts"], cfg["sizes"]
+    subnet = ns.subnet + ".0/24"
+    argv = ["bash", NETNS, "run", mpirun,
+            "--mca", "plm_rsh_agent", AGENT, "--mca", "plm_rsh_no_tree_spawn", "1",
+            "--mca", "rtc", "^hwloc", "--mca", "btl", "tcp,self",
+            "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet,
+            "--mca", "mpi_yield_when_idle", "1", "-x", "OMPI_MCA_rtc=^hwloc", "--oversubscribe",
+            "--host", ",".join("%s:%d" % (ns.host(i), sizes[i]) for i in range(n)), "-np", str(sum(sizes))]
+    if os.environ.get("COMMSCRIPT_STDLIB"):
+        argv += ["-x", "COMMSCRIPT_STDLIB"]
+    argv += [binary, "--out", out_dir]
+    f = cfg["fault"]
+    if f["kind"] == "rank":
+        argv += ["--set", 'chaos=[{kind="slow", ranks=[%d], factor=%g, ops=["sendrecv"]}]' % (f["rank"], f["factor"])]
+    if recipe == "full_diag":
+        argv += ["full_diag", "--tier", cfg["tier"], "--max", "64K", "--budget", "20" if cfg["tier"] == "quick" else "60"]
+    else:
+        # 256K: a tbf or htb bucket (64 KB, netns_hosts.sh) lets a 64K message through at full
+        # speed after an idle moment; the pair times would hide the fault
+        argv += ["p2p_matrix", "--bytes", "256K", "--iters", "1", "--lat_iters", "5", "--repeats", "1", "--window", "1"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=ns.env(), start_new_session=True)
+    try:
+        so, se = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        so, se = p.communicate()
+        rc = None
+    elapsed = time.monotonic() - t0
+    rep = {}
+    path = os.path.join(out_dir, "report.json")
+    if os.path.exists(path):
+        with open(path) as fh:
+            rep = json.load(fh)
+    return rc, elapsed, rep, (so + se).decode("utf-8", "replace")[-3000:]
+
+
+def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
+    """Set up, run and score one seed; the hosts are taken down again."""
+    out_dir = tempfile.mkdtemp(prefix="cs-truth-")
+    try:
+        ns.up(cfg["hosts"], cfg["fault"])
+        rc, elapsed, rep, tail = run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout)
+    finally:
+        ns.down()
+    where = placement(cfg["sizes"])
+    named = named_of(rep, where, ns)
+    correct, innocent = score(cfg, named, where)
+    refs = (rep.get("localisation") or {}).get("references") or {}
+    row = dict(cfg, recipe=recipe, rc=rc, wall_s=round(elapsed, 1), named=named, correct=correct, innocent=innocent,
+               visible=visible(cfg, rep, where),
+               reference_samples={k: [p.get("samples_us") for p in (v.get("pairs") or [])] for k, v in refs.items()},
+               localisation={k: (rep.get("localisation") or {}).get(k) for k in ("suspects", "retests", "tested", "undecided")},
+               plan=(rep.get("matrix") or {}).get("plan"),
+               stages=[(s["name"], round(s["seconds"], 2)) for s in (rep.get("cost") or {}).get("stages", [])])
+    if rc not in (0, 3):
+        row["tail"] = tail
+    if keep:
+        row["out"] = out_dir
+    else:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    return row
+
+
+def model_seed(seed, args):
+    """One run of the scale model with a seeded fault (factor 1000/rate)."""
+    rnd = random.Random(seed)
+    kind = KINDS[seed % 4]
+    rate = rnd.randint(50, 500)
+    factor = max(2.0, min(20.0, round(1000.0 / rate, 1)))
+    cmd = [os.path.join(REPO, "scripts", "scale_model.sh"), "--ranks", str(args.ranks), "--hosts", str(args.hosts),
+           "--plan", args.plan, "--seed", str(seed), "--plant", kind, "--time", "cpu", "--results", "no"]
+    if kind != "none":
+        cmd += ["--factor", str(factor)]
+    for k in ("cv", "spikes", "spike"):
+        v = getattr(args, k)
+        if v is not None:
+            cmd += ["--" + k, str(v)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=args.timeout)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        return {"seed": seed, "fault": {"kind": kind}, "error": p.stderr[-2000:], "correct": False, "innocent": ["(no run)"]}
+    r = json.loads(lines[-1])
+    named, planted = r["named"], r["planted"]
+    correct = False
+    innocent = []
+    for k in ("hosts", "ranks", "links"):
+        for x in named[k]:
+            if x in planted[k]:
+                correct = True
+            else:
+                innocent.append("%s %s" % (k[:-1], x))
+    innocent += ["straggler %s" % x for x in named["stragglers"]] + ["finding %s" % x for x in named["other"]]
+    return {"seed": seed, "ranks": args.ranks, "hosts": args.hosts, "fault": {"kind": kind, "factor": factor},
+            "planted": planted, "named": named, "correct": correct, "innocent": innocent, "noisy": r.get("noisy"),
+            "suspects": r.get("suspects"), "retests": r.get("retests"), "tested_planted": r.get("tested_planted"), "analysis_cpu_s": r.get("analysis_cpu_s"),
+            "localisation_cpu_s": r["cpu"]["localisation_s"], "analysis_s": r.get("analysis_s")}
+
+
+def table(rows):
+    """Precision and recall with their counts, over all runs and per fault kind."""
+    lines = ["| fault | runs | precision (no innocent named) | recall (planted named) | recall where visible | too noisy |",
+             "|---|---|---|---|---|---|"]
+    for kind in KINDS + ("all",):
+        rs = [r for r in rows if kind == "all" or r["fault"]["kind"] == kind]
+        if not rs:
+            continue
+        clean = sum(1 for r in rs if not r["innocent"])
+        faulty = [r for r in rs if r["fault"]["kind"] != "none"]
+        found = sum(1 for r in faulty if r["correct"])
+        noisy = sum(1 for r in rs if (r.get("named") or {}).get("noisy") or r.get("noisy"))
+        rec = ("%.2f (%d/%d)" % (found / len(faulty), found, len(faulty))) if faulty else "-"
+        # visible: the fault made its pairs at least 1.5x slower in the pattern (a tbf above what
+        # the CPU-bound veths carry anyway changes nothing); the model's faults all are
+        vis = [r for r in faulty if r.get("visible") is None and "ranks" in r and "sizes" not in r
+               or (r.get("visible") or 0) >= 1.5]
+        vfound = sum(1 for r in vis if r["correct"])
+        vrec = ("%.2f (%d/%d)" % (vfound / len(vis), vfound, len(vis))) if vis else "-"
+        lines.append("| %s | %d | %.2f (%d/%d) | %s | %s | %d |" % (kind, len(rs), clean / len(rs), clean, len(rs), rec,
+                                                                 vrec, noisy))
+    return "\n".join(lines)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    a = sub.add_parser("netns")
+    a.add_argument("--hosts", default="4,8")
+    a.add_argument("--slots", default="1,2")
+    a.add_argument("--tiers", default="quick,standard")
+    a.add_argument("--recipe", default="full_diag", choices=("full_diag", "p2p_matrix"))
+    a.add_argument("--timeout", type=int, default=240)
+    a.add_argument("--keep", action="store_true", help="keep each run's output directory")
+    m = sub.add_parser("model")
+    m.add_argument("--ranks", type=int, default=1024)
+    m.add_argument("--hosts", type=int, default=128)
+    m.add_argument("--plan", default="auto")
+    m.add_argument("--cv", type=float)
+    m.add_argument("--spikes", type=float)
+    m.add_argument("--spike", type=float)
+    m.add_argument("--timeout", type=int, default=900)
+    for p in (a, m):
+        p.add_argument("--seeds", type=int, default=30)
+        p.add_argument("--first-seed", type=int, default=1)
+        p.add_argument("--jsonl", help="append each run's line here")
+    args = ap.parse_args(argv)
+    binary = os.environ.get("COMMSCRIPT") or os.path.join(REPO, "build", "commscript")
+    mpirun = os.environ.get("MPIRUN") or shutil.which("mpirun") or "mpirun"
+    rows = []
+    ns = None
+    if args.mode == "netns":
+        reason = why_not(binary, mpirun)
+        if reason:
+            print("truth_harness.py: cannot run namespace hosts here: %s" % reason, file=sys.stderr)
+            return 1
+        ns = Namespaces()
+        ns.netns("down", "--stale")
+    try:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            if args.mode == "netns":
+                cfg = choose(seed, [int(x) for x in args.hosts.split(",")], [int(x) for x in args.slots.split(",")],
+                             args.tiers.split(","))
+                row = netns_seed(cfg, ns, binary, mpirun, args.recipe, args.timeout, args.keep)
+            else:
+                row = model_seed(seed, args)
+            rows.append(row)
+            line = json.dumps(row, sort_keys=True)
+            print(line, flush=True)
+            if args.jsonl:
+                with open(args.jsonl, "a") as fh:
+                    fh.write(line + "\n")
+    finally:
+        if ns:
+            ns.down()
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
