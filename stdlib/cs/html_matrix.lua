@@ -322,8 +322,10 @@ local function matrix(r)
       out[#out + 1] = "<div><h3>" .. esc(h.o.what .. (h.o.unit ~= "" and " (" .. h.o.unit .. ")" or "")) .. "</h3>"
         .. hostmap(h, h.n, h.o, "hmgrad" .. i, names, of) .. "</div>"
     end
-    return section("matrix", "Rank x rank matrix", fmt('<p class="note">%d ranks on %d host(s): host x host maps (a rank x rank map would be %d cells); '
-      .. "click a host's row for its ranks; every value is in report.json</p>", n, #names, n * n) .. concat(out, "\n"))
+    local plural = require("cs.text").plural
+    return section("matrix", "Rank x rank matrix", fmt('<p class="note">%s on %s: host x host maps (a rank x rank map would be %d cells); '
+      .. "click a host's row for its ranks; every value is in report.json</p>", plural(n, "rank"), plural(#names, "host"), n * n)
+      .. concat(out, "\n"))
   end
   for i, h in ipairs(maps) do
     out[#out + 1] = "<div><h3>" .. esc(h.o.what .. (h.o.unit ~= "" and " (" .. h.o.unit .. ")" or "")) .. "</h3>"
