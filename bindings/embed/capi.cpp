@@ -591,17 +591,17 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
           ss.backend = *r.backend;
           if (!s->world && s->comm == MPI_COMM_NULL) s->backend = ss.backend;  // what attach_world sets up
         }
-        // Nor does it reach the loader: without trusted, the recorded [env] is applied only for
-        // the known configuration families, less what loads code or names files.
+        // Nor does it reach the loader or the MPI library: without trusted, the recorded [env] is
+        // applied only for the allow-list (run_inputs.hpp), less what loads code or names files.
         if (!ss.trusted) {
           const std::vector<std::string> skipped = ss.config.drop_env(cs::env_var_unsafe_to_replay);
           if (!skipped.empty() && printer(*s)) {
             std::string names;
             for (const auto& n : skipped) names += (names.empty() ? "" : ", ") + n;
             std::fprintf(stderr,
-                         "commscript: replay %s: not applying %s from the report's [env] (they can load code, start "
-                         "programs or write files; --trusted applies them)\n",
-                         ro->replay, names.c_str());
+                         "commscript: replay %s: not applying %s from the report's [env] (dropped: a replay applies "
+                         "only %s, less names that load code or name files; --trusted applies them all)\n",
+                         ro->replay, names.c_str(), cs::replay_env_allow_list().c_str());
           }
         }
         // A report is data from someone else: it never lifts the sandbox by itself.

@@ -267,6 +267,38 @@ void GlooCommunicator::run(const Op& op) {
   }
 }
 
+// Point-to-point sides that disagree: Gloo asserts on a message whose size differs from the
+// posted buffer, in its own thread (gloo::EnforceNotMet, SIGABRT 134), a dtype mismatch of the
+// same size included. So a send first sends a 16-byte header (bytes, dtype) on a slot of its
+// own, and the receiving side compares it with its buffer before it posts the receive: a desync
+// (exit 5) naming both ranks, both sides and the recipe line.
+void GlooCommunicator::p2p_header(const Op& op, uint64_t slot, size_t bytes, std::chrono::milliseconds to) {
+  const uint64_t hslot = slot | (uint64_t{1} << 40);
+  if (op.coll == Collective::send) {
+    p2p_hdr_[0] = bytes;
+    p2p_hdr_[1] = static_cast<uint64_t>(op.dtype);
+    auto hb = ctx_->createUnboundBuffer(p2p_hdr_, sizeof p2p_hdr_);
+    hb->send(op.peer, hslot);
+    if (!hb->waitSend(to)) throw gloo::IoException("send aborted");
+    return;
+  }
+  uint64_t theirs[2] = {0, 0};
+  auto hb = ctx_->createUnboundBuffer(theirs, sizeof theirs);
+  hb->recv(op.peer, hslot);
+  if (!hb->waitRecv(to)) throw gloo::IoException("recv aborted");
+  if (theirs[0] == bytes && theirs[1] == static_cast<uint64_t>(op.dtype)) return;
+  const std::string site = Progress::instance().site();
+  const std::string their_dtype =
+      theirs[1] <= static_cast<uint64_t>(DType::bfloat16) ? std::string(dtype_name(static_cast<DType>(theirs[1]))) : std::to_string(theirs[1]);
+  throw Error(ExitCode::timeout, "desync: recv #" + std::to_string(seq()) + " on " + name() + " (gloo): rank " +
+                                     std::to_string(op.peer) + " sends " + std::to_string(theirs[0]) + " bytes of " +
+                                     their_dtype + " to rank " + std::to_string(rank_) + ", which receives " +
+                                     std::to_string(op.count) + " " + std::string(dtype_name(op.dtype)) + " (" +
+                                     std::to_string(bytes) + " bytes)" +
+                                     (site.empty() || site == "-" ? std::string() : " at " + site) +
+                                     ": the two sides of a send/recv must agree on the size and dtype");
+}
+
 void GlooCommunicator::run_op(const Op& op) {
   const auto to = op_timeout();
   ctx_->setTimeout(to);  // what Gloo's older algorithm classes (reduce-scatter) wait by
@@ -286,6 +318,7 @@ void GlooCommunicator::run_op(const Op& op) {
       // Point to point: Gloo's unbound buffers, the tag as the slot.
       const uint64_t slot = 0x10000 + static_cast<uint64_t>(op.tag);
       std::unique_ptr<gloo::transport::UnboundBuffer> sb, rb;
+      if (op.coll != Collective::sendrecv) p2p_header(op, slot, cz * esz, to);
       void* rptr = op.recv;
       if (op.coll == Collective::sendrecv && op.send == op.recv) {
         scratch_.resize(cz * esz);

@@ -67,6 +67,8 @@ class GlooCommunicator final : public Communicator {
                    int rank, std::string name);
   void connect(double timeout_s, double grace_s);
   void run_op(const Op& op);
+  void p2p_header(const Op& op, uint64_t slot, size_t bytes, std::chrono::milliseconds to);
+  uint64_t p2p_hdr_[2] = {0, 0};  // a send's header (bytes, dtype): alive until its send completes
   std::chrono::milliseconds op_timeout() const;
   [[noreturn]] void fail(const Op& op, const std::string& why);
   std::vector<int> gone_now(int wait_ms);
