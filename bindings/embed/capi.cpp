@@ -194,26 +194,8 @@ bool backend_built(const std::string& b, std::string* why) {
 // Gloo over the host's communicator: rank 0 serves the store, the host's MPI tells the others
 // where, Gloo's TCP pairs move the data.
 std::shared_ptr<cs::Communicator> gloo_over(MPI_Comm host, double timeout_s) {
-  std::shared_ptr<cs::KvServer> server;
   auto mpi = cs::MpiCommunicator::of(host);
-  const auto hosts = mpi->allgather(cs::host_name());
-  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
-  std::string endpoint, error;
-  if (mpi->rank() == 0) {
-    try {
-      server = std::make_shared<cs::KvServer>(0);
-      endpoint = (one_host ? std::string("127.0.0.1") : hosts[0]) + ":" + std::to_string(server->port());
-    } catch (const cs::Error& e) {
-      error = e.what();
-    }
-  }
-  endpoint = mpi->broadcast(error.empty() ? endpoint : "!" + error, 0);
-  if (!endpoint.empty() && endpoint[0] == '!')
-    throw cs::Error(cs::ExitCode::runtime, "gloo: rank 0: " + endpoint.substr(1));
-  const auto [addr, port] = cs::parse_endpoint(endpoint, "gloo store");
-  const auto wait = std::chrono::milliseconds(static_cast<long long>((timeout_s > 0 ? timeout_s : 300) * 1000));
-  auto store = std::make_shared<cs::KvClient>(addr, port, mpi->rank(), wait);
-  return cs::GlooCommunicator::world(std::move(store), std::move(server), mpi->rank(), mpi->size(), timeout_s);
+  return cs::GlooCommunicator::over_mpi(*mpi, timeout_s);  // rank 0 draws the job's secret
 }
 #endif
 
@@ -423,7 +405,8 @@ int cs_session_attach_world(cs_session* s, int* argc, char*** argv) {
       std::unique_ptr<cs::Communicator> ctl;
       try {
         ctl =
-            cs::GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, timeout_s);
+            cs::GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, timeout_s,
+                                           launch.token);  // the job token: docs/security.md
       } catch (const cs::Error& e) {
         return fail(
             s, CS_E_BACKEND,

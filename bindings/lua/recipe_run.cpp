@@ -291,6 +291,7 @@ int call_runner(LuaVm& vm, Session& s) {
   }
   LuaFailure f;
   if (!vm.call(4, 1, &f)) {
+    f.message = coord::cap_message(f.message);  // a 50 MiB error message: its head, its tail, its length
     std::string msg =
         "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) + f.message;
     if (!f.traceback.empty() && f.code == ExitCode::runtime) msg += "\n" + f.traceback;
@@ -371,8 +372,9 @@ int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
     d["incidents"].push_back({{"kind", "output"}, {"exit_code", code}, {"message", html_error}});
     try {
       s.report->write();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "commscript: %s\n", e.what());
+    } catch (const std::exception& e) {  // no room for a second copy: over the first one
+      if (const int err = s.report->write_in_place())
+        std::fprintf(stderr, "commscript: %s; nor could report.json be updated in place (%s)\n", e.what(), std::strerror(err));
     }
   }
   return code;

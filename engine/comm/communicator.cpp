@@ -110,6 +110,24 @@ std::string list_ranks(const std::map<std::string, std::vector<int>>& by_where) 
 
 }  // namespace
 
+void Communicator::agree_with_peer(int peer, size_t count, DType dtype, const char* what) {
+  if (size() <= 1 || peer == rank() || peer < 0 || peer >= size()) return;
+  const int64_t mine[2] = {static_cast<int64_t>(count * dtype_size(dtype)), static_cast<int64_t>(dtype)};
+  int64_t theirs[2] = {0, 0};
+  exchange(peer, mine, peer, theirs, sizeof mine);
+  if (theirs[0] == mine[0] && theirs[1] == mine[1]) return;
+  auto side = [](int64_t bytes, int64_t dt) {
+    const std::string d = dt >= 0 && dt <= static_cast<int64_t>(DType::bfloat16)
+                              ? std::string(dtype_name(static_cast<DType>(dt)))
+                              : "dtype " + std::to_string(dt);
+    return std::to_string(bytes) + " bytes of " + d;
+  };
+  throw Error(ExitCode::timeout, "desync: " + std::string(what) + " on " + name_ + ": rank " + std::to_string(rank()) +
+                                     " uses " + side(mine[0], mine[1]) + ", its peer rank " + std::to_string(peer) +
+                                     " " + side(theirs[0], theirs[1]) +
+                                     ": both sides of a pair must agree on the size and dtype");
+}
+
 void Communicator::verify(const Op& op, const CallSite& site) {
   if (!verify_ || size() <= 1) return;
   if (op.coll == Collective::send || op.coll == Collective::recv) {

@@ -141,8 +141,8 @@ std::string proof(const std::string& secret, const std::string& challenge) {
   unsigned int n = 0;
   static const unsigned char kEmpty = 0;
   const void* key = secret.empty() ? static_cast<const void*>(&kEmpty) : secret.data();
-  if (!HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(challenge.data()),
-            challenge.size(), mac, &n))
+  if (!HMAC(EVP_sha256(), key, static_cast<int>(secret.size()),
+            reinterpret_cast<const unsigned char*>(challenge.data()), challenge.size(), mac, &n))
     throw Error(ExitCode::internal, "control plane: HMAC-SHA256 failed");
   return hex(mac, n);
 }
@@ -188,8 +188,10 @@ std::string token_from_env(const std::string& who, bool* insecure) {
     token.assign(buf, static_cast<size_t>(n));
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
   } else {
-    throw InputError(who + ": no job token: without MPI the control plane admits only processes that know the job's "
-                           "secret" + how);
+    throw InputError(who +
+                     ": no job token: without MPI the control plane admits only processes that know the job's "
+                     "secret" +
+                     how);
   }
   if (token == kInsecure) {
     *insecure = true;

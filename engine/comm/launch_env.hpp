@@ -30,9 +30,9 @@ LaunchEnv read_launch_env(const std::string& kind);
 // crosses the wire. Under mpirun rank 0 draws the secret and MPI broadcasts it; under
 // --launcher env/slurm it is the job token.
 namespace job_auth {
-inline constexpr const char* kInsecure = "insecure";  // COMMSCRIPT_JOB_TOKEN=insecure: opted out
-std::string random_secret();                          // 32 random bytes (RAND_bytes), as hex
-std::string challenge();                              // 16 random bytes, as hex
+inline constexpr const char* kInsecure = "insecure";                         // COMMSCRIPT_JOB_TOKEN=insecure: opted out
+std::string random_secret();                                                 // 32 random bytes (RAND_bytes), as hex
+std::string challenge();                                                     // 16 random bytes, as hex
 std::string proof(const std::string& secret, const std::string& challenge);  // HMAC-SHA256, hex
 bool proof_ok(const std::string& secret, const std::string& challenge, const std::string& proof);
 // The job token of a launch without MPI: COMMSCRIPT_JOB_TOKEN, or the contents of the file

@@ -196,6 +196,20 @@ void Report::write() {
   if (ec) throw Error(ExitCode::output, "cannot write " + (dir_ / "report.json").string() + ": " + ec.message());
 }
 
+int Report::write_in_place() {
+  if (!writer_) return 0;
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  errno = 0;
+  std::FILE* f = std::fopen((dir_ / "report.json").c_str(), "r+");
+  if (!f) return errno ? errno : EIO;
+  size_t bytes = 0;
+  int err = dump_to(f, doc_, 2, &bytes);
+  if (err == 0 && ftruncate(fileno(f), static_cast<off_t>(bytes)) != 0) err = errno ? errno : EIO;
+  if (err == 0 && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) err = errno ? errno : EIO;
+  if (std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
+  return err;
+}
+
 std::string default_out_dir(const std::string& recipe) {
   std::time_t t = std::time(nullptr);
   std::tm tm{};

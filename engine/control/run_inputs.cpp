@@ -96,7 +96,8 @@ std::string read_input_file(const std::string& path, const std::string& what, si
     throw InputError(what + ": is " + kind + "; only a regular file is read");
   }
   auto too_big = [&] {
-    return InputError(what + ": larger than " + std::to_string(max_bytes >> 20) + " MiB, the most read from such a file");
+    return InputError(what + ": larger than " + std::to_string(max_bytes >> 20) +
+                      " MiB, the most read from such a file");
   };
   if (static_cast<uint64_t>(st.st_size) > max_bytes) throw too_big();
   std::string text;
@@ -131,8 +132,8 @@ void check_json_depth(const std::string& text, const std::string& what) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth)
-        throw InputError(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
-                         " levels (at byte " + std::to_string(i) + "); a commscript report nests a few levels");
+        throw InputError(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " +
+                         std::to_string(i) + "); a commscript report nests a few levels");
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }
@@ -203,9 +204,8 @@ void check_replay_fields(const nlohmann::json& rep, const std::string& path) {
       check_timeout(run["timeout_s"].get<double>(), path + ": run.timeout_s", "");
     }
     if (run.contains("backend"))
-      expect(run["backend"].is_string() &&
-                 (run["backend"] == "mpi" || run["backend"] == "self" || run["backend"] == "nccl" ||
-                  run["backend"] == "gloo"),
+      expect(run["backend"].is_string() && (run["backend"] == "mpi" || run["backend"] == "self" ||
+                                            run["backend"] == "nccl" || run["backend"] == "gloo"),
              path, "run.backend", "one of \"mpi\", \"self\", \"nccl\", \"gloo\"", run["backend"]);
     if (run.contains("trusted")) expect(run["trusted"].is_boolean(), path, "run.trusted", "a boolean", run["trusted"]);
     if (run.contains("ranks"))
@@ -245,9 +245,9 @@ namespace {
 // The replay environment's allow-list: families that tune the communication libraries a recipe
 // measures and that neither the MPI library nor the loader reads, and exact names.
 const char* const kReplayEnvFamilies[] = {"NCCL_", "TORCH_NCCL_", "UCX_"};
-const char* const kReplayEnvNames[] = {"CUDA_VISIBLE_DEVICES",   "CUDA_DEVICE_ORDER",     "CUDA_LAUNCH_BLOCKING",
+const char* const kReplayEnvNames[] = {"CUDA_VISIBLE_DEVICES",        "CUDA_DEVICE_ORDER",  "CUDA_LAUNCH_BLOCKING",
                                        "CUDA_DEVICE_MAX_CONNECTIONS", "GLOO_SOCKET_IFNAME", "GLOO_DEVICE_TRANSPORT",
-                                       "TORCH_DISTRIBUTED_DEBUG", "OMP_NUM_THREADS"};
+                                       "TORCH_DISTRIBUTED_DEBUG",     "OMP_NUM_THREADS"};
 
 }  // namespace
 
