@@ -374,7 +374,8 @@ int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
       s.report->write();
     } catch (const std::exception& e) {  // no room for a second copy: over the first one
       if (const int err = s.report->write_in_place())
-        std::fprintf(stderr, "commscript: %s; nor could report.json be updated in place (%s)\n", e.what(), std::strerror(err));
+        std::fprintf(stderr, "commscript: %s; nor could report.json be updated in place (%s)\n", e.what(),
+                     std::strerror(err));
     }
   }
   return code;

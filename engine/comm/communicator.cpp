@@ -114,7 +114,12 @@ void Communicator::agree_with_peer(int peer, size_t count, DType dtype, const ch
   if (size() <= 1 || peer == rank() || peer < 0 || peer >= size()) return;
   const int64_t mine[2] = {static_cast<int64_t>(count * dtype_size(dtype)), static_cast<int64_t>(dtype)};
   int64_t theirs[2] = {0, 0};
-  exchange(peer, mine, peer, theirs, sizeof mine);
+  try {
+    exchange(peer, mine, peer, theirs, sizeof mine);
+  } catch (const Error& e) {  // a backend without a control-plane exchange (test stand-ins): unchecked
+    if (e.code() == ExitCode::internal) return;
+    throw;
+  }
   if (theirs[0] == mine[0] && theirs[1] == mine[1]) return;
   auto side = [](int64_t bytes, int64_t dt) {
     const std::string d = dt >= 0 && dt <= static_cast<int64_t>(DType::bfloat16)

@@ -357,14 +357,16 @@ void HostRelay::loop() {
     for (size_t i = 2; i < pfs.size(); ++i) {
       if (!(pfs[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Follower& f = *fs[i - 2];
-      bool alive = drain(f.fd, f.in);
+      bool alive = drain(f.fd, f.in);  // lines that came with the close (a BYE) still count
+      bool dropped = false;
       std::string line;
-      while (alive && f.in.next(&line)) {
+      while (!dropped && f.in.next(&line)) {
         if (!f.proven) {  // the first line proves the job's secret, or the peer is dropped
           f.proven = proves_secret(line, f.challenge);
           if (!f.proven) {
             refused(f.fd, "no proof of the job's secret");
             alive = false;
+            dropped = true;
           }
           continue;
         }
