@@ -38,7 +38,7 @@ struct Args {
   bool seed_given = false, backend_given = false;
   double timeout = -1;
   bool timeout_given = false;
-  bool version = false, list = false, check = false, trusted = false, no_verify = false;
+  bool version = false, list = false, check = false, trusted = false, no_verify = false, insecure_plane = false;
   std::vector<std::string> rest;  // RECIPE [recipe options]
 };
 
@@ -62,9 +62,11 @@ int fail_early(ExitCode code, const std::string& msg) {
 }
 
 // commscript's own options, for did-you-mean.
-const char* const kOptionNames[] = {"--version",    "--config", "--set",   "--out",      "--backend", "--seed",
-                                    "--timeout",    "--list",   "--check", "--no-check", "--trusted", "--baseline",
-                                    "--fail-below", "--replay", "--help",  nullptr};
+const char* const kOptionNames[] = {"--version",    "--config",   "--set",     "--out",
+                                    "--backend",    "--seed",     "--timeout", "--list",
+                                    "--check",      "--no-check", "--trusted", "--baseline",
+                                    "--fail-below", "--replay",   "--help",    "--insecure-control-plane",
+                                    nullptr};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -93,7 +95,8 @@ std::string did_you_mean(const std::string& given) {
 
 // "--check false": a flag takes no separate value; the word would become the recipe's name.
 std::optional<int> flag_with_separate_value(int argc, char** argv) {
-  static const char* const kFlags[] = {"--check", "--trusted", "--list", "--version", nullptr};
+  static const char* const kFlags[] = {"--check", "--trusted", "--list", "--version", "--insecure-control-plane",
+                                       nullptr};
   static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "1", "0", nullptr};
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string a = argv[i];
@@ -157,7 +160,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
       "usage: commscript [options] RECIPE[.lua] [recipe options]\n"
       "       commscript RECIPE --help     prints the recipe's own options\n"
       "exit codes: 0 ok, 1 bad input, 2 recipe error, 3 health verdict failed,\n"
-      "            4 data corruption, 5 timeout/hang, 70 internal error");
+      "            4 data corruption, 5 timeout/hang/desync, 6 outputs unwritable, 70 internal error");
   app.prefix_command();  // everything from RECIPE on belongs to the recipe
   app.add_flag("--version", a.version, "print versions (commscript, MPI, LuaJIT, CUDA/NCCL) and exit");
   app.add_option("--config", a.config_file, "TOML file: [options], [env], [run] ...");
@@ -182,6 +185,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
   app.add_flag("--trusted", a.trusted, "lift the recipe sandbox (os, io, ffi, require of any module)");
   app.add_flag("--no-verify", a.no_verify,
                "no call verification (ranks agreeing on each untimed operation's shape before it runs)");
+  app.add_flag("--insecure-control-plane", a.insecure_plane,
+               "--launcher env/slurm without a job token: admit any process that reaches the store (a trusted "
+               "network only; docs/security.md); the same as COMMSCRIPT_JOB_TOKEN=insecure");
   app.add_option("--baseline", a.baseline, "an earlier report.json: regressions beyond the tolerance become findings");
   app.add_option("--fail-below", a.fail_below, "exit 3 when the scorecard's total is below this (0-100)")
       ->check(finite_number(true) & CLI::Range(0.0, 100.0));
@@ -197,6 +203,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
     return 1;
   }
   a.rest = app.remaining();
+  if (a.insecure_plane) setenv("COMMSCRIPT_JOB_TOKEN", "insecure", 1);  // read by the launch (launch_env.cpp)
   if (!act && (a.version || a.list)) return 0;
   if (a.version) {
     std::fputs(version_text().c_str(), stdout);

@@ -194,26 +194,8 @@ bool backend_built(const std::string& b, std::string* why) {
 // Gloo over the host's communicator: rank 0 serves the store, the host's MPI tells the others
 // where, Gloo's TCP pairs move the data.
 std::shared_ptr<cs::Communicator> gloo_over(MPI_Comm host, double timeout_s) {
-  std::shared_ptr<cs::KvServer> server;
   auto mpi = cs::MpiCommunicator::of(host);
-  const auto hosts = mpi->allgather(cs::host_name());
-  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
-  std::string endpoint, error;
-  if (mpi->rank() == 0) {
-    try {
-      server = std::make_shared<cs::KvServer>(0);
-      endpoint = (one_host ? std::string("127.0.0.1") : hosts[0]) + ":" + std::to_string(server->port());
-    } catch (const cs::Error& e) {
-      error = e.what();
-    }
-  }
-  endpoint = mpi->broadcast(error.empty() ? endpoint : "!" + error, 0);
-  if (!endpoint.empty() && endpoint[0] == '!')
-    throw cs::Error(cs::ExitCode::runtime, "gloo: rank 0: " + endpoint.substr(1));
-  const auto [addr, port] = cs::parse_endpoint(endpoint, "gloo store");
-  const auto wait = std::chrono::milliseconds(static_cast<long long>((timeout_s > 0 ? timeout_s : 300) * 1000));
-  auto store = std::make_shared<cs::KvClient>(addr, port, mpi->rank(), wait);
-  return cs::GlooCommunicator::world(std::move(store), std::move(server), mpi->rank(), mpi->size(), timeout_s);
+  return cs::GlooCommunicator::over_mpi(*mpi, timeout_s);  // rank 0 draws the job's secret
 }
 #endif
 
@@ -423,7 +405,8 @@ int cs_session_attach_world(cs_session* s, int* argc, char*** argv) {
       std::unique_ptr<cs::Communicator> ctl;
       try {
         ctl =
-            cs::GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, timeout_s);
+            cs::GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, timeout_s,
+                                           launch.token);  // the job token: docs/security.md
       } catch (const cs::Error& e) {
         return fail(
             s, CS_E_BACKEND,
@@ -591,17 +574,17 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
           ss.backend = *r.backend;
           if (!s->world && s->comm == MPI_COMM_NULL) s->backend = ss.backend;  // what attach_world sets up
         }
-        // Nor does it reach the loader: without trusted, the recorded [env] is applied only for
-        // the known configuration families, less what loads code or names files.
+        // Nor does it reach the loader or the MPI library: without trusted, the recorded [env] is
+        // applied only for the allow-list (run_inputs.hpp), less what loads code or names files.
         if (!ss.trusted) {
           const std::vector<std::string> skipped = ss.config.drop_env(cs::env_var_unsafe_to_replay);
           if (!skipped.empty() && printer(*s)) {
             std::string names;
             for (const auto& n : skipped) names += (names.empty() ? "" : ", ") + n;
             std::fprintf(stderr,
-                         "commscript: replay %s: not applying %s from the report's [env] (they can load code, start "
-                         "programs or write files; --trusted applies them)\n",
-                         ro->replay, names.c_str());
+                         "commscript: replay %s: not applying %s from the report's [env] (dropped: a replay applies "
+                         "only %s, less names that load code or name files; --trusted applies them all)\n",
+                         ro->replay, names.c_str(), cs::replay_env_allow_list().c_str());
           }
         }
         // A report is data from someone else: it never lifts the sandbox by itself.

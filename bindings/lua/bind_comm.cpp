@@ -506,6 +506,7 @@ int c_pair_bench(lua_State* L) {
   const int warmup = count_field(L, 2, "pair_bench", "warmup", 2, 0);
   Tensor send = c.alloc(DType::uint8, static_cast<size_t>(bytes));
   Tensor recv = c.alloc(DType::uint8, static_cast<size_t>(bytes));
+  c.agree_with_peer(static_cast<int>(peer), send.count(), send.dtype(), "pair_bench");  // sizes differing: a desync
   Op op =
       make_op(c, Collective::sendrecv, send, recv, ReduceOp::sum, 0, static_cast<int>(peer), static_cast<int>(peer));
   op.blocking = true;  // timed

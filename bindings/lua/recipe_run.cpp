@@ -1,7 +1,11 @@
 #include "recipe_run.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -137,26 +141,47 @@ std::string render_html(LuaVm& vm, const nlohmann::json& doc, std::string* why) 
   return page;
 }
 
+// Writes `page` to `path`, every write, the flush and the close checked: "" or the OS's reason.
+std::string write_page(const std::filesystem::path& path, const std::string& page) {
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return "cannot write " + path.string() + ": " + std::strerror(errno ? errno : EIO);
+  int err = 0;
+  errno = 0;
+  if (std::fwrite(page.data(), 1, page.size(), f) != page.size() || std::fflush(f) != 0) err = errno ? errno : EIO;
+  if (err == 0 && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) err = errno ? errno : EIO;
+  if (std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
+  if (err == 0) return "";
+  std::error_code ec;
+  std::filesystem::remove(path, ec);  // no 0-byte or half page left looking like a report
+  return "cannot write " + path.string() + ": " + std::strerror(err);
+}
+
 // report.html from the finished report (cs.html); a page that fails to render is a warning,
-// never a failed run: report.json is the contract.
-void write_html(LuaVm& vm, Report& report) {
+// never a failed run: report.json is the contract. A page that cannot be written (disk full)
+// is an unwritable output: returns why ("" when written or not rendered).
+std::string write_html(LuaVm& vm, Report& report) {
   std::string why;
   const std::string page = render_html(vm, report.doc(), &why);
-  if (!page.empty())
-    std::ofstream(report.dir() / "report.html", std::ios::binary)
-        .write(page.data(), static_cast<std::streamsize>(page.size()));
-  else if (!why.empty())
-    std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", why.c_str());
+  if (!page.empty()) return write_page(report.dir() / "report.html", page);
+  if (!why.empty()) std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", why.c_str());
+  return "";
 }
 
 // The same from a thread other than main (coordinator, signal thread): the main thread's Lua
 // state may be in use, so a fresh, independent one renders the page.
-void write_html_standalone(Session& s) {
+std::string write_html_standalone(Session& s) {
   try {
     LuaVm vm(&s);
-    write_html(vm, *s.report);
+    return write_html(vm, *s.report);
   } catch (const std::exception&) {  // on the way out: never throw from here
   }
+  return "";
+}
+
+void write_html_on_the_way_out(Session& s) {
+  const std::string why = write_html_standalone(s);
+  if (!why.empty()) std::fprintf(stderr, "commscript: %s\n", why.c_str());
 }
 
 }  // namespace
@@ -183,11 +208,9 @@ bool render_html_file(const std::string& json_path, const std::string& html_path
     if (why) *why = w.empty() ? "cs.html is not in this stdlib" : w;
     return false;
   }
-  std::ofstream out(html_path, std::ios::binary);
-  out.write(page.data(), static_cast<std::streamsize>(page.size()));
-  out.close();
-  if (!out) {
-    if (why) *why = "cannot write " + html_path;
+  const std::string w2 = write_page(html_path, page);
+  if (!w2.empty()) {
+    if (why) *why = w2;
     return false;
   }
   return true;
@@ -268,6 +291,7 @@ int call_runner(LuaVm& vm, Session& s) {
   }
   LuaFailure f;
   if (!vm.call(4, 1, &f)) {
+    f.message = coord::cap_message(f.message);  // a 50 MiB error message: its head, its tail, its length
     std::string msg =
         "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) + f.message;
     if (!f.traceback.empty() && f.code == ExitCode::runtime) msg += "\n" + f.traceback;
@@ -306,6 +330,7 @@ int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
   if (!s.report->writer()) return code;
   std::lock_guard<std::recursive_mutex> g(s.report->mutex());
   auto& d = s.report->doc();
+  std::string html_error;
   d["chaos"] = std::move(fired);
   d["run"]["duration_s"] = secs;
   d["run"]["exit_code"] = code;
@@ -315,7 +340,7 @@ int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
   // here keeps others from editing; at 1024 ranks each takes about a second (docs/scale.md).
   std::thread html;
   try {
-    html = std::thread([&s] { write_html_standalone(s); });
+    html = std::thread([&s, &html_error] { html_error = write_html_standalone(s); });
   } catch (const std::system_error&) {  // no thread: rendered below, after report.json
   }
   struct Join {
@@ -337,7 +362,22 @@ int finish_report(Session& s, nlohmann::json fired, double secs, int code) {
   if (html.joinable())
     html.join();
   else
-    write_html_standalone(s);
+    html_error = write_html_standalone(s);
+  // report.html could not be written (disk full): exit 6, and report.json says so too (written
+  // again: the process's code and the report's agree).
+  if (!html_error.empty() && code != static_cast<int>(ExitCode::output)) {
+    std::fprintf(stderr, "commscript: %s\n", html_error.c_str());
+    code = static_cast<int>(ExitCode::output);
+    d["run"]["exit_code"] = code;
+    d["incidents"].push_back({{"kind", "output"}, {"exit_code", code}, {"message", html_error}});
+    try {
+      s.report->write();
+    } catch (const std::exception& e) {  // no room for a second copy: over the first one
+      if (const int err = s.report->write_in_place())
+        std::fprintf(stderr, "commscript: %s; nor could report.json be updated in place (%s)\n", e.what(),
+                     std::strerror(err));
+    }
+  }
   return code;
 }
 
@@ -435,7 +475,7 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
   // Stack: [runner, recipe, opt]
   if (!open_report(s, info.out, string_field(L, -2, "name"))) {
     if (s.embedded) s.last_error = "cannot open the output directory " + s.out_dir;
-    return static_cast<int>(ExitCode::bad_input);
+    return static_cast<int>(ExitCode::output);  // an unwritable --out: exit 6, as every unwritable output
   }
   job::clear_cancel();
   const auto t_start = std::chrono::steady_clock::now();
@@ -444,7 +484,7 @@ int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::strin
   guardian::watch(s.out_dir, s.rank, s.size, host_name());
   if (s.rank == 0) guardian::header(s.report->doc());
   incidents::attach(&s);
-  incidents::set_html_renderer(write_html_standalone);
+  incidents::set_html_renderer(write_html_on_the_way_out);
   job::set_before_abort(incidents::on_abort);
 
   int code = 0;

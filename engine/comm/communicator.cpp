@@ -110,8 +110,37 @@ std::string list_ranks(const std::map<std::string, std::vector<int>>& by_where) 
 
 }  // namespace
 
+void Communicator::agree_with_peer(int peer, size_t count, DType dtype, const char* what) {
+  if (size() <= 1 || peer == rank() || peer < 0 || peer >= size()) return;
+  const int64_t mine[2] = {static_cast<int64_t>(count * dtype_size(dtype)), static_cast<int64_t>(dtype)};
+  int64_t theirs[2] = {0, 0};
+  try {
+    exchange(peer, mine, peer, theirs, sizeof mine);
+  } catch (const Error& e) {  // a backend without a control-plane exchange (test stand-ins): unchecked
+    if (e.code() == ExitCode::internal) return;
+    throw;
+  }
+  if (theirs[0] == mine[0] && theirs[1] == mine[1]) return;
+  auto side = [](int64_t bytes, int64_t dt) {
+    const std::string d = dt >= 0 && dt <= static_cast<int64_t>(DType::bfloat16)
+                              ? std::string(dtype_name(static_cast<DType>(dt)))
+                              : "dtype " + std::to_string(dt);
+    return std::to_string(bytes) + " bytes of " + d;
+  };
+  throw Error(ExitCode::timeout, "desync: " + std::string(what) + " on " + name_ + ": rank " + std::to_string(rank()) +
+                                     " uses " + side(mine[0], mine[1]) + ", its peer rank " + std::to_string(peer) +
+                                     " " + side(theirs[0], theirs[1]) +
+                                     ": both sides of a pair must agree on the size and dtype");
+}
+
 void Communicator::verify(const Op& op, const CallSite& site) {
-  if (!verify_ || size() <= 1 || op.coll == Collective::send || op.coll == Collective::recv) return;
+  if (!verify_ || size() <= 1) return;
+  if (op.coll == Collective::send || op.coll == Collective::recv) {
+    // Not exchanged (a ring of blocking sends must not wait for its peer's verification); the
+    // receiving backend checks the incoming size against its buffer and names this line.
+    Progress::instance().set_site(site.where());
+    return;
+  }
   const std::string head = "desync: " + std::string(collective_name(op.coll)) + " #" + std::to_string(seq_) + " on " +
                            name_ + ": the ranks called different operations";
   if (op.coll == Collective::sendrecv) {

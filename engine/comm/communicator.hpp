@@ -87,6 +87,11 @@ class Communicator {
   // whose message is one line naming every rank on each side and each rank's call site.
   // send/recv are not verified. Does nothing on a communicator of one rank or when off.
   void verify(const Op& op, const CallSite& site);
+  // The two sides of a measured pair (pingpong, stream, pair_bench: both ranks call it with each
+  // other as peer) agree on the message's size and dtype before anything moves: sides that
+  // disagreed corrupted the heap (MPI) or aborted in Gloo's thread. Throws Error(timeout), a
+  // desync naming both ranks and both sizes. Always on (a 16 B exchange before a timed loop).
+  void agree_with_peer(int peer, size_t count, DType dtype, const char* what);
   bool verifying() const { return verify_; }
   void set_verify(bool on) {
     verify_ = on;

@@ -22,6 +22,7 @@
 
 #include "error.hpp"
 #include "host_name.hpp"
+#include "launch_env.hpp"
 #include "mpi_communicator.hpp"
 #include "size.hpp"
 
@@ -124,42 +125,51 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::world(std::shared_ptr<KvClie
 }
 
 std::unique_ptr<GlooCommunicator> GlooCommunicator::world_over_mpi(double timeout_s) {
+  auto mpi = MpiCommunicator::world();
+  return over_mpi(*mpi, timeout_s);
+}
+
+std::unique_ptr<GlooCommunicator> GlooCommunicator::over_mpi(Communicator& mpi, double timeout_s) {
   std::shared_ptr<KvServer> server;
   std::string endpoint;
-  {
-    auto mpi = MpiCommunicator::world();
-    const auto hosts = mpi->allgather(host_name());
-    const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
-    std::string error;
-    if (mpi->rank() == 0) {
-      try {
-        server = std::make_shared<KvServer>(0);
-        endpoint = (one_host ? std::string("127.0.0.1") : hosts[0]) + ":" + std::to_string(server->port());
-      } catch (const Error& e) {
-        error = e.what();
-      }
+  const auto hosts = mpi.allgather(host_name());
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  std::string error, secret;
+  if (mpi.rank() == 0) {
+    try {
+      secret = job_auth::random_secret();  // drawn here, known only to the job (MPI's broadcast)
+      server = std::make_shared<KvServer>(0, 0, secret, KvServer::listen_ip_for(hosts[0], one_host));
+      endpoint = (one_host ? server->dial_ip() : hosts[0]) + ":" + std::to_string(server->port());
+    } catch (const Error& e) {
+      error = e.what();
     }
-    endpoint = mpi->broadcast(error.empty() ? endpoint : "!" + error, 0);
-    if (!endpoint.empty() && endpoint[0] == '!') throw Error(ExitCode::runtime, "gloo: rank 0: " + endpoint.substr(1));
-    const auto [host, port] = parse_endpoint(endpoint, "gloo store");
-    auto store = std::make_shared<KvClient>(host, port, mpi->rank(), ms_of(timeout_s > 0 ? timeout_s : 300));
-    return world(std::move(store), std::move(server), mpi->rank(), mpi->size(), timeout_s);
   }
+  endpoint = mpi.broadcast(error.empty() ? endpoint : "!" + error, 0);
+  if (!endpoint.empty() && endpoint[0] == '!') throw Error(ExitCode::runtime, "gloo: rank 0: " + endpoint.substr(1));
+  secret = mpi.broadcast(secret, 0);
+  const auto [host, port] = parse_endpoint(endpoint, "gloo store");
+  auto store = std::make_shared<KvClient>(mpi.rank() == 0 ? server->dial_ip() : host, port, mpi.rank(),
+                                          ms_of(timeout_s > 0 ? timeout_s : 300), 0, secret);
+  return world(std::move(store), std::move(server), mpi.rank(), mpi.size(), timeout_s);
 }
 
 std::unique_ptr<GlooCommunicator> GlooCommunicator::world_at(const std::string& host, int port, int rank, int size,
-                                                             double timeout_s) {
+                                                             double timeout_s, const std::string& secret) {
   std::shared_ptr<KvServer> server;
   // The server checks each process's rank and size against rank 0's (and that no two claim a rank).
+  // It listens on MASTER_ADDR (every interface only when that is not an address of this host).
   if (rank == 0) {
     try {
-      server = std::make_shared<KvServer>(port, size);
+      std::string ip = KvServer::listen_ip_for(host, false);
+      if (ip.empty() && host.rfind("127.", 0) == 0) ip = host;  // a loopback address named as such
+      if (ip.empty() && host == "localhost") ip = "127.0.0.1";
+      server = std::make_shared<KvServer>(port, size, secret, ip);
     } catch (const Error& e) {
       throw Error(e.code(), std::string(e.what()) + " (MASTER_PORT taken: by another process started as rank 0?)");
     }
   }
-  auto store = std::make_shared<KvClient>(rank == 0 ? std::string("127.0.0.1") : host, port, rank,
-                                          ms_of(timeout_s > 0 ? timeout_s : 300), size);
+  auto store = std::make_shared<KvClient>(rank == 0 ? server->dial_ip() : host, port, rank,
+                                          ms_of(timeout_s > 0 ? timeout_s : 300), size, secret);
   // Nobody connects to a peer before every rank has joined and none was refused: a process that
   // had started Gloo's connect to a rank that never comes waited there for the whole deadline,
   // deaf to the store's refusal (a RANK given twice, under load).
@@ -267,6 +277,39 @@ void GlooCommunicator::run(const Op& op) {
   }
 }
 
+// Point-to-point sides that disagree: Gloo asserts on a message whose size differs from the
+// posted buffer, in its own thread (gloo::EnforceNotMet, SIGABRT 134), a dtype mismatch of the
+// same size included. So a send first sends a 16-byte header (bytes, dtype) on a slot of its
+// own, and the receiving side compares it with its buffer before it posts the receive: a desync
+// (exit 5) naming both ranks, both sides and the recipe line.
+void GlooCommunicator::p2p_header(const Op& op, uint64_t slot, size_t bytes, std::chrono::milliseconds to) {
+  const uint64_t hslot = slot | (uint64_t{1} << 40);
+  if (op.coll == Collective::send) {
+    p2p_hdr_[0] = bytes;
+    p2p_hdr_[1] = static_cast<uint64_t>(op.dtype);
+    auto hb = ctx_->createUnboundBuffer(p2p_hdr_, sizeof p2p_hdr_);
+    hb->send(op.peer, hslot);
+    if (!hb->waitSend(to)) throw gloo::IoException("send aborted");
+    return;
+  }
+  uint64_t theirs[2] = {0, 0};
+  auto hb = ctx_->createUnboundBuffer(theirs, sizeof theirs);
+  hb->recv(op.peer, hslot);
+  if (!hb->waitRecv(to)) throw gloo::IoException("recv aborted");
+  if (theirs[0] == bytes && theirs[1] == static_cast<uint64_t>(op.dtype)) return;
+  const std::string site = Progress::instance().site();
+  const std::string their_dtype = theirs[1] <= static_cast<uint64_t>(DType::bfloat16)
+                                      ? std::string(dtype_name(static_cast<DType>(theirs[1])))
+                                      : std::to_string(theirs[1]);
+  throw Error(ExitCode::timeout, "desync: recv #" + std::to_string(seq()) + " on " + name() + " (gloo): rank " +
+                                     std::to_string(op.peer) + " sends " + std::to_string(theirs[0]) + " bytes of " +
+                                     their_dtype + " to rank " + std::to_string(rank_) + ", which receives " +
+                                     std::to_string(op.count) + " " + std::string(dtype_name(op.dtype)) + " (" +
+                                     std::to_string(bytes) + " bytes)" +
+                                     (site.empty() || site == "-" ? std::string() : " at " + site) +
+                                     ": the two sides of a send/recv must agree on the size and dtype");
+}
+
 void GlooCommunicator::run_op(const Op& op) {
   const auto to = op_timeout();
   ctx_->setTimeout(to);  // what Gloo's older algorithm classes (reduce-scatter) wait by
@@ -286,6 +329,7 @@ void GlooCommunicator::run_op(const Op& op) {
       // Point to point: Gloo's unbound buffers, the tag as the slot.
       const uint64_t slot = 0x10000 + static_cast<uint64_t>(op.tag);
       std::unique_ptr<gloo::transport::UnboundBuffer> sb, rb;
+      if (op.coll != Collective::sendrecv) p2p_header(op, slot, cz * esz, to);
       void* rptr = op.recv;
       if (op.coll == Collective::sendrecv && op.send == op.recv) {
         scratch_.resize(cz * esz);

@@ -23,12 +23,16 @@ class GlooCommunicator final : public Communicator {
   // it, kept alive by the world communicator). Throws Error on a rendezvous that fails.
   static std::unique_ptr<GlooCommunicator> world(std::shared_ptr<KvClient> store, std::shared_ptr<KvServer> server,
                                                  int rank, int size, double timeout_s);
-  // Under mpirun: rank 0 serves the store and MPI tells everyone where (MPI must be initialised).
+  // Under mpirun: rank 0 serves the store and MPI tells everyone where, and the job's secret
+  // that rank 0 drew (docs/security.md), before any socket opens (MPI must be initialised).
   static std::unique_ptr<GlooCommunicator> world_over_mpi(double timeout_s);
+  // The same over `mpi` (an embedded run's host communicator).
+  static std::unique_ptr<GlooCommunicator> over_mpi(Communicator& mpi, double timeout_s);
   // Without MPI (--launcher env): rank 0 serves the store on `port` of its host, the others dial
-  // host:port (waiting up to the deadline for it to appear).
+  // host:port (waiting up to the deadline for it to appear); every process proves `secret` (the
+  // job token; empty: the insecure opt-out).
   static std::unique_ptr<GlooCommunicator> world_at(const std::string& host, int port, int rank, int size,
-                                                    double timeout_s);
+                                                    double timeout_s, const std::string& secret = "");
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -67,6 +71,8 @@ class GlooCommunicator final : public Communicator {
                    int rank, std::string name);
   void connect(double timeout_s, double grace_s);
   void run_op(const Op& op);
+  void p2p_header(const Op& op, uint64_t slot, size_t bytes, std::chrono::milliseconds to);
+  uint64_t p2p_hdr_[2] = {0, 0};  // a send's header (bytes, dtype): alive until its send completes
   std::chrono::milliseconds op_timeout() const;
   [[noreturn]] void fail(const Op& op, const std::string& why);
   std::vector<int> gone_now(int wait_ms);

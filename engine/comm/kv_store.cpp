@@ -6,12 +6,16 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "error.hpp"
+#include "launch_env.hpp"
 
 namespace cs {
 
@@ -48,13 +52,33 @@ bool write_frame(int fd, char tag, const std::string& s) {
   return write_all(fd, &tag, 1) && write_all(fd, &len, 4) && write_all(fd, s.data(), s.size());
 }
 
-bool read_frame(int fd, char* tag, std::string* s) {
+// A frame of at most `max` bytes, read in pieces: the buffer grows with what arrives, not with
+// what the length announced (8 peers announcing 64 MiB each grew the server by 512 MB).
+bool read_frame(int fd, char* tag, std::string* s, uint32_t max = kMaxFrame) {
   uint32_t len = 0;
   if (!read_all(fd, tag, 1) || !read_all(fd, &len, 4)) return false;
   len = ntohl(len);
-  if (len > (64u << 20)) return false;
-  s->resize(len);
-  return read_all(fd, s->data(), len);
+  if (len > max) return false;
+  s->clear();
+  constexpr size_t kPiece = 1 << 20;
+  while (s->size() < len) {
+    const size_t at = s->size();
+    const size_t n = std::min<size_t>(kPiece, len - at);
+    s->resize(at + n);
+    if (!read_all(fd, s->data() + at, n)) return false;
+  }
+  return true;
+}
+
+in_addr_t resolve_ipv4(const std::string& host, bool* ok) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  *ok = ::getaddrinfo(host.c_str(), nullptr, &hints, &res) == 0 && res;
+  in_addr_t a = htonl(INADDR_LOOPBACK);
+  if (*ok) a = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
+  if (res) ::freeaddrinfo(res);
+  return a;
 }
 
 }  // namespace
@@ -70,7 +94,19 @@ std::pair<std::string, int> parse_endpoint(const std::string& endpoint, const st
   return {endpoint.substr(0, colon), static_cast<int>(p)};
 }
 
-KvServer::KvServer(int port, int world_size) : world_size_(world_size) {
+std::string KvServer::listen_ip_for(const std::string& host, bool one_host) {
+  if (one_host) return "127.0.0.1";
+  bool ok = false;
+  const in_addr_t a = resolve_ipv4(host, &ok);
+  if (!ok) return "";
+  if ((ntohl(a) >> 24) == 127) return "";  // other hosts do not reach this host's loopback
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return buf;
+}
+
+KvServer::KvServer(int port, int world_size, std::string secret, const std::string& bind_ip)
+    : world_size_(world_size), secret_(std::move(secret)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw Error(ExitCode::runtime, std::string("store: socket: ") + std::strerror(errno));
   const int one = 1;
@@ -78,15 +114,33 @@ KvServer::KvServer(int port, int world_size) : world_size_(world_size) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (!bind_ip.empty() && ::inet_pton(AF_INET, bind_ip.c_str(), &a.sin_addr) != 1)
+    throw Error(ExitCode::bad_input, "store: '" + bind_ip + "' is not an IPv4 address to listen on");
   a.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || ::listen(listen_fd_, 128) < 0) {
+  int rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  if (rc < 0 && errno == EADDRNOTAVAIL && !bind_ip.empty()) {
+    // The job's address is not one of this host's (NAT, a virtual IP): every interface, the
+    // challenge still keeps out whoever lacks the secret.
+    std::fprintf(stderr,
+                 "commscript: warning: store: %s is not an address of this host; listening on every interface "
+                 "(peers are still admitted only with the job's secret)\n",
+                 bind_ip.c_str());
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  }
+  if (rc < 0 || ::listen(listen_fd_, 128) < 0) {
     const std::string why = std::strerror(errno);
     ::close(listen_fd_);
-    throw Error(ExitCode::bad_input, "store: cannot listen on port " + std::to_string(port) + ": " + why);
+    throw Error(ExitCode::bad_input, "store: cannot listen on " +
+                                         (bind_ip.empty() ? std::string("port ") : bind_ip + ":") +
+                                         std::to_string(port) + ": " + why);
   }
   socklen_t len = sizeof a;
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
   port_ = ntohs(a.sin_port);
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+  dial_ip_ = a.sin_addr.s_addr == htonl(INADDR_ANY) ? std::string("127.0.0.1") : std::string(buf);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
@@ -97,10 +151,12 @@ KvServer::~KvServer() {
   ::close(listen_fd_);
   {
     std::lock_guard<std::mutex> g(mu_);
-    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    for (auto& p : peers_) ::shutdown(p.fd, SHUT_RDWR);
   }
-  for (auto& t : threads_) t.join();
-  for (int fd : fds_) ::close(fd);
+  for (auto& p : peers_) {
+    p.thread.join();
+    ::close(p.fd);
+  }
 }
 
 void KvServer::drain(std::chrono::milliseconds limit) {
@@ -111,20 +167,6 @@ void KvServer::drain(std::chrono::milliseconds limit) {
       if (live_.size() <= 1) return;  // rank 0's own connection, or nobody
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
-void KvServer::accept_loop() {
-  while (!stop_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    std::lock_guard<std::mutex> g(mu_);
-    fds_.push_back(fd);
-    threads_.emplace_back([this, fd] { serve(fd); });
   }
 }
 
@@ -140,7 +182,80 @@ std::string peer_of(int fd) {
 
 }  // namespace
 
+void KvServer::accept_loop() {
+  while (!stop_) {
+    // At most kMaxPendingPeers connections that have not proved the secret: more wait in the
+    // kernel's backlog (no thread, no memory here) until those are admitted or dropped, so a
+    // flood of idle connections delays a rank by at most kProofTimeoutMs per batch, never refuses it.
+    if (pending_ >= kMaxPendingPeers) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    ++pending_;
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::lock_guard<std::mutex> g(mu_);
+    // Connections that ended (a refused peer, a rank that left): their threads and descriptors.
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      if (!*it->done) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      ::close(it->fd);
+      it = peers_.erase(it);
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    peers_.push_back(Peer{std::thread([this, fd, done] {
+                            serve(fd);
+                            *done = true;
+                          }),
+                          fd, done});
+  }
+}
+
+bool KvServer::admit(int fd) {
+  // The peer has kProofTimeoutMs to answer; its frames are tiny until it has.
+  timeval tv{kProofTimeoutMs / 1000, (kProofTimeoutMs % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  std::string why;
+  try {
+    const std::string nonce = job_auth::challenge();
+    char op = 0, t2 = 0;
+    std::string proof, value;
+    if (!write_frame(fd, 'C', nonce) || !read_frame(fd, &op, &proof, kMaxUnprovenFrame) ||
+        !read_frame(fd, &t2, &value, kMaxUnprovenFrame))
+      why = "no proof of the job's secret";
+    else if (op != 'A' || !job_auth::proof_ok(secret_, nonce, proof))
+      why = op == 'A' ? "a wrong proof of the job's secret (another job's token?)" : "no proof of the job's secret";
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  if (!why.empty()) {
+    write_frame(fd, 4, "not admitted: " + why);
+    if (refusals_logged_++ < 10)
+      std::fprintf(stderr, "commscript: warning: store: refused a connection from %s: %s\n", peer_of(fd).c_str(),
+                   why.c_str());
+    return false;
+  }
+  timeval none{0, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
+  return write_frame(fd, 0, "");
+}
+
 void KvServer::serve(int fd) {
+  const bool admitted = admit(fd);
+  --pending_;
+  if (!admitted) {
+    ::shutdown(fd, SHUT_RDWR);
+    return;
+  }
   int rank = -1;
   bool bye = false;
   char op = 0, t2 = 0;
@@ -214,7 +329,7 @@ void KvServer::serve(int fd) {
 }
 
 KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::milliseconds connect_timeout,
-                   int world_size)
+                   int world_size, const std::string& secret)
     : host_(host), port_(port) {
   const auto until = std::chrono::steady_clock::now() + connect_timeout;
   std::string why;
@@ -241,6 +356,35 @@ KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::mil
     if (std::chrono::steady_clock::now() > until)
       throw Error(ExitCode::timeout, "store: cannot reach " + host + ":" + std::to_string(port) + " (" + why + ")");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The server's challenge, answered with the proof of the job's secret.
+  {
+    char tag = 0;
+    std::string nonce, answer;
+    // (A server busy with unproven peers leaves this connection in its backlog a while: wait
+    // for the challenge until the connect deadline, at least kProofTimeoutMs.)
+    const auto left = std::max<int64_t>(
+        kProofTimeoutMs,
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
+    timeval tv{static_cast<time_t>(left / 1000), static_cast<suseconds_t>((left % 1000) * 1000)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const bool got = read_frame(fd_, &tag, &nonce, kMaxUnprovenFrame) && tag == 'C';
+    timeval none{0, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    if (!got) {
+      ::close(fd_);
+      fd_ = -1;
+      throw Error(ExitCode::runtime, "store: " + host + ":" + std::to_string(port) +
+                                         " sent no challenge: not a commscript store of this version");
+    }
+    char st = 0;
+    answer = request('A', job_auth::proof(secret, nonce), "", &st);
+    if (st != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      throw InputError("store: " + host + ":" + std::to_string(port) + " did not admit this process (" + answer +
+                       "): every process of the job needs the same COMMSCRIPT_JOB_TOKEN (docs/security.md)");
+    }
   }
   if (rank >= 0) {
     char st = 0;

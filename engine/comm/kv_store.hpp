@@ -19,11 +19,32 @@
 
 namespace cs {
 
+// Admission (docs/security.md): the server sends each new connection a random challenge and
+// serves only a peer whose first request proves the job's secret (HMAC-SHA256 of the challenge,
+// launch_env.hpp job_auth); anyone else is logged and dropped, and the store goes on. At most
+// kMaxPendingPeers connections may be unproven at once (more wait in the backlog), each for
+// kProofTimeoutMs; a frame from
+// an unproven peer is at most kMaxUnprovenFrame bytes, from a proven one kMaxFrame, and memory
+// grows only with the bytes that really arrive.
+inline constexpr int kMaxPendingPeers = 16;
+inline constexpr int kProofTimeoutMs = 3000;
+inline constexpr uint32_t kMaxUnprovenFrame = 256;
+inline constexpr uint32_t kMaxFrame = 64u << 20;
+
 class KvServer {
  public:
-  // Listens on all interfaces at `port` (0: any free port). `world_size` > 0: the ranks' hellos
-  // are checked against it (and against each other: one live process per rank).
-  explicit KvServer(int port = 0, int world_size = 0);
+  // Listens on `bind_ip` ("127.0.0.1" by default; "" for every interface, the fallback when the
+  // job's address is not one of this host's) at `port` (0: any free port). `world_size` > 0:
+  // the ranks' hellos are checked against it (and against each other: one live process per
+  // rank). `secret`: what a peer must prove (empty: the insecure opt-out, still a handshake).
+  explicit KvServer(int port = 0, int world_size = 0, std::string secret = "",
+                    const std::string& bind_ip = "127.0.0.1");
+  // The IPv4 address to listen on for a job whose store is reached as `host`: loopback when all
+  // ranks share this host; else what `host` resolves to (empty, every interface, when that is a
+  // loopback address that other hosts cannot use: Debian maps the host name to 127.0.1.1).
+  static std::string listen_ip_for(const std::string& host, bool one_host);
+  // Where this host's own client dials the server.
+  const std::string& dial_ip() const { return dial_ip_; }
   ~KvServer();
   KvServer(const KvServer&) = delete;
   KvServer& operator=(const KvServer&) = delete;
@@ -38,7 +59,11 @@ class KvServer {
  private:
   void accept_loop();
   void serve(int fd);
+  bool admit(int fd);  // the challenge and the peer's proof
   int listen_fd_ = -1, port_ = 0;
+  std::string secret_, dial_ip_;
+  std::atomic<int> pending_{0};
+  std::atomic<int> refusals_logged_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::map<std::string, std::string> data_;
@@ -46,8 +71,12 @@ class KvServer {
   std::map<int, std::string> live_;  // rank -> the address of the process that joined as it
   int world_size_ = 0;
   std::string refused_;  // the first launch refusal: the answer to every later wait for a key
-  std::vector<std::thread> threads_;
-  std::vector<int> fds_;
+  struct Peer {
+    std::thread thread;
+    int fd = -1;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Peer> peers_;  // one thread per connection; finished ones reaped by the acceptor
   std::thread acceptor_;
 };
 
@@ -57,7 +86,10 @@ class KvClient {
   // `rank` (>= 0) is announced so that the server can tell when this process disappears;
   // `world_size` (> 0) with it, for a server that checks the launch (throws InputError when it
   // refuses this process: rank taken, out of range, or a size other than rank 0's).
-  KvClient(const std::string& host, int port, int rank, std::chrono::milliseconds connect_timeout, int world_size = 0);
+  // `secret`: the job's, proved to the server in answer to its challenge (throws InputError
+  // when the server does not accept the proof: another job's secret).
+  KvClient(const std::string& host, int port, int rank, std::chrono::milliseconds connect_timeout, int world_size = 0,
+           const std::string& secret = "");
   ~KvClient();
   KvClient(const KvClient&) = delete;
   KvClient& operator=(const KvClient&) = delete;

@@ -1,6 +1,16 @@
 #include "launch_env.hpp"
 
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "error.hpp"
 
@@ -78,6 +88,7 @@ LaunchEnv read_launch_env(const std::string& kind_in) {
     if (!get("MASTER_ADDR")) throw InputError(who + ": MASTER_ADDR is not set");
     e.master_addr = get("MASTER_ADDR");
     e.master_port = int_var(who, "MASTER_PORT", true, 0, 1, 65535);
+    e.token = job_auth::token_from_env(who, &e.insecure);
     return e;
   }
   if (e.kind == "slurm") {
@@ -92,9 +103,106 @@ LaunchEnv read_launch_env(const std::string& kind_in) {
                        "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)");
     e.master_addr = get("MASTER_ADDR");
     e.master_port = int_var(who, "MASTER_PORT", false, 29500, 1, 65535);
+    e.token = job_auth::token_from_env(who, &e.insecure);
     return e;
   }
   throw InputError("--launcher " + kind_in + ": expected auto, mpi, env or slurm");
 }
+
+namespace job_auth {
+
+namespace {
+
+std::string hex(const unsigned char* p, size_t n) {
+  static const char* const d = "0123456789abcdef";
+  std::string s;
+  s.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    s += d[p[i] >> 4];
+    s += d[p[i] & 15];
+  }
+  return s;
+}
+
+std::string random_hex(size_t n) {
+  unsigned char b[64];
+  if (n > sizeof b || RAND_bytes(b, static_cast<int>(n)) != 1)
+    throw Error(ExitCode::internal, "control plane: no random bytes for the job's secret (RAND_bytes failed)");
+  return hex(b, n);
+}
+
+}  // namespace
+
+std::string random_secret() { return random_hex(32); }
+std::string challenge() { return random_hex(16); }
+
+std::string proof(const std::string& secret, const std::string& challenge) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  static const unsigned char kEmpty = 0;
+  const void* key = secret.empty() ? static_cast<const void*>(&kEmpty) : secret.data();
+  if (!HMAC(EVP_sha256(), key, static_cast<int>(secret.size()),
+            reinterpret_cast<const unsigned char*>(challenge.data()), challenge.size(), mac, &n))
+    throw Error(ExitCode::internal, "control plane: HMAC-SHA256 failed");
+  return hex(mac, n);
+}
+
+bool proof_ok(const std::string& secret, const std::string& challenge, const std::string& given) {
+  const std::string want = proof(secret, challenge);
+  return given.size() == want.size() && CRYPTO_memcmp(given.data(), want.data(), want.size()) == 0;
+}
+
+std::string token_from_env(const std::string& who, bool* insecure) {
+  *insecure = false;
+  const char* t = get("COMMSCRIPT_JOB_TOKEN");
+  const char* f = get("COMMSCRIPT_JOB_TOKEN_FILE");
+  const std::string how =
+      " (docs/security.md: every process of the job needs the same secret, e.g. export COMMSCRIPT_JOB_TOKEN=$(openssl "
+      "rand -hex 32) before the launcher, or COMMSCRIPT_JOB_TOKEN_FILE=FILE readable only by you; "
+      "COMMSCRIPT_JOB_TOKEN=insecure or --insecure-control-plane on a trusted network only)";
+  std::string token;
+  if (t) {
+    token = t;
+  } else if (f) {
+    const int fd = ::open(f, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) throw InputError(who + ": COMMSCRIPT_JOB_TOKEN_FILE=" + f + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    const bool stat_ok = ::fstat(fd, &st) == 0;
+    std::string why;
+    if (!stat_ok || !S_ISREG(st.st_mode))
+      why = "not a regular file";
+    else if (st.st_uid != ::geteuid())
+      why = "not owned by this user";
+    else if (st.st_mode & (S_IRWXG | S_IRWXO))
+      why = "readable or writable by others (chmod 600 it)";
+    else if (st.st_size > 4096)
+      why = "larger than 4096 bytes";
+    char buf[4097];
+    ssize_t n = 0;
+    if (why.empty()) {
+      n = ::read(fd, buf, sizeof buf - 1);
+      if (n < 0) why = std::string("cannot read: ") + std::strerror(errno);
+    }
+    ::close(fd);
+    if (!why.empty()) throw InputError(who + ": COMMSCRIPT_JOB_TOKEN_FILE=" + f + ": " + why);
+    token.assign(buf, static_cast<size_t>(n));
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  } else {
+    throw InputError(who +
+                     ": no job token: without MPI the control plane admits only processes that know the job's "
+                     "secret" +
+                     how);
+  }
+  if (token == kInsecure) {
+    *insecure = true;
+    return "";
+  }
+  if (token.size() < 16)
+    throw InputError(who + ": the job token is " + std::to_string(token.size()) +
+                     " characters long; at least 16 are needed" + how);
+  return token;
+}
+
+}  // namespace job_auth
 
 }  // namespace cs

@@ -11,6 +11,7 @@
 #include "error.hpp"
 #include "job.hpp"
 #include "poll_wait.hpp"
+#include "progress.hpp"
 #include "size.hpp"
 
 namespace cs {
@@ -155,6 +156,37 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* c
   }
 }
 
+// Point-to-point sides that disagree: a send of 100,000 floats against a receive of 10
+// corrupted the heap ("free(): invalid pointer") instead of MPI reporting the truncation. The
+// receiving side therefore looks at the incoming message (MPI_Iprobe, under the deadline)
+// before receiving it, and refuses one whose size differs from its buffer's: a desync (exit 5)
+// naming both ranks, both sizes and the recipe line.
+void MpiCommunicator::check_incoming(const Op& op) {
+  const int64_t t0 = now_ns();
+  const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
+  MPI_Status st{};
+  for (unsigned spins = 0;; ++spins) {
+    int found = 0;
+    check(MPI_Iprobe(op.peer, op.tag, comm_, &found, &st), "MPI_Iprobe");
+    if (found) break;
+    if (job::cancel_code()) return;  // the receive's own wait says so
+    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (limit > 0 && waited > limit) return;  // the receive's own wait names the timeout
+    pause_poll(waited, spins);
+  }
+  MPI_Count bytes = 0;
+  check(MPI_Get_elements_x(&st, MPI_BYTE, &bytes), "MPI_Get_elements_x");
+  const size_t want = op.count * dtype_size(op.dtype);
+  if (static_cast<size_t>(bytes) == want) return;
+  const std::string site = Progress::instance().site();
+  throw Error(ExitCode::timeout, "desync: recv #" + std::to_string(seq()) + " on " + name() + ": rank " +
+                                     std::to_string(op.peer) + " sends " + std::to_string(bytes) + " bytes to rank " +
+                                     std::to_string(rank_) + ", which receives " + std::to_string(op.count) + " " +
+                                     std::string(dtype_name(op.dtype)) + " (" + std::to_string(want) + " bytes)" +
+                                     (site.empty() || site == "-" ? std::string() : " at " + site) +
+                                     ": the two sides of a send/recv must agree on the size");
+}
+
 void MpiCommunicator::run(const Op& op) {
   const MPI_Datatype t = mpi_type(op.dtype);
   const int c = as_int(op.count, op);
@@ -277,6 +309,7 @@ void MpiCommunicator::run(const Op& op) {
         break;
       }
       if (op.coll == Collective::recv) {
+        check_incoming(op);  // a larger message than the buffer: refused before it is received
         go(
             "MPI_Recv", [&] { return MPI_Recv(op.recv, c, t, op.peer, op.tag, comm_, MPI_STATUS_IGNORE); },
             [&](MPI_Request* r) { return MPI_Irecv(op.recv, c, t, op.peer, op.tag, comm_, r); });

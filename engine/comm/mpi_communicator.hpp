@@ -50,6 +50,7 @@ class MpiCommunicator final : public Communicator {
   // Polls the started requests until they complete; past the deadline (plus grace) it gives up
   // with a timeout error instead of waiting forever.
   void wait(MPI_Request* reqs, int n, const Op& op, const char* call);
+  void check_incoming(const Op& op);
   void control_wait(MPI_Request& req, Collective coll, size_t bytes, const char* call);
   MPI_Comm comm_;
   MPI_Comm verify_comm_ = MPI_COMM_NULL;  // call verification's own channel

@@ -10,6 +10,7 @@
 
 #include "error.hpp"
 #include "json_text.hpp"
+#include "run_inputs.hpp"
 
 namespace cs {
 
@@ -181,11 +182,8 @@ Config Config::from_json(const nlohmann::json& data, const std::string& src) {
 }
 
 Config Config::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  // A regular file of bounded size (a FIFO hung, a directory read as an empty config).
+  return parse(read_input_file(path, path + ": config file", kMaxConfigBytes), path);
 }
 
 void Config::set(const std::string& a) {

@@ -8,6 +8,7 @@
 #include "host_name.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
+#include "launch_env.hpp"
 
 namespace cs {
 
@@ -21,9 +22,21 @@ ControlPlane::ControlPlane(Session& s) {
   const std::string launcher = s.launcher.is_object() ? s.launcher.value("kind", std::string("mpi")) : "mpi";
   if (s.backend != "self") {  // mpi, gloo, and nccl (whose control plane is MPI or the store)
     std::string endpoint;
+    // Which "host" each rank is on: all on rank 0's, the coordinator listens on loopback only.
+    const std::vector<std::string> hosts = s.world->allgather(group);
+    const bool all_local =
+        one_machine || std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+    // The job's secret for the control plane (docs/security.md): drawn by rank 0, given to the
+    // others over the world communicator (MPI, or Gloo admitted by the job token) before any
+    // control-plane socket opens; every listener admits only a peer that proves it.
+    std::string secret;
+    if (s.rank == 0) secret = job_auth::random_secret();
+    secret = s.world->broadcast(secret, 0);
+    coord::set_job_secret(secret);
     if (s.rank == 0) {
       try {
         Coordinator::Options co;
+        co.loopback_only = all_local;
         co.nranks = s.size;
         co.timeout_s = s.timeout_s;
         co.out_dir = s.out_dir;
@@ -49,7 +62,6 @@ ControlPlane::ControlPlane(Session& s) {
     if (!endpoint.empty()) {
       // Heartbeats aggregated per host: the lowest rank of each host relays its host's beats,
       // so rank 0 holds one connection per host (plus its own host's ranks).
-      const std::vector<std::string> hosts = s.world->allgather(group);
       const int leader = static_cast<int>(std::find(hosts.begin(), hosts.end(), group) - hosts.begin());
       if (coordinator_) {
         size_t conns = 0;

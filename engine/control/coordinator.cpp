@@ -21,6 +21,7 @@
 #include "error.hpp"
 #include "flight_recorder.hpp"
 #include "job.hpp"
+#include "launch_env.hpp"
 #include "progress.hpp"
 
 namespace cs {
@@ -85,6 +86,18 @@ std::string rank_aftermath(const std::string& launcher) {
            "deadline";
   if (launcher == "slurm") return "srun (--launcher slurm) may end this rank";
   return "mpirun ends this rank";
+}
+
+// A peer the control plane does not admit: logged (the first few) and dropped; the job goes on.
+void refused(int fd, const char* why) {
+  static std::atomic<int> logged{0};
+  if (logged++ >= 10) return;
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  char buf[INET_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+  std::fprintf(stderr, "commscript: warning: control plane: dropped a connection from %s: %s\n", buf, why);
+  std::fflush(stderr);
 }
 
 // How long a rank that lost the coordinator waits before it says so: under mpirun, the
@@ -159,7 +172,8 @@ void HeartbeatClient::send_goodbye(const char* why) { send_line(std::string("BYE
 
 bool HeartbeatClient::report_failure(int code, const std::string& message, int wait_ms) {
   if (fd_ < 0) return false;
-  send_line("ERR " + std::to_string(code) + " " + nlohmann::json(message).dump());
+  send_line("ERR " + std::to_string(code) + " " +
+            nlohmann::json(cap_message(message)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   for (int waited = 0; waited < wait_ms && !acked_; waited += kAckPollMs)
     std::this_thread::sleep_for(std::chrono::milliseconds(kAckPollMs));
   return acked_;
@@ -226,6 +240,9 @@ void HeartbeatClient::loop() {
 struct HostRelay::Follower {
   int fd = -1;
   int rank = -1;
+  bool proven = false;    // answered the challenge with the job's secret (docs/security.md)
+  std::string challenge;  // sent on accept
+  int64_t since_ns = 0;
   bool bye = false;
   LineBuffer in;
   bool has_beat = false;
@@ -276,7 +293,7 @@ void HostRelay::loop() {
   bool up_ended = false;  // the coordinator said END
   int64_t next_forward = now_ns() + static_cast<int64_t>(kRelayForwardMs) * 1000000;
   auto to_follower = [](Follower& f, const std::string& cmd) {
-    if (f.fd >= 0) write_all(f.fd, cmd + "\n");
+    if (f.fd >= 0 && f.proven) write_all(f.fd, cmd + "\n");
   };
   std::vector<pollfd> pfs;
   while (!stop_) {
@@ -294,8 +311,18 @@ void HostRelay::loop() {
       while (true) {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) break;
+        const size_t unproven =
+            static_cast<size_t>(std::count_if(fs.begin(), fs.end(), [](const auto& x) { return !x->proven; }));
+        if (unproven >= kMaxPendingRelayPeers) {  // a flood that proves nothing: not served
+          refused(fd, "too many connections that have not proved the job's secret");
+          close(fd);
+          continue;
+        }
         auto f = std::make_unique<Follower>();
         f->fd = fd;
+        f->challenge = job_auth::challenge();
+        f->since_ns = now_ns();
+        write_all(fd, encode_challenge(f->challenge) + "\n");
         fs.push_back(std::move(f));
       }
     }
@@ -330,9 +357,19 @@ void HostRelay::loop() {
     for (size_t i = 2; i < pfs.size(); ++i) {
       if (!(pfs[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Follower& f = *fs[i - 2];
-      const bool alive = drain(f.fd, f.in);
+      bool alive = drain(f.fd, f.in);  // lines that came with the close (a BYE) still count
+      bool dropped = false;
       std::string line;
-      while (f.in.next(&line)) {
+      while (!dropped && f.in.next(&line)) {
+        if (!f.proven) {  // the first line proves the job's secret, or the peer is dropped
+          f.proven = proves_secret(line, f.challenge);
+          if (!f.proven) {
+            refused(f.fd, "no proof of the job's secret");
+            alive = false;
+            dropped = true;
+          }
+          continue;
+        }
         if (line.rfind("HB ", 0) == 0 && f.rank >= 0) {
           if (decode_beat(line, &f.beat)) {
             f.has_beat = true;
@@ -353,12 +390,22 @@ void HostRelay::loop() {
         if (line == "BYE" || line.rfind("BYE ", 0) == 0) f.bye = true;
         out += encode_addressed("FWD", f.rank, line) + "\n";
       }
+      if (alive && f.in.size() > (f.proven ? kMaxLineBytes : kMaxUnprovenLine)) {
+        refused(f.fd, "a line longer than a peer may send");
+        alive = false;
+      }
       if (!alive) {
         if (f.rank >= 0 && !f.bye) out += "GONE " + std::to_string(f.rank) + "\n";
         close(f.fd);
         f.fd = -1;
       }
     }
+    for (auto& f : fs)  // unproven for too long: dropped
+      if (f->fd >= 0 && !f->proven && now - f->since_ns > static_cast<int64_t>(kProofTimeoutMs) * 1000000) {
+        refused(f->fd, "no proof of the job's secret in time");
+        close(f->fd);
+        f->fd = -1;
+      }
     fs.erase(std::remove_if(fs.begin(), fs.end(), [](const auto& f) { return f->fd < 0; }), fs.end());
     if (now >= next_forward) {
       std::vector<RelayedBeat> beats;
@@ -412,6 +459,9 @@ struct Coordinator::Conn {
   int fd = -1;
   int id = -1;  // the rank, or the relay's leader
   LineBuffer in;
+  bool proven = false;    // answered the challenge with the job's secret (docs/security.md)
+  std::string challenge;  // sent on accept
+  int64_t since_ns = 0;
 };
 
 struct Coordinator::Outcome {
@@ -434,7 +484,7 @@ Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_addr.s_addr = htonl(o_.loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
   socklen_t len = sizeof a;
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listen_fd_, kListenBacklog) != 0 ||
       getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
@@ -452,7 +502,7 @@ Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   std::string ips;
   ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) == 0) {
+  if (!o_.loopback_only && getifaddrs(&ifs) == 0) {
     for (ifaddrs* i = ifs; i; i = i->ifa_next) {
       if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
       char buf[INET_ADDRSTRLEN];
@@ -566,7 +616,7 @@ void Coordinator::handle_rank_line(int rank, const std::string& line, int64_t no
     } catch (const nlohmann::json::exception&) {
       msg = sp == std::string::npos ? std::string() : line.substr(sp + 1);
     }
-    out.failures.push_back({rank, std::atoi(line.c_str() + 4), msg});  // handled without the lock
+    out.failures.push_back({rank, std::atoi(line.c_str() + 4), cap_message(msg)});  // handled without the lock
   }
 }
 
@@ -637,7 +687,13 @@ void Coordinator::closed(Conn& c, Outcome& out) {
 void Coordinator::pump(int timeout_ms, Outcome& out) {
   epoll_event evs[256];
   const int n = epoll_wait(epoll_fd_, evs, 256, std::max(0, timeout_ms));
-  if (n <= 0) return;
+  if (n <= 0) {
+    if (unproven_ > 0) {
+      std::lock_guard<std::mutex> g(mu_);
+      drop_unproven(now_ns());
+    }
+    return;
+  }
   std::lock_guard<std::mutex> g(mu_);
   const int64_t now = now_ns();
   for (int i = 0; i < n; ++i) {
@@ -659,8 +715,18 @@ void Coordinator::pump(int timeout_ms, Outcome& out) {
           }
           break;
         }
+        // A flood that proves nothing is not served: beyond every rank connecting at once, a few.
+        if (unproven_ >= static_cast<size_t>(o_.nranks) + kMaxPendingPeers) {
+          refused(cfd, "too many connections that have not proved the job's secret");
+          close(cfd);
+          continue;
+        }
         auto c = std::make_unique<Conn>();
         c->fd = cfd;
+        c->challenge = job_auth::challenge();
+        c->since_ns = now;
+        ++unproven_;
+        write_all(cfd, encode_challenge(c->challenge) + "\n");
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLRDHUP;
         ev.data.fd = cfd;
@@ -676,6 +742,16 @@ void Coordinator::pump(int timeout_ms, Outcome& out) {
     std::string line;
     bool reject = false;
     while (!reject && c.in.next(&line)) {
+      if (!c.proven) {  // the first line proves the job's secret, or the peer is dropped
+        c.proven = proves_secret(line, c.challenge);
+        if (c.proven) {
+          --unproven_;
+        } else {
+          refused(fd, "no proof of the job's secret");
+          reject = true;
+        }
+        continue;
+      }
       if (c.kind == Conn::pending) {
         int rank = -1, pid = 0;
         std::string host;
@@ -689,6 +765,7 @@ void Coordinator::pump(int timeout_ms, Outcome& out) {
           c.id = rank;
           relay_fd_[rank] = fd;
         } else {
+          refused(fd, "a first message that is no hello, or a rank already connected");
           reject = true;
         }
       } else if (c.kind == Conn::rank) {
@@ -697,14 +774,43 @@ void Coordinator::pump(int timeout_ms, Outcome& out) {
         handle_relay_line(c, line, now, out);
       }
     }
+    if (!reject && c.in.size() > (c.proven ? kMaxLineBytes : kMaxUnprovenLine)) {
+      refused(fd, "a line longer than a peer may send");
+      if (c.kind == Conn::pending) {
+        reject = true;
+      } else {  // a rank's or a relay's: closed as its loss
+        closed(c, out);
+        conns_.erase(it);
+        continue;
+      }
+    }
     if (reject) {
+      if (!c.proven) --unproven_;
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
       close(fd);
       conns_.erase(it);
     } else if (!alive) {
+      if (!c.proven) --unproven_;
       closed(c, out);
       conns_.erase(it);
     }
+  }
+  drop_unproven(now);
+}
+
+void Coordinator::drop_unproven(int64_t now) {
+  // Under mu_: connections that have not proved the secret in time.
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    Conn& c = *it->second;
+    if (c.proven || now - c.since_ns <= static_cast<int64_t>(kProofTimeoutMs) * 1000000) {
+      ++it;
+      continue;
+    }
+    refused(c.fd, "no proof of the job's secret in time");
+    --unproven_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    close(c.fd);
+    it = conns_.erase(it);
   }
 }
 

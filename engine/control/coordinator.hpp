@@ -138,6 +138,10 @@ class Coordinator {
     bool end_process = true;
     // Connections expected (hosts + ranks on rank 0's host); the open-files limit is raised for it.
     size_t expected_connections = 0;
+    // Every rank on rank 0's host (or reaching it over loopback): listen on 127.0.0.1 only.
+    // Otherwise on every interface (the other hosts dial whichever of rank 0's addresses
+    // reaches them); admission by the job's secret either way (docs/security.md).
+    bool loopback_only = false;
   };
   explicit Coordinator(Options o);
   ~Coordinator();
@@ -168,6 +172,7 @@ class Coordinator {
   void handle_rank_line(int rank, const std::string& line, int64_t now, Outcome& out);
   void handle_relay_line(Conn& c, const std::string& line, int64_t now, Outcome& out);
   void closed(Conn& c, Outcome& out);
+  void drop_unproven(int64_t now);                 // under mu_
   void send_to(int rank, const std::string& cmd);  // under mu_
   void send_all(const std::string& cmd);           // under mu_
   void judge(int64_t now);
@@ -181,6 +186,7 @@ class Coordinator {
   std::vector<int> rank_fd_;                              // direct connection by rank, -1 when none
   std::map<int, int> relay_fd_;                           // host leader -> its relay's connection
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;  // by fd
+  std::atomic<size_t> unproven_{0};                       // connections that have not proved the secret (under mu_)
   std::vector<nlohmann::json> rings_;
   nlohmann::json events_ = nlohmann::json::array();
   int first_death_ = -1;

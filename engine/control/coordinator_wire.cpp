@@ -13,9 +13,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "coordinator_timing.hpp"
+#include "launch_env.hpp"
+#include "progress.hpp"
 
 namespace cs::coord {
 
@@ -228,13 +231,69 @@ bool parse_endpoints(const std::string& endpoint, bool same_host, std::vector<st
   return !ips->empty();
 }
 
+namespace {
+
+std::mutex g_secret_mu;
+std::string g_secret;
+
+// Reads the listener's "CHAL c" line (byte by byte: nothing after it is consumed) and answers it.
+bool answer_challenge(int fd, int timeout_ms) {
+  std::string line;
+  const int64_t until = now_ns() + static_cast<int64_t>(timeout_ms) * 1000000;
+  while (line.size() < kMaxUnprovenLine) {
+    char c = 0;
+    const ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+    if (n == 1) {
+      if (c == '\n') break;
+      line += c;
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
+    const int64_t left_ms = (until - now_ns()) / 1000000;
+    if (left_ms <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    poll(&p, 1, static_cast<int>(left_ms));
+  }
+  if (line.rfind("CHAL ", 0) != 0) return false;
+  return write_all(fd, "AUTH " + job_auth::proof(job_secret(), line.substr(5)) + "\n");
+}
+
+}  // namespace
+
+std::string cap_message(const std::string& m, size_t max) {
+  if (m.size() <= max) return m;
+  const std::string note = " [... message truncated: " + std::to_string(m.size()) + " bytes in all ...] ";
+  const size_t tail = max / 8;
+  const size_t head = max > tail + note.size() ? max - tail - note.size() : 0;
+  return m.substr(0, head) + note + m.substr(m.size() - tail);
+}
+
+void set_job_secret(const std::string& secret) {
+  std::lock_guard<std::mutex> g(g_secret_mu);
+  g_secret = secret;
+}
+
+std::string job_secret() {
+  std::lock_guard<std::mutex> g(g_secret_mu);
+  return g_secret;
+}
+
+std::string encode_challenge(const std::string& challenge) { return "CHAL " + challenge; }
+
+bool proves_secret(std::string_view line, const std::string& challenge) {
+  if (line.substr(0, 5) != "AUTH ") return false;
+  return job_auth::proof_ok(job_secret(), challenge, std::string(line.substr(5)));
+}
+
 int connect_endpoint(const std::string& endpoint, bool same_host, int timeout_ms) {
   std::vector<std::string> ips;
   int port = 0;
   if (!parse_endpoints(endpoint, same_host, &ips, &port)) return -1;
   for (const auto& ip : ips) {
     const int fd = connect_to(ip, port, timeout_ms);
-    if (fd >= 0) return fd;
+    if (fd < 0) continue;
+    if (answer_challenge(fd, std::max(timeout_ms, kProofTimeoutMs))) return fd;
+    close(fd);
   }
   return -1;
 }

@@ -84,8 +84,34 @@ int connect_to(const std::string& ip, int port, int timeout_ms);
 // "ip1,ip2:port" -> the ips in the order to try (loopback first on root's host, never
 // elsewhere: loopback reaches the coordinator only from its own host) and the port.
 bool parse_endpoints(const std::string& endpoint, bool same_host, std::vector<std::string>* ips, int* port);
-// Connects to the first reachable address of `endpoint`; -1 when none answers.
+// Connects to the first reachable address of `endpoint` that admits this process (it answers
+// the listener's challenge with the proof of job_secret()); -1 when none answers or admits.
 int connect_endpoint(const std::string& endpoint, bool same_host, int timeout_ms);
+
+// A message carried through the control plane and into report.json (a recipe's error, on any
+// rank) is at most kMaxMessageBytes: longer ones keep their head and tail and say how long they
+// were (a 50 MiB error message outlasted the abort path, and report.json told another story).
+inline constexpr size_t kMaxMessageBytes = 64 * 1024;
+std::string cap_message(const std::string& message, size_t max = kMaxMessageBytes);
+
+// Admission (docs/security.md): a listener (coordinator, host relay) greets every connection
+// with "CHAL <challenge>"; the peer's first line must be "AUTH <HMAC-SHA256(secret, challenge)>"
+// (launch_env.hpp job_auth), else it is logged and dropped. The secret is the job's, set on
+// every rank before the control plane starts (rank 0 draws it, the world broadcasts it).
+void set_job_secret(const std::string& secret);
+std::string job_secret();
+std::string encode_challenge(const std::string& challenge);  // "CHAL c"
+// True when `line` is "AUTH <proof>" of job_secret() for `challenge`.
+bool proves_secret(std::string_view line, const std::string& challenge);
+// At most this many connections beyond the job's ranks may be unproven at once at the
+// coordinator (kMaxPendingRelayPeers at a host relay, which serves its host's ranks), each for
+// kProofTimeoutMs; an unproven peer's line is at most kMaxUnprovenLine bytes, a proven one's
+// kMaxLineBytes.
+inline constexpr size_t kMaxPendingPeers = 32;
+inline constexpr size_t kMaxPendingRelayPeers = 1024;
+inline constexpr int kProofTimeoutMs = 3000;
+inline constexpr size_t kMaxUnprovenLine = 256;
+inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
 // Reads what is there; false on EOF or error (the peer is gone).
 bool drain(int fd, LineBuffer& into);
 

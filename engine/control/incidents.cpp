@@ -238,7 +238,8 @@ void save(const nlohmann::json& incident, int exit_code) {
   }
 }
 
-void on_abort(ExitCode code, const std::string& message) {
+void on_abort(ExitCode code, const std::string& full_message) {
+  const std::string message = coord::cap_message(full_message);
   Session* s = g_session.load();
   if (!s) return;
   if (s->rank == 0) {
@@ -249,7 +250,8 @@ void on_abort(ExitCode code, const std::string& message) {
   }
 }
 
-void fail_run(ExitCode code, const std::string& message) {
+void fail_run(ExitCode code, const std::string& full_message) {
+  const std::string message = coord::cap_message(full_message);
   Session* s = g_session.load();
   if (!s) return;
   if (s->rank == 0) {

@@ -29,11 +29,17 @@ Report::Report(const std::filesystem::path& dir, bool writer) : writer_(writer),
           {"chaos", nlohmann::json::array()},
           {"incidents", nlohmann::json::array()}};
   if (!writer_) return;
+  // An output that cannot be written is exit 6 (docs/reference.md), whatever the reason: a
+  // read-only mount, an existing file, /proc, a symlink loop, a name over PATH_MAX.
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  if (ec) throw InputError("--out " + dir_.string() + ": cannot create directory: " + ec.message());
+  if (!ec && !std::filesystem::is_directory(dir_, ec) && !ec) ec = std::make_error_code(std::errc::not_a_directory);
+  if (ec) throw Error(ExitCode::output, "--out " + dir_.string() + ": cannot create directory: " + ec.message());
+  errno = 0;
   jsonl_ = std::fopen((dir_ / "results.jsonl").c_str(), "w");
-  if (!jsonl_) throw InputError("--out " + dir_.string() + ": cannot write results.jsonl");
+  if (!jsonl_)
+    throw Error(ExitCode::output,
+                "--out " + dir_.string() + ": cannot write results.jsonl: " + std::strerror(errno ? errno : EIO));
 }
 
 Report::~Report() {
@@ -151,6 +157,15 @@ int dump_to(std::FILE* f, const nlohmann::json& doc, int indent, size_t* bytes) 
 void Report::write() {
   if (!writer_) return;
   std::lock_guard<std::recursive_mutex> g(mu_);
+  // results.jsonl is on the disk with the report: its flush and sync checked (a full disk that
+  // only they report is an unwritable output too; it stays open for a run that goes on).
+  if (jsonl_) {
+    errno = 0;
+    int jerr = std::fflush(jsonl_) == 0 ? 0 : (errno ? errno : EIO);
+    if (jerr == 0 && ::fsync(fileno(jsonl_)) != 0 && errno != EINVAL && errno != EROFS) jerr = errno ? errno : EIO;
+    if (jerr != 0)
+      throw Error(ExitCode::output, "cannot write " + (dir_ / "results.jsonl").string() + ": " + std::strerror(jerr));
+  }
   const auto tmp = dir_ / "report.json.tmp";
   // Streamed into the file, compact; then, when that is small, again indented for reading
   // (thousands of ranks: per-pair results and matrices, where indentation more than doubles
@@ -167,6 +182,9 @@ void Report::write() {
     else
       err = dump_to(f, doc_, 2, &bytes);
   }
+  // On the disk before the process ends (a report that appeared a second after mpirun returned;
+  // a full disk that only a later write-back would have told).
+  if (f && err == 0 && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) err = errno ? errno : EIO;
   if (f && std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
   if (err != 0) {
     std::error_code ec;
@@ -176,6 +194,20 @@ void Report::write() {
   std::error_code ec;
   std::filesystem::rename(tmp, dir_ / "report.json", ec);
   if (ec) throw Error(ExitCode::output, "cannot write " + (dir_ / "report.json").string() + ": " + ec.message());
+}
+
+int Report::write_in_place() {
+  if (!writer_) return 0;
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  errno = 0;
+  std::FILE* f = std::fopen((dir_ / "report.json").c_str(), "r+");
+  if (!f) return errno ? errno : EIO;
+  size_t bytes = 0;
+  int err = dump_to(f, doc_, 2, &bytes);
+  if (err == 0 && ftruncate(fileno(f), static_cast<off_t>(bytes)) != 0) err = errno ? errno : EIO;
+  if (err == 0 && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) err = errno ? errno : EIO;
+  if (std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
+  return err;
 }
 
 std::string default_out_dir(const std::string& recipe) {

@@ -41,6 +41,9 @@ class Report {
   size_t count(const std::string& section) const;
   // Writes report.json (via a temporary file and rename, so a reader never sees half of it).
   void write();
+  // Writes report.json over itself, in place (a disk too full for a second copy, when the
+  // report only changes a little: an exit code). Returns 0 or the errno of the failure.
+  int write_in_place();
 
  private:
   bool writer_ = false;

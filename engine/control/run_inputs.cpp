@@ -1,8 +1,14 @@
 #include "run_inputs.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -69,18 +75,79 @@ std::vector<ChaosRule> chaos_plan(const Config& config, const std::string& backe
   return rules;
 }
 
+std::string read_input_file(const std::string& path, const std::string& what, size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO nobody writes must not wait; the type is checked on the open
+  // descriptor (no race with a rename between a stat and the open).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw InputError(what + ": cannot open: " + std::strerror(errno));
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw InputError(what + ": cannot read: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw InputError(what + ": is " + kind + "; only a regular file is read");
+  }
+  auto too_big = [&] {
+    return InputError(what + ": larger than " + std::to_string(max_bytes >> 20) +
+                      " MiB, the most read from such a file");
+  };
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) throw too_big();
+  std::string text;
+  text.reserve(static_cast<size_t>(st.st_size));
+  char buf[65536];
+  for (;;) {  // at most max_bytes, whatever the size said (a file that grows while read)
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) throw InputError(what + ": cannot read: " + std::strerror(errno));
+    if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > max_bytes) throw too_big();
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+void check_json_depth(const std::string& text, const std::string& what) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw InputError(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " +
+                         std::to_string(i) + "); a commscript report nests a few levels");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
 namespace {
 
 std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(what + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) throw InputError(what + ": cannot read");
-  return ss.str();
+  return read_input_file(path, what, kMaxReportBytes);
 }
 
 nlohmann::json parse_report(const std::string& text, const std::string& what) {
+  check_json_depth(text, what);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -137,9 +204,9 @@ void check_replay_fields(const nlohmann::json& rep, const std::string& path) {
       check_timeout(run["timeout_s"].get<double>(), path + ": run.timeout_s", "");
     }
     if (run.contains("backend"))
-      expect(run["backend"].is_string() &&
-                 (run["backend"] == "mpi" || run["backend"] == "self" || run["backend"] == "nccl"),
-             path, "run.backend", "one of \"mpi\", \"self\", \"nccl\"", run["backend"]);
+      expect(run["backend"].is_string() && (run["backend"] == "mpi" || run["backend"] == "self" ||
+                                            run["backend"] == "nccl" || run["backend"] == "gloo"),
+             path, "run.backend", "one of \"mpi\", \"self\", \"nccl\", \"gloo\"", run["backend"]);
     if (run.contains("trusted")) expect(run["trusted"].is_boolean(), path, "run.trusted", "a boolean", run["trusted"]);
     if (run.contains("ranks"))
       expect(run["ranks"].is_number_integer() && run["ranks"].get<int64_t>() >= 0 &&
@@ -173,16 +240,32 @@ Replayed replay_settings(const nlohmann::json& report, const std::string& path) 
   return r;
 }
 
+namespace {
+
+// The replay environment's allow-list: families that tune the communication libraries a recipe
+// measures and that neither the MPI library nor the loader reads, and exact names.
+const char* const kReplayEnvFamilies[] = {"NCCL_", "TORCH_NCCL_", "UCX_"};
+const char* const kReplayEnvNames[] = {"CUDA_VISIBLE_DEVICES",        "CUDA_DEVICE_ORDER",  "CUDA_LAUNCH_BLOCKING",
+                                       "CUDA_DEVICE_MAX_CONNECTIONS", "GLOO_SOCKET_IFNAME", "GLOO_DEVICE_TRANSPORT",
+                                       "TORCH_DISTRIBUTED_DEBUG",     "OMP_NUM_THREADS"};
+
+}  // namespace
+
+std::string replay_env_allow_list() {
+  std::string s;
+  for (const char* p : kReplayEnvFamilies) s += (s.empty() ? "" : ", ") + std::string(p) + "*";
+  for (const char* n : kReplayEnvNames) s += ", " + std::string(n);
+  return s;
+}
+
 bool env_var_unsafe_to_replay(const std::string& name) {
-  // Known configuration families only ...
-  static const char* const kConfig[] = {"NCCL_", "UCX_",   "OMPI_MCA_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_",
-                                        "CUDA_", "MPICH_", "PMIX_MCA_", "FI_",         "GLOO_",
-                                        "OMP_",  "MV2_",   "I_MPI_",    "HCOLL_",      "SHARP_"};
+  for (const char* n : kReplayEnvNames)
+    if (name == n) return false;
   bool family = false;
-  for (const char* p : kConfig) family = family || name.rfind(p, 0) == 0;
-  if (!family) return true;  // COMMSCRIPT_*, LUA_*, LD_*, DYLD_*, PATH, GCONV_PATH, ... and anything unknown
-  // ... less what loads code, starts programs or names files to write: plugins (NCCL_NET_PLUGIN),
-  // launch agents (OMPI_MCA_plm_rsh_agent), library and module paths, debug/dump files.
+  for (const char* p : kReplayEnvFamilies) family = family || (name.rfind(p, 0) == 0 && name.size() > std::strlen(p));
+  if (!family) return true;  // OMPI_MCA_*, PMIX_*, MPICH_*, LD_*, COMMSCRIPT_*, PATH ... and anything unknown
+  // Inside the families, what loads code, starts programs or names files: plugins
+  // (NCCL_NET_PLUGIN), library and module paths, debug/dump files.
   std::string up;
   for (char c : name) up += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const char* bad : {"PLUGIN", "AGENT", "PRELOAD", "LIBRARY", "PATH", "MODULE", "LAUNCH", "EXEC", "PREFIX", "FILE",

@@ -39,6 +39,20 @@ RunSettings run_settings(const Config& config, std::optional<double> timeout, st
 // The [[chaos]] plan of the config. Refuses kinds the backend cannot inject.
 std::vector<ChaosRule> chaos_plan(const Config& config, const std::string& backend, const std::string& where);
 
+// Every file the run reads as input (--replay, --baseline, --config) is a regular file of at
+// most this many bytes, and JSON in it nests at most kMaxJsonDepth deep: a FIFO, a device
+// (/dev/zero), a directory or a larger file is refused (InputError, exit 1) before it is read,
+// and nesting beyond the depth before it is parsed (a report 100,000 arrays deep overflowed the
+// stack of whatever walked it).
+inline constexpr size_t kMaxReportBytes = size_t{1} << 30;  // 1 GiB: a report of thousands of ranks
+inline constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+inline constexpr size_t kMaxJsonDepth = 128;
+// The text of `path`, read as described above; messages start with `what`.
+std::string read_input_file(const std::string& path, const std::string& what, size_t max_bytes);
+// InputError "WHAT: JSON nested deeper than kMaxJsonDepth ..." when `text` nests deeper
+// (brackets outside strings; the text need not be valid JSON).
+void check_json_depth(const std::string& text, const std::string& what);
+
 // An earlier report.json to run again: a commscript report (schema /1 or /2) with the recipe's source, every
 // field a replay reads of the right type (InputError naming the field otherwise).
 nlohmann::json load_replay(const std::string& path);
@@ -55,10 +69,15 @@ struct Replayed {
 Replayed replay_settings(const nlohmann::json& report, const std::string& path);
 
 // True for an [env] variable a replay must not apply from someone else's report without
-// --trusted: anything outside the known configuration families (NCCL_, UCX_, OMPI_MCA_, ...:
-// so COMMSCRIPT_*, LUA_*, LD_*, PATH ...), and inside them what loads code, starts programs or
-// names files (NCCL_NET_PLUGIN, OMPI_MCA_plm_rsh_agent, *_PATH, NCCL_DEBUG_FILE ...).
+// --trusted. The replay environment is an allow-list (replay_env_allow_list()): the families
+// that tune NCCL, PyTorch's NCCL wrapper and UCX, and a few exact names (CUDA_VISIBLE_DEVICES,
+// GLOO_SOCKET_IFNAME ...), less, inside them, what loads code, starts programs or names files
+// (NCCL_NET_PLUGIN, *_PATH, NCCL_DEBUG_FILE ...). Everything else is dropped: the MPI library's
+// (OMPI_MCA_*, PMIX_*, MPICH_*, I_MPI_*: OMPI_MCA_mpi_abort_delay=-1 made a failing replay loop
+// forever), the loader's (LD_*), commscript's own, and any name not known.
 bool env_var_unsafe_to_replay(const std::string& name);
+// The allow-list in words, for messages ("NCCL_*, TORCH_NCCL_*, ...").
+std::string replay_env_allow_list();
 
 // --baseline: the text of an earlier commscript report (/1 or /2) (parsed again by the recipe side).
 std::string load_baseline(const std::string& path);

@@ -141,6 +141,7 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
 PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, int iters, int samples) {
   if (iters < 1 || samples < 1) throw InputError("pingpong: iters and samples must be at least 1");
   if (warmup < 0) throw InputError("pingpong: warmup must not be negative");
+  comm.agree_with_peer(peer, buf.count(), buf.dtype(), "pingpong");
   // Two buffers, as osu_latency has (s_buf, r_buf): receiving into the buffer that is sent next
   // makes every transfer read lines the other core has just written (a cross-core cache miss
   // per line), which doubled the latency of cache-sized messages (64 KiB and up) against OSU.
@@ -177,6 +178,7 @@ double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, 
                         int iters) {
   if (iters < 1 || window < 1) throw InputError("stream_bandwidth: iters and window must be at least 1");
   if (warmup < 0) throw InputError("stream_bandwidth: warmup must not be negative");
+  comm.agree_with_peer(peer, buf.count(), buf.dtype(), "stream");
   Op data = sender ? make_op(comm, Collective::send, buf, Tensor(), ReduceOp::sum, 0, peer)
                    : make_op(comm, Collective::recv, Tensor(), buf, ReduceOp::sum, 0, peer);
   Op a = sender ? make_op(comm, Collective::recv, Tensor(), ack, ReduceOp::sum, 0, peer)

@@ -28,11 +28,16 @@ OK, BAD_INPUT, RUNTIME, HEALTH, CORRUPTION, TIMEOUT, INTERNAL = 0, 1, 2, 3, 4, 5
 DEFAULT_TIMEOUT = 90
 
 
+_JOB_TOKEN = "cs-e2e-" + os.urandom(16).hex()
+
+
 def _env(extra=None):
     env = dict(os.environ)
     # OpenMPI refuses to run as root without these (ctest sets them too).
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    # --launcher env/slurm needs the job's secret (docs/security.md): one per test process.
+    env.setdefault("COMMSCRIPT_JOB_TOKEN", _JOB_TOKEN)
     # No stray NCCL_* from the caller's shell in the env snapshot the tests compare.
     for k in list(env):
         if k.startswith("NCCL_"):

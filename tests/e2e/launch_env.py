@@ -6,6 +6,7 @@ each with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER
 Exits with the highest exit status of the processes (a process killed by a signal counts as
 128 + signal). Usable on its own and from the e2e tests (launch())."""
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -28,8 +29,13 @@ def launch(cmd, n, port=None, addr="127.0.0.1", timeout=120, env=None, cwd=None,
     port = port or free_port()
     procs = []
     t0 = time.monotonic()
+    # The job's secret (docs/security.md): the caller's COMMSCRIPT_JOB_TOKEN, or one drawn for
+    # this launch, the same for every rank.
+    token = secrets.token_hex(32)
     for r in range(n):
         e = dict(os.environ if env is None else env)
+        if "COMMSCRIPT_JOB_TOKEN" not in e and "COMMSCRIPT_JOB_TOKEN_FILE" not in e:
+            e["COMMSCRIPT_JOB_TOKEN"] = token
         for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
             e.pop(k, None)
         e.update({"RANK": str(r), "WORLD_SIZE": str(n), "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(n),

@@ -178,9 +178,13 @@ TEST_CASE("environment policy: the snapshot and the topology contain the audited
 TEST_CASE("replay: loader-affecting [env] variables are told apart from configuration") {
   for (const char* v : {"COMMSCRIPT_STDLIB", "LD_PRELOAD", "LD_LIBRARY_PATH", "LUA_PATH", "LUA_CPATH", "PATH",
                         "GCONV_PATH", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_DEBUG_FILE",
-                        "OMPI_MCA_plm_rsh_agent", "OMPI_MCA_orte_launch_agent", "UCX_MODULE_DIR", "PYTHONPATH"})
+                        "OMPI_MCA_plm_rsh_agent", "OMPI_MCA_orte_launch_agent", "UCX_MODULE_DIR", "PYTHONPATH",
+                        // the replay environment is an allow-list: the MPI library's variables and
+                        // anything unknown are dropped (OMPI_MCA_mpi_abort_delay=-1 hung a replay)
+                        "OMPI_MCA_mpi_abort_delay", "OMPI_MCA_btl", "PMIX_MCA_gds", "MPICH_ASYNC_PROGRESS",
+                        "I_MPI_DEBUG", "FI_PROVIDER", "NCCL_", "CUDA_HOME", "SOME_UNKNOWN"})
     CHECK(cs::env_var_unsafe_to_replay(v));
-  for (const char* v : {"NCCL_DEBUG", "NCCL_IB_HCA", "NCCL_ALGO", "UCX_TLS", "OMPI_MCA_btl", "CUDA_VISIBLE_DEVICES",
-                        "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+  for (const char* v : {"NCCL_DEBUG", "NCCL_IB_HCA", "NCCL_ALGO", "UCX_TLS", "CUDA_VISIBLE_DEVICES",
+                        "TORCH_NCCL_ASYNC_ERROR_HANDLING", "GLOO_SOCKET_IFNAME", "CUDA_LAUNCH_BLOCKING"})
     CHECK_FALSE(cs::env_var_unsafe_to_replay(v));
 }
