@@ -21,10 +21,10 @@ local M = {}
 local fmt = string.format
 
 -- One NVLink, one direction, GB/s, by the generation NVML reports (nvmlDeviceGetNvLinkVersion):
--- NVLink 1 (P100) 20; 2 (V100), 3 (A100), 4 (H100/H200) 25; 5 (B200) 50 (benchmarks.md §6:
+-- NVLink 1 (P100) 20; 2 (V100), 3 (A100), 4 (H100/H200) 25; 5 (B200) 50 (the benchmarks reference, section 6:
 -- H100 18 links x 50 GB/s both directions = 450 one way; A100 12 x 50 = 600 both ways).
 M.NVLINK_GBPS = { [1] = 20, [2] = 25, [3] = 25, [4] = 25, [5] = 50 }
--- What a healthy link reaches, as a fraction of its nominal one-way rate (benchmarks.md §6):
+-- What a healthy link reaches, as a fraction of its nominal one-way rate (the benchmarks reference, section 6):
 -- PCIe copies 80-87 % (gen4 x16 ~25-26 of 31.5 GB/s; gen5 x16 55 of 63 GB/s on an H200), NVLink
 -- ~80 % (H100: ~370 of 450 GB/s). A value under these is a finding.
 M.EXPECT = { pcie_copy = 0.7, nvlink_copy = 0.7 }
