@@ -40,10 +40,11 @@ def main():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     procs = []
+    token = os.environ.get("COMMSCRIPT_JOB_TOKEN") or "cs-embed-" + os.urandom(16).hex()  # the job's secret
     for r in range(np):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_"))}
         env.update(RANK=str(r), WORLD_SIZE=str(np), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(np),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), CS_TEST_CHILD="1",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), CS_TEST_CHILD="1", COMMSCRIPT_JOB_TOKEN=token,
                    CS_TEST_OUT=os.path.abspath("gloo-env-run"))
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)], env=env))
     codes = [p.wait(timeout=240) for p in procs]
