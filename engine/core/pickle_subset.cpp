@@ -86,6 +86,16 @@ const char* code_opcode(unsigned char op) {
 class Reader {
  public:
   Reader(std::string_view d, const PickleLimits& l) : d_(d), lim_(l) {}
+  // A pickle can make a container hold itself (a memo reference to a list being built, then
+  // APPEND): a cycle of shared_ptrs that would never be freed. Every node made is cut loose here.
+  ~Reader() {
+    for (const NodeP& n : all_) {
+      n->items.clear();
+      n->entries.clear();
+    }
+  }
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
 
   NodeP run() {
     while (true) {
@@ -289,6 +299,7 @@ class Reader {
     if (++made_ > lim_.max_nodes) refuse(pos_, "more than " + std::to_string(lim_.max_nodes) + " values");
     auto n = std::make_shared<Node>();
     n->kind = k;
+    all_.push_back(n);
     return n;
   }
   NodeP boolean(bool v) {
@@ -379,6 +390,7 @@ class Reader {
   std::vector<NodeP> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, NodeP> memo_;
+  std::vector<NodeP> all_;  // every node made, for the destructor
 };
 
 class Writer {
