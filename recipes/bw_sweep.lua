@@ -11,7 +11,7 @@ for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
 
 local recipe = cs.recipe {
   name = "bw_sweep",
-  version = "2.1.0",
+  version = "2.1.1",
   requires = ">=0.1, <1.0",
   summary = "collective bandwidth sweep (nccl-tests table: algbw, busbw, #wrong)",
   options = {

@@ -3,7 +3,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "chaos_exit",
-  version = "1.1.0",
+  version = "1.1.1",
   requires = ">=0.1, <1.0",
   summary = "self-test: a rank that dies must appear in the incident",
   options = {

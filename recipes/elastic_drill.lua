@@ -9,7 +9,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "elastic_drill",
-  version = "1.1.2",
+  version = "1.1.3",
   requires = ">=0.1, <1.0",
   summary = "drop a rank under load; time detect / revoke / shrink; busbw before and after",
   options = {

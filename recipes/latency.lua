@@ -13,7 +13,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "latency",
-  version = "2.0.1",
+  version = "2.0.2",
   requires = ">=0.1, <1.0",
   summary = "point-to-point latency and bandwidth between rank pairs (osu_latency / osu_bw)",
   options = {

@@ -12,7 +12,7 @@ for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
 
 local recipe = cs.recipe {
   name = "protocol_compare",
-  version = "1.0.0",
+  version = "1.0.1",
   requires = ">=0.1, <1.0",
   summary = "the same sweep on every backend of the run: time and busbw per size, winner, crossovers",
   options = {

@@ -20,7 +20,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "soak",
-  version = "1.1.0",
+  version = "1.1.1",
   requires = ">=0.1, <1.0",
   summary = "mixed collectives for a duration; per-interval summaries; latency/utilisation/error alerts",
   options = {
