@@ -998,6 +998,15 @@ ncclResult_t child_comm(Comm* p, ncclComm_t* newcomm, bool create, const ncclCon
   return ncclSuccess;
 }
 
+// A field of a ready communicator (the three queries below).
+ncclResult_t comm_field(ncclComm_t comm, const char* call, int Comm::*field, int* out) {
+  Comm* c = reinterpret_cast<Comm*>(comm);
+  if (const ncclResult_t r = check_handle(c, call); r != ncclSuccess) return r;
+  if (const ncclResult_t r = ensure_ready(c); r != ncclSuccess) return r;
+  *out = c->*field;
+  return ncclSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -1248,26 +1257,12 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 // init.cc ncclCommCount / ncclCommCuDevice / ncclCommUserRank: ncclCommEnsureReady first.
-ncclResult_t ncclCommCount(const ncclComm_t comm, int* n) {
-  Comm* c = reinterpret_cast<Comm*>(comm);
-  if (const ncclResult_t r = check_handle(c, "ncclCommCount"); r != ncclSuccess) return r;
-  if (const ncclResult_t r = ensure_ready(c); r != ncclSuccess) return r;
-  *n = c->n;
-  return ncclSuccess;
-}
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* n) { return comm_field(comm, "ncclCommCount", &Comm::n, n); }
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* d) {
-  Comm* c = reinterpret_cast<Comm*>(comm);
-  if (const ncclResult_t r = check_handle(c, "ncclCommCuDevice"); r != ncclSuccess) return r;
-  if (const ncclResult_t r = ensure_ready(c); r != ncclSuccess) return r;
-  *d = c->device;
-  return ncclSuccess;
+  return comm_field(comm, "ncclCommCuDevice", &Comm::device, d);
 }
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* r) {
-  Comm* c = reinterpret_cast<Comm*>(comm);
-  if (const ncclResult_t e = check_handle(c, "ncclCommUserRank"); e != ncclSuccess) return e;
-  if (const ncclResult_t e = ensure_ready(c); e != ncclSuccess) return e;
-  *r = c->rank;
-  return ncclSuccess;
+  return comm_field(comm, "ncclCommUserRank", &Comm::rank, r);
 }
 
 ncclResult_t ncclGroupStart() {
