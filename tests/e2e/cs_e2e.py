@@ -8,6 +8,7 @@ Environment (set by ctest, see CMakeLists.txt; defaults let a file run on its ow
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -87,6 +88,14 @@ class Run:
         with open(p, "rb") as f:
             text = f.read().decode("utf-8")
         return [json.loads(l) for l in text.splitlines() if l.strip()]
+
+
+def declared_version(recipe):
+    """The version a shipped recipe declares in its cs.recipe header: tests compare the report
+    with the file, so a version bump does not need a test edit (and a report that loses the
+    declared version still fails)."""
+    with open(os.path.join(REPO, "recipes", recipe + ".lua")) as f:
+        return re.search(r'^\s*version\s*=\s*"(\d+\.\d+\.\d+)"', f.read(), re.M).group(1)
 
 
 def rank_pid(out, rank, pids=None):

@@ -114,7 +114,7 @@ class BwSweep(cs_e2e.TestCase):
 
         rec = rep["recipe"]
         self.assertEqual(rec["name"], "bw_sweep")
-        self.assertEqual(rec["version"], "2.1.0")
+        self.assertEqual(rec["version"], cs_e2e.declared_version("bw_sweep"))
         self.assertEqual(rec["sha256"], recipe_sha256(),
                          "recipe.sha256 is not the sha256 of recipes/bw_sweep.lua (stale build?)")
         self.assertIsInstance(rec["bundled"], bool)

@@ -65,7 +65,7 @@ class Latency(cs_e2e.TestCase):
         r = self.cs(ARGS, np=2, timeout=120)
         self.assertExit(r, cs_e2e.OK)
         rep = r.report()
-        self.assertEqual(rep["recipe"]["version"], "2.0.1")
+        self.assertEqual(rep["recipe"]["version"], cs_e2e.declared_version("latency"))
         self.check_records(rep["results"], [(0, 1)])
         self.assertEqual(rep["results"], r.results_lines())
         self.check_table(r.stdout, rep["results"])

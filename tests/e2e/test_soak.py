@@ -34,7 +34,7 @@ class Soak(cs_e2e.TestCase):
     def check_results(self, r, duration, interval):
         rep = r.report()
         self.assertEqual(rep["recipe"]["name"], "soak")
-        self.assertEqual(rep["recipe"]["version"], "1.1.0")
+        self.assertEqual(rep["recipe"]["version"], cs_e2e.declared_version("soak"))
         res = rep["results"]
         self.assertGreater(len(res), 10, r.describe())
         self.assertEqual(res, r.results_lines())
