@@ -128,7 +128,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
 }
 
 void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* call) {
-  const int64_t t0 = now_ns();
+  WaitClock clock;  // a freeze of this process is not time waited for the others
   const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
   constexpr int64_t kCancelGraceNs = 3000000000LL;
   int64_t cancel_t0 = 0;
@@ -146,7 +146,7 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* c
                                                      ": the run was ended by a failure elsewhere");
     }
     if (done) return;
-    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    const double waited = clock.waited_s();
     if (limit > 0 && waited > limit)
       throw Error(ExitCode::timeout, "timeout: " + std::string(collective_name(op.coll)) + " #" +
                                          std::to_string(seq()) + " (" + format_size(op.bytes()) + "B, " + name() +
@@ -162,7 +162,7 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* c
 // before receiving it, and refuses one whose size differs from its buffer's: a desync (exit 5)
 // naming both ranks, both sizes and the recipe line.
 void MpiCommunicator::check_incoming(const Op& op) {
-  const int64_t t0 = now_ns();
+  WaitClock clock;
   const double limit = timeout_s_ > 0 ? timeout_s_ + local_grace_s_ : 0;
   MPI_Status st{};
   for (unsigned spins = 0;; ++spins) {
@@ -170,7 +170,7 @@ void MpiCommunicator::check_incoming(const Op& op) {
     check(MPI_Iprobe(op.peer, op.tag, comm_, &found, &st), "MPI_Iprobe");
     if (found) break;
     if (job::cancel_code()) return;  // the receive's own wait says so
-    const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
+    const double waited = clock.waited_s();
     if (limit > 0 && waited > limit) return;  // the receive's own wait names the timeout
     pause_poll(waited, spins);
   }

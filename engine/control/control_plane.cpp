@@ -1,8 +1,11 @@
 #include "control_plane.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "chaos.hpp"
 #include "host_name.hpp"
@@ -11,6 +14,21 @@
 #include "launch_env.hpp"
 
 namespace cs {
+
+namespace {
+
+// This boot of this machine and this process's pid namespace ("" when unknown).
+std::string pid_namespace() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(f, boot);
+  char ns[128] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  if (boot.empty() || n <= 0) return "";
+  return boot + " " + std::string(ns, static_cast<size_t>(n));
+}
+
+}  // namespace
 
 ControlPlane::ControlPlane(Session& s) {
   const std::string host = host_name();
@@ -43,6 +61,7 @@ ControlPlane::ControlPlane(Session& s) {
         co.end_process = !s.embedded;
         co.launcher = launcher;
         co.on_timeout = [](const nlohmann::json& inc) { incidents::save(inc, static_cast<int>(ExitCode::timeout)); };
+        co.on_flight_files = [](const nlohmann::json& files) { incidents::add_flight_files(files); };
         co.on_death = [](const nlohmann::json& inc) {
           // A rank that failed (recipe error, timeout) and was then ended is not news.
           if (incidents::outcome_saved()) return;
@@ -59,6 +78,12 @@ ControlPlane::ControlPlane(Session& s) {
     }
     endpoint = s.world->broadcast(endpoint, 0);
     const std::string root_host = s.world->broadcast(group, 0);
+    // Rank 0's process id, where it means the same process here: the same boot of the same
+    // machine and the same pid namespace (a stopped rank 0 is resumed for its verdict:
+    // HeartbeatClient::report_failure). Host names can repeat across containers.
+    const std::string pid_space = pid_namespace();
+    const std::string root_machine = s.world->broadcast(pid_space, 0);
+    const int root_pid = std::atoi(s.world->broadcast(std::to_string(getpid()), 0).c_str());
     if (!endpoint.empty()) {
       // Heartbeats aggregated per host: the lowest rank of each host relays its host's beats,
       // so rank 0 holds one connection per host (plus its own host's ranks).
@@ -90,6 +115,7 @@ ControlPlane::ControlPlane(Session& s) {
       ho.host = group;
       ho.root_host = root_host;
       ho.launcher = launcher;
+      ho.root_pid = s.rank != 0 && !pid_space.empty() && root_machine == pid_space ? root_pid : -1;
       heartbeat_ = std::make_unique<HeartbeatClient>(std::move(ho));
     }
   }

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <limits>
 
 #include "error.hpp"
@@ -170,12 +172,40 @@ void HeartbeatClient::send_event(const nlohmann::json& ev) { send_line("EV " + e
 
 void HeartbeatClient::send_goodbye(const char* why) { send_line(std::string("BYE ") + why); }
 
+namespace {
+
+// Whether process `pid` is stopped by a signal (state T in /proc/PID/stat; a debugger's stop is
+// t and is left alone).
+bool stopped_by_signal(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
+}  // namespace
+
 bool HeartbeatClient::report_failure(int code, const std::string& message, int wait_ms) {
   if (fd_ < 0) return false;
   send_line("ERR " + std::to_string(code) + " " +
             nlohmann::json(cap_message(message)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   for (int waited = 0; waited < wait_ms && !acked_; waited += kAckPollMs)
     std::this_thread::sleep_for(std::chrono::milliseconds(kAckPollMs));
+  // No answer, and rank 0 is stopped (SIGSTOP): the others waited for it, and only its
+  // coordinator can say so. Resumed now, it judges on what it knew before it stopped
+  // (Coordinator::pump); otherwise the launcher's kill (SIGCONT, SIGTERM, SIGKILL a second
+  // later under mpirun; never under --launcher env) would leave it no time for the verdict.
+  if (!acked_ && o_.root_pid > 0 && stopped_by_signal(o_.root_pid)) {
+    std::fprintf(stderr,
+                 "commscript: rank %d: rank 0 (pid %d, host %s), which runs the coordinator, is stopped (SIGSTOP); "
+                 "resuming it (SIGCONT) so that it gives the verdict\n",
+                 o_.rank, o_.root_pid, o_.root_host.c_str());
+    std::fflush(stderr);
+    ::kill(o_.root_pid, SIGCONT);
+    for (int waited = 0; waited < wait_ms && !acked_; waited += kAckPollMs)
+      std::this_thread::sleep_for(std::chrono::milliseconds(kAckPollMs));
+  }
   return acked_;
 }
 
@@ -514,6 +544,7 @@ Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   if (ips.empty()) ips = "127.0.0.1";
   endpoint_ = ips + ":" + std::to_string(ntohs(a.sin_port));
   start_ns_ = now_ns();
+  tick_ns_ = start_ns_;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -686,7 +717,22 @@ void Coordinator::closed(Conn& c, Outcome& out) {
 
 void Coordinator::pump(int timeout_ms, Outcome& out) {
   epoll_event evs[256];
+  tick_wait_ns_ = static_cast<int64_t>(std::max(0, timeout_ms)) * 1000000;
   const int n = epoll_wait(epoll_fd_, evs, 256, std::max(0, timeout_ms));
+  // More time gone since the last pump than it waited for: the process was frozen (SIGSTOP of
+  // rank 0). Its beats say nothing of that (its heartbeat thread resumed with it, and the
+  // backlog read now has it fresh), so the freeze is marked on rank 0 for the verdict, which the
+  // loop gives before the failures that piled up meanwhile (the others' local timeouts).
+  const int64_t after = now_ns();
+  if (!judged_ && after - tick_ns_ > tick_wait_ns_ + kStallNs) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!ranks_.empty()) ranks_[0].frozen_ns = after - tick_ns_ - tick_wait_ns_;
+    stalled_ = true;
+  }
+  struct Tick {  // the pump's end, however it returns
+    std::atomic<int64_t>& at;
+    ~Tick() { at = now_ns(); }
+  } tick{tick_ns_};
   if (n <= 0) {
     if (unproven_ > 0) {
       std::lock_guard<std::mutex> g(mu_);
@@ -846,6 +892,12 @@ void Coordinator::loop() {
     Outcome out;
     pump(timeout_ms, out);
     if (stop_) break;
+    if (stalled_) {  // judged before the failures: those are the freeze's aftermath
+      std::lock_guard<std::mutex> g(mu_);
+      judge(now_ns());  // ends the job when someone is overdue
+      if (!ranks_.empty()) ranks_[0].frozen_ns = 0;
+      stalled_ = false;
+    }
     if (!out.deaths.empty() && o_.on_death) {
       nlohmann::json inc;
       {
@@ -874,10 +926,25 @@ void Coordinator::loop() {
   }
 }
 
+bool Coordinator::await_verdict(int max_ms) {
+  for (int waited = 0;; waited += kRingPollMs) {
+    if (verdict_saved_) return true;
+    const bool frozen = now_ns() - tick_ns_ > tick_wait_ns_ + kStallNs;  // not resumed yet, or judging
+    if (!(frozen || stalled_ || judged_) || waited >= max_ms) return verdict_saved_;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kRingPollMs));
+  }
+}
+
 void Coordinator::end_job(nlohmann::json inc) {
   if (o_.on_verdict) o_.on_verdict(inc);
   std::fprintf(stderr, "%s\n", inc["line"].get<std::string>().c_str());
   std::fflush(stderr);
+  // Saved before the flight recorders are collected: mpirun's SIGTERM (a rank's local timeout
+  // ended the job meanwhile) must find the verdict, not write a "killed" report over it.
+  inc["ranks"] = snapshot();
+  inc["flight_recorder"] = nlohmann::json::array();
+  if (o_.on_timeout) o_.on_timeout(inc);
+  verdict_saved_ = true;
   {
     std::lock_guard<std::mutex> g(mu_);
     send_all("DUMP");
@@ -905,9 +972,7 @@ void Coordinator::end_job(nlohmann::json inc) {
       if (!f.empty()) files.push_back(f);
     }
   }
-  inc["flight_recorder"] = files;
-  inc["ranks"] = snapshot();
-  if (o_.on_timeout) o_.on_timeout(inc);
+  if (o_.on_flight_files && !files.empty()) o_.on_flight_files(files);
   std::fflush(nullptr);
   if (!o_.end_process) {  // embedded: the run ends, the host's process goes on
     cancel_all(static_cast<int>(ExitCode::timeout));

@@ -48,6 +48,9 @@ class HeartbeatClient {
     std::string launcher = "mpi";  // "mpi", "env", "slurm": who ends this rank when rank 0 dies
     int interval_ms = coord::kHeartbeatMs;
     std::function<coord::Beat()> sample;  // what to report; default: this process's Progress
+    // Rank 0's process id when it runs on this machine (-1 otherwise): a failing rank that finds
+    // it stopped (SIGSTOP) resumes it, so that the coordinator gives the verdict (report_failure).
+    int root_pid = -1;
   };
   explicit HeartbeatClient(Options o);
   // The historical form: straight to the coordinator.
@@ -122,9 +125,11 @@ class Coordinator {
     double timeout_s = 300;
     std::string out_dir;
     std::string launcher = "mpi";  // named in the death message (who ends the job)
-    // Receives the verdict (incident JSON, with "line") after the rings were collected, on the
-    // coordinator thread, right before the process exits with code 5.
+    // Receives the verdict (incident JSON, with "line") on the coordinator thread as soon as it
+    // is reached (saved before anything else can end the process), then on_flight_files the
+    // flight recorders collected after it, right before the process exits with code 5.
     std::function<void(const nlohmann::json& incident)> on_timeout;
+    std::function<void(const nlohmann::json& files)> on_flight_files;
     // The same verdict at the moment it is reached, before the rings are collected (tests, bench).
     std::function<void(const nlohmann::json& incident)> on_verdict;
     // Receives a rank's failure report (rank, exit code, message) on the coordinator thread;
@@ -158,6 +163,10 @@ class Coordinator {
   nlohmann::json events() const;
   // Tells every rank to give up the run with `code` (job::request_cancel on each; embedded runs).
   void cancel_all(int code);
+  // A signal that ends rank 0 calls this first: when the coordinator thread was frozen with the
+  // process (no tick for kStallNs past its wait) or is giving a verdict, waits up to max_ms for
+  // the verdict to be saved. Returns true when one was.
+  bool await_verdict(int max_ms);
   // CPU seconds the coordinator thread has used (bench).
   double cpu_seconds() const;
   // Connections held now: ranks connected directly, host relays (tests, bench).
@@ -190,7 +199,11 @@ class Coordinator {
   std::vector<nlohmann::json> rings_;
   nlohmann::json events_ = nlohmann::json::array();
   int first_death_ = -1;
-  bool judged_ = false;  // a verdict was given (embedded: the run is cancelled, judge no more)
+  std::atomic<bool> judged_{false};  // a verdict was given (embedded: the run is cancelled, judge no more)
+  // The loop's last tick and the longest it meant to wait from there (a freeze shows as more).
+  std::atomic<int64_t> tick_ns_{0}, tick_wait_ns_{0};
+  std::atomic<bool> stalled_{false};        // the loop found its process was frozen: judge first
+  std::atomic<bool> verdict_saved_{false};  // on_timeout has returned
   coord::WaitMemo wait_memo_;
   coord::DesyncMemo desync_memo_;
   int64_t start_ns_ = 0, next_judge_ns_ = 0, next_deadline_ns_ = 0;

@@ -29,6 +29,13 @@ inline constexpr int64_t kLuaFreshNs = 2000LL * 1000 * 1000;
 // A long wait is reported every max(kWaitNoteMinS, kWaitNoteFraction x deadline).
 inline constexpr double kWaitNoteMinS = 10;
 inline constexpr double kWaitNoteFraction = 0.1;
+// The coordinator thread found this much more time gone than it waited for: its process (rank 0)
+// was stopped or frozen meanwhile (SIGSTOP, a debugger). It then judges on what it knew before
+// the freeze, ahead of the backlog that piled up (the frozen rank's own fresh beat, the others'
+// local timeouts), and a signal that arrives with the resumption waits for that verdict.
+inline constexpr int64_t kStallNs = 1000LL * 1000 * 1000;
+// How long a SIGTERM to rank 0 waits for a verdict being given after such a freeze.
+inline constexpr int kVerdictWaitMs = 2000;
 // After a verdict, the flight recorders are collected for up to this long, looking every kRingPollMs.
 inline constexpr int64_t kRingCollectNs = 1500LL * 1000 * 1000;
 inline constexpr int kRingPollMs = 20;

@@ -59,7 +59,8 @@ int earliest_blocked(const Ranks& ranks, int over, int64_t now) {
 // Rank 0's own heartbeat is silent while it is connected and alive: its process (which runs the
 // coordinator) did not run.
 bool frozen_root(const Ranks& ranks, int64_t now) {
-  return !ranks.empty() && ranks[0].hello && !ranks[0].dead && silent(ranks[0], now);
+  return !ranks.empty() && ranks[0].hello && !ranks[0].dead &&
+         (silent(ranks[0], now) || ranks[0].frozen_ns >= kSilentNs);
 }
 
 std::string dtype_text(int dtype) {
@@ -208,11 +209,22 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
       who["detail"] = "process gone (connection closed)";
     } else if (root_frozen && i == 0) {
       who["state"] = "stuck";
-      who["detail"] = "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) +
-                      " ms (stopped or frozen; rank 0 runs the coordinator, which stopped with it, so the other "
-                      "ranks were not heard meanwhile)";
+      who["detail"] = s.frozen_ns >= kSilentNs
+                          ? "stopped or frozen for " + std::to_string(s.frozen_ns / 1000000) +
+                                " ms (the coordinator, which runs in its process, found its own clock jumped by that "
+                                "much)"
+                          : "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) +
+                                " ms (stopped or frozen; rank 0 runs the coordinator, which stopped with it, so the "
+                                "other ranks were not heard meanwhile)";
     } else if (unheard && (same_op || past)) {
       arrived.push_back(i);  // its last beat, before rank 0 froze, had it there
+      continue;
+    } else if (ranks[0].frozen_ns >= kSilentNs && i != 0 && b.in_flight && b.comm == rb.comm && no < ref_no &&
+               !silent(s, now)) {
+      // Rank 0 was found frozen: a live rank still in an earlier collective of the same
+      // communicator waits for rank 0's part of it (a barrier that rank 0 has left may still
+      // need its messages elsewhere), not for anyone else.
+      arrived.push_back(i);
       continue;
     } else if (silent(s, now) && !unheard) {
       const std::string quiet = "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) + " ms";

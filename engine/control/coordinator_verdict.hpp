@@ -24,6 +24,9 @@ struct RankView {
   Beat beat;                // its latest heartbeat
   int via = -1;             // the host leader whose relay carries it (-1: connected directly)
   int orphaned_by = -1;     // the leader whose relay it lost; it has not reconnected since
+  // Rank 0 only: the coordinator, which runs in its process, found the process frozen this long
+  // just now (SIGSTOP): it is the rank the others waited for, whatever its fresh beat says.
+  int64_t frozen_ns = 0;
 };
 using Ranks = std::vector<RankView>;
 

@@ -52,6 +52,9 @@ void on_signal(int sig) {
   for (auto waited = std::chrono::milliseconds(0); waited < kDeathRecordWait && g_death_pending;
        waited += kDeathRecordPoll)
     std::this_thread::sleep_for(kDeathRecordPoll);
+  // Rank 0 resumed from a freeze with the signal (mpirun sends SIGCONT with SIGTERM): the
+  // coordinator, frozen with it, is giving the verdict on who the others waited for.
+  if (Coordinator* c = g_coordinator.load()) c->await_verdict(coord::kVerdictWaitMs);
   if (s) {
     // Ended by a signal is not dying on its own: say so to the coordinator first.
     if (HeartbeatClient* hb = g_heartbeat.load()) hb->send_goodbye("signal");
@@ -224,16 +227,33 @@ void save(const nlohmann::json& incident, int exit_code) {
       if (!ev.empty()) d["chaos"] = ev;
     }
     d["run"]["exit_code"] = exit_code >= 0 ? nlohmann::json(exit_code) : nlohmann::json(nullptr);
-    s->report->write();
+    s->report->write(/*sync=*/false);  // in place at once; the disk is waited for below
     static std::atomic<bool> said{false};
     if (!said.exchange(true)) {
       std::fprintf(stderr, "commscript: report written to %s\n", (s->report->dir() / "report.json").c_str());
       std::fflush(stderr);
     }
+    s->report->sync();
     if (auto* render = g_render.load()) render(*s);
     if (incident.value("kind", "") != "killed") g_outcome_saved = true;
   } catch (const Error& e) {  // the output directory failed: say so, never throw from here
     std::fprintf(stderr, "commscript: report.json not saved: %s\n", e.what());
+  } catch (const std::exception&) {  // on the way out: never throw from here
+  }
+}
+
+void add_flight_files(const nlohmann::json& files) {
+  Session* s = g_session.load();
+  if (!s || !s->report || !s->report->writer()) return;
+  try {
+    std::lock_guard<std::recursive_mutex> g(s->report->mutex());
+    auto& incs = s->report->doc()["incidents"];
+    for (auto it = incs.rbegin(); it != incs.rend(); ++it)
+      if (it->value("kind", "") == "timeout" || it->value("kind", "") == "desync") {  // the coordinator's verdicts
+        (*it)["flight_recorder"] = files;
+        s->report->write();
+        return;
+      }
   } catch (const std::exception&) {  // on the way out: never throw from here
   }
 }

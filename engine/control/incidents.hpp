@@ -23,6 +23,9 @@ void set_html_renderer(void (*render)(Session& s));
 // Adds `incident` to report.json and saves it with run.exit_code = exit_code (null when < 0).
 // Rank 0 only; safe from any thread; never throws.
 void save(const nlohmann::json& incident, int exit_code);
+// The flight recorders collected after the coordinator's verdict (a timeout or a desync) was
+// saved: added to that incident.
+void add_flight_files(const nlohmann::json& files);
 
 // The coordinator heard a rank die (its heartbeat connection closed without a goodbye): waits
 // briefly for the dead rank's guardian (guardian.hpp) to write its flight recorder, names its

@@ -1,5 +1,6 @@
 #include "report.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,7 +155,21 @@ int dump_to(std::FILE* f, const nlohmann::json& doc, int indent, size_t* bytes) 
 
 }  // namespace
 
-void Report::write() {
+void Report::sync() {
+  if (!writer_) return;
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  errno = 0;
+  const int fd = ::open((dir_ / "report.json").c_str(), O_RDONLY | O_CLOEXEC);
+  int err = fd < 0 ? (errno ? errno : EIO) : 0;
+  if (fd >= 0 && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno ? errno : EIO;
+  if (fd >= 0) ::close(fd);
+  if (jsonl_ && err == 0 && ::fsync(fileno(jsonl_)) != 0 && errno != EINVAL && errno != EROFS)
+    err = errno ? errno : EIO;
+  if (err != 0)
+    throw Error(ExitCode::output, "cannot write " + (dir_ / "report.json").string() + ": " + std::strerror(err));
+}
+
+void Report::write(bool sync) {
   if (!writer_) return;
   std::lock_guard<std::recursive_mutex> g(mu_);
   // results.jsonl is on the disk with the report: its flush and sync checked (a full disk that
@@ -162,7 +177,8 @@ void Report::write() {
   if (jsonl_) {
     errno = 0;
     int jerr = std::fflush(jsonl_) == 0 ? 0 : (errno ? errno : EIO);
-    if (jerr == 0 && ::fsync(fileno(jsonl_)) != 0 && errno != EINVAL && errno != EROFS) jerr = errno ? errno : EIO;
+    if (sync && jerr == 0 && ::fsync(fileno(jsonl_)) != 0 && errno != EINVAL && errno != EROFS)
+      jerr = errno ? errno : EIO;
     if (jerr != 0)
       throw Error(ExitCode::output, "cannot write " + (dir_ / "results.jsonl").string() + ": " + std::strerror(jerr));
   }
@@ -184,7 +200,7 @@ void Report::write() {
   }
   // On the disk before the process ends (a report that appeared a second after mpirun returned;
   // a full disk that only a later write-back would have told).
-  if (f && err == 0 && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) err = errno ? errno : EIO;
+  if (sync && f && err == 0 && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) err = errno ? errno : EIO;
   if (f && std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
   if (err != 0) {
     std::error_code ec;

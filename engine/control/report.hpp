@@ -40,7 +40,12 @@ class Report {
   void add(const std::string& section, const nlohmann::json& item);  // findings, incidents, chaos
   size_t count(const std::string& section) const;
   // Writes report.json (via a temporary file and rename, so a reader never sees half of it).
-  void write();
+  void write() { write(true); }
+  // sync=false: renamed into place without waiting for the disk (an incident saved while
+  // mpirun's SIGKILL is a second away: a killed process loses nothing of what it wrote); sync()
+  // then waits for the disk and says whether it failed (a full disk).
+  void write(bool sync);
+  void sync();
   // Writes report.json over itself, in place (a disk too full for a second copy, when the
   // report only changes a little: an exit code). Returns 0 or the errno of the failure.
   int write_in_place();

@@ -61,7 +61,7 @@ struct FakeRank {
 struct Captured {
   std::mutex mu;
   std::condition_variable cv;
-  nlohmann::json verdict, timeout, death;
+  nlohmann::json verdict, timeout, death, files;
   int64_t verdict_ns = 0;
   template <class Pred>
   bool wait(Pred p, int ms) {
@@ -98,6 +98,11 @@ struct Job {
     o.on_timeout = [this](const nlohmann::json& inc) {
       std::lock_guard<std::mutex> g(cap.mu);
       cap.timeout = inc;
+      cap.cv.notify_all();
+    };
+    o.on_flight_files = [this](const nlohmann::json& f) {  // after the verdict was saved
+      std::lock_guard<std::mutex> g(cap.mu);
+      cap.files = f;
       cap.cv.notify_all();
     };
     o.on_death = [this](const nlohmann::json& inc) {
@@ -170,8 +175,8 @@ TEST_CASE("coordinator with a host relay: O(hosts) connections, a stuck rank nam
   CHECK(job.cap.verdict["missing"][0]["host"] == "h1");
   CHECK(job.cap.verdict["arrived"].size() == 5);
   // The flight recorders of every rank come back, the relayed ones included.
-  REQUIRE(job.cap.wait([&] { return !job.cap.timeout.is_null(); }, 4000));
-  CHECK(job.cap.timeout["flight_recorder"].size() == Job::kRanks);
+  REQUIRE(job.cap.wait([&] { return !job.cap.timeout.is_null() && !job.cap.files.is_null(); }, 4000));
+  CHECK(job.cap.files.size() == Job::kRanks);
 }
 
 TEST_CASE("coordinator with a host relay: a relayed rank's death is named", "[coordinator]") {
@@ -246,8 +251,8 @@ TEST_CASE("coordinator with a host relay: a frozen leader is named alone, its ho
   CHECK(job.cap.verdict["arrived"] == nlohmann::json::array({0, 1, 2, 4, 5}));
   CHECK(job.cap.death.is_null());  // frozen is not dead
   // The flight recorders of every rank but the frozen one come back (4 and 5 directly).
-  REQUIRE(job.cap.wait([&] { return !job.cap.timeout.is_null(); }, 4000));
-  CHECK(job.cap.timeout["flight_recorder"].size() == Job::kRanks - 1);
+  REQUIRE(job.cap.wait([&] { return !job.cap.timeout.is_null() && !job.cap.files.is_null(); }, 4000));
+  CHECK(job.cap.files.size() == Job::kRanks - 1);
 }
 
 TEST_CASE("coordinator with a host relay: a whole host lost is unreachable, not alive", "[coordinator]") {

@@ -513,3 +513,27 @@ TEST_CASE("verdict: a stopped rank 0 is named alone, not with the ranks it could
   CHECK(missing_of(v, 3)["detail"].get<std::string>().find("not in an operation (last: allreduce #4)") !=
         std::string::npos);
 }
+
+TEST_CASE("verdict: rank 0 found frozen by its coordinator is named, whatever its fresh beat says", "[coordinator]") {
+  // The coordinator, resumed with rank 0, reads the backlog: every rank's beat is fresh, rank 0's
+  // too (its heartbeat thread resumed with it), all in allreduce #5 or, one of them, still in #4
+  // (a collective rank 0 has left may still need its messages elsewhere). Only the coordinator's
+  // own clock jump (frozen_ns) shows who the others waited for. Before: nobody missing (the
+  // fresh beats), or rank 0 with the rank still in #4 (in 1 of 6 runs under load).
+  Ranks r = world(4, 4);
+  const int64_t now = kT0 + 20 * 1000 * kMs;
+  for (int i : {0, 1, 2}) apply_beat(r[static_cast<size_t>(i)], in_op(5, 10000, 3, 5), now - 50 * kMs);
+  apply_beat(r[3], in_op(4, 10000, 3, 4), now - 50 * kMs);
+  r[0].frozen_ns = 9000 * kMs;
+  const int ref = overdue_rank(r, now);
+  REQUIRE(ref >= 0);
+  const auto v = timeout_verdict(r, ref, now, 3);
+  REQUIRE(v["missing"].size() == 1);
+  CHECK(v["missing"][0]["rank"] == 0);
+  CHECK(v["missing"][0]["detail"].get<std::string>().find("stopped or frozen for 9000 ms") != std::string::npos);
+  CHECK(v["arrived"].size() == 3);
+  // Frozen under the silence limit (a scheduling hiccup): no longer grounds to name rank 0.
+  r[0].frozen_ns = kSilentNs - kMs;
+  const auto w = timeout_verdict(r, ref, now, 3);
+  CHECK(missing_of(w, 0).is_null());
+}
