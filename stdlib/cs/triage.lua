@@ -18,7 +18,7 @@ local bad = P.bad
 
 -- ---------------------------------------------------------------- names
 
--- The op of a Flight Recorder profiling name ("nccl:_allgather_base", "nccl:send 0->1") or a
+-- The op of a Flight Recorder profiling name ("nccl:_all_gather_base", "nccl:send 0->1") or a
 -- watchdog OpType ("_ALLGATHER_BASE"), as commscript calls it (nil for point-to-point).
 function M.op_of(name)
   local n = tostring(name):gsub("^%w+:", ""):gsub(" .*$", ""):lower():gsub("_", "")
@@ -364,7 +364,7 @@ end
 
 -- ---------------------------------------------------------------- watchdog analysis
 
-local OPTYPE_NAMES = { ALLREDUCE = "all_reduce", _ALLGATHER_BASE = "_allgather_base", ALLGATHER = "all_gather",
+local OPTYPE_NAMES = { ALLREDUCE = "all_reduce", _ALLGATHER_BASE = "_all_gather_base", ALLGATHER = "all_gather",
   _REDUCE_SCATTER_BASE = "_reduce_scatter_base", REDUCE_SCATTER = "reduce_scatter", BROADCAST = "broadcast",
   REDUCE = "reduce", ALLTOALL_BASE = "all_to_all_single", ALLTOALL = "all_to_all", BARRIER = "barrier",
   GATHER = "gather", SCATTER = "scatter", SEND = "send", RECV = "recv", COALESCED = "coalesced" }
