@@ -167,6 +167,45 @@ class Triage(cs_e2e.TestCase):
                 got["culprits"], got["errors"] = g["culprits"], [g["mismatch"]]
             self.assertEqual(got, want, d + ": triage vs fr_trace\n" + fr["log"])
 
+    # (3b) a slow rank: every collective completed, rank 3's calls 0.3 ms, the others' 40 ms
+    # (duration_ms: they waited for it). triage names it (a warning), plants a 40 ms delay on
+    # it, and the repro names the same rank (exit 3); without the delay nobody is late (exit 0).
+    def test_fr_slow_rank_and_repro(self):
+        r, out = self.triage(fx("fr_slow"))
+        self.assertExit(r, OK)
+        self.assertIn("rank(s) 3 arrive late at every collective: the others waited 40.2 ms longer in each", r.stdout, r.describe())
+        with open(os.path.join(out, "report.json")) as f:
+            fs = [x for x in json.load(f)["findings"] if x.get("kind") == "triage.slow"]
+        self.assertEqual([(x["severity"], x["subject"]) for x in fs], [("warn", {"ranks": [3]})])
+        with open(os.path.join(out, "repro.toml")) as f:
+            toml = f.read()
+        self.assertIn('kind = "delay"\nranks = [3]\nops = ["allreduce", "allgather"]\nms = 40', toml)
+        rr = self.repro(out, 4, timeout=90)
+        self.assertExit(rr, HEALTH)
+        self.assertRegex(rr.stdout, r"slow: rank\(s\) 3 \(\d+\.\d ms a collective\) arrive late", rr.describe())
+        rr = self.repro(out, 4, "--set", "chaos=[]", timeout=90)
+        self.assertExit(rr, OK)
+        self.assertIn("the slow rank did not reproduce", rr.stdout)
+
+    # (3c) point-to-point records are replayed: sends 0->1 (512), 2->3 (256), 1->2 (128) around
+    # the collectives, then rank 2 never joins all-reduce #3. Its hang rule counts its own
+    # send and receive on the communicator (comm:seq()), so it still lands on that all-reduce.
+    def test_fr_p2p_replayed(self):
+        r, out = self.triage(fx("fr_p2p_missing"))
+        self.assertExit(r, HEALTH)
+        with open(os.path.join(out, "repro.lua")) as f:
+            lua = f.read()
+        sends = re.findall(r'op = "send", from = (\d+), to = (\d+), count = (\d+)', lua)
+        self.assertEqual(sends, [("0", "1", "512"), ("2", "3", "256"), ("1", "2", "128")], lua)
+        with open(os.path.join(out, "repro.toml")) as f:
+            self.assertIn('kind = "hang"\nranks = [2]\nops = ["allreduce"]\nafter = 4', f.read())
+        rr = self.repro(out, 4)
+        self.assertExit(rr, TIMEOUT)
+        self.assertRegex(rr.stdout + rr.stderr, r"timeout: allreduce #\d+ .*missing ranks: 2\b")
+        rr = self.repro(out, 4, "--set", "chaos=[]")
+        self.assertExit(rr, OK)
+        self.assertIn("all 6 operation(s) completed on every rank: the failure did not reproduce", rr.stdout)
+
     # other formats: NCCL RAS JSON and nccl-tests -J, mixed with a log
     def test_ras_and_nccl_tests(self):
         r, out = self.triage(fx("ras.json", "nccl_tests.json"))
