@@ -14,7 +14,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "triage",
-  version = "1.0.0",
+  version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "diagnose a customer's logs and dumps (watchdog, Flight Recorder, NCCL, RAS, nccl-tests) and write a repro",
   options = {
@@ -43,6 +43,7 @@ function recipe.run(ctx)
     local v = G.verdict
     section.groups[#section.groups + 1] = { name = G.name, desc = G.desc, ranks = cs.array(G.ranks or {}), source = G.source,
       verdict = v.kind, seq = v.seq, op = v.rec and v.rec.name, culprits = cs.array(v.ranks or {}), fr_trace = v.fr_trace,
+      mismatch = v.mismatch,
       at = v.rec and v.rec.at }
   end
   if built then

@@ -18,7 +18,7 @@ local bad = P.bad
 
 -- ---------------------------------------------------------------- names
 
--- The op of a Flight Recorder profiling name ("nccl:_allgather_base", "nccl:send 0->1") or a
+-- The op of a Flight Recorder profiling name ("nccl:_all_gather_base", "nccl:send 0->1") or a
 -- watchdog OpType ("_ALLGATHER_BASE"), as commscript calls it (nil for point-to-point).
 function M.op_of(name)
   local n = tostring(name):gsub("^%w+:", ""):gsub(" .*$", ""):lower():gsub("_", "")
@@ -117,6 +117,16 @@ local function fr_record(e, path, idx, group_size)
     time = type(e.time_created_ns) == "number" and e.time_created_ns or nil, record_id = e.record_id,
     at = ("%s: entry %d (record_id %d)"):format(path, idx - 1, e.record_id),
   }
+  -- duration_ms: the GPU time of the call, inserted by the writer only once measured
+  local d = e.duration_ms
+  if type(d) == "number" and d == d and d >= 0 and d < 1e12 then rec.duration = d end
+  if rec.p2p then
+    -- ProcessGroupNCCL's names: "nccl:send 0->1" (group ranks: me -> peer), "nccl:recv 1<-0"
+    local a, b = e.profiling_name:match(":send (%d+)%->(%d+)$")
+    if a then rec.p2p_kind, rec.src_local, rec.dst_local = "send", tonumber(a), tonumber(b) end
+    a, b = e.profiling_name:match(":recv (%d+)<%-(%d+)$")
+    if a then rec.p2p_kind, rec.dst_local, rec.src_local = "recv", tonumber(a), tonumber(b) end
+  end
   rec.op = M.op_of(rec.name)
   rec.numel_in, rec.numel_out = P.total(rec.in_sizes), P.total(rec.out_sizes)
   rec.dtype = M.dtype_of(rec.in_dtypes[1] or rec.out_dtypes[1])
@@ -337,6 +347,23 @@ local function analyse_fr(dumps, diag)
       end
     end
     G.sequence = sequence
+    -- Point-to-point transfers (replayed by the repro): each send a dumped rank recorded, and
+    -- each receive from a rank without a dump; group ranks -> global ranks as fr_trace's Op
+    -- does (the sorted member list). `after` = the collective sequence number the transfer
+    -- followed (the writer records the group's current collective_seq_id with it).
+    G.p2p = {}
+    for _, r in ipairs(G.dumped) do
+      for _, rec in ipairs(G.entries[r] or {}) do
+        if rec.p2p_kind then
+          local src, dst = G.ranks[rec.src_local + 1], G.ranks[rec.dst_local + 1]
+          local mine = rec.p2p_kind == "send" and src == r or rec.p2p_kind == "recv" and dst == r and not by_rank[src]
+          if src and dst and src ~= dst and mine then
+            local sizes = rec.p2p_kind == "send" and rec.in_sizes or rec.out_sizes
+            G.p2p[#G.p2p + 1] = { src = src, dst = dst, count = P.total(sizes) or 0, rec = rec, after = rec.seq }
+          end
+        end
+      end
+    end
     if not G.verdict then
       local last = sequence[#sequence]
       if #G.nodump > 0 then
@@ -348,6 +375,38 @@ local function analyse_fr(dumps, diag)
           fr_trace = "No errors found for this collective entry, There could be some other reasons why we see collective timeout." }
       else
         G.verdict = { kind = "ok", ranks = {} }
+      end
+    end
+    -- A slow rank: every collective matched and completed, but one rank's calls took much less
+    -- time than the others' (duration_ms: the others waited in the call for it). The same
+    -- test as commscript's own straggler analysis (cs.diagnose.stragglers) on the mean
+    -- duration per rank over the collectives every rank completed with a duration.
+    if G.verdict.kind == "ok" and #G.dumped >= 3 and #G.nodump == 0 then
+      local sums, n = {}, 0
+      for _, s in ipairs(seqs) do
+        local all = true
+        for _, r in ipairs(G.dumped) do
+          local rec = at_seq[r][s]
+          if not (rec and rec.state == "completed" and rec.duration) then all = false end
+        end
+        if all then
+          n = n + 1
+          for _, r in ipairs(G.dumped) do sums[r] = (sums[r] or 0) + at_seq[r][s].duration end
+        end
+      end
+      if n >= 3 then
+        local times = {}
+        for i, r in ipairs(G.dumped) do times[i] = sums[r] / n * 1000 end
+        local st = require("cs.diagnose").stragglers(times)
+        if #st > 0 then
+          local ranks, means = {}, {}
+          for _, x in ipairs(st) do ranks[#ranks + 1] = G.dumped[x.rank + 1] end
+          table.sort(ranks)
+          for i, r in ipairs(G.dumped) do means[#means + 1] = ("%d: %.2f ms"):format(r, times[i] / 1000) end
+          local last = sequence[#sequence]
+          G.verdict = { kind = "slow", ranks = ranks, seq = last.seq, rec = last, collectives = n,
+            lateness_ms = st[1].lateness / 1000, median_ms = st[1].median / 1000, means = table.concat(means, ", ") }
+        end
       end
     end
     G.world_hint = #G.ranks
@@ -364,7 +423,7 @@ end
 
 -- ---------------------------------------------------------------- watchdog analysis
 
-local OPTYPE_NAMES = { ALLREDUCE = "all_reduce", _ALLGATHER_BASE = "_allgather_base", ALLGATHER = "all_gather",
+local OPTYPE_NAMES = { ALLREDUCE = "all_reduce", _ALLGATHER_BASE = "_all_gather_base", ALLGATHER = "all_gather",
   _REDUCE_SCATTER_BASE = "_reduce_scatter_base", REDUCE_SCATTER = "reduce_scatter", BROADCAST = "broadcast",
   REDUCE = "reduce", ALLTOALL_BASE = "all_to_all_single", ALLTOALL = "all_to_all", BARRIER = "barrier",
   GATHER = "gather", SCATTER = "scatter", SEND = "send", RECV = "recv", COALESCED = "coalesced" }
@@ -592,6 +651,9 @@ function M.verdict_line(G)
       name, v.seq, v.rec.name)
   elseif v.kind == "undecided" then
     return ("process group %s: no dump from rank(s) %s: cannot decide (fr_trace cannot either)"):format(name, ranks_text(v.ranks))
+  elseif v.kind == "slow" then
+    return ("process group %s: rank(s) %s arrive late at every collective: the others waited %.1f ms longer in each (mean duration_ms over %d collectives: %s)"):format(
+      name, ranks_text(v.ranks), v.lateness_ms, v.collectives, v.means)
   end
   return ("process group %s: every collective matched on every rank"):format(name)
 end
@@ -680,17 +742,18 @@ function M.findings(diag)
       if pr and pr.last and pr.last.at then at[#at + 1] = pr.last.at end
     end
     local sev = (v.kind == "ok") and "info" or "error"
-    if v.kind == "undecided" then sev = "warn" end
+    if v.kind == "undecided" or v.kind == "slow" then sev = "warn" end  -- slow: the job ran, late
     F[#F + 1] = {
       severity = sev, kind = "triage." .. v.kind,
       subject = #(v.ranks or {}) > 0 and { ranks = v.ranks } or "job",
       message = M.verdict_line(G),
       evidence = { group = group_name(G), group_ranks = G.ranks, seq = v.seq, op = v.rec and v.rec.name,
         numel_in = v.rec and v.rec.numel_in, numel_out = v.rec and v.rec.numel_out, timeout_ms = G.timeout_ms,
-        fr_trace = v.fr_trace, mismatch = v.mismatch, at = at, source = G.source },
+        fr_trace = v.fr_trace, mismatch = v.mismatch, lateness_ms = v.lateness_ms, at = at, source = G.source },
       remedy = v.kind == "missing" and "look at what the missing rank(s) were doing instead (their stack in the dump, their own log); run repro.lua to check the fabric alone"
         or v.kind == "mismatch" and "the ranks called different collectives at the same sequence number: a bug in the training code (a rank-dependent branch or shape)"
         or v.kind == "stuck" and "every rank arrived: check the fabric with repro.lua run without chaos, then full_diag"
+        or v.kind == "slow" and "look at what the late rank(s) do between collectives (data loading, CPU binding, a noisy neighbour, clocks); run repro.lua without chaos to see whether the fabric alone makes them late"
         or "",
     }
   end
@@ -768,7 +831,7 @@ end
 -- A rank to blame (missing, mismatch) comes before a group where everyone waits (stuck): the
 -- ranks stuck elsewhere wait for the one that broke.
 function M.failure(diag)
-  for _, kinds in ipairs({ { missing = true, mismatch = true }, { stuck = true } }) do
+  for _, kinds in ipairs({ { missing = true, mismatch = true }, { stuck = true }, { slow = true } }) do
     for _, G in ipairs(diag.groups) do
       if kinds[G.verdict.kind] then return G end
     end

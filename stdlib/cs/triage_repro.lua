@@ -100,9 +100,16 @@ function M.build(diag, opts)
   local fail_rec = v.rec or G.sequence[#G.sequence]
   local items = {}
   for _, gr in ipairs(groups) do
+    local stop = #gr.g.sequence
     for i, rec in ipairs(gr.g.sequence) do
       items[#items + 1] = { gi = gindex[gr.g], rec = rec, ord = i }
-      if gr.g == G and rec == fail_rec then break end
+      if gr.g == G and rec == fail_rec then stop = i; break end
+    end
+    -- point-to-point transfers, after the collective they followed (untimed: by that position)
+    for _, tr in ipairs(gr.g.p2p or {}) do
+      local pos = 0
+      for i, rec in ipairs(gr.g.sequence) do if rec.seq <= tr.after then pos = i end end
+      if pos < stop or gr.g ~= G then items[#items + 1] = { gi = gindex[gr.g], rec = tr.rec, ord = pos + 0.5, transfer = tr } end
     end
   end
   local all_timed = true
@@ -119,18 +126,42 @@ function M.build(diag, opts)
   local last = opts.last or 32
   local first = math.max(1, fi - last + 1)
   local seq = {}
-  local skipped = 0
+  local skipped, unkept = 0, 0
+  local function local_rank(gi, customer)
+    local r = map[customer]
+    for i, x in ipairs(groups[gi].ranks) do if x == r then return i - 1 end end
+    return nil
+  end
   for i = first, fi do
     local it = items[i]
-    if it.rec.op and it.rec.op ~= "coalesced" then seq[#seq + 1] = it else skipped = skipped + 1 end
+    if it.transfer then
+      it.from, it.to = local_rank(it.gi, it.transfer.src), local_rank(it.gi, it.transfer.dst)
+      if it.from and it.to then seq[#seq + 1] = it else unkept = unkept + 1 end
+    elseif it.rec.op and it.rec.op ~= "coalesced" then seq[#seq + 1] = it else skipped = skipped + 1 end
+  end
+  -- does a repro rank (mapped) take part in item `it`?
+  local function takes_part(it, r)
+    if it.transfer then
+      local g = groups[it.gi].ranks
+      return g[it.from + 1] == r or g[it.to + 1] == r
+    end
+    for _, x in ipairs(groups[it.gi].ranks) do if x == r then return true end end
+    return false
   end
   if #seq == 0 or seq[#seq].rec ~= fail_rec then bad("triage: the failing collective is point-to-point or coalesced; no repro written") end
 
-  -- chaos: the failing call is the k-th operation on its group's communicator
+  -- chaos: the failing call is the k-th operation on its group's communicator for a rank
+  -- (comm:seq() counts its sends and receives there too)
+  local function k_of(r)
+    local k = 0
+    for _, it in ipairs(seq) do if it.gi == gindex[G] and takes_part(it, r) then k = k + 1 end end
+    return k
+  end
   local k = 0
-  for _, it in ipairs(seq) do if it.gi == gindex[G] then k = k + 1 end end
+  for _, it in ipairs(seq) do if it.gi == gindex[G] and not it.transfer then k = k + 1 end end
   local op = fail_rec.op
   local chaos, chaos_note = nil, nil
+  local slow = nil
   local function mapped(rs)
     local out = {}
     for _, r in ipairs(rs) do if map[r] then out[#out + 1] = map[r] end end
@@ -164,21 +195,53 @@ function M.build(diag, opts)
     if chaos and #chaos.ranks == 0 then chaos = nil; chaos_note = "the culprit ranks were not kept: not planted" end
   elseif v.kind == "stuck" then
     chaos_note = "every rank joined the last collective: nothing to plant; the repro asks whether the fabric alone hangs"
+  elseif v.kind == "slow" then
+    -- a delay before each collective of the slow rank(s), as late as the customer's were
+    local ms = math.max(1, math.min(1000, math.floor(v.lateness_ms + 0.5)))
+    local ops, seen = {}, {}
+    for _, it in ipairs(seq) do
+      if not it.transfer and not seen[it.rec.op] then seen[it.rec.op] = true; ops[#ops + 1] = it.rec.op end
+    end
+    chaos = { kind = "delay", ranks = mapped(v.ranks), ops = ops, ms = ms }
+    slow = { group = gindex[G], ranks = chaos.ranks, customer = v.ranks, lateness_ms = v.lateness_ms }
+    chaos_note = ("rank(s) %s wait %d ms before each collective, as customer rank(s) %s arrived %.1f ms late"):format(
+      list(chaos.ranks), ms, list(v.ranks), v.lateness_ms)
+    if #chaos.ranks == 0 then chaos, slow = nil, nil; chaos_note = "the slow ranks were not kept: not planted" end
+  end
+  -- the rules: one per distinct `after` of the planted ranks (their own point-to-point calls on
+  -- the failing group's communicator count in comm:seq())
+  local rules = {}
+  if chaos and chaos.after then
+    local by_after, order = {}, {}
+    for _, r in ipairs(chaos.ranks) do
+      local a = k_of(r) - 1
+      if not by_after[a] then
+        local c = {}
+        for key, x in pairs(chaos) do c[key] = x end
+        c.ranks, c.after = {}, a
+        by_after[a] = c
+        order[#order + 1] = a
+      end
+      table.insert(by_after[a].ranks, r)
+    end
+    for _, a in ipairs(order) do rules[#rules + 1] = by_after[a] end
+  elseif chaos then
+    rules[1] = chaos
   end
 
   -- The rule counts per communicator: an earlier call of the same op on another group of a
   -- planted rank, past `after` on its own communicator, would take the fault instead.
-  if chaos then
+  if chaos and chaos.after then
     local planted = {}
     for _, r in ipairs(chaos.ranks) do planted[r] = true end
     local count = {}
     for _, it in ipairs(seq) do
       if it.rec == fail_rec then break end
       local member = false
-      for _, r in ipairs(groups[it.gi].ranks) do if planted[r] then member = true end end
+      for r in pairs(planted) do if takes_part(it, r) then member = true end end
       if member then
         count[it.gi] = (count[it.gi] or 0) + 1
-        if it.rec.op == op and count[it.gi] > chaos.after then
+        if it.rec.op == op and not it.transfer and count[it.gi] > chaos.after then
           chaos_note = chaos_note .. (" (warning: the rule also matches %s #%d of group %s, which comes first: move that call, or the fault lands there)"):format(
             op, count[it.gi], groups[it.gi].g.name)
           break
@@ -205,7 +268,8 @@ function M.build(diag, opts)
     for _, r in ipairs(keep) do p[#p + 1] = r .. "->" .. map[r] end
     return table.concat(p, ", ")
   end)())
-  if skipped > 0 then w("-- %d point-to-point or coalescing record(s) in that window are left out.", skipped) end
+  if skipped > 0 then w("-- %d coalescing record(s) in that window are left out.", skipped) end
+  if unkept > 0 then w("-- %d point-to-point transfer(s) with a rank not kept here are left out.", unkept) end
   w("-- repro.toml sets the customer's timeout (%g s) and plants the failure as chaos:", timeout)
   w("--   %s", chaos_note or "nothing planted")
   w("-- Run it (exit 5 when it reproduces; --timeout 5 shortens the wait):")
@@ -233,16 +297,34 @@ function M.build(diag, opts)
   w("-- The collectives, oldest first: the group (an index into GROUPS), commscript's operation, the")
   w("-- element count of the call (lua-api.md, Collectives: allgather and reduce_scatter count one")
   w("-- rank's share, alltoall one peer's), the dtype, and what the customer's trace recorded.")
+  w("-- op = \"send\" is a point-to-point transfer: rank `from` of the group's communicator sends")
+  w("-- `count` elements to rank `to`, which receives them.")
   w("local SEQUENCE = {")
   for _, it in ipairs(seq) do
     local gsize = #groups[it.gi].ranks
-    -- alltoall keeps the customer's count per peer; the others their count per rank
-    local c = T.count_of(it.rec, it.rec.op == "alltoall" and #groups[it.gi].g.ranks or gsize)
-    local mark = it.rec == fail_rec and "  -- <- the failure" or ""
-    w("  { group = %d, op = %s, count = %d, dtype = %s, customer = %s },%s", it.gi, lua_str(it.rec.op), c or 0,
-      lua_str(it.rec.dtype or "float32"), lua_str(T.rec_text(it.rec) .. " @ " .. tostring(it.rec.at)), mark)
+    if it.transfer then
+      w("  { group = %d, op = \"send\", from = %d, to = %d, count = %d, dtype = %s, customer = %s },", it.gi, it.from, it.to,
+        it.transfer.count, lua_str(it.rec.dtype or "float32"), lua_str(("%s (customer ranks %d -> %d) @ %s"):format(
+          it.rec.profiling_name, it.transfer.src, it.transfer.dst, tostring(it.rec.at))))
+    else
+      -- alltoall keeps the customer's count per peer; the others their count per rank
+      local c = T.count_of(it.rec, it.rec.op == "alltoall" and #groups[it.gi].g.ranks or gsize)
+      local mark = it.rec == fail_rec and "  -- <- the failure" or ""
+      w("  { group = %d, op = %s, count = %d, dtype = %s, customer = %s },%s", it.gi, lua_str(it.rec.op), c or 0,
+        lua_str(it.rec.dtype or "float32"), lua_str(T.rec_text(it.rec) .. " @ " .. tostring(it.rec.at)), mark)
+    end
   end
   w("}")
+  w("")
+  if slow then
+    w("-- The customer's slow rank(s): the recipe measures how long each rank waits in the collectives of")
+    w("-- this group (less the delay planted on it) and names the ranks the others wait for, when they")
+    w("-- are at least half as late as the customer's (exit 3: reproduced).")
+    w("local SLOW = { group = %d, ranks = { %s }, customer_ranks = { %s }, lateness_ms = %.3f }", slow.group, list(slow.ranks),
+      list(slow.customer), slow.lateness_ms)
+  else
+    w("local SLOW = nil  -- the customer's trace shows no slow rank")
+  end
   w([[
 
 local function member(g, rank)
@@ -275,11 +357,20 @@ function recipe.run(ctx)
     pool[pool.n] = pool[pool.n] or cs.tensor(dtype, math.max(count, 1))
     return pool[pool.n]
   end
+  local waited, calls = 0, 0  -- seconds in the calls of SLOW's group, and how many
   for i, c in ipairs(SEQUENCE) do
     local comm = comms[c.group]
     if comm then
       local n, size = c.count, comm:size()
-      if c.op == "barrier" then
+      local t0 = cs.now()
+      if c.op == "send" then
+        local me = comm:rank()
+        if me == c.from then
+          comm:send(tensor(comm, c.dtype, n), c.to)
+        elseif me == c.to then
+          comm:recv(tensor(comm, c.dtype, n), c.from)
+        end
+      elseif c.op == "barrier" then
         comm:barrier()
       elseif c.op == "allreduce" then
         comm:allreduce(tensor(comm, c.dtype, n), tensor(comm, c.dtype, n))
@@ -301,12 +392,46 @@ function recipe.run(ctx)
       else
         cs.raise(cs.exit.bad_input, ("SEQUENCE[%d]: unknown op '%s'"):format(i, tostring(c.op)))
       end
+      if SLOW and c.group == SLOW.group and c.op ~= "send" then waited, calls = waited + (cs.now() - t0), calls + 1 end
+    end
+  end
+  local named = {}
+  if SLOW then
+    -- time waiting for the others: the calls' time less the delay planted on this rank there
+    local g = comms[SLOW.group]
+    if g then
+      for _, f in ipairs(cs.chaos.fired()) do
+        if f.kind == "delay" and (f.comm == nil or f.comm == g:name()) then waited = waited - f.ms / 1000 end
+      end
+    end
+    local all = ctx.comm:allgather_value(g and { member(GROUPS[SLOW.group], ctx.rank), waited } or false)
+    local times = {}
+    for _, x in ipairs(all) do if x then times[x[1] + 1] = x[2] * 1e6 end end
+    local late = {}
+    -- a straggler as commscript names one, and at least half as late as the customer's
+    for _, s in ipairs(cs.diagnose.stragglers(times)) do
+      local ms = s.lateness / 1000 / math.max(calls, 1)
+      if ms >= SLOW.lateness_ms / 2 then
+        late[#late + 1] = ("%d (%.1f ms a collective)"):format(GROUPS[SLOW.group].ranks[s.rank + 1], ms)
+        named[#named + 1] = GROUPS[SLOW.group].ranks[s.rank + 1]
+      end
+    end
+    if #named > 0 then
+      table.sort(named)
+      local msg = ("slow: rank(s) %s arrive late at the collectives of group %d: the others wait for them; the customer's slow rank(s): %s"):format(
+        table.concat(late, ", "), SLOW.group, table.concat(SLOW.ranks, ", "))
+      ctx.log("%s", msg)
+      ctx.report:finding { severity = "error", kind = "repro.slow", subject = { ranks = named }, message = msg,
+        evidence = { waited_us = times, customer_lateness_ms = SLOW.lateness_ms },
+        remedy = "run without the planted delay (--set 'chaos=[]') to see whether the fabric alone makes them late" }
+    else
+      ctx.log("no rank arrives late: the slow rank did not reproduce")
     end
   end
   -- Every rank waits for the others here, so a rank done with its groups early is not taken
   -- for a missing one while another group is stuck.
   ctx.comm:barrier()
-  ctx.log("all %d collective(s) completed on every rank: the failure did not reproduce", #SEQUENCE)
+  if #named == 0 then ctx.log("all %d operation(s) completed on every rank: the failure did not reproduce", #SEQUENCE) end
 end
 
 return recipe]])
@@ -338,22 +463,27 @@ return recipe]])
   t("")
   if chaos then
     t("# The observed failure, planted: %s.", chaos_note)
-    t("# Remove this table, or run with --set 'chaos=[]', to run the sequence without it.")
-    t("[[chaos]]")
-    t("kind = %s", toml_str(chaos.kind))
-    t("ranks = [%s]", list(chaos.ranks))
-    t("ops = [%s]", toml_str(chaos.ops[1]))
-    t("after = %d", chaos.after)
-    if chaos.factor then
-      local short = ("%.15g"):format(chaos.factor)
-      t("factor = %s", tonumber(short) == chaos.factor and short or ("%.17g"):format(chaos.factor))
+    t("# Remove the [[chaos]] table(s), or run with --set 'chaos=[]', to run the sequence without it.")
+    for _, rule in ipairs(rules) do
+      t("[[chaos]]")
+      t("kind = %s", toml_str(rule.kind))
+      t("ranks = [%s]", list(rule.ranks))
+      local ops = {}
+      for _, o in ipairs(rule.ops) do ops[#ops + 1] = toml_str(o) end
+      t("ops = [%s]", table.concat(ops, ", "))
+      if rule.after then t("after = %d", rule.after) end
+      if rule.ms then t("ms = %d", rule.ms) end
+      if rule.factor then
+        local short = ("%.15g"):format(rule.factor)
+        t("factor = %s", tonumber(short) == rule.factor and short or ("%.17g"):format(rule.factor))
+      end
+      if rule.op then t("op = %s", toml_str(rule.op)) end
     end
-    if chaos.op then t("op = %s", toml_str(chaos.op)) end
   else
     t("# No chaos planted: %s", chaos_note or "no failure seen")
   end
   return { lua = table.concat(L, "\n") .. "\n", toml = table.concat(Tm, "\n") .. "\n",
-    summary = { ranks = n, customer_ranks = world, collectives = #seq, chaos = chaos, note = chaos_note, timeout = timeout,
+    summary = { ranks = n, customer_ranks = world, collectives = #seq, chaos = rules[1], rules = rules, note = chaos_note, timeout = timeout,
       group = G.name, kind = v.kind } }
 end
 

@@ -4,9 +4,10 @@ repro (repro.lua + repro.toml) that reproduces it. Fixtures: tests/fixtures/tria
 following their writers' source; see the README there).
 
 What fr_trace (torch/distributed/flight_recorder, builder.py build_collectives + utils.py
-error_analysis) reports on the same dumps, read from its source:
+error_analysis) reports on the same dumps (run on them: test_same_verdict_as_fr_trace, where the
+PyTorch source is on the machine; recorded in docs/triage.md):
   fr_missing/ (and fr_missing_json/): "Not all ranks joining collective, sequence number: 6",
-      group info 0:default_pg, collective nccl:_allgather_base, "missing ranks: {2}".
+      group info 0:default_pg, collective nccl:_all_gather_base, "missing ranks: {2}".
   fr_size_mismatch/: "Collective sequence number: 5 has errors", collective nccl:all_reduce,
       "Culprit rank 1; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[4096]]'
       does not match found input sizes: '[[2048]]'" (with rank 0's dump read first).
@@ -15,10 +16,29 @@ import json
 import os
 import re
 
+import subprocess
+import sys
+import unittest
+
 import cs_e2e
 from cs_e2e import BAD_INPUT, HEALTH, OK, TIMEOUT
 
 FIX = os.path.join(cs_e2e.REPO, "tests", "fixtures", "triage")
+sys.path.insert(0, FIX)
+import fr_trace_compare  # noqa: E402  (tests/fixtures/triage/fr_trace_compare.py)
+
+
+def pytorch_source():
+    """A directory holding torch/distributed/flight_recorder/: $FR_TRACE_SRC (a PyTorch checkout),
+    else an installed PyTorch that has it (2.5+; Debian 12's 1.13 has not)."""
+    cands = [os.environ.get("FR_TRACE_SRC")]
+    try:
+        p = subprocess.run([sys.executable, "-c", "import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))"],
+                           capture_output=True, text=True, timeout=60)
+        cands.append(p.stdout.strip() if p.returncode == 0 else None)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return fr_trace_compare.find_source(cands)
 
 
 def fx(*names):
@@ -44,7 +64,7 @@ class Triage(cs_e2e.TestCase):
     def test_watchdog_missing_rank_and_repro(self):
         r, out = self.triage(fx("watchdog_allgather.log"))
         self.assertExit(r, HEALTH)
-        self.assertIn("rank(s) 2 never joined #58 _allgather_base", r.stdout, r.describe())
+        self.assertIn("rank(s) 2 never joined #58 _all_gather_base", r.stdout, r.describe())
         self.assertIn("NCCL 2.21.5+cuda12.4; transports NET/IB/GDRDMA, P2P/IPC", r.stdout)
         self.assertIn("2 host(s): gpu-a, gpu-b", r.stdout)
         rep = json.load(open(os.path.join(out, "report.json")))
@@ -71,9 +91,9 @@ class Triage(cs_e2e.TestCase):
             r, out = self.triage(fx(d))
             self.assertExit(r, HEALTH)
             self.assertIn("fr_trace says: Not all ranks joining collective, sequence number: 6; group info: 0:default_pg; "
-                          "collective: nccl:_allgather_base; missing ranks: {2}", r.stdout, r.describe())
+                          "collective: nccl:_all_gather_base; missing ranks: {2}", r.stdout, r.describe())
             self.assertIn("rank 2: last completed #5 all_reduce", r.stdout)
-            self.assertIn("rank 0: last completed #5 all_reduce in [[1024]] out [[1024]] Float; in flight #6 _allgather_base", r.stdout)
+            self.assertIn("rank 0: last completed #5 all_reduce in [[1024]] out [[1024]] Float; in flight #6 _all_gather_base", r.stdout)
             if d == "fr_missing":
                 rr = self.repro(out, 4)
                 self.assertExit(rr, TIMEOUT)
@@ -119,6 +139,72 @@ class Triage(cs_e2e.TestCase):
         rr = self.repro(out, 4)
         self.assertExit(rr, TIMEOUT)
         self.assertRegex(rr.stdout + rr.stderr, r"desync: allreduce #5 .*rank 1 at .*count=2048")
+
+    # (1b) fr_trace itself, run on the same dumps (its package copied unchanged, two empty parent
+    # packages as the only shim: fr_trace_compare.py), must reach the same verdict as triage:
+    # the kind, the sequence number, the group, the collective, the missing or culprit ranks and
+    # the error type. Skipped where no PyTorch source is on the machine.
+    def test_same_verdict_as_fr_trace(self):
+        src = pytorch_source()
+        if not src:
+            raise unittest.SkipTest("no PyTorch source with torch/distributed/flight_recorder/ here: set FR_TRACE_SRC to a "
+                                    "PyTorch checkout (or install PyTorch 2.5+) to run fr_trace on the fixtures")
+        for d in ("fr_missing", "fr_size_mismatch", "fr_tp_missing"):
+            fr = fr_trace_compare.run(src, os.path.join(FIX, d))
+            self.assertEqual(fr["rc"], 0, d + ":\n" + fr["log"])
+            self.assertTrue(fr["verdicts"], d + ": fr_trace concluded nothing:\n" + fr["log"])
+            want = fr["verdicts"][0]
+            r, out = self.triage(fx(d))
+            self.assertExit(r, HEALTH)
+            with open(os.path.join(out, "report.json")) as f:
+                groups = [g for g in json.load(f)["triage"]["groups"] if g["verdict"] in ("missing", "mismatch")]
+            self.assertEqual(len(groups), 1, groups)
+            g = groups[0]
+            got = {"kind": g["verdict"], "seq": g["seq"], "group": g["name"] + ":" + g["desc"], "collective": "nccl:" + g["op"]}
+            if g["verdict"] == "missing":
+                got["missing"] = g["culprits"]
+            else:
+                got["culprits"], got["errors"] = g["culprits"], [g["mismatch"]]
+            self.assertEqual(got, want, d + ": triage vs fr_trace\n" + fr["log"])
+
+    # (3b) a slow rank: every collective completed, rank 3's calls 0.3 ms, the others' 40 ms
+    # (duration_ms: they waited for it). triage names it (a warning), plants a 40 ms delay on
+    # it, and the repro names the same rank (exit 3); without the delay nobody is late (exit 0).
+    def test_fr_slow_rank_and_repro(self):
+        r, out = self.triage(fx("fr_slow"))
+        self.assertExit(r, OK)
+        self.assertIn("rank(s) 3 arrive late at every collective: the others waited 40.2 ms longer in each", r.stdout, r.describe())
+        with open(os.path.join(out, "report.json")) as f:
+            fs = [x for x in json.load(f)["findings"] if x.get("kind") == "triage.slow"]
+        self.assertEqual([(x["severity"], x["subject"]) for x in fs], [("warn", {"ranks": [3]})])
+        with open(os.path.join(out, "repro.toml")) as f:
+            toml = f.read()
+        self.assertIn('kind = "delay"\nranks = [3]\nops = ["allreduce", "allgather"]\nms = 40', toml)
+        rr = self.repro(out, 4, timeout=90)
+        self.assertExit(rr, HEALTH)
+        self.assertRegex(rr.stdout, r"slow: rank\(s\) 3 \(\d+\.\d ms a collective\) arrive late", rr.describe())
+        rr = self.repro(out, 4, "--set", "chaos=[]", timeout=90)
+        self.assertExit(rr, OK)
+        self.assertIn("the slow rank did not reproduce", rr.stdout)
+
+    # (3c) point-to-point records are replayed: sends 0->1 (512), 2->3 (256), 1->2 (128) around
+    # the collectives, then rank 2 never joins all-reduce #3. Its hang rule counts its own
+    # send and receive on the communicator (comm:seq()), so it still lands on that all-reduce.
+    def test_fr_p2p_replayed(self):
+        r, out = self.triage(fx("fr_p2p_missing"))
+        self.assertExit(r, HEALTH)
+        with open(os.path.join(out, "repro.lua")) as f:
+            lua = f.read()
+        sends = re.findall(r'op = "send", from = (\d+), to = (\d+), count = (\d+)', lua)
+        self.assertEqual(sends, [("0", "1", "512"), ("2", "3", "256"), ("1", "2", "128")], lua)
+        with open(os.path.join(out, "repro.toml")) as f:
+            self.assertIn('kind = "hang"\nranks = [2]\nops = ["allreduce"]\nafter = 4', f.read())
+        rr = self.repro(out, 4)
+        self.assertExit(rr, TIMEOUT)
+        self.assertRegex(rr.stdout + rr.stderr, r"timeout: allreduce #\d+ .*missing ranks: 2\b")
+        rr = self.repro(out, 4, "--set", "chaos=[]")
+        self.assertExit(rr, OK)
+        self.assertIn("all 6 operation(s) completed on every rank: the failure did not reproduce", rr.stdout)
 
     # other formats: NCCL RAS JSON and nccl-tests -J, mixed with a log
     def test_ras_and_nccl_tests(self):
