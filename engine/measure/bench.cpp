@@ -1,5 +1,7 @@
 #include "bench.hpp"
 
+#include "bench_check.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,13 +15,17 @@ namespace {
 
 // Poisons the receive buffer (0 is never an expected value: patterns start at 1), then fills the
 // send buffer with the pattern. For in-place ops send and recv are views of one buffer, and the
-// send view is filled last, so the rank's own contribution survives. Device buffers are filled
-// through a host copy (outside the timed region).
-void fill_inputs(int rank, const Op& op, Tensor& send, Tensor& recv, uint32_t salt) {
+// send view is filled last, so the rank's own contribution survives. Outside the timed region.
+// CheckMethod::fast fills tile by tile on the buffer's own side (bench_check.hpp: device buffers
+// by device-to-device copies); CheckMethod::reference fills a host copy of the whole buffer and
+// copies it over (the method before issue 22, kept as the baseline of tests/bench/check_cost.lua).
+void fill_inputs(int rank, const Op& op, Tensor& send, Tensor& recv, uint32_t salt, CheckMethod how) {
   const Counts n = collective_counts(op.coll, op.count, op.nranks);
   if (recv.valid()) recv.slice(0, std::min(recv.count(), n.recv)).fill(0);
   Tensor src = send.slice(0, std::min(send.count(), n.send));
-  if (src.host_accessible()) {
+  if (how == CheckMethod::fast) {
+    fill_pattern_fast(src, rank, op.redop, salt);
+  } else if (src.host_accessible()) {
     fill_pattern(src, rank, op.redop, salt);
   } else {
     Tensor staged = Tensor::host(src.dtype(), src.count());
@@ -57,7 +63,7 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   const size_t iters = static_cast<size_t>(spec.iters);
   const size_t nsamples = static_cast<size_t>(spec.samples);
   std::vector<double> samples(nsamples);  // allocated before anything is timed
-  if (spec.check) fill_inputs(comm.rank(), op, send, recv, 0);
+  if (spec.check) fill_inputs(comm.rank(), op, send, recv, 0, spec.check_method);
 
   // Blocking calls inside the timed regions, as OSU and nccl-tests time them; the watchdog
   // covers a hang there out of band.
@@ -87,11 +93,12 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   uint64_t wrong = 0;
   if (spec.check) {
     const uint32_t salt = 1;
-    fill_inputs(comm.rank(), op, send, recv, salt);
+    fill_inputs(comm.rank(), op, send, recv, salt, spec.check_method);
     comm.execute(op);
     const Counts n = collective_counts(op.coll, op.count, op.nranks);
     const CheckSpec check{op.coll, op.redop, comm.rank(), comm.size(), op.root, op.count, salt};
-    wrong = count_wrong(check, recv.slice(0, std::min(recv.count(), n.recv)).to_host());
+    const Tensor result = recv.slice(0, std::min(recv.count(), n.recv));
+    wrong = spec.check_method == CheckMethod::fast ? count_wrong_fast(check, result) : count_wrong(check, result.to_host());
     r.checked = true;
   }
 
