@@ -1,11 +1,10 @@
 #include "bench.hpp"
 
-#include "bench_check.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "bench_check.hpp"
 #include "error.hpp"
 #include "pattern.hpp"
 
@@ -98,7 +97,8 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
     const Counts n = collective_counts(op.coll, op.count, op.nranks);
     const CheckSpec check{op.coll, op.redop, comm.rank(), comm.size(), op.root, op.count, salt};
     const Tensor result = recv.slice(0, std::min(recv.count(), n.recv));
-    wrong = spec.check_method == CheckMethod::fast ? count_wrong_fast(check, result) : count_wrong(check, result.to_host());
+    wrong =
+        spec.check_method == CheckMethod::fast ? count_wrong_fast(check, result) : count_wrong(check, result.to_host());
     r.checked = true;
   }
 
