@@ -121,7 +121,7 @@ TEST_CASE("bench check: fill_pattern_fast writes fill_pattern's elements") {
 }
 
 TEST_CASE("bench check: count_wrong_fast counts what count_wrong counts") {
-  const Collective colls[] = {Collective::allreduce, Collective::reduce,   Collective::reduce_scatter,
+  const Collective colls[] = {Collective::allreduce, Collective::reduce,    Collective::reduce_scatter,
                               Collective::broadcast, Collective::allgather, Collective::gather,
                               Collective::scatter,   Collective::alltoall,  Collective::sendrecv};
   // 10: below the fast path's threshold (count_wrong alone); 2 x kTile + 100 (sum) and
