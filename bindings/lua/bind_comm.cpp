@@ -423,7 +423,14 @@ int c_bench(lua_State* L) {
   set_num(L, "avg_cv", r.us_avg.cv());
   set_list(L, "rank_mean_us", r.rank_mean_us);
   set_num(L, "slowest_rank", r.slowest_rank);
-  if (r.checked) set_num(L, "wrong", static_cast<double>(r.wrong));
+  if (r.checked) {
+    set_num(L, "wrong", static_cast<double>(r.wrong));
+    lua_createtable(L, 0, 3);  // the check's cost outside the timed regions, slowest rank's (bench.hpp)
+    set_num(L, "fill_us", r.check_fill_us);
+    set_num(L, "run_us", r.check_run_us);
+    set_num(L, "compare_us", r.check_compare_us);
+    lua_setfield(L, -2, "check_us");
+  }
   lua_pushboolean(L, r.checked);
   lua_setfield(L, -2, "checked");
   lua_newtable(L);  // ranks (0-based numbers) whose result had wrong elements

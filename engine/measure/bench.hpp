@@ -51,6 +51,10 @@ struct BenchResult {
   uint64_t wrong = 0;  // summed over ranks (0 when not checked)
   std::vector<uint64_t> wrong_by_rank;
   bool checked = false;
+  // What the check cost outside the timed regions, the slowest rank's of each (0 when not
+  // checked): filling the inputs (before the headline loop and again after it), running the
+  // operation once more, and copying and comparing its result.
+  double check_fill_us = 0, check_run_us = 0, check_compare_us = 0;
 };
 
 // The send and receive buffers of one timed collective, allocated where `comm` wants them. For
