@@ -31,7 +31,7 @@ local recipe = cs.recipe {
     warmup = { 5, "untimed iterations per size and backend", min = 0, max = 100000000 },
     dtype = { default = "float32", help = "element type", choices = { "int32", "int64", "float32", "float64" } },
     hierarchical = { default = "auto", help = "hierarchical all-reduce variants, inside/across (comma list such as "
-                     .. "nccl/mpi,mpi/gloo; auto: every compared backend inside, mpi and gloo across; none)" },
+                     .. "nccl/nccl,mpi/gloo; auto: every compared backend inside, mpi and gloo across, and nccl/nccl; none)" },
   },
 }
 
@@ -95,7 +95,7 @@ local function hierarchical_variants(ctx, spec, ran, layout)
   if spec == "auto" then
     for _, inside in ipairs(ran) do
       for _, across in ipairs(ran) do
-        if HOST_BACKENDS[across] then want[#want + 1] = { inside, across } end
+        if HOST_BACKENDS[across] or (inside == "nccl" and across == "nccl") then want[#want + 1] = { inside, across } end
       end
     end
   else
@@ -134,12 +134,12 @@ local function hierarchical_variants(ctx, spec, ran, layout)
         .. "cannot make yet"
     end
     if reason then
-      -- auto leaves out quietly what it cannot run on this job's shape; an explicit list says why.
-      if spec ~= "auto" or why then skipped[#skipped + 1] = { backend = name, reason = reason } end
+      skipped[#skipped + 1] = { backend = name, reason = reason }
     else
       out[#out + 1] = { name = name, inside = w[1], across = w[2] }
     end
   end
+  -- auto on a job of the wrong shape: one line for all of them.
   if spec == "auto" and why and #want > 0 then skipped = { { backend = "hier:*", reason = why } } end
   return out, skipped
 end

@@ -123,6 +123,13 @@ class OneHost(cs_e2e.TestCase):
                       p["skipped"])
         self.assertIn("hier:mpi/gloo: not compared: the job runs on 1 host", r.stdout)
 
+    def test_bad_variant_is_refused(self):
+        r = self.cs(["protocol_compare", "--backends", "mpi,gloo", "--hierarchical", "mpi-gloo", "--min", "1K",
+                     "--max", "1K", "--iters", "2", "--warmup", "0"], np=2, timeout=90)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("--hierarchical mpi-gloo: inside/across pairs expected (such as nccl/mpi), or auto or none",
+                      r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
