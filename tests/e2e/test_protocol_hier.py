@@ -110,6 +110,30 @@ class Hierarchical(cs_e2e.TestCase):
         self.assertTrue(all("hier:mpi/gloo" in f["message"] for f in errors), errors)
 
 
+@unittest.skipUnless(os.environ.get("FAKE_GPU_DIR"), "not the GPU stand-in build (FAKE_GPU_DIR unset)")
+@unittest.skipUnless(_can_unshare(), "unshare --uts is not permitted here (needs root)")
+class OnTheGpuStandIn(Hierarchical):
+    """NCCL inside and across (device buffers) beside flat nccl and mpi; NCCL inside with MPI
+    across is left out, saying why."""
+    test_variants_checked_and_winner_recomputed = None
+    test_planted_corruption_is_found_by_the_hierarchical_check = None
+
+    def test_nccl_inside_and_across(self):
+        r = self.run_hosts(["--backend", "nccl", "protocol_compare", "--backends", "nccl,mpi", "--hierarchical",
+                            "nccl/nccl,nccl/mpi"] + self.SIZES)
+        self.assertExit(r, cs_e2e.OK)
+        rep = r.report()
+        p = rep["protocol_compare"]
+        self.assertEqual(p["variants"], ["nccl", "mpi", "hier:nccl/nccl"])
+        self.assertEqual([s["backend"] for s in p["skipped"]], ["hier:nccl/mpi"])
+        hier = [x for x in rep["results"] if x["backend"] == "hier:nccl/nccl"]
+        self.assertEqual([x["bytes"] for x in hier], [1024, 8192, 65536])
+        for x in rep["results"]:
+            self.assertEqual(x["wrong"], 0, x)
+        for row in p["tables"][0]["rows"]:
+            self.assertEqual(row["winner"], min(p["variants"], key=lambda b: row["by"][b]["time_us"]))
+
+
 @unittest.skipUnless(test_gloo.GLOO, "built without Gloo")
 class OneHost(cs_e2e.TestCase):
 
