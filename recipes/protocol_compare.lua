@@ -87,6 +87,27 @@ local function host_layout(ctx)
   return { nhosts = #order, host = my_host, local_rank = my_local, per_host = per }
 end
 
+-- --hierarchical as {inside, across} pairs ("auto" and "none" as such); malformed: exit 1.
+local function parse_hierarchical(spec)
+  if spec == "auto" or spec == "none" then return spec end
+  local want = {}
+  for item in spec:gmatch("[^,]+") do
+    local inside, across = item:match("^%s*(%w+)/(%w+)%s*$")
+    if not inside then
+      cs.raise(cs.exit.bad_input, ("--hierarchical %s: inside/across pairs expected (such as nccl/mpi), or auto "
+        .. "or none"):format(spec), 0)
+    end
+    for _, b in ipairs({ inside, across }) do
+      if b ~= "mpi" and b ~= "gloo" and b ~= "nccl" then
+        cs.raise(cs.exit.bad_input, ("--hierarchical %s: %s is not a backend (mpi, gloo, nccl)"):format(spec, b), 0)
+      end
+    end
+    want[#want + 1] = { inside, across }
+  end
+  if #want == 0 then cs.raise(cs.exit.bad_input, "--hierarchical is empty: auto, none, or inside/across pairs", 0) end
+  return want
+end
+
 -- The variants asked for: {name, inside, across}, and the ones that cannot run with the reason.
 local HOST_BACKENDS = { mpi = true, gloo = true }
 local function hierarchical_variants(ctx, spec, ran, layout)
@@ -99,19 +120,7 @@ local function hierarchical_variants(ctx, spec, ran, layout)
       end
     end
   else
-    for item in spec:gmatch("[^,]+") do
-      local inside, across = item:match("^%s*(%w+)/(%w+)%s*$")
-      if not inside then
-        cs.raise(cs.exit.bad_input, ("--hierarchical %s: inside/across pairs expected (such as nccl/mpi), or auto "
-          .. "or none"):format(spec), 0)
-      end
-      for _, b in ipairs({ inside, across }) do
-        if b ~= "mpi" and b ~= "gloo" and b ~= "nccl" then
-          cs.raise(cs.exit.bad_input, ("--hierarchical %s: %s is not a backend (mpi, gloo, nccl)"):format(spec, b), 0)
-        end
-      end
-      want[#want + 1] = { inside, across }
-    end
+    want = spec
   end
   local out, why = {}, nil
   if layout.nhosts < 2 then
@@ -197,6 +206,7 @@ function recipe.run(ctx)
     cs.raise(cs.exit.bad_input, ("--min %s is larger than --max %s"):format(cs.format_size(o.min), cs.format_size(o.max)), 0)
   end
   if ctx.size < 2 then cs.raise(cs.exit.bad_input, "protocol_compare needs at least 2 ranks", 0) end
+  local hier_spec = parse_hierarchical(o.hierarchical)
   local backends, missing, avail = choose(ctx, o.backends)
   if #missing > 0 then
     cs.raise(cs.exit.bad_input, ("--backends %s: not available in this run (available: %s)"):format(
@@ -227,7 +237,7 @@ function recipe.run(ctx)
   local hier, hier_skipped = {}, {}
   if index_of(ops, "allreduce") then
     local layout = host_layout(ctx)
-    hier, hier_skipped = hierarchical_variants(ctx, o.hierarchical, ran, layout)
+    hier, hier_skipped = hierarchical_variants(ctx, hier_spec, ran, layout)
     local inner, cross = {}, {}
     for _, v in ipairs(hier) do
       inner[v.inside] = inner[v.inside] or comms[v.inside]:split(layout.host - 1, ctx.rank)
