@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -353,7 +354,13 @@ int c_bench(lua_State* L) {
   // Range-checked before narrowing: 4294967297 iterations must not become 1.
   spec.iters = count_field(L, 2, "bench", "iters", 20, 1);
   spec.warmup = count_field(L, 2, "bench", "warmup", 5, 0);
-  spec.check = field_bool(L, 2, "bench", "check", true);
+  // check: true (default), false, or "reference": the per-element method kept as the baseline of
+  // tests/bench/check_cost.lua (the same verdicts, slower; engine/measure/bench.hpp).
+  lua_getfield(L, 2, "check");
+  const bool reference = lua_type(L, -1) == LUA_TSTRING && std::string_view(lua_tostring(L, -1)) == "reference";
+  lua_pop(L, 1);
+  spec.check = reference || field_bool(L, 2, "bench", "check", true);
+  if (reference) spec.check_method = CheckMethod::reference;
   spec.samples = count_field(L, 2, "bench", "samples", spec.iters, 1);
   // The per-iteration times: the samples, the slowest rank's, the copy returned and the sorted
   // copy of the summary, then the rank average's integer sums, values and sorted copy
@@ -416,7 +423,14 @@ int c_bench(lua_State* L) {
   set_num(L, "avg_cv", r.us_avg.cv());
   set_list(L, "rank_mean_us", r.rank_mean_us);
   set_num(L, "slowest_rank", r.slowest_rank);
-  if (r.checked) set_num(L, "wrong", static_cast<double>(r.wrong));
+  if (r.checked) {
+    set_num(L, "wrong", static_cast<double>(r.wrong));
+    lua_createtable(L, 0, 3);  // the check's cost outside the timed regions, slowest rank's (bench.hpp)
+    set_num(L, "fill_us", r.check_fill_us);
+    set_num(L, "run_us", r.check_run_us);
+    set_num(L, "compare_us", r.check_compare_us);
+    lua_setfield(L, -2, "check_us");
+  }
   lua_pushboolean(L, r.checked);
   lua_setfield(L, -2, "checked");
   lua_newtable(L);  // ranks (0-based numbers) whose result had wrong elements

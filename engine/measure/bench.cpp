@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
+#include "bench_check.hpp"
 #include "error.hpp"
 #include "pattern.hpp"
 
@@ -11,14 +13,45 @@ namespace cs {
 
 namespace {
 
-// Poisons the receive buffer (0 is never an expected value: patterns start at 1), then fills the
-// send buffer with the pattern. For in-place ops send and recv are views of one buffer, and the
-// send view is filled last, so the rank's own contribution survives. Device buffers are filled
-// through a host copy (outside the timed region).
-void fill_inputs(int rank, const Op& op, Tensor& send, Tensor& recv, uint32_t salt) {
+constexpr uint32_t kCheckSalt = 1;  // the pattern the checked run expects
+
+// Whether the first `n` elements of a and b share memory.
+bool overlap(const Tensor& a, size_t na, const Tensor& b, size_t nb) {
+  if (!a.valid() || !b.valid() || na == 0 || nb == 0) return false;
+  const auto pa = reinterpret_cast<uintptr_t>(a.data()), pb = reinterpret_cast<uintptr_t>(b.data());
+  return pa < pb + nb * b.elem_size() && pb < pa + na * a.elem_size();
+}
+
+// The inputs of the checked run. Poisons the receive buffer (0 is never an expected value:
+// patterns start at 1), then fills the send buffer with the pattern. For in-place ops send and
+// recv are views of one buffer, and the send view is filled last, so the rank's own contribution
+// survives. Outside the timed regions.
+//  - CheckMethod::fast fills once, before the headline loop (`before`: the send buffer only), and
+//    after the timed loops poisons the receive buffer and fills the send buffer again only where
+//    the operation may have written it (in place); an out-of-place send buffer is only read, so
+//    it still holds the pattern, and a result left over from the timed loops is poisoned first.
+//    Fills go tile by tile on the buffer's own side (bench_check.hpp: device buffers by
+//    device-to-device copies); a receive buffer inside the send buffer is not poisoned first
+//    (the fill overwrites it whole).
+//  - CheckMethod::reference poisons and fills both times, with a different salt, from a host copy
+//    of the whole buffer (the method before issue 22, kept as the baseline of
+//    tests/bench/check_cost.lua).
+void fill_inputs(int rank, const Op& op, Tensor& send, Tensor& recv, bool before, CheckMethod how) {
   const Counts n = collective_counts(op.coll, op.count, op.nranks);
-  if (recv.valid()) recv.slice(0, std::min(recv.count(), n.recv)).fill(0);
-  Tensor src = send.slice(0, std::min(send.count(), n.send));
+  const size_t ns = std::min(send.count(), n.send), nr = recv.valid() ? std::min(recv.count(), n.recv) : 0;
+  Tensor src = send.slice(0, ns);
+  if (how == CheckMethod::fast) {
+    const bool in_place = overlap(send, ns, recv, nr);
+    if (!before && nr > 0) {
+      const auto s = reinterpret_cast<uintptr_t>(send.data()), r = reinterpret_cast<uintptr_t>(recv.data());
+      const bool covered = in_place && r >= s && r + nr * recv.elem_size() <= s + ns * send.elem_size();
+      if (!covered) recv.slice(0, nr).fill(0);
+    }
+    if (before || in_place) fill_pattern_fast(src, rank, op.redop, kCheckSalt);
+    return;
+  }
+  const uint32_t salt = before ? 0 : kCheckSalt;
+  if (recv.valid()) recv.slice(0, nr).fill(0);
   if (src.host_accessible()) {
     fill_pattern(src, rank, op.redop, salt);
   } else {
@@ -57,7 +90,13 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   const size_t iters = static_cast<size_t>(spec.iters);
   const size_t nsamples = static_cast<size_t>(spec.samples);
   std::vector<double> samples(nsamples);  // allocated before anything is timed
-  if (spec.check) fill_inputs(comm.rank(), op, send, recv, 0);
+  samples.reserve(nsamples + 3);          // the check's three costs ride on the max over ranks below
+  double fill_us = 0, run_us = 0, compare_us = 0;
+  int64_t c0 = now_ns();
+  if (spec.check) {
+    fill_inputs(comm.rank(), op, send, recv, true, spec.check_method);
+    fill_us = static_cast<double>(now_ns() - c0) * 1e-3;
+  }
 
   // Blocking calls inside the timed regions, as OSU and nccl-tests time them; the watchdog
   // covers a hang there out of band.
@@ -86,12 +125,20 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
 
   uint64_t wrong = 0;
   if (spec.check) {
-    const uint32_t salt = 1;
-    fill_inputs(comm.rank(), op, send, recv, salt);
+    const uint32_t salt = kCheckSalt;
+    c0 = now_ns();
+    fill_inputs(comm.rank(), op, send, recv, false, spec.check_method);
+    const int64_t c1 = now_ns();
     comm.execute(op);
+    const int64_t c2 = now_ns();
     const Counts n = collective_counts(op.coll, op.count, op.nranks);
     const CheckSpec check{op.coll, op.redop, comm.rank(), comm.size(), op.root, op.count, salt};
-    wrong = count_wrong(check, recv.slice(0, std::min(recv.count(), n.recv)).to_host());
+    const Tensor result = recv.slice(0, std::min(recv.count(), n.recv));
+    wrong =
+        spec.check_method == CheckMethod::fast ? count_wrong_fast(check, result) : count_wrong(check, result.to_host());
+    fill_us += static_cast<double>(c1 - c0) * 1e-3;
+    run_us = static_cast<double>(c2 - c1) * 1e-3;
+    compare_us = static_cast<double>(now_ns() - c2) * 1e-3;
     r.checked = true;
   }
 
@@ -120,7 +167,12 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   for (size_t i = 0; i < nsamples; ++i)
     r.iter_avg_us[i] = static_cast<double>(ps[i]) * 1e-6 / static_cast<double>(comm.size());
   r.us_avg = summarize(r.iter_avg_us);
+  samples.insert(samples.end(), {fill_us, run_us, compare_us});
   comm.allreduce_max(samples);
+  r.check_fill_us = samples[nsamples];
+  r.check_run_us = samples[nsamples + 1];
+  r.check_compare_us = samples[nsamples + 2];
+  samples.resize(nsamples);
   r.iter_us = samples;
   r.us = summarize(samples);
   std::vector<uint64_t> w(static_cast<size_t>(comm.size()), 0);

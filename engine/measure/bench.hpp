@@ -19,11 +19,18 @@
 
 namespace cs {
 
+// How the check fills and counts (the verdicts are the same; bench_check.hpp): fast, the
+// default, fills and compares tile by tile; reference fills a whole host copy, copies it to the
+// buffer, and copies the whole result back to compare every element with its recomputed
+// expected value (the method before issue 22; the baseline of tests/bench/check_cost.lua).
+enum class CheckMethod { fast, reference };
+
 struct BenchSpec {
   int warmup = 5;
   int iters = 20;     // headline loop
   bool check = true;  // fill with the pattern, run once more after timing and count wrong elements
   int samples = 20;   // sampled pass (per-iteration times), >= 1
+  CheckMethod check_method = CheckMethod::fast;
 };
 
 struct BenchResult {
@@ -44,6 +51,10 @@ struct BenchResult {
   uint64_t wrong = 0;  // summed over ranks (0 when not checked)
   std::vector<uint64_t> wrong_by_rank;
   bool checked = false;
+  // What the check cost outside the timed regions, the slowest rank's of each (0 when not
+  // checked): filling the inputs (before the headline loop and again after it), running the
+  // operation once more, and copying and comparing its result.
+  double check_fill_us = 0, check_run_us = 0, check_compare_us = 0;
 };
 
 // The send and receive buffers of one timed collective, allocated where `comm` wants them. For

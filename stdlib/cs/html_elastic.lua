@@ -90,7 +90,7 @@ end
 function M.protocols(r)
   local p = T(r.protocol_compare)
   if next(p) == nil then return nil end
-  local backends = T(p.backends)
+  local backends = T(p.variants or p.backends)  -- variants: the flat backends, then hierarchical ones
   local out = { fmt('<p class="note">%s ranks, %s; time: whole loop / iterations, mean over ranks; the winner has '
     .. 'the lowest time</p>', esc(p.ranks or "?"), esc(p.dtype or "?")) }
   for _, s in ipairs(T(p.skipped)) do

@@ -19,7 +19,9 @@
 #   6. comm:split on every GPU, and comm:shrink after a dropped rank (elastic_drill, two GPUs or
 #      more); 7. the time from the start of a run to its first operation;
 #   8. the embedding path: `import commscript` under this machine's python3, a run on the GPU;
-#   9. nccl-tests side by side (time and busbw per op and size, out of place) with bw_sweep.
+#   9. nccl-tests side by side (time and busbw per op and size, out of place) with bw_sweep, and
+#      the wall time of each (bw_sweep within 1.5x of nccl-tests), then the check's cost per size
+#      (tests/bench/check_cost.lua: the memory-speed check against the method it replaced).
 # Ends with one table; exits 0 when every check passed, 1 when one failed, 2 without a GPU (or
 # with an incomplete kit). --quick: fewer sizes (for a second try within a short lease).
 set -u
@@ -295,6 +297,29 @@ launch "$NP" 600 "$WORK/cmp.log" --backend nccl --out "$WORK/cmp" bw_sweep --ops
 t2=$(date +%s.%N)
 walls=$(python3 -c "import sys; a,b,c=map(float,sys.argv[1:]); print('wall: nccl-tests %.1f s, commscript %.1f s (%.2fx)' % (b-a, c-b, (c-b)/(b-a)))" "$t0" "$t1" "$t2")
 echo "    $walls"
+# Issue 22's target: bw_sweep with its checks on, from process start to the last line, within
+# WALL_MAX_RATIO (1.5) x the wall time of nccl-tests' binaries over the same ops, sizes and iterations.
+if python3 -c "import sys; a,b,c,m=map(float,sys.argv[1:]); sys.exit(0 if (c-b) <= m*(b-a) else 1)" \
+    "$t0" "$t1" "$t2" "${WALL_MAX_RATIO:-1.5}"; then
+  record PASS "time to result vs nccl-tests" "$walls; at most ${WALL_MAX_RATIO:-1.5}x"
+else
+  record FAIL "time to result vs nccl-tests" "$walls; more than ${WALL_MAX_RATIO:-1.5}x"
+fi
+# Where the check's time goes per size, on this GPU: the memory-speed check against the method it
+# replaced, both measured here (tests/bench/check_cost.lua; its result.check_us parts).
+if [ -f "$KIT/check_cost.lua" ]; then
+  CC_MAX=256M
+  [ $QUICK = 1 ] && CC_MAX=16M
+  launch 1 300 "$WORK/check_cost.log" --backend nccl --out "$WORK/cc" "$KIT/check_cost.lua" --max "$CC_MAX" --rounds 1
+  cc_rc=$?
+  if [ $cc_rc -eq 0 ]; then
+    grep -E '^(#|  )' "$WORK/check_cost.log" | sed 's/^/    /'
+    record PASS "check cost per size (old vs new)" "$(grep '^# total check cost' "$WORK/check_cost.log" | cut -c3-)"
+  else
+    tail -5 "$WORK/check_cost.log"
+    record FAIL "check cost per size (old vs new)" "check_cost.lua exited $cc_rc"
+  fi
+fi
 if python3 "$KIT/compare_nccl_tests.py" "$WORK" "$WORK/cmp/results.jsonl" "${CMP_TOL:-0.10}" "${CMP_MIN_BYTES:-1048576}" \
   "$ops_csv" float32; then
   record PASS "nccl-tests side by side" "$NP rank(s), to $CMP_MAX: busbw within +-${CMP_TOL:-0.10} from 1 MiB; $walls"
