@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backends.hpp"
 #include "commscript/commscript.h"
 #include "error.hpp"
 #include "job.hpp"
@@ -168,7 +169,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
       ->allow_extra_args(false);  // one value per --set: the next word may be the recipe
   app.add_option("--out", a.out, "output directory (default: commscript-runs/<recipe>-<time>-<pid>)");
   app.add_option("--backend", a.backend, "communication backend")
-      ->check(CLI::IsMember({"mpi", "self", "nccl", "gloo"}))
+      ->check(CLI::IsMember(backend_names()))
       ->each([&](const std::string&) { a.backend_given = true; });
   app.add_option("--launcher", a.launcher,
                  "how the ranks were started: auto (default: detected), mpi, env (torchrun-style RANK, WORLD_SIZE, "
@@ -219,14 +220,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
   if (a.rest.empty() && a.replay.empty())
     return fail_early(ExitCode::bad_input,
                       "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
-#ifndef COMMSCRIPT_HAVE_NCCL
-  if (a.backend == "nccl")
-    return fail_early(ExitCode::bad_input, "--backend nccl: this commscript was built without CUDA/NCCL");
-#endif
-#ifndef COMMSCRIPT_HAVE_GLOO
-  if (a.backend == "gloo")
-    return fail_early(ExitCode::bad_input, "--backend gloo: this commscript was built without Gloo (libgloo-dev)");
-#endif
+  if (std::string why; !backend_built(a.backend, &why))  // "backend nccl: this commscript was built without ..."
+    return fail_early(ExitCode::bad_input, "--" + why);
   return std::nullopt;
 }
 
@@ -303,7 +298,7 @@ int cli_main(int argc, char** argv) {
     // ---- phase 3: --help and --check need no ranks: answered from the declarations alone.
     if (cs_plan_check(s, plan, prints_early() ? 1 : 0, &code) != CS_OK) code = cs_last_exit_code(s);
     code = quiet_ranks_linger(code);
-  } else if (cs_session_attach_world(s, &argc, &argv) != CS_OK) {
+  } else if (cs_session_attach_world(s, plan, &argc, &argv) != CS_OK) {
     // ---- phase 4: the launcher's world on the chosen backend (MPI, Gloo, NCCL, self).
     code = cs_last_exit_code(s);
   } else {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backends.hpp"
 #include "commscript/commscript.h"
 #include "commscript_version.hpp"
 #include "digest.hpp"
@@ -31,18 +32,9 @@
 #include "job.hpp"
 #include "json_text.hpp"
 #include "launch_env.hpp"
-#include "mpi_communicator.hpp"
 #include "recipe_run.hpp"
 #include "run_inputs.hpp"
-#include "self_communicator.hpp"
 #include "session.hpp"
-#ifdef COMMSCRIPT_HAVE_NCCL
-#include "nccl_communicator.hpp"
-#endif
-#ifdef COMMSCRIPT_HAVE_GLOO
-#include "gloo_communicator.hpp"
-#include "kv_store.hpp"
-#endif
 
 struct cs_session {
   cs_session_options opts{};
@@ -51,9 +43,8 @@ struct cs_session {
   MPI_Comm comm = MPI_COMM_NULL;  // our duplicate of the host's communicator (null: the world)
   // cs_session_attach_world: the launcher's world on the session's backend.
   std::shared_ptr<cs::Communicator> world;
-  nlohmann::json launch_json;   // LaunchEnv::to_json of that world
-  bool world_mpi = false;       // own_process: attach_world initialised MPI (close finalizes it)
-  double setup_timeout_s = -1;  // the timeout of the last plan opened (the backend's setup deadline)
+  nlohmann::json launch_json;  // LaunchEnv::to_json of that world
+  bool world_mpi = false;      // own_process: attach_world initialised MPI (close finalizes it)
   int initialized_by_host = 1;
   int thread_level = MPI_THREAD_SINGLE;
   std::string error;
@@ -178,38 +169,12 @@ void replay_warnings(const nlohmann::json& rep, const cs::RecipeSource& src, con
   }
 }
 
-bool backend_built(const std::string& b, std::string* why) {
-#ifndef COMMSCRIPT_HAVE_NCCL
-  if (b == "nccl") return *why = "backend nccl: this commscript was built without CUDA/NCCL", false;
-#endif
-#ifndef COMMSCRIPT_HAVE_GLOO
-  if (b == "gloo") return *why = "backend gloo: this commscript was built without Gloo (libgloo-dev)", false;
-#endif
-  if (b != "mpi" && b != "gloo" && b != "nccl" && b != "self")
-    return *why = "backend '" + b + "' is none of mpi, gloo, nccl, self", false;
-  return true;
-}
-
-#ifdef COMMSCRIPT_HAVE_GLOO
-// Gloo over the host's communicator: rank 0 serves the store, the host's MPI tells the others
-// where, Gloo's TCP pairs move the data.
-std::shared_ptr<cs::Communicator> gloo_over(MPI_Comm host, double timeout_s) {
-  auto mpi = cs::MpiCommunicator::of(host);
-  return cs::GlooCommunicator::over_mpi(*mpi, timeout_s);  // rank 0 draws the job's secret
-}
-#endif
-
-// The world of an embedded run on the host's communicator, on the session's backend.
-std::shared_ptr<cs::Communicator> world_over(const std::string& backend, MPI_Comm host, double timeout_s) {
-  if (backend == "self") return std::make_shared<cs::SelfCommunicator>();
-#ifdef COMMSCRIPT_HAVE_GLOO
-  if (backend == "gloo") return gloo_over(host, timeout_s);
-#endif
-#ifdef COMMSCRIPT_HAVE_NCCL
-  if (backend == "nccl") return cs::NcclCommunicator::create(cs::MpiCommunicator::of(host), "world", timeout_s);
-#endif
-  (void)timeout_s;
-  return cs::MpiCommunicator::of(host);
+// The run's world. cs::Session still keeps rank and size beside it (engine/control/session.hpp,
+// read by run_recipe): they are set here, from the world, and nowhere else in the C API.
+void use_world(cs::Session& ss, std::shared_ptr<cs::Communicator> world) {
+  ss.world = std::move(world);
+  ss.rank = ss.world->rank();
+  ss.size = ss.world->size();
 }
 
 const char* level_name(int provided) {
@@ -271,7 +236,7 @@ int cs_session_open(const cs_session_options* opts, cs_session** out) {
     if (s->opts.launcher) s->launcher = s->opts.launcher;
     s->opts.recipe_path = s->opts.out_dir = s->opts.backend = s->opts.launcher = nullptr;  // owned copies above
     std::string why;
-    if (!backend_built(s->backend, &why)) {
+    if (!cs::backend_built(s->backend, &why)) {
       t_open_error = "cs_session_open: " + why;
       return CS_E_INVALID;
     }
@@ -350,147 +315,74 @@ int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm) {
   return CS_OK;
 }
 
-int cs_session_attach_world(cs_session* s, int* argc, char*** argv) {
+}  // extern "C"
+
+namespace {
+
+// Embedded on MPI's world: the host's MPI_COMM_WORLD, as if attached; each run sets up the
+// backend over it (cs_session_attach_comm).
+int attach_host_world(cs_session* s) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init) return fail(s, CS_E_MPI, "cs_session_attach_world: MPI is not initialised");
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
+    return fail(s, CS_E_MPI, "cs_session_attach_world: MPI_Comm_dup failed");
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  s->comm = dup;
+  return CS_OK;
+}
+
+// Termination signals go to one thread, started before MPI's threads (which inherit the mask),
+// so a rank that mpirun ends still saves what it measured.
+void own_the_process() {
+  cs::guardian::set_html_renderer(cs::render_html_file);  // rank 0's guardian: report.html too
+  cs::guardian::start();                                  // forks: before any thread (the signal thread, MPI's)
+  cs::incidents::start_signal_thread();
+  // A peer that dies closes its sockets; Gloo's writev to it must fail with EPIPE (an error
+  // the backend reports), not kill this rank with SIGPIPE (seen: a survivor of a dropped rank
+  // gone with signal 13 mid-shrink). Embedded hosts keep their own disposition (docs).
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+}  // namespace
+
+extern "C" {
+
+int cs_session_attach_world(cs_session* s, const cs_plan* plan, int* argc, char*** argv) {
   if (!s) return CS_E_INVALID;
   clear(s);
   if (s->world) return fail(s, CS_E_STATE, "cs_session_attach_world: the session has joined its world already");
   if (s->comm != MPI_COMM_NULL)
     return fail(s, CS_E_STATE, "cs_session_attach_world: the session has a communicator attached");
-  const double timeout_s = s->setup_timeout_s >= 0   ? s->setup_timeout_s
-                           : s->opts.deadline_s >= 0 ? s->opts.deadline_s
-                                                     : 300;
+  // The plan's backend (a --replay'd report's) and timeout (the backend's setup deadline).
+  const double timeout_s = plan ? plan->ss.timeout_s : s->opts.deadline_s >= 0 ? s->opts.deadline_s : 300;
+  const std::string& b = plan ? plan->ss.backend : s->backend;
   cs::LaunchEnv launch;
-  try {
-    launch = cs::read_launch_env(s->launcher);
-  } catch (const cs::Error& e) {  // this process's own variables: it says so itself, whatever its rank
-    return fail(s, CS_E_INVALID, e.what(), static_cast<int>(e.code()), Print::every);
-  }
-  const std::string& b = s->backend;
-  if (launch.kind != "mpi" && b != "gloo" && b != "nccl" && !(b == "self" && launch.size == 1))
-    return fail(s, CS_E_INVALID,
-                "--launcher " + launch.kind +
-                    " starts ranks without MPI: only --backend gloo runs that way, and --backend nccl over Gloo "
-                    "(got --backend " +
-                    b + ")",
-                1, Print::launcher_root);
-#ifndef COMMSCRIPT_HAVE_GLOO
-  if (launch.kind != "mpi" && b == "nccl")
-    return fail(s, CS_E_INVALID,
-                "--backend nccl --launcher " + launch.kind +
-                    ": without MPI the NCCL backend's control plane is Gloo, and this commscript was built without "
-                    "it (libgloo-dev)",
-                1, Print::launcher_root);
-#endif
-  s->launch_json = launch.to_json();
   const bool own = s->opts.own_process != 0;
   try {
-    // Termination signals go to one thread, started before MPI's threads (which inherit the mask),
-    // so a rank that mpirun ends still saves what it measured.
-    if (own) {
-      cs::guardian::set_html_renderer(cs::render_html_file);  // rank 0's guardian: report.html too
-      cs::guardian::start();                                  // forks: before any thread (the signal thread, MPI's)
-      cs::incidents::start_signal_thread();
-      // A peer that dies closes its sockets; Gloo's writev to it must fail with EPIPE (an error
-      // the backend reports), not kill this rank with SIGPIPE (seen: a survivor of a dropped rank
-      // gone with signal 13 mid-shrink). Embedded hosts keep their own disposition (docs).
-      std::signal(SIGPIPE, SIG_IGN);
+    try {
+      launch = cs::read_launch_env(s->launcher);
+    } catch (const cs::Error& e) {  // this process's own variables: it says so itself, whatever its rank
+      return fail(s, CS_E_INVALID, e.what(), static_cast<int>(e.code()), Print::every);
     }
-    if (b == "self") {
-      s->world = std::make_shared<cs::SelfCommunicator>();
-    } else if (launch.kind != "mpi") {
-#ifdef COMMSCRIPT_HAVE_GLOO
-      // No MPI at all: rank 0 serves the store at MASTER_ADDR:MASTER_PORT, the others dial it.
-      // Under nccl, that Gloo communicator is the control plane (the unique id, agreements,
-      // result gathering) and survives a dropped rank with it.
-      std::unique_ptr<cs::Communicator> ctl;
-      try {
-        ctl =
-            cs::GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, timeout_s,
-                                           launch.token);  // the job token: docs/security.md
-      } catch (const cs::Error& e) {
-        return fail(
-            s, CS_E_BACKEND,
-            "rank " + std::to_string(launch.rank) + ": --backend " + b + " --launcher " + launch.kind + ": " + e.what(),
-            static_cast<int>(e.code()), Print::every);
-      }
-#ifdef COMMSCRIPT_HAVE_NCCL
-      if (b == "nccl") {
-        bool print = false;
-        if (const std::string refused = cs::NcclCommunicator::choose_device_before_mpi(&print); !refused.empty())
-          return fail(s, CS_E_INVALID, refused, static_cast<int>(cs::ExitCode::bad_input),
-                      print ? Print::every : Print::none);
-        try {  // every rank throws the same agreed error: rank 0 says it
-          s->world = cs::NcclCommunicator::create(std::move(ctl), "world", timeout_s);
-        } catch (const cs::Error& e) {
-          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()),
-                      launch.rank == 0 ? Print::every : Print::none);
-        }
-      }
-#endif
-      if (!s->world) s->world = std::move(ctl);
-      cs::job::set_control(s->world.get());
-#endif
-    } else if (!own) {
-      // Embedded on MPI's world: the host's MPI_COMM_WORLD, as if attached; each run sets up the
-      // backend over it (cs_session_attach_comm).
-      int init = 0;
-      MPI_Initialized(&init);
-      if (!init) return fail(s, CS_E_MPI, "cs_session_attach_world: MPI is not initialised");
-      MPI_Comm dup = MPI_COMM_NULL;
-      if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
-        return fail(s, CS_E_MPI, "cs_session_attach_world: MPI_Comm_dup failed");
-      MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-      s->comm = dup;
-      return CS_OK;
-    } else {
-#ifdef COMMSCRIPT_HAVE_NCCL
-      if (b == "nccl") {  // the GPU before MPI_Init (CUDA-aware MPI and NCCL start on it)
-        bool print = false;
-        if (const std::string refused = cs::NcclCommunicator::choose_device_before_mpi(&print); !refused.empty())
-          return fail(s, CS_E_INVALID, refused, static_cast<int>(cs::ExitCode::bad_input),
-                      print ? Print::every : Print::none);
-      }
-#endif
-      cs::job::init_mpi(argc, argv);
-      s->world_mpi = true;
-      if (b == "mpi") s->world = cs::MpiCommunicator::world();
-#ifdef COMMSCRIPT_HAVE_GLOO
-      else if (b == "gloo") {
-        try {  // MPI launches and tells the ranks where rank 0's store is; Gloo moves the data
-          s->world = cs::GlooCommunicator::world_over_mpi(timeout_s);
-        } catch (const cs::Error& e) {
-          cs::job::abort(e.code(),
-                         "commscript: rank " + std::to_string(cs::job::world_rank()) + ": --backend gloo: " + e.what());
-        }
-      }
-#endif
-#ifdef COMMSCRIPT_HAVE_NCCL
-      else {
-        // MPI stays the launcher and the control plane (unique id, result gathering); NCCL moves
-        // the data between the GPUs. The ranks agree on a failure before any of them throws, so
-        // every rank ends here with the same error and rank 0 says it once.
-        try {
-          s->world = cs::NcclCommunicator::world(timeout_s);
-        } catch (const cs::Error& e) {
-          if (cs::job::world_rank() == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
-          cs::job::finalize();
-          s->world_mpi = false;
-          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
-        } catch (const std::exception& e) {  // not agreed on: end every rank
-          cs::job::abort(cs::ExitCode::internal,
-                         "commscript: rank " + std::to_string(cs::job::world_rank()) + ": --backend nccl: " + e.what());
-        }
-      }
-#endif
-    }
+    cs::check_launch(b, launch);
+    s->launch_json = launch.to_json();
+    if (own) own_the_process();
+    if (b != "self" && launch.kind == "mpi" && !own) return attach_host_world(s);
+    s->world = cs::launcher_world(b, launch, timeout_s, argc, argv, &s->world_mpi);
     if (!s->world)
-      return fail(s, CS_E_INTERNAL, "cs_session_attach_world: no world for backend " + b, 70, Print::every);
+      return fail(s, CS_E_INTERNAL, "cs_session_attach_world: no world for backend " + b,
+                  static_cast<int>(cs::ExitCode::internal), Print::every);
     s->world->set_verify(s->opts.verify != 0);
     if (s->world_mpi) {
       MPI_Query_thread(&s->thread_level);
       s->initialized_by_host = 0;
     }
     return CS_OK;
+  } catch (const cs::WorldError& e) {
+    return fail(s, e.input ? CS_E_INVALID : CS_E_BACKEND, e.what(), static_cast<int>(e.code()),
+                e.print_here ? Print::every : Print::none);
   } catch (const std::exception& e) {
     return fail(s, CS_E_INTERNAL, std::string("cs_session_attach_world: ") + e.what(),
                 static_cast<int>(cs::ExitCode::internal), Print::every);
@@ -570,9 +462,9 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
         if (!timeout) timeout = r.timeout_s;
         if (!s->backend_given && r.backend) {
           std::string why;
-          if (!backend_built(*r.backend, &why)) throw cs::InputError("replay " + std::string(ro->replay) + ": " + why);
-          ss.backend = *r.backend;
-          if (!s->world && s->comm == MPI_COMM_NULL) s->backend = ss.backend;  // what attach_world sets up
+          if (!cs::backend_built(*r.backend, &why))
+            throw cs::InputError("replay " + std::string(ro->replay) + ": " + why);
+          ss.backend = *r.backend;  // what cs_session_attach_world sets up when given this plan
         }
         // Nor does it reach the loader or the MPI library: without trusted, the recorded [env] is
         // applied only for the allow-list (run_inputs.hpp), less what loads code or names files.
@@ -629,7 +521,6 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
       p->info.out = ro->out_dir;
     else if (!s->opts.own_process || !s->out_dir.empty())
       p->info.out = run_dir(*s, p->name);
-    s->setup_timeout_s = ss.timeout_s;
     *out = p.release();
     return CS_OK;
   } catch (const std::exception& e) {
@@ -678,10 +569,8 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
     auto res = std::make_unique<cs_result>();
     if (s->world) {
       // The launcher's world (cs_session_attach_world): the command line's run.
-      ss.world = s->world;
+      use_world(ss, s->world);
       ss.launcher = s->launch_json;
-      ss.rank = ss.world->rank();
-      ss.size = ss.world->size();
       if (ss.embedded)
         ss.host_mpi = {{"initialized_by", s->initialized_by_host ? "host" : "commscript"},
                        {"thread_level", level_name(s->thread_level)},
@@ -704,14 +593,12 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
       cs::job::attach(host);
       try {
         try {
-          ss.world = world_over(ss.backend, host, ss.timeout_s);
+          use_world(ss, cs::world_over_comm(ss.backend, host, ss.timeout_s));
         } catch (const cs::Error& e) {
           cs::job::detach();
           return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
         }
         ss.world->set_verify(ss.verify);
-        ss.rank = ss.world->rank();
-        ss.size = ss.world->size();
         res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
       } catch (...) {
         ss.world.reset();
