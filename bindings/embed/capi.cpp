@@ -79,12 +79,6 @@ bool g_we_initialised_mpi = false;
 // second run's report replaced the first's; commscript.run() in Python opens a session per call).
 std::atomic<unsigned> g_runs{0};
 
-void finalize_at_exit() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
-}
-
 // Which ranks print a failure when the host handed its process over (own_process): the
 // launcher's rank 0 (input errors, read before MPI), every rank (its own environment), nobody.
 enum class Print { none, launcher_root, every };
@@ -177,6 +171,36 @@ void use_world(cs::Session& ss, std::shared_ptr<cs::Communicator> world) {
   ss.size = ss.world->size();
 }
 
+// Why run options `ro` cannot make a plan ("" when they can).
+std::string refusal(const cs_run_options& ro, bool replay) {
+  if (!replay && (!ro.recipe || !*ro.recipe)) return "cs_run: no recipe given";
+  if (replay && ro.recipe && *ro.recipe)
+    return std::string("--replay takes the recipe and its options from the report; remove '") + ro.recipe + "'";
+  if (ro.argc < 0 || ro.nsets < 0 || ro.command_line_n < 0)
+    return "cs_run: argc, nsets and command_line_n must not be negative";
+  if ((ro.argc > 0 && !ro.argv) || (ro.nsets > 0 && !ro.sets) || (ro.command_line_n > 0 && !ro.command_line))
+    return "cs_run: argv, sets or command_line is NULL";
+  for (int i = 0; i < ro.argc; ++i)
+    if (!ro.argv[i]) return "cs_run: argv[" + std::to_string(i) + "] is NULL";
+  for (int i = 0; i < ro.nsets; ++i)
+    if (!ro.sets[i]) return "cs_run: sets[" + std::to_string(i) + "] is NULL";
+  for (int i = 0; i < ro.command_line_n; ++i)
+    if (!ro.command_line[i]) return "cs_run: command_line[" + std::to_string(i) + "] is NULL";
+  if (ro.fail_below != ro.fail_below || ro.fail_below > 100)
+    return "cs_run: fail_below must be a number from 0 to 100 (or < 0: none)";
+  return "";
+}
+
+// The session's duplicate of the host's communicator `c` (a collective over it).
+int lend(cs_session* s, MPI_Comm c, const char* who) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (MPI_Comm_dup(c, &dup) != MPI_SUCCESS) return fail(s, CS_E_MPI, std::string(who) + ": MPI_Comm_dup failed");
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
+  s->comm = dup;
+  return CS_OK;
+}
+
 const char* level_name(int provided) {
   return provided == MPI_THREAD_MULTIPLE     ? "multiple"
          : provided == MPI_THREAD_SERIALIZED ? "serialized"
@@ -204,85 +228,61 @@ void cs_session_options_init(cs_session_options* o) {
 int cs_session_open(const cs_session_options* opts, cs_session** out) {
   t_open_error.clear();
   t_open_exit = 1;
-  if (!out) {
-    t_open_error = "cs_session_open: out is NULL";
-    return CS_E_INVALID;
-  }
+  auto refuse = [](int code, const std::string& msg) { return t_open_error = "cs_session_open: " + msg, code; };
+  if (!out) return refuse(CS_E_INVALID, "out is NULL");
   *out = nullptr;
   try {
     auto s = std::make_unique<cs_session>();
+    auto opened = [&] { return *out = s.release(), t_open_exit = 0, CS_OK; };
     cs_session_options_init(&s->opts);
     if (opts) {
       // 1.0's struct ends at init_mpi: its callers' options are read up to there, the rest keeps
       // its defaults.
       constexpr int v10 = static_cast<int>(offsetof(cs_session_options, backend));
       constexpr int now = static_cast<int>(sizeof(cs_session_options));
-      if (opts->struct_size != v10 && opts->struct_size != now) {
-        t_open_error =
-            "cs_session_open: opts->struct_size is not sizeof(cs_session_options) "
-            "(call cs_session_options_init)";
-        return CS_E_INVALID;
-      }
+      if (opts->struct_size != v10 && opts->struct_size != now)
+        return refuse(CS_E_INVALID,
+                      "opts->struct_size is not sizeof(cs_session_options) (call cs_session_options_init)");
       std::memcpy(static_cast<void*>(&s->opts), opts, static_cast<size_t>(opts->struct_size));
       s->opts.struct_size = now;
     }
-    if (s->opts.deadline_s != s->opts.deadline_s) {  // NaN
-      t_open_error = "cs_session_open: deadline_s is not a number";
-      return CS_E_INVALID;
-    }
+    if (s->opts.deadline_s != s->opts.deadline_s) return refuse(CS_E_INVALID, "deadline_s is not a number");  // NaN
     if (s->opts.recipe_path) s->recipe_path = s->opts.recipe_path;
     if (s->opts.out_dir) s->out_dir = s->opts.out_dir;
     if (s->opts.backend) s->backend = s->opts.backend, s->backend_given = true;
     if (s->opts.launcher) s->launcher = s->opts.launcher;
     s->opts.recipe_path = s->opts.out_dir = s->opts.backend = s->opts.launcher = nullptr;  // owned copies above
-    std::string why;
-    if (!cs::backend_built(s->backend, &why)) {
-      t_open_error = "cs_session_open: " + why;
-      return CS_E_INVALID;
-    }
-    if (s->launcher != "auto" && s->launcher != "mpi" && s->launcher != "env" && s->launcher != "slurm") {
-      t_open_error = "cs_session_open: launcher '" + s->launcher + "' is none of auto, mpi, env, slurm";
-      return CS_E_INVALID;
-    }
+    if (std::string why; !cs::backend_built(s->backend, &why)) return refuse(CS_E_INVALID, why);
+    if (s->launcher != "auto" && s->launcher != "mpi" && s->launcher != "env" && s->launcher != "slurm")
+      return refuse(CS_E_INVALID, "launcher '" + s->launcher + "' is none of auto, mpi, env, slurm");
     // The command line's process: MPI starts (or not: --launcher env) in cs_session_attach_world,
     // after the config's [env] is applied.
-    if (s->opts.own_process) {
-      *out = s.release();
-      t_open_exit = 0;
-      return CS_OK;
-    }
+    if (s->opts.own_process) return opened();
     int init = 0, finalized = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&finalized);
-    if (finalized) {
-      t_open_error = "cs_session_open: MPI is already finalized";
-      return CS_E_MPI;
-    }
+    if (finalized) return refuse(CS_E_MPI, "MPI is already finalized");
     if (!init) {
       if (!s->opts.init_mpi && s->backend == "gloo") {  // may join a world without MPI (attach_world)
         s->initialized_by_host = 0;
-        *out = s.release();
-        t_open_exit = 0;
-        return CS_OK;
+        return opened();
       }
-      if (!s->opts.init_mpi) {
-        t_open_error = "cs_session_open: MPI is not initialised (and init_mpi is 0)";
-        return CS_E_MPI;
-      }
+      if (!s->opts.init_mpi) return refuse(CS_E_MPI, "MPI is not initialised (and init_mpi is 0)");
       int provided = 0;
       MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-      if (!g_we_initialised_mpi) std::atexit(finalize_at_exit);
+      if (!g_we_initialised_mpi)
+        std::atexit([] {  // finalized at exit unless the host did
+          int done = 0;
+          if (MPI_Finalized(&done) == MPI_SUCCESS && !done) MPI_Finalize();
+        });
       g_we_initialised_mpi = true;
     }
     s->initialized_by_host = g_we_initialised_mpi ? 0 : 1;
     MPI_Query_thread(&s->thread_level);
-    *out = s.release();
-    t_open_exit = 0;
-    return CS_OK;
+    return opened();
   } catch (const std::exception& e) {
-    t_open_error = std::string("cs_session_open: ") + e.what();
     t_open_exit = static_cast<int>(cs::ExitCode::internal);
-    return CS_E_INTERNAL;
+    return refuse(CS_E_INTERNAL, e.what());
   }
 }
 
@@ -307,12 +307,7 @@ int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm) {
   if (MPI_Comm_test_inter(c, &inter) != MPI_SUCCESS)
     return fail(s, CS_E_MPI, "cs_session_attach_comm: not a valid communicator");
   if (inter) return fail(s, CS_E_MPI, "cs_session_attach_comm: intercommunicators are not supported");
-  MPI_Comm dup = MPI_COMM_NULL;  // a collective over the host's communicator
-  if (MPI_Comm_dup(c, &dup) != MPI_SUCCESS) return fail(s, CS_E_MPI, "cs_session_attach_comm: MPI_Comm_dup failed");
-  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
-  s->comm = dup;
-  return CS_OK;
+  return lend(s, c, "cs_session_attach_comm");
 }
 
 }  // extern "C"
@@ -325,12 +320,7 @@ int attach_host_world(cs_session* s) {
   int init = 0;
   MPI_Initialized(&init);
   if (!init) return fail(s, CS_E_MPI, "cs_session_attach_world: MPI is not initialised");
-  MPI_Comm dup = MPI_COMM_NULL;
-  if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
-    return fail(s, CS_E_MPI, "cs_session_attach_world: MPI_Comm_dup failed");
-  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  s->comm = dup;
-  return CS_OK;
+  return lend(s, MPI_COMM_WORLD, "cs_session_attach_world");
 }
 
 // Termination signals go to one thread, started before MPI's threads (which inherit the mask),
@@ -417,23 +407,7 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
     return fail(s, CS_E_INVALID,
                 "cs_plan_open: opts->struct_size is not sizeof(cs_run_options) (call cs_run_options_init)");
   const bool replay = ro->replay && *ro->replay;
-  if (!replay && (!ro->recipe || !*ro->recipe)) return fail(s, CS_E_INVALID, "cs_run: no recipe given");
-  if (replay && ro->recipe && *ro->recipe)
-    return fail(s, CS_E_INVALID,
-                std::string("--replay takes the recipe and its options from the report; remove '") + ro->recipe + "'");
-  if (ro->argc < 0 || ro->nsets < 0 || ro->command_line_n < 0)
-    return fail(s, CS_E_INVALID, "cs_run: argc, nsets and command_line_n must not be negative");
-  if ((ro->argc > 0 && !ro->argv) || (ro->nsets > 0 && !ro->sets) || (ro->command_line_n > 0 && !ro->command_line))
-    return fail(s, CS_E_INVALID, "cs_run: argv, sets or command_line is NULL");
-  for (int i = 0; i < ro->argc; ++i)
-    if (!ro->argv[i]) return fail(s, CS_E_INVALID, "cs_run: argv[" + std::to_string(i) + "] is NULL");
-  for (int i = 0; i < ro->nsets; ++i)
-    if (!ro->sets[i]) return fail(s, CS_E_INVALID, "cs_run: sets[" + std::to_string(i) + "] is NULL");
-  for (int i = 0; i < ro->command_line_n; ++i)
-    if (!ro->command_line[i]) return fail(s, CS_E_INVALID, "cs_run: command_line[" + std::to_string(i) + "] is NULL");
-  if (ro->fail_below != ro->fail_below || ro->fail_below > 100)
-    return fail(s, CS_E_INVALID, "cs_run: fail_below must be a number from 0 to 100 (or < 0: none)");
-
+  if (const std::string bad = refusal(*ro, replay); !bad.empty()) return fail(s, CS_E_INVALID, bad);
   try {
     auto p = std::make_unique<cs_plan>();
     cs::Session& ss = p->ss;
@@ -564,7 +538,6 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
     MPI_Finalized(&finalized);
     if (finalized) return fail(s, CS_E_MPI, "cs_run: MPI is finalized");
   }
-
   try {
     auto res = std::make_unique<cs_result>();
     if (s->world) {
@@ -591,24 +564,17 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
                      {"thread_level", level_name(provided)},
                      {"communicator", s->comm != MPI_COMM_NULL ? "host" : "MPI_COMM_WORLD"}};
       cs::job::attach(host);
+      struct Detach {  // however the run ends
+        cs::Session& ss;
+        ~Detach() { ss.world.reset(), cs::job::detach(), cs::job::clear_cancel(); }
+      } detach{ss};
       try {
-        try {
-          use_world(ss, cs::world_over_comm(ss.backend, host, ss.timeout_s));
-        } catch (const cs::Error& e) {
-          cs::job::detach();
-          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
-        }
-        ss.world->set_verify(ss.verify);
-        res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
-      } catch (...) {
-        ss.world.reset();
-        cs::job::detach();
-        cs::job::clear_cancel();
-        throw;
+        use_world(ss, cs::world_over_comm(ss.backend, host, ss.timeout_s));
+      } catch (const cs::Error& e) {
+        return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
       }
-      ss.world.reset();
-      cs::job::detach();
-      cs::job::clear_cancel();
+      ss.world->set_verify(ss.verify);
+      res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
     }
     // Refused before anything ran (the recipe does not load, its options are wrong): bad input
     // to the API, not a run.
