@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "cli_options.hpp"
 #include "collective.hpp"
 #include "commscript_version.hpp"
 #include "digest.hpp"
@@ -387,6 +388,13 @@ void open_native(lua_State* L, Session* s) {
     lua_setfield(L, -2, e.name);
   }
   lua_setfield(L, -2, "exit_codes");
+  lua_newtable(L);  // commscript's own options (cs/options.lua: the hint to move one before the recipe)
+  i = 1;
+  for (const auto& o : kCliOptions) {
+    lua_pushstring(L, o.name);
+    lua_rawseti(L, -2, i++);
+  }
+  lua_setfield(L, -2, "cli_options");
   register_tensor(L);
   register_communicator(L);
   register_chaos(L);

@@ -4,6 +4,7 @@
 --   text.plural(3, "rank")            -> "3 ranks"
 --   text.cut(s, n)                    -> s, or its first n-3 characters and "..."
 --   text.show(v)                      -> v, quoted when empty or with blanks at either end
+--   text.distance(a, b)               -> edits from a to b (insert, delete, substitute, swap neighbours)
 local native = require "commscript.native"
 local M = {}
 
@@ -21,6 +22,30 @@ function M.ranges(list, sep)
     i = j + 1
   end
   return table.concat(out, sep or ",")
+end
+
+-- Optimal string alignment distance (Levenshtein plus adjacent transpositions): the one
+-- did-you-mean distance of the stdlib (recipe options, environment names).
+function M.distance(a, b)
+  local la, lb = #a, #b
+  if la == 0 then return lb end
+  if lb == 0 then return la end
+  local d = {}
+  for i = 0, la do d[i] = { [0] = i } end
+  for j = 0, lb do d[0][j] = j end
+  for i = 1, la do
+    local ca = a:byte(i)
+    for j = 1, lb do
+      local cb = b:byte(j)
+      local cost = ca == cb and 0 or 1
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and ca == b:byte(j - 1) and a:byte(i - 1) == cb then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
+    end
+  end
+  return d[la][lb]
 end
 
 function M.plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
