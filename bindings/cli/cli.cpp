@@ -23,6 +23,7 @@
 #include "backends.hpp"
 #include "cli_options.hpp"
 #include "commscript/commscript.h"
+#include "edit_distance.hpp"
 #include "error.hpp"
 #include "job.hpp"
 #include "recipe_run.hpp"
@@ -61,18 +62,6 @@ int quiet_ranks_linger(int code) {
 int fail_early(ExitCode code, const std::string& msg) {
   if (prints_early()) std::fprintf(stderr, "commscript: %s\n", msg.c_str());
   return static_cast<int>(code);
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 // "; did you mean --timeout?" when an option of commscript is close to `given`, else "".

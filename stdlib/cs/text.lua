@@ -24,29 +24,9 @@ function M.ranges(list, sep)
   return table.concat(out, sep or ",")
 end
 
--- Optimal string alignment distance (Levenshtein plus adjacent transpositions): the one
--- did-you-mean distance of the stdlib (recipe options, environment names).
-function M.distance(a, b)
-  local la, lb = #a, #b
-  if la == 0 then return lb end
-  if lb == 0 then return la end
-  local d = {}
-  for i = 0, la do d[i] = { [0] = i } end
-  for j = 0, lb do d[0][j] = j end
-  for i = 1, la do
-    local ca = a:byte(i)
-    for j = 1, lb do
-      local cb = b:byte(j)
-      local cost = ca == cb and 0 or 1
-      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-      if i > 1 and j > 1 and ca == b:byte(j - 1) and a:byte(i - 1) == cb then
-        v = math.min(v, d[i - 2][j - 2] + 1)
-      end
-      d[i][j] = v
-    end
-  end
-  return d[la][lb]
-end
+-- Optimal string alignment distance (Levenshtein plus swaps of neighbours): commscript's one
+-- did-you-mean distance (bindings/lua/edit_distance.hpp), for recipe options and environment names.
+M.distance = native.edit_distance
 
 function M.plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
 
