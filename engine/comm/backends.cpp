@@ -160,6 +160,14 @@ bool built(const char* name) {
   return b && !b->why_not;
 }
 
+// The names of the rows, ", "-separated; `beside`: only those that open beside a world.
+std::string names(bool beside) {
+  std::string out;
+  for (const auto& b : kTable)
+    if (!beside || std::string(b.name) != "self") out += (out.empty() ? "" : ", ") + std::string(b.name);
+  return out;
+}
+
 // The long form of a row's reason (the command line's and the C API's messages).
 std::string why_long(const Backend& b) { return std::string("this commscript was ") + b.why_not; }
 
@@ -183,7 +191,7 @@ const std::vector<std::string>& backend_names() {
 
 bool backend_built(const std::string& name, std::string* why) {
   const Backend* b = find(name);
-  if (!b) return *why = "backend '" + name + "' is none of mpi, gloo, nccl, self", false;
+  if (!b) return *why = "backend '" + name + "' is none of " + names(false), false;
   if (b->why_not) return *why = "backend " + name + ": " + why_long(*b), false;
   return true;
 }
@@ -278,7 +286,7 @@ std::unique_ptr<Communicator> open_backend(const std::string& name, Communicator
     const Backend* b = find(name);
     std::string why;
     if (!b || name == "self")
-      why = "not a backend (mpi, gloo, nccl)";
+      why = "not a backend (" + names(true) + ")";
     else if (b->why_not)
       why = why_long(*b);
     else if (name != "mpi")
