@@ -4,8 +4,7 @@
 -- separate per-iteration pass (docs/timing.md).
 local cs = require "commscript"
 
-local ALL = { "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall",
-              "gather", "scatter", "sendrecv" }
+local ALL = cs.collectives  -- every collective the engine benchmarks, in its order
 local OPS = { "all" }
 for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
 

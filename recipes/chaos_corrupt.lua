@@ -7,8 +7,8 @@ local recipe = cs.recipe {
   version = "1.0.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a rank whose results are corrupted must be named (exit 4)",
-  options = {
-    rank = { -1, "rank whose results are corrupted (-1: the last)" },
+  options = cs.selftest.options {
+    rank = "rank whose results are corrupted",
     elements = { 4, "elements flipped per operation", min = 1 },
     bytes = { default = "64K", help = "all-reduce size", type = "size" },
   },

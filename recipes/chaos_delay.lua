@@ -7,8 +7,8 @@ local recipe = cs.recipe {
   version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a delayed rank must be named as the straggler, and no other",
-  options = {
-    rank = { -1, "rank to delay (-1: the last)" },
+  options = cs.selftest.options {
+    rank = "rank to delay",
     ms = { 20, "delay before each all-reduce, in ms (0: inject nothing, expect nobody named)", type = "number", min = 0 },
     bytes = { default = "64K", help = "all-reduce size", type = "size" },
     iters = { 10, "timed iterations", min = 1 },

@@ -9,12 +9,12 @@ local recipe = cs.recipe {
   version = "1.2.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a rank calling a different operation must be reported as a mismatch (exit 5)",
-  options = {
-    rank = { -1, "rank that calls something else (-1: the last)" },
-    after = { 5, "operations before it does", min = 0 },
+  options = cs.selftest.options {
+    rank = "rank that calls something else",
+    after = "operations before it does",
     calls = { default = "barrier", help = "what it calls instead of the all-reduce",
               choices = { "barrier", "broadcast", "allgather" } },
-    deadline = { 3, "deadline of each operation, s", type = "number", min = 0.1 },
+    deadline = { 3 },
     verify = { true, "call verification (false: left to the deadline's watchdog)" },
   },
 }

@@ -6,11 +6,11 @@ local recipe = cs.recipe {
   version = "1.1.1",
   requires = ">=0.1, <1.0",
   summary = "self-test: a rank that dies must appear in the incident",
-  options = {
-    rank = { -1, "rank that dies (-1: the last)" },
-    after = { 5, "operations before it dies", min = 0 },
+  options = cs.selftest.options {
+    rank = "rank that dies",
+    after = "operations before it dies",
     status = { 99, "its exit status", min = 1, max = 255 },
-    deadline = { 10, "deadline of each operation, s", type = "number", min = 0.1, max = 604800 },
+    deadline = { 10, max = 604800 },
   },
 }
 

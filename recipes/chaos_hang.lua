@@ -7,10 +7,10 @@ local recipe = cs.recipe {
   version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a rank that stops arriving must be named by the watchdog (exit 5)",
-  options = {
-    rank = { -1, "rank that hangs (-1: the last)" },
-    after = { 5, "operations before it hangs", min = 0 },
-    deadline = { 3, "deadline of each operation, s", type = "number", min = 0.1 },
+  options = cs.selftest.options {
+    rank = "rank that hangs",
+    after = "operations before it hangs",
+    deadline = { 3 },
   },
 }
 

@@ -7,8 +7,8 @@ local recipe = cs.recipe {
   version = "1.1.0",
   requires = ">=0.1, <1.0",
   summary = "self-test: a slowed rank's links must be localised to it",
-  options = {
-    rank = { -1, "rank to slow down (-1: the last)" },
+  options = cs.selftest.options {
+    rank = "rank to slow down",
     factor = { 4, "its transfers take this many times as long (1: inject nothing, expect nobody named)",
                type = "number", min = 1 },
     bytes = { default = "256K", help = "sendrecv size per pair", type = "size" },

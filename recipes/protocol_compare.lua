@@ -10,8 +10,7 @@
 -- three calls, and checked like the flat ones (docs/launching.md).
 local cs = require "commscript"
 
-local ALL = { "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall",
-              "gather", "scatter", "sendrecv" }
+local ALL = cs.collectives  -- every collective the engine benchmarks, in its order
 local OPS = { "all" }
 for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
 

@@ -26,24 +26,10 @@ local cs = {
   chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()
 }
 
--- Exit codes of the contract (docs/reference.md, "Exit codes"): the one table in Lua, a copy of
--- the engine's list (engine/core/error.hpp, kExitCodes): ok, bad_input, runtime, health,
--- corruption, timeout, output, internal.
--- Read-only: the runner and cs.rules decide exit codes from it, and every recipe and rule file
--- shares this table (a rule file that set cs.exit.health = 0 made a failed run exit 0).
-do
-  local codes = {}
-  for name, code in pairs(native.exit_codes) do codes[name] = code end
-  -- A userdata: rawset cannot write into it either.
-  cs.exit = newproxy(true)
-  local mt = getmetatable(cs.exit)
-  mt.__index = codes
-  mt.__newindex = function(_, k) error(("cs.exit is read-only (assignment to cs.exit.%s)"):format(tostring(k)), 2) end
-  mt.__tostring = function() return "cs.exit (read-only)" end
-  mt.__metatable = "commscript: read-only"
-  -- A copy of the codes as a plain table (pairs() sees nothing through the read-only proxy).
-  function cs.exit_codes() local c = {} for k, v in pairs(codes) do c[k] = v end return c end
-end
+-- Exit codes of the contract, read-only: one table in Lua (stdlib/cs/exit.lua).
+cs.exit = require "cs.exit"
+-- A copy of the codes as a plain table (pairs() sees nothing through the read-only proxy).
+function cs.exit_codes() local c = {} for k, v in pairs(native.exit_codes) do c[k] = v end return c end
 
 local error_mt = { __tostring = function(e) return rawget(e, "message") end, __metatable = "commscript: read-only" }
 

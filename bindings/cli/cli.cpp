@@ -20,7 +20,10 @@
 #include <sstream>
 #include <thread>
 
+#include "backends.hpp"
+#include "cli_options.hpp"
 #include "commscript/commscript.h"
+#include "edit_distance.hpp"
 #include "error.hpp"
 #include "job.hpp"
 #include "recipe_run.hpp"
@@ -61,61 +64,36 @@ int fail_early(ExitCode code, const std::string& msg) {
   return static_cast<int>(code);
 }
 
-// commscript's own options, for did-you-mean.
-const char* const kOptionNames[] = {"--version",    "--config",   "--set",     "--out",
-                                    "--backend",    "--seed",     "--timeout", "--list",
-                                    "--check",      "--no-check", "--trusted", "--baseline",
-                                    "--fail-below", "--replay",   "--help",    "--insecure-control-plane",
-                                    nullptr};
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // "; did you mean --timeout?" when an option of commscript is close to `given`, else "".
 std::string did_you_mean(const std::string& given) {
   const std::string name = given.substr(0, given.find('='));
   if (name.size() > 64) return "";
   const char* best = nullptr;
   size_t best_d = 0;
-  for (const char* const* o = kOptionNames; *o; ++o) {
-    const size_t d = edit_distance(name, *o);
-    if (d <= std::max<size_t>(1, name.size() / 3) && (!best || d < best_d)) best = *o, best_d = d;
+  for (const auto& o : kCliOptions) {
+    const size_t d = edit_distance(name, o.name);
+    if (d <= std::max<size_t>(1, name.size() / 3) && (!best || d < best_d)) best = o.name, best_d = d;
   }
   return best ? std::string("; did you mean ") + best + "?" : "";
 }
 
 // "--check false": a flag takes no separate value; the word would become the recipe's name.
 std::optional<int> flag_with_separate_value(int argc, char** argv) {
-  static const char* const kFlags[] = {"--check", "--trusted", "--list", "--version", "--insecure-control-plane",
-                                       nullptr};
   static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "1", "0", nullptr};
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string a = argv[i];
     if (a.empty() || a[0] != '-') return std::nullopt;  // the recipe: what follows is its own
-    for (const char* const* f = kFlags; *f; ++f) {
-      if (a != *f) continue;
-      std::string w = argv[i + 1];
-      for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      for (const char* const* x = kWords; *x; ++x)
-        if (w == *x) {
-          const std::string how = a == "--check" ? " or --no-check" : "";
-          return fail_early(ExitCode::bad_input, a + " is a flag and takes no separate value: write " + a + how +
-                                                     " (or " + a + "=" + argv[i + 1] + ")");
-        }
-    }
-    // options that take a value: skip it
-    for (const char* o :
-         {"--config", "--set", "--out", "--backend", "--seed", "--timeout", "--baseline", "--fail-below", "--replay"})
-      if (a == o) ++i;
+    const CliOption* o = find_cli_option(a.c_str());
+    if (o && o->value) ++i;                         // an option that takes a value: skip it
+    if (!o || o->value || a == "--help") continue;  // --help is answered whatever follows
+    std::string w = argv[i + 1];
+    for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const char* const* x = kWords; *x; ++x)
+      if (w == *x) {
+        const std::string how = a == "--check" ? " or --no-check" : "";
+        return fail_early(ExitCode::bad_input, a + " is a flag and takes no separate value: write " + a + how +
+                                                   " (or " + a + "=" + argv[i + 1] + ")");
+      }
   }
   return std::nullopt;
 }
@@ -152,6 +130,23 @@ CLI::Validator seed_number() {
       "UINT64");
 }
 
+// The table's entry of `name`: an option registered below that is not in kCliOptions is a bug.
+const CliOption& cli_option(const char* name) {
+  const CliOption* o = find_cli_option(name);
+  if (!o || !o->help) throw std::logic_error(std::string("commscript option ") + name + " is not in kCliOptions");
+  return *o;
+}
+
+// Every option of the table is registered, each as a flag or as taking a value as the table says.
+void check_against_table(CLI::App& app) {
+  for (const auto& o : kCliOptions) {
+    const CLI::Option* opt = app.get_option_no_throw(o.name);
+    const bool registered = opt || std::string(o.name) == "--no-check";  // the negation of --check
+    if (!registered || (opt && opt->get_expected_min() > 0) != o.value)
+      throw std::logic_error(std::string("commscript option ") + o.name + " differs from kCliOptions");
+  }
+}
+
 // ---- phase 1: the command line. Returns an exit code when the process is done (--help, errors).
 // `act`: answer --version and --list here (cli_parse, for the fuzz target, does not).
 std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
@@ -162,37 +157,32 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
       "exit codes: 0 ok, 1 bad input, 2 recipe error, 3 health verdict failed,\n"
       "            4 data corruption, 5 timeout/hang/desync, 6 outputs unwritable, 70 internal error");
   app.prefix_command();  // everything from RECIPE on belongs to the recipe
-  app.add_flag("--version", a.version, "print versions (commscript, MPI, LuaJIT, CUDA/NCCL) and exit");
-  app.add_option("--config", a.config_file, "TOML file: [options], [env], [run] ...");
-  app.add_option("--set", a.sets, "override a config value: key=value (repeatable; no section means options.KEY)")
-      ->allow_extra_args(false);  // one value per --set: the next word may be the recipe
-  app.add_option("--out", a.out, "output directory (default: commscript-runs/<recipe>-<time>-<pid>)");
-  app.add_option("--backend", a.backend, "communication backend")
-      ->check(CLI::IsMember({"mpi", "self", "nccl", "gloo"}))
+  auto help = [](const char* name) { return std::string(cli_option(name).help); };
+  app.add_flag("--version", a.version, help("--version"));
+  app.add_option("--config", a.config_file, help("--config"));
+  app.add_option("--set", a.sets, help("--set"))
+      ->allow_extra_args(false);  // one value: the next word may be the recipe
+  app.add_option("--out", a.out, help("--out"));
+  app.add_option("--backend", a.backend, help("--backend"))
+      ->check(CLI::IsMember(backend_names()))
       ->each([&](const std::string&) { a.backend_given = true; });
-  app.add_option("--launcher", a.launcher,
-                 "how the ranks were started: auto (default: detected), mpi, env (torchrun-style RANK, WORLD_SIZE, "
-                 "MASTER_ADDR, MASTER_PORT) or slurm (SLURM_PROCID, SLURM_NTASKS; MASTER_ADDR)")
-      ->check(CLI::IsMember({"auto", "mpi", "env", "slurm"}));
-  app.add_option("--seed", a.seed, "seed for everything random in the run")
-      ->check(seed_number())
-      ->each([&](const std::string&) { a.seed_given = true; });
-  app.add_option("--timeout", a.timeout, "deadline of each operation in seconds (0: none; default 300; at most 7 days)")
-      ->check(finite_number(true))
-      ->each([&](const std::string&) { a.timeout_given = true; });
-  app.add_flag("--list", a.list, "list the bundled recipes with versions and summaries");
-  app.add_flag("--check,!--no-check", a.check, "load and validate the recipe and its options, run nothing");
-  app.add_flag("--trusted", a.trusted, "lift the recipe sandbox (os, io, ffi, require of any module)");
-  app.add_flag("--no-verify", a.no_verify,
-               "no call verification (ranks agreeing on each untimed operation's shape before it runs)");
-  app.add_flag("--insecure-control-plane", a.insecure_plane,
-               "--launcher env/slurm without a job token: admit any process that reaches the store (a trusted "
-               "network only; docs/security.md); the same as COMMSCRIPT_JOB_TOKEN=insecure");
-  app.add_option("--baseline", a.baseline, "an earlier report.json: regressions beyond the tolerance become findings");
-  app.add_option("--fail-below", a.fail_below, "exit 3 when the scorecard's total is below this (0-100)")
+  app.add_option("--launcher", a.launcher, help("--launcher"))->check(CLI::IsMember({"auto", "mpi", "env", "slurm"}));
+  app.add_option("--seed", a.seed, help("--seed"))->check(seed_number())->each([&](const std::string&) {
+    a.seed_given = true;
+  });
+  app.add_option("--timeout", a.timeout, help("--timeout"))->check(finite_number(true))->each([&](const std::string&) {
+    a.timeout_given = true;
+  });
+  app.add_flag("--list", a.list, help("--list"));
+  app.add_flag("--check,!--no-check", a.check, help("--check"));
+  app.add_flag("--trusted", a.trusted, help("--trusted"));
+  app.add_flag("--no-verify", a.no_verify, help("--no-verify"));
+  app.add_flag("--insecure-control-plane", a.insecure_plane, help("--insecure-control-plane"));
+  app.add_option("--baseline", a.baseline, help("--baseline"));
+  app.add_option("--fail-below", a.fail_below, help("--fail-below"))
       ->check(finite_number(true) & CLI::Range(0.0, 100.0));
-  app.add_option("--replay", a.replay,
-                 "run again what an earlier report.json recorded (recipe source, options, config, chaos, seed)");
+  app.add_option("--replay", a.replay, help("--replay"));
+  check_against_table(app);
   if (auto done = flag_with_separate_value(argc, argv)) return done;
   try {
     app.parse(argc, argv);
@@ -219,14 +209,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
   if (a.rest.empty() && a.replay.empty())
     return fail_early(ExitCode::bad_input,
                       "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
-#ifndef COMMSCRIPT_HAVE_NCCL
-  if (a.backend == "nccl")
-    return fail_early(ExitCode::bad_input, "--backend nccl: this commscript was built without CUDA/NCCL");
-#endif
-#ifndef COMMSCRIPT_HAVE_GLOO
-  if (a.backend == "gloo")
-    return fail_early(ExitCode::bad_input, "--backend gloo: this commscript was built without Gloo (libgloo-dev)");
-#endif
+  if (std::string why; !backend_built(a.backend, &why))  // "backend nccl: this commscript was built without ..."
+    return fail_early(ExitCode::bad_input, "--" + why);
   return std::nullopt;
 }
 
@@ -303,7 +287,7 @@ int cli_main(int argc, char** argv) {
     // ---- phase 3: --help and --check need no ranks: answered from the declarations alone.
     if (cs_plan_check(s, plan, prints_early() ? 1 : 0, &code) != CS_OK) code = cs_last_exit_code(s);
     code = quiet_ranks_linger(code);
-  } else if (cs_session_attach_world(s, &argc, &argv) != CS_OK) {
+  } else if (cs_session_attach_world(s, plan, &argc, &argv) != CS_OK) {
     // ---- phase 4: the launcher's world on the chosen backend (MPI, Gloo, NCCL, self).
     code = cs_last_exit_code(s);
   } else {

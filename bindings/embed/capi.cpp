@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backends.hpp"
 #include "commscript/commscript.h"
 #include "commscript_version.hpp"
 #include "digest.hpp"
@@ -31,18 +32,9 @@
 #include "job.hpp"
 #include "json_text.hpp"
 #include "launch_env.hpp"
-#include "mpi_communicator.hpp"
 #include "recipe_run.hpp"
 #include "run_inputs.hpp"
-#include "self_communicator.hpp"
 #include "session.hpp"
-#ifdef COMMSCRIPT_HAVE_NCCL
-#include "nccl_communicator.hpp"
-#endif
-#ifdef COMMSCRIPT_HAVE_GLOO
-#include "gloo_communicator.hpp"
-#include "kv_store.hpp"
-#endif
 
 struct cs_session {
   cs_session_options opts{};
@@ -51,9 +43,8 @@ struct cs_session {
   MPI_Comm comm = MPI_COMM_NULL;  // our duplicate of the host's communicator (null: the world)
   // cs_session_attach_world: the launcher's world on the session's backend.
   std::shared_ptr<cs::Communicator> world;
-  nlohmann::json launch_json;   // LaunchEnv::to_json of that world
-  bool world_mpi = false;       // own_process: attach_world initialised MPI (close finalizes it)
-  double setup_timeout_s = -1;  // the timeout of the last plan opened (the backend's setup deadline)
+  nlohmann::json launch_json;  // LaunchEnv::to_json of that world
+  bool world_mpi = false;      // own_process: attach_world initialised MPI (close finalizes it)
   int initialized_by_host = 1;
   int thread_level = MPI_THREAD_SINGLE;
   std::string error;
@@ -87,12 +78,6 @@ bool g_we_initialised_mpi = false;
 // (a per-session count gave two sessions' first runs in one second the same directory, and the
 // second run's report replaced the first's; commscript.run() in Python opens a session per call).
 std::atomic<unsigned> g_runs{0};
-
-void finalize_at_exit() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
-}
 
 // Which ranks print a failure when the host handed its process over (own_process): the
 // launcher's rank 0 (input errors, read before MPI), every rank (its own environment), nobody.
@@ -178,38 +163,42 @@ void replay_warnings(const nlohmann::json& rep, const cs::RecipeSource& src, con
   }
 }
 
-bool backend_built(const std::string& b, std::string* why) {
-#ifndef COMMSCRIPT_HAVE_NCCL
-  if (b == "nccl") return *why = "backend nccl: this commscript was built without CUDA/NCCL", false;
-#endif
-#ifndef COMMSCRIPT_HAVE_GLOO
-  if (b == "gloo") return *why = "backend gloo: this commscript was built without Gloo (libgloo-dev)", false;
-#endif
-  if (b != "mpi" && b != "gloo" && b != "nccl" && b != "self")
-    return *why = "backend '" + b + "' is none of mpi, gloo, nccl, self", false;
-  return true;
+// The run's world. cs::Session still keeps rank and size beside it (engine/control/session.hpp,
+// read by run_recipe): they are set here, from the world, and nowhere else in the C API.
+void use_world(cs::Session& ss, std::shared_ptr<cs::Communicator> world) {
+  ss.world = std::move(world);
+  ss.rank = ss.world->rank();
+  ss.size = ss.world->size();
 }
 
-#ifdef COMMSCRIPT_HAVE_GLOO
-// Gloo over the host's communicator: rank 0 serves the store, the host's MPI tells the others
-// where, Gloo's TCP pairs move the data.
-std::shared_ptr<cs::Communicator> gloo_over(MPI_Comm host, double timeout_s) {
-  auto mpi = cs::MpiCommunicator::of(host);
-  return cs::GlooCommunicator::over_mpi(*mpi, timeout_s);  // rank 0 draws the job's secret
+// Why run options `ro` cannot make a plan ("" when they can).
+std::string refusal(const cs_run_options& ro, bool replay) {
+  if (!replay && (!ro.recipe || !*ro.recipe)) return "cs_run: no recipe given";
+  if (replay && ro.recipe && *ro.recipe)
+    return std::string("--replay takes the recipe and its options from the report; remove '") + ro.recipe + "'";
+  if (ro.argc < 0 || ro.nsets < 0 || ro.command_line_n < 0)
+    return "cs_run: argc, nsets and command_line_n must not be negative";
+  if ((ro.argc > 0 && !ro.argv) || (ro.nsets > 0 && !ro.sets) || (ro.command_line_n > 0 && !ro.command_line))
+    return "cs_run: argv, sets or command_line is NULL";
+  for (int i = 0; i < ro.argc; ++i)
+    if (!ro.argv[i]) return "cs_run: argv[" + std::to_string(i) + "] is NULL";
+  for (int i = 0; i < ro.nsets; ++i)
+    if (!ro.sets[i]) return "cs_run: sets[" + std::to_string(i) + "] is NULL";
+  for (int i = 0; i < ro.command_line_n; ++i)
+    if (!ro.command_line[i]) return "cs_run: command_line[" + std::to_string(i) + "] is NULL";
+  if (ro.fail_below != ro.fail_below || ro.fail_below > 100)
+    return "cs_run: fail_below must be a number from 0 to 100 (or < 0: none)";
+  return "";
 }
-#endif
 
-// The world of an embedded run on the host's communicator, on the session's backend.
-std::shared_ptr<cs::Communicator> world_over(const std::string& backend, MPI_Comm host, double timeout_s) {
-  if (backend == "self") return std::make_shared<cs::SelfCommunicator>();
-#ifdef COMMSCRIPT_HAVE_GLOO
-  if (backend == "gloo") return gloo_over(host, timeout_s);
-#endif
-#ifdef COMMSCRIPT_HAVE_NCCL
-  if (backend == "nccl") return cs::NcclCommunicator::create(cs::MpiCommunicator::of(host), "world", timeout_s);
-#endif
-  (void)timeout_s;
-  return cs::MpiCommunicator::of(host);
+// The session's duplicate of the host's communicator `c` (a collective over it).
+int lend(cs_session* s, MPI_Comm c, const char* who) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (MPI_Comm_dup(c, &dup) != MPI_SUCCESS) return fail(s, CS_E_MPI, std::string(who) + ": MPI_Comm_dup failed");
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
+  s->comm = dup;
+  return CS_OK;
 }
 
 const char* level_name(int provided) {
@@ -239,85 +228,61 @@ void cs_session_options_init(cs_session_options* o) {
 int cs_session_open(const cs_session_options* opts, cs_session** out) {
   t_open_error.clear();
   t_open_exit = 1;
-  if (!out) {
-    t_open_error = "cs_session_open: out is NULL";
-    return CS_E_INVALID;
-  }
+  auto refuse = [](int code, const std::string& msg) { return t_open_error = "cs_session_open: " + msg, code; };
+  if (!out) return refuse(CS_E_INVALID, "out is NULL");
   *out = nullptr;
   try {
     auto s = std::make_unique<cs_session>();
+    auto opened = [&] { return *out = s.release(), t_open_exit = 0, CS_OK; };
     cs_session_options_init(&s->opts);
     if (opts) {
       // 1.0's struct ends at init_mpi: its callers' options are read up to there, the rest keeps
       // its defaults.
       constexpr int v10 = static_cast<int>(offsetof(cs_session_options, backend));
       constexpr int now = static_cast<int>(sizeof(cs_session_options));
-      if (opts->struct_size != v10 && opts->struct_size != now) {
-        t_open_error =
-            "cs_session_open: opts->struct_size is not sizeof(cs_session_options) "
-            "(call cs_session_options_init)";
-        return CS_E_INVALID;
-      }
+      if (opts->struct_size != v10 && opts->struct_size != now)
+        return refuse(CS_E_INVALID,
+                      "opts->struct_size is not sizeof(cs_session_options) (call cs_session_options_init)");
       std::memcpy(static_cast<void*>(&s->opts), opts, static_cast<size_t>(opts->struct_size));
       s->opts.struct_size = now;
     }
-    if (s->opts.deadline_s != s->opts.deadline_s) {  // NaN
-      t_open_error = "cs_session_open: deadline_s is not a number";
-      return CS_E_INVALID;
-    }
+    if (s->opts.deadline_s != s->opts.deadline_s) return refuse(CS_E_INVALID, "deadline_s is not a number");  // NaN
     if (s->opts.recipe_path) s->recipe_path = s->opts.recipe_path;
     if (s->opts.out_dir) s->out_dir = s->opts.out_dir;
     if (s->opts.backend) s->backend = s->opts.backend, s->backend_given = true;
     if (s->opts.launcher) s->launcher = s->opts.launcher;
     s->opts.recipe_path = s->opts.out_dir = s->opts.backend = s->opts.launcher = nullptr;  // owned copies above
-    std::string why;
-    if (!backend_built(s->backend, &why)) {
-      t_open_error = "cs_session_open: " + why;
-      return CS_E_INVALID;
-    }
-    if (s->launcher != "auto" && s->launcher != "mpi" && s->launcher != "env" && s->launcher != "slurm") {
-      t_open_error = "cs_session_open: launcher '" + s->launcher + "' is none of auto, mpi, env, slurm";
-      return CS_E_INVALID;
-    }
+    if (std::string why; !cs::backend_built(s->backend, &why)) return refuse(CS_E_INVALID, why);
+    if (s->launcher != "auto" && s->launcher != "mpi" && s->launcher != "env" && s->launcher != "slurm")
+      return refuse(CS_E_INVALID, "launcher '" + s->launcher + "' is none of auto, mpi, env, slurm");
     // The command line's process: MPI starts (or not: --launcher env) in cs_session_attach_world,
     // after the config's [env] is applied.
-    if (s->opts.own_process) {
-      *out = s.release();
-      t_open_exit = 0;
-      return CS_OK;
-    }
+    if (s->opts.own_process) return opened();
     int init = 0, finalized = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&finalized);
-    if (finalized) {
-      t_open_error = "cs_session_open: MPI is already finalized";
-      return CS_E_MPI;
-    }
+    if (finalized) return refuse(CS_E_MPI, "MPI is already finalized");
     if (!init) {
       if (!s->opts.init_mpi && s->backend == "gloo") {  // may join a world without MPI (attach_world)
         s->initialized_by_host = 0;
-        *out = s.release();
-        t_open_exit = 0;
-        return CS_OK;
+        return opened();
       }
-      if (!s->opts.init_mpi) {
-        t_open_error = "cs_session_open: MPI is not initialised (and init_mpi is 0)";
-        return CS_E_MPI;
-      }
+      if (!s->opts.init_mpi) return refuse(CS_E_MPI, "MPI is not initialised (and init_mpi is 0)");
       int provided = 0;
       MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-      if (!g_we_initialised_mpi) std::atexit(finalize_at_exit);
+      if (!g_we_initialised_mpi)
+        std::atexit([] {  // finalized at exit unless the host did
+          int done = 0;
+          if (MPI_Finalized(&done) == MPI_SUCCESS && !done) MPI_Finalize();
+        });
       g_we_initialised_mpi = true;
     }
     s->initialized_by_host = g_we_initialised_mpi ? 0 : 1;
     MPI_Query_thread(&s->thread_level);
-    *out = s.release();
-    t_open_exit = 0;
-    return CS_OK;
+    return opened();
   } catch (const std::exception& e) {
-    t_open_error = std::string("cs_session_open: ") + e.what();
     t_open_exit = static_cast<int>(cs::ExitCode::internal);
-    return CS_E_INTERNAL;
+    return refuse(CS_E_INTERNAL, e.what());
   }
 }
 
@@ -342,155 +307,72 @@ int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm) {
   if (MPI_Comm_test_inter(c, &inter) != MPI_SUCCESS)
     return fail(s, CS_E_MPI, "cs_session_attach_comm: not a valid communicator");
   if (inter) return fail(s, CS_E_MPI, "cs_session_attach_comm: intercommunicators are not supported");
-  MPI_Comm dup = MPI_COMM_NULL;  // a collective over the host's communicator
-  if (MPI_Comm_dup(c, &dup) != MPI_SUCCESS) return fail(s, CS_E_MPI, "cs_session_attach_comm: MPI_Comm_dup failed");
-  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
-  s->comm = dup;
-  return CS_OK;
+  return lend(s, c, "cs_session_attach_comm");
 }
 
-int cs_session_attach_world(cs_session* s, int* argc, char*** argv) {
+}  // extern "C"
+
+namespace {
+
+// Embedded on MPI's world: the host's MPI_COMM_WORLD, as if attached; each run sets up the
+// backend over it (cs_session_attach_comm).
+int attach_host_world(cs_session* s) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init) return fail(s, CS_E_MPI, "cs_session_attach_world: MPI is not initialised");
+  return lend(s, MPI_COMM_WORLD, "cs_session_attach_world");
+}
+
+// Termination signals go to one thread, started before MPI's threads (which inherit the mask),
+// so a rank that mpirun ends still saves what it measured.
+void own_the_process() {
+  cs::guardian::set_html_renderer(cs::render_html_file);  // rank 0's guardian: report.html too
+  cs::guardian::start();                                  // forks: before any thread (the signal thread, MPI's)
+  cs::incidents::start_signal_thread();
+  // A peer that dies closes its sockets; Gloo's writev to it must fail with EPIPE (an error
+  // the backend reports), not kill this rank with SIGPIPE (seen: a survivor of a dropped rank
+  // gone with signal 13 mid-shrink). Embedded hosts keep their own disposition (docs).
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+}  // namespace
+
+extern "C" {
+
+int cs_session_attach_world(cs_session* s, const cs_plan* plan, int* argc, char*** argv) {
   if (!s) return CS_E_INVALID;
   clear(s);
   if (s->world) return fail(s, CS_E_STATE, "cs_session_attach_world: the session has joined its world already");
   if (s->comm != MPI_COMM_NULL)
     return fail(s, CS_E_STATE, "cs_session_attach_world: the session has a communicator attached");
-  const double timeout_s = s->setup_timeout_s >= 0   ? s->setup_timeout_s
-                           : s->opts.deadline_s >= 0 ? s->opts.deadline_s
-                                                     : 300;
+  // The plan's backend (a --replay'd report's) and timeout (the backend's setup deadline).
+  const double timeout_s = plan ? plan->ss.timeout_s : s->opts.deadline_s >= 0 ? s->opts.deadline_s : 300;
+  const std::string& b = plan ? plan->ss.backend : s->backend;
   cs::LaunchEnv launch;
-  try {
-    launch = cs::read_launch_env(s->launcher);
-  } catch (const cs::Error& e) {  // this process's own variables: it says so itself, whatever its rank
-    return fail(s, CS_E_INVALID, e.what(), static_cast<int>(e.code()), Print::every);
-  }
-  const std::string& b = s->backend;
-  if (launch.kind != "mpi" && b != "gloo" && b != "nccl" && !(b == "self" && launch.size == 1))
-    return fail(s, CS_E_INVALID,
-                "--launcher " + launch.kind +
-                    " starts ranks without MPI: only --backend gloo runs that way, and --backend nccl over Gloo "
-                    "(got --backend " +
-                    b + ")",
-                1, Print::launcher_root);
-#ifndef COMMSCRIPT_HAVE_GLOO
-  if (launch.kind != "mpi" && b == "nccl")
-    return fail(s, CS_E_INVALID,
-                "--backend nccl --launcher " + launch.kind +
-                    ": without MPI the NCCL backend's control plane is Gloo, and this commscript was built without "
-                    "it (libgloo-dev)",
-                1, Print::launcher_root);
-#endif
-  s->launch_json = launch.to_json();
   const bool own = s->opts.own_process != 0;
   try {
-    // Termination signals go to one thread, started before MPI's threads (which inherit the mask),
-    // so a rank that mpirun ends still saves what it measured.
-    if (own) {
-      cs::guardian::set_html_renderer(cs::render_html_file);  // rank 0's guardian: report.html too
-      cs::guardian::start();                                  // forks: before any thread (the signal thread, MPI's)
-      cs::incidents::start_signal_thread();
-      // A peer that dies closes its sockets; Gloo's writev to it must fail with EPIPE (an error
-      // the backend reports), not kill this rank with SIGPIPE (seen: a survivor of a dropped rank
-      // gone with signal 13 mid-shrink). Embedded hosts keep their own disposition (docs).
-      std::signal(SIGPIPE, SIG_IGN);
+    try {
+      launch = cs::read_launch_env(s->launcher);
+    } catch (const cs::Error& e) {  // this process's own variables: it says so itself, whatever its rank
+      return fail(s, CS_E_INVALID, e.what(), static_cast<int>(e.code()), Print::every);
     }
-    if (b == "self") {
-      s->world = std::make_shared<cs::SelfCommunicator>();
-    } else if (launch.kind != "mpi") {
-#ifdef COMMSCRIPT_HAVE_GLOO
-      // No MPI at all: rank 0 serves the store at MASTER_ADDR:MASTER_PORT, the others dial it.
-      // Under nccl, that Gloo communicator is the control plane (the unique id, agreements,
-      // result gathering) and survives a dropped rank with it.
-      std::unique_ptr<cs::Communicator> ctl;
-      try {
-        ctl =
-            cs::GlooCommunicator::world_at(launch.master_addr, launch.master_port, launch.rank, launch.size, timeout_s,
-                                           launch.token);  // the job token: docs/security.md
-      } catch (const cs::Error& e) {
-        return fail(
-            s, CS_E_BACKEND,
-            "rank " + std::to_string(launch.rank) + ": --backend " + b + " --launcher " + launch.kind + ": " + e.what(),
-            static_cast<int>(e.code()), Print::every);
-      }
-#ifdef COMMSCRIPT_HAVE_NCCL
-      if (b == "nccl") {
-        bool print = false;
-        if (const std::string refused = cs::NcclCommunicator::choose_device_before_mpi(&print); !refused.empty())
-          return fail(s, CS_E_INVALID, refused, static_cast<int>(cs::ExitCode::bad_input),
-                      print ? Print::every : Print::none);
-        try {  // every rank throws the same agreed error: rank 0 says it
-          s->world = cs::NcclCommunicator::create(std::move(ctl), "world", timeout_s);
-        } catch (const cs::Error& e) {
-          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()),
-                      launch.rank == 0 ? Print::every : Print::none);
-        }
-      }
-#endif
-      if (!s->world) s->world = std::move(ctl);
-      cs::job::set_control(s->world.get());
-#endif
-    } else if (!own) {
-      // Embedded on MPI's world: the host's MPI_COMM_WORLD, as if attached; each run sets up the
-      // backend over it (cs_session_attach_comm).
-      int init = 0;
-      MPI_Initialized(&init);
-      if (!init) return fail(s, CS_E_MPI, "cs_session_attach_world: MPI is not initialised");
-      MPI_Comm dup = MPI_COMM_NULL;
-      if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
-        return fail(s, CS_E_MPI, "cs_session_attach_world: MPI_Comm_dup failed");
-      MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-      s->comm = dup;
-      return CS_OK;
-    } else {
-#ifdef COMMSCRIPT_HAVE_NCCL
-      if (b == "nccl") {  // the GPU before MPI_Init (CUDA-aware MPI and NCCL start on it)
-        bool print = false;
-        if (const std::string refused = cs::NcclCommunicator::choose_device_before_mpi(&print); !refused.empty())
-          return fail(s, CS_E_INVALID, refused, static_cast<int>(cs::ExitCode::bad_input),
-                      print ? Print::every : Print::none);
-      }
-#endif
-      cs::job::init_mpi(argc, argv);
-      s->world_mpi = true;
-      if (b == "mpi") s->world = cs::MpiCommunicator::world();
-#ifdef COMMSCRIPT_HAVE_GLOO
-      else if (b == "gloo") {
-        try {  // MPI launches and tells the ranks where rank 0's store is; Gloo moves the data
-          s->world = cs::GlooCommunicator::world_over_mpi(timeout_s);
-        } catch (const cs::Error& e) {
-          cs::job::abort(e.code(),
-                         "commscript: rank " + std::to_string(cs::job::world_rank()) + ": --backend gloo: " + e.what());
-        }
-      }
-#endif
-#ifdef COMMSCRIPT_HAVE_NCCL
-      else {
-        // MPI stays the launcher and the control plane (unique id, result gathering); NCCL moves
-        // the data between the GPUs. The ranks agree on a failure before any of them throws, so
-        // every rank ends here with the same error and rank 0 says it once.
-        try {
-          s->world = cs::NcclCommunicator::world(timeout_s);
-        } catch (const cs::Error& e) {
-          if (cs::job::world_rank() == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
-          cs::job::finalize();
-          s->world_mpi = false;
-          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
-        } catch (const std::exception& e) {  // not agreed on: end every rank
-          cs::job::abort(cs::ExitCode::internal,
-                         "commscript: rank " + std::to_string(cs::job::world_rank()) + ": --backend nccl: " + e.what());
-        }
-      }
-#endif
-    }
+    cs::check_launch(b, launch);
+    s->launch_json = launch.to_json();
+    if (own) own_the_process();
+    if (b != "self" && launch.kind == "mpi" && !own) return attach_host_world(s);
+    s->world = cs::launcher_world(b, launch, timeout_s, argc, argv, &s->world_mpi);
     if (!s->world)
-      return fail(s, CS_E_INTERNAL, "cs_session_attach_world: no world for backend " + b, 70, Print::every);
+      return fail(s, CS_E_INTERNAL, "cs_session_attach_world: no world for backend " + b,
+                  static_cast<int>(cs::ExitCode::internal), Print::every);
     s->world->set_verify(s->opts.verify != 0);
     if (s->world_mpi) {
       MPI_Query_thread(&s->thread_level);
       s->initialized_by_host = 0;
     }
     return CS_OK;
+  } catch (const cs::WorldError& e) {
+    return fail(s, e.input ? CS_E_INVALID : CS_E_BACKEND, e.what(), static_cast<int>(e.code()),
+                e.print_here ? Print::every : Print::none);
   } catch (const std::exception& e) {
     return fail(s, CS_E_INTERNAL, std::string("cs_session_attach_world: ") + e.what(),
                 static_cast<int>(cs::ExitCode::internal), Print::every);
@@ -525,23 +407,7 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
     return fail(s, CS_E_INVALID,
                 "cs_plan_open: opts->struct_size is not sizeof(cs_run_options) (call cs_run_options_init)");
   const bool replay = ro->replay && *ro->replay;
-  if (!replay && (!ro->recipe || !*ro->recipe)) return fail(s, CS_E_INVALID, "cs_run: no recipe given");
-  if (replay && ro->recipe && *ro->recipe)
-    return fail(s, CS_E_INVALID,
-                std::string("--replay takes the recipe and its options from the report; remove '") + ro->recipe + "'");
-  if (ro->argc < 0 || ro->nsets < 0 || ro->command_line_n < 0)
-    return fail(s, CS_E_INVALID, "cs_run: argc, nsets and command_line_n must not be negative");
-  if ((ro->argc > 0 && !ro->argv) || (ro->nsets > 0 && !ro->sets) || (ro->command_line_n > 0 && !ro->command_line))
-    return fail(s, CS_E_INVALID, "cs_run: argv, sets or command_line is NULL");
-  for (int i = 0; i < ro->argc; ++i)
-    if (!ro->argv[i]) return fail(s, CS_E_INVALID, "cs_run: argv[" + std::to_string(i) + "] is NULL");
-  for (int i = 0; i < ro->nsets; ++i)
-    if (!ro->sets[i]) return fail(s, CS_E_INVALID, "cs_run: sets[" + std::to_string(i) + "] is NULL");
-  for (int i = 0; i < ro->command_line_n; ++i)
-    if (!ro->command_line[i]) return fail(s, CS_E_INVALID, "cs_run: command_line[" + std::to_string(i) + "] is NULL");
-  if (ro->fail_below != ro->fail_below || ro->fail_below > 100)
-    return fail(s, CS_E_INVALID, "cs_run: fail_below must be a number from 0 to 100 (or < 0: none)");
-
+  if (const std::string bad = refusal(*ro, replay); !bad.empty()) return fail(s, CS_E_INVALID, bad);
   try {
     auto p = std::make_unique<cs_plan>();
     cs::Session& ss = p->ss;
@@ -570,9 +436,9 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
         if (!timeout) timeout = r.timeout_s;
         if (!s->backend_given && r.backend) {
           std::string why;
-          if (!backend_built(*r.backend, &why)) throw cs::InputError("replay " + std::string(ro->replay) + ": " + why);
-          ss.backend = *r.backend;
-          if (!s->world && s->comm == MPI_COMM_NULL) s->backend = ss.backend;  // what attach_world sets up
+          if (!cs::backend_built(*r.backend, &why))
+            throw cs::InputError("replay " + std::string(ro->replay) + ": " + why);
+          ss.backend = *r.backend;  // what cs_session_attach_world sets up when given this plan
         }
         // Nor does it reach the loader or the MPI library: without trusted, the recorded [env] is
         // applied only for the allow-list (run_inputs.hpp), less what loads code or names files.
@@ -629,7 +495,6 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
       p->info.out = ro->out_dir;
     else if (!s->opts.own_process || !s->out_dir.empty())
       p->info.out = run_dir(*s, p->name);
-    s->setup_timeout_s = ss.timeout_s;
     *out = p.release();
     return CS_OK;
   } catch (const std::exception& e) {
@@ -673,15 +538,12 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
     MPI_Finalized(&finalized);
     if (finalized) return fail(s, CS_E_MPI, "cs_run: MPI is finalized");
   }
-
   try {
     auto res = std::make_unique<cs_result>();
     if (s->world) {
       // The launcher's world (cs_session_attach_world): the command line's run.
-      ss.world = s->world;
+      use_world(ss, s->world);
       ss.launcher = s->launch_json;
-      ss.rank = ss.world->rank();
-      ss.size = ss.world->size();
       if (ss.embedded)
         ss.host_mpi = {{"initialized_by", s->initialized_by_host ? "host" : "commscript"},
                        {"thread_level", level_name(s->thread_level)},
@@ -702,26 +564,17 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
                      {"thread_level", level_name(provided)},
                      {"communicator", s->comm != MPI_COMM_NULL ? "host" : "MPI_COMM_WORLD"}};
       cs::job::attach(host);
+      struct Detach {  // however the run ends
+        cs::Session& ss;
+        ~Detach() { ss.world.reset(), cs::job::detach(), cs::job::clear_cancel(); }
+      } detach{ss};
       try {
-        try {
-          ss.world = world_over(ss.backend, host, ss.timeout_s);
-        } catch (const cs::Error& e) {
-          cs::job::detach();
-          return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
-        }
-        ss.world->set_verify(ss.verify);
-        ss.rank = ss.world->rank();
-        ss.size = ss.world->size();
-        res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
-      } catch (...) {
-        ss.world.reset();
-        cs::job::detach();
-        cs::job::clear_cancel();
-        throw;
+        use_world(ss, cs::world_over_comm(ss.backend, host, ss.timeout_s));
+      } catch (const cs::Error& e) {
+        return fail(s, CS_E_BACKEND, e.what(), static_cast<int>(e.code()));
       }
-      ss.world.reset();
-      cs::job::detach();
-      cs::job::clear_cancel();
+      ss.world->set_verify(ss.verify);
+      res->exit_code = cs::run_recipe(ss, p->recipe, p->rargs, p->info);
     }
     // Refused before anything ran (the recipe does not load, its options are wrong): bad input
     // to the API, not a run.

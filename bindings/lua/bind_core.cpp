@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "cli_options.hpp"
 #include "collective.hpp"
 #include "commscript_version.hpp"
 #include "digest.hpp"
+#include "edit_distance.hpp"
 #include "env_policy.hpp"
 #include "error.hpp"
 #include "host_name.hpp"
@@ -64,6 +66,11 @@ int n_format_size(lua_State* L) {
   const int64_t v = check_integer(L, 1);
   if (v < 0) luaL_argerror(L, 1, "non-negative size expected");
   lua_pushstring(L, format_size(static_cast<uint64_t>(v)).c_str());
+  return 1;
+}
+
+int n_edit_distance(lua_State* L) {
+  lua_pushinteger(L, static_cast<lua_Integer>(edit_distance(check_string(L, 1), check_string(L, 2))));
   return 1;
 }
 
@@ -332,6 +339,7 @@ void open_native(lua_State* L, Session* s) {
   lua_newtable(L);
   static const luaL_Reg fns[] = {{"parse_size", entry<n_parse_size>},
                                  {"format_size", entry<n_format_size>},
+                                 {"edit_distance", entry<n_edit_distance>},
                                  {"env_policy", entry<n_env_policy>},
                                  {"busbw_factor", entry<n_busbw_factor>},
                                  {"algbw_bytes", entry<n_algbw_bytes>},
@@ -387,6 +395,13 @@ void open_native(lua_State* L, Session* s) {
     lua_setfield(L, -2, e.name);
   }
   lua_setfield(L, -2, "exit_codes");
+  lua_newtable(L);  // commscript's own options (cs/options.lua: the hint to move one before the recipe)
+  i = 1;
+  for (const auto& o : kCliOptions) {
+    lua_pushstring(L, o.name);
+    lua_rawseti(L, -2, i++);
+  }
+  lua_setfield(L, -2, "cli_options");
   register_tensor(L);
   register_communicator(L);
   register_chaos(L);

@@ -2,6 +2,7 @@
 // A second world communicator of another backend over the same ranks, for recipes that compare
 // backends in one run (recipes/protocol_compare.lua). The ranks must call open_backend together
 // (it is collective on the world) and get rank r of the new communicator = rank r of the world.
+// Implemented by the backend table (backends.cpp).
 #include <memory>
 #include <string>
 #include <vector>

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <thread>
 
+#include "elementwise.hpp"
 #include "error.hpp"
 #include "host_name.hpp"
 #include "launch_env.hpp"
@@ -61,17 +62,6 @@ const gloo::ReductionFunction<T>* reduction(ReduceOp op) {
       return gloo::ReductionFunction<T>::sum;
   }
 }
-
-void divide(void* buf, size_t count, DType t, int n) {
-  visit_dtype(t, [&]<class T>() {
-    if constexpr (std::is_floating_point_v<T>) {
-      T* p = static_cast<T*>(buf);
-      for (size_t i = 0; i < count; ++i) p[i] /= static_cast<T>(n);
-    }
-  });
-}
-
-char* at(void* p, size_t elems, DType t) { return static_cast<char*>(p) + elems * dtype_size(t); }
 
 // Gloo's rendezvous over commscript's store, every key under `prefix`.
 class StoreAdapter final : public gloo::rendezvous::Store {

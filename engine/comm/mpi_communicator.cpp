@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "elementwise.hpp"
 #include "error.hpp"
 #include "job.hpp"
 #include "poll_wait.hpp"
@@ -72,18 +73,6 @@ int as_int(size_t n, const Op& op) {
                      " elements exceed MPI's int count; use a larger dtype or a smaller size");
   return static_cast<int>(n);
 }
-
-void divide(void* buf, size_t count, DType t, int n) {
-  visit_dtype(t, [&]<class T>() {
-    if constexpr (std::is_floating_point_v<T>) {
-      T* p = static_cast<T*>(buf);
-      const T d = static_cast<T>(n);
-      for (size_t i = 0; i < count; ++i) p[i] /= d;
-    }
-  });
-}
-
-char* at(void* p, size_t elems, DType t) { return static_cast<char*>(p) + elems * dtype_size(t); }
 
 }  // namespace
 

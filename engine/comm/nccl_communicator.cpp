@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cuda_support.hpp"
+#include "elementwise.hpp"
 #include "error.hpp"
 #include "gpu_libs.hpp"
 #include "host_name.hpp"
@@ -801,7 +802,7 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call, ncclComm
   const ncclDataType_t t = nccl_dtype(op.dtype);
   const size_t c = op.count, es = dtype_size(op.dtype);
   const int n = size_;
-  auto at = [&](const void* p, size_t elems) { return static_cast<char*>(const_cast<void*>(p)) + elems * es; };
+  auto at = [&](const void* p, size_t elems) { return cs::at(p, elems, op.dtype); };
   auto d2d = [&](void* dst, const void* src, size_t bytes) {
     if (bytes && dst != src)
       cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");

@@ -17,8 +17,8 @@
 
 #include <stdint.h>
 
-#define COMMSCRIPT_API_VERSION_MAJOR 1
-#define COMMSCRIPT_API_VERSION_MINOR 1
+#define COMMSCRIPT_API_VERSION_MAJOR 2
+#define COMMSCRIPT_API_VERSION_MINOR 0
 #define COMMSCRIPT_API_VERSION_PATCH 0
 #define COMMSCRIPT_API_VERSION \
   (COMMSCRIPT_API_VERSION_MAJOR * 10000 + COMMSCRIPT_API_VERSION_MINOR * 100 + COMMSCRIPT_API_VERSION_PATCH)
@@ -162,14 +162,16 @@ CS_API int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result);
 
 CS_API void cs_plan_free(cs_plan* p);
 
-/* Joins the world the launcher started, with the session's backend (instead of attaching a
- * communicator): reads the launch environment (the session's launcher), initialises MPI when the
- * backend needs it (own_process; otherwise MPI is the host's, from cs_session_open), and sets up the
- * backend's world: mpi (MPI_COMM_WORLD), gloo (its store's address told over MPI, or at
- * MASTER_ADDR:MASTER_PORT with the env and slurm launchers, where no MPI is needed), nccl (the unique
- * id over MPI), self. A collective over the launcher's ranks. The deadline for the setup is the
- * timeout of the last plan opened on the session (else deadline_s). argc/argv may be NULL. */
-CS_API int cs_session_attach_world(cs_session* s, int* argc, char*** argv);
+/* Joins the world the launcher started (instead of attaching a communicator): reads the launch
+ * environment (the session's launcher), initialises MPI when the backend needs it (own_process;
+ * otherwise MPI is the host's, from cs_session_open), and sets up the backend's world: mpi
+ * (MPI_COMM_WORLD), gloo (its store's address told over MPI, or at MASTER_ADDR:MASTER_PORT with the
+ * env and slurm launchers, where no MPI is needed), nccl (the unique id over MPI), self. A collective
+ * over the launcher's ranks. plan: the run it is for; its backend (a replayed report's when the
+ * session names none) and its timeout (the setup's deadline) are used. plan may be NULL: the
+ * session's backend and deadline_s. argc/argv may be NULL.
+ * (2.0: the plan argument is new; 1.1 read the last plan opened on the session.) */
+CS_API int cs_session_attach_world(cs_session* s, const cs_plan* plan, int* argc, char*** argv);
 
 CS_API int cs_result_exit_code(const cs_result* r);           /* the contract's exit code; -1 if r is NULL */
 CS_API const char* cs_result_report_json(const cs_result* r); /* report.json (embedded: every rank gets rank 0's;

@@ -75,7 +75,7 @@ for f, t in (("cs_result_exit_code", _int), ("cs_result_report_json", _cp), ("cs
 _lib.cs_result_free.argtypes = [_vp]
 _lib.cs_last_exit_code.argtypes = [_vp]
 _lib.cs_last_exit_code.restype = _int
-_lib.cs_session_attach_world.argtypes = [_vp, _vp, _vp]
+_lib.cs_session_attach_world.argtypes = [_vp, _vp, _vp, _vp]
 _lib.cs_session_close.argtypes = [_vp]
 
 
@@ -162,7 +162,7 @@ class Session:
             raise CommscriptError(rc, _lib.cs_last_error(None).decode())
         self._h = h
         if launcher is not None:
-            rc = _lib.cs_session_attach_world(self._h, None, None)
+            rc = _lib.cs_session_attach_world(self._h, None, None, None)  # no plan: the session's backend
             if rc != CS_OK:
                 msg = _lib.cs_last_error(self._h).decode()
                 self.close()

@@ -44,28 +44,7 @@ local version_lt = M.version_lt
 
 local function has_prefix(s, p) return s:sub(1, #p) == p end
 
--- Optimal string alignment distance (Levenshtein plus adjacent transpositions).
-function M.distance(a, b)
-  local la, lb = #a, #b
-  if la == 0 then return lb end
-  if lb == 0 then return la end
-  local d = {}
-  for i = 0, la do d[i] = { [0] = i } end
-  for j = 0, lb do d[0][j] = j end
-  for i = 1, la do
-    local ca = a:byte(i)
-    for j = 1, lb do
-      local cb = b:byte(j)
-      local cost = ca == cb and 0 or 1
-      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-      if i > 1 and j > 1 and ca == b:byte(j - 1) and a:byte(i - 1) == cb then
-        v = math.min(v, d[i - 2][j - 2] + 1)
-      end
-      d[i][j] = v
-    end
-  end
-  return d[la][lb]
-end
+M.distance = text.distance  -- one home: cs.text
 
 -- The closest candidate within a distance that grows with the name's length (case-insensitive;
 -- `strip` is a common prefix left out of the length). Ties go to the first in sorted order.

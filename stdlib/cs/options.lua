@@ -2,6 +2,7 @@
 -- defaults < the config's [options] (and --set) < the command line. Unknown options and bad
 -- values are refused naming the option.
 local native = require "commscript.native"
+local text = require "cs.text"
 local M = {}
 
 local TYPES = { int = true, number = true, bool = true, string = true, list = true, size = true }
@@ -126,34 +127,16 @@ local function sorted_names(decls)
   return names
 end
 
--- commscript's own options: given after the recipe they reach the recipe, which is a common slip.
-local CLI = { config = 1, set = 1, out = 1, backend = 1, seed = 1, timeout = 1, list = 1, check = 1, trusted = 1,
-              version = 1, replay = 1 }
-
--- Edit distance (insertions, deletions, substitutions, swaps of neighbours), for did-you-mean.
-local function distance(a, b)
-  if #a > 64 or #b > 64 then return math.huge end
-  local prev2, prev = nil, {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:byte(i) == b:byte(j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-      if prev2 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
-        cur[j] = math.min(cur[j], prev2[j - 2] + 1)
-      end
-    end
-    prev2, prev = prev, cur
-  end
-  return prev[#b]
-end
+-- commscript's own options (their one table: bindings/lua/cli_options.hpp): given after the
+-- recipe they reach the recipe, which is a common slip.
+local CLI = {}
+for _, n in ipairs(native.cli_options) do CLI[n:sub(3)] = true end
 
 -- The closest of `names` to `name` when it is close enough to be a slip, else nil.
 function M.did_you_mean(name, names)
   local best, best_d
   for _, n in ipairs(names) do
-    local d = distance(name, n)
+    local d = (#name > 64 or #n > 64) and math.huge or text.distance(name, n)
     if d <= math.max(1, math.floor(#name / 3)) and (not best_d or d < best_d) then best, best_d = n, d end
   end
   return best

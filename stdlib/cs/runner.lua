@@ -2,7 +2,7 @@
 -- run with a ctx, and reduce the outcome to an exit code. Not for recipes to call.
 local native = require "commscript.native"
 local options = require "cs.options"
-local EXIT = require("commscript").exit  -- the exit codes, one read-only table (stdlib/commscript.lua)
+local EXIT = require "cs.exit"  -- the exit codes, one read-only table (not commscript.lua: it requires the runner)
 local sandbox = require "cs.sandbox"
 local M = {}
 

@@ -1,6 +1,9 @@
 -- The detection self-tests (chaos_hang, chaos_exit, chaos_desync ...): inject one fault on one
 -- rank, then run all-reduces until the machinery that should catch it (the watchdog, the
 -- coordinator, the result check) ends the job. A self-test that completes has failed.
+--   selftest.options{ rank = "rank that hangs", after = "operations before it hangs", deadline = { 3 },
+--                     ... }                -> the recipe's options: the ones every self-test shares
+--                                          (--rank; --after, --deadline when named) and its own (...)
 --   selftest.target(ctx [, min_ranks])  -> the rank --rank names (-1: the last); bad input
 --                                          (exit 1) when there are too few ranks or no such rank
 --   selftest.run(ctx, fault)            -> sets ctx.opt.deadline as the per-operation timeout,
@@ -15,6 +18,20 @@ local M = {}
 M.ELEMENTS = 1024
 -- Operations past the fault before the self-test gives up and says it failed.
 M.EXTRA_OPS = 10
+
+-- The options the self-tests share, declared once. t.rank: what the chosen rank does; t.after:
+-- what --after counts (omitted: no --after); t.deadline: { default [, max = s] } (omitted: no
+-- --deadline). Any other key of t is the recipe's own option, declared as cs.recipe takes it.
+function M.options(t)
+  local o = {}
+  for k, v in pairs(t) do o[k] = v end
+  o.rank = { -1, t.rank .. " (-1: the last)" }
+  if t.after then o.after = { 5, t.after, min = 0 } end
+  if t.deadline then
+    o.deadline = { t.deadline[1], "deadline of each operation, s", type = "number", min = 0.1, max = t.deadline.max }
+  end
+  return o
+end
 
 function M.target(ctx, min_ranks)
   local name = ctx.recipe.name

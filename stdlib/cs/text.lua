@@ -4,6 +4,7 @@
 --   text.plural(3, "rank")            -> "3 ranks"
 --   text.cut(s, n)                    -> s, or its first n-3 characters and "..."
 --   text.show(v)                      -> v, quoted when empty or with blanks at either end
+--   text.distance(a, b)               -> edits from a to b (insert, delete, substitute, swap neighbours)
 local native = require "commscript.native"
 local M = {}
 
@@ -22,6 +23,10 @@ function M.ranges(list, sep)
   end
   return table.concat(out, sep or ",")
 end
+
+-- Optimal string alignment distance (Levenshtein plus swaps of neighbours): commscript's one
+-- did-you-mean distance (bindings/lua/edit_distance.hpp), for recipe options and environment names.
+M.distance = native.edit_distance
 
 function M.plural(n, word) return ("%d %s%s"):format(n, word, n == 1 and "" or "s") end
 

@@ -197,6 +197,22 @@ class CommandLine(cs_e2e.TestCase):
         self.assertExit(r, cs_e2e.BAD_INPUT)
         self.assertIn("did you mean --iters?", r.stderr, r.describe())
 
+    def test_every_own_option_from_one_table(self):
+        # --launcher, --no-verify and --baseline were missing from one list or another.
+        r = self.cs(["--lancher", "env", "bw_sweep"], out=False)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("did you mean --launcher?", r.stderr, r.describe())
+        r = self.cs(["--launcher", "mpi", "--check", "false", "bw_sweep"], out=False)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("--check is a flag and takes no separate value", r.stderr, r.describe())
+        r = self.cs(["--no-verify", "no", "bw_sweep"], out=False)
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("--no-verify is a flag and takes no separate value", r.stderr, r.describe())
+        for opt in ("--no-verify", "--baseline"):
+            r = self.cs(["--check", "bw_sweep", opt], out=False)
+            self.assertExit(r, cs_e2e.BAD_INPUT)
+            self.assertIn("commscript's own options go before the recipe", r.stderr, r.describe())
+
 
 if __name__ == "__main__":
     cs_e2e.main()
