@@ -128,8 +128,7 @@ int run_through_host(Session& s, RecipeHost& host) {
   RecipeFailure f;
   if (host.run(s, &code, &f)) return code;
   f.message = coord::cap_message(f.message);  // a 50 MiB error message: its head, its tail, its length
-  std::string msg =
-      "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) + f.message;
+  std::string msg = "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) + f.message;
   if (!f.traceback.empty() && f.code == ExitCode::runtime) msg += "\n" + f.traceback;
   if (!s.embedded) job::abort(f.code, msg);
   // Embedded: this run ends, the host's process does not. A rank that gave up because the run
