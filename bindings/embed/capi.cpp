@@ -326,8 +326,7 @@ int attach_host_world(cs_session* s) {
 // Termination signals go to one thread, started before MPI's threads (which inherit the mask),
 // so a rank that mpirun ends still saves what it measured.
 void own_the_process() {
-  cs::guardian::set_html_renderer(cs::render_html_file);  // rank 0's guardian: report.html too
-  cs::guardian::start();                                  // forks: before any thread (the signal thread, MPI's)
+  cs::guardian::start(&cs::sandboxed_pages());  // forks: before any thread (the signal thread, MPI's)
   cs::incidents::start_signal_thread();
   // A peer that dies closes its sockets; Gloo's writev to it must fail with EPIPE (an error
   // the backend reports), not kill this rank with SIGPIPE (seen: a survivor of a dropped rank

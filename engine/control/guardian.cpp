@@ -18,13 +18,15 @@
 
 #include "flight_recorder.hpp"
 #include "progress.hpp"
+#include "run_html.hpp"
 
 namespace cs::guardian {
 
 namespace {
 
 int g_fd = -1;  // the rank's end of the socket pair (-1: no guardian)
-HtmlRenderer g_render = nullptr;
+// What rank 0's guardian renders report.html with (given to start(): the guardian is a fork).
+const PageRenderer* g_pages = nullptr;
 
 // How long the guardian may take once its rank is gone: it holds rank 0's stderr, which mpirun
 // waits for; an alarm ends it whatever happens.
@@ -220,8 +222,6 @@ nlohmann::json rank_summary(const nlohmann::json& f) {
 
 }  // namespace
 
-void set_html_renderer(HtmlRenderer render) { g_render = render; }
-
 bool render_html_bounded(HtmlRenderer render, const std::string& dir, double timeout_s, std::string* why) {
   namespace fs = std::filesystem;
   auto say = [&](const std::string& w) {
@@ -288,8 +288,9 @@ bool render_html_bounded(HtmlRenderer render, const std::string& dir, double tim
   return true;
 }
 
-bool start() {
+bool start(const PageRenderer* pages) {
   if (g_fd >= 0) return true;
+  g_pages = pages;
   if (const char* v = std::getenv("COMMSCRIPT_NO_GUARDIAN"); v && *v && std::strcmp(v, "0") != 0) return false;
   (void)Progress::instance();  // the shared flight recorder exists before the fork
   int sv[2];
@@ -474,9 +475,12 @@ nlohmann::json write_after_death(const Death& d, double wait_for_others_s) {
   else
     std::fprintf(stderr, "commscript: partial report written to %s by rank 0's guardian\n", report.c_str());
   std::fflush(stderr);
-  if (!ec && g_render) {
+  if (!ec && g_pages) {
     std::string why;
-    if (!render_html_bounded(g_render, d.out_dir, kRenderS, &why))
+    auto render = [](const std::string& json, const std::string& html, std::string* w) {
+      return run::render_html_file(*g_pages, json, html, w);
+    };
+    if (!render_html_bounded(render, d.out_dir, kRenderS, &why))
       std::fprintf(stderr, "commscript: warning: report.html not written: %s\n", why.c_str());
     std::fflush(stderr);
   }

@@ -10,17 +10,18 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run_host.hpp"
+
 namespace cs::guardian {
 
 // Forks the guardian. Call before any thread or MPI exists. False (and no guardian) when the
-// fork failed or COMMSCRIPT_NO_GUARDIAN is set.
-bool start();
+// fork failed or COMMSCRIPT_NO_GUARDIAN is set. `pages` (may be null: no report.html) is what
+// rank 0's guardian renders report.html with after writing a partial report.json; the guardian
+// is a fork, so it must exist before start() and outlive the process.
+bool start(const PageRenderer* pages);
 
-// How report.html is made from a report.json (the bindings' cs.html in a fresh, sandboxed Lua
-// state): writes `html_path`, or returns false with *why. Registered before start() so the
-// guardian (a fork) has it; rank 0's guardian runs it after writing a partial report.json.
+// Writes `html_path` from the report.json at `json_path`, or returns false with *why.
 using HtmlRenderer = bool (*)(const std::string& json_path, const std::string& html_path, std::string* why);
-void set_html_renderer(HtmlRenderer render);
 
 // The run's output directory is known: what the guardian needs to write there.
 void watch(const std::string& out_dir, int rank, int size, const std::string& host);

@@ -18,6 +18,7 @@
 #include "flight_recorder.hpp"
 #include "guardian.hpp"
 #include "host_name.hpp"
+#include "run_html.hpp"
 
 namespace cs::incidents {
 
@@ -27,7 +28,7 @@ std::atomic<Session*> g_session{nullptr};
 std::atomic<Coordinator*> g_coordinator{nullptr};
 std::atomic<HeartbeatClient*> g_heartbeat{nullptr};
 std::atomic<bool> g_outcome_saved{false};
-std::atomic<void (*)(Session&)> g_render{nullptr};
+std::atomic<const PageRenderer*> g_pages{nullptr};
 std::atomic<bool> g_death_pending{false};
 
 // How long the coordinator waits for a dead rank's guardian to write its flight recorder (it
@@ -151,8 +152,9 @@ void on_signal(int sig) {
 
 }  // namespace
 
-void attach(Session* s) {
+void attach(Session* s, const PageRenderer* pages) {
   g_outcome_saved = false;  // a process may run several recipes (embedding)
+  g_pages = pages;
   g_session = s;
 }
 
@@ -165,9 +167,8 @@ void detach() {
   g_heartbeat = nullptr;
   g_coordinator = nullptr;
   g_session = nullptr;
+  g_pages = nullptr;
 }
-
-void set_html_renderer(void (*render)(Session& s)) { g_render = render; }
 
 bool outcome_saved() { return g_outcome_saved; }
 
@@ -234,7 +235,7 @@ void save(const nlohmann::json& incident, int exit_code) {
       std::fflush(stderr);
     }
     s->report->sync();
-    if (auto* render = g_render.load()) render(*s);
+    if (const PageRenderer* pages = g_pages.load()) run::write_html_on_the_way_out(*pages, *s->report);
     if (incident.value("kind", "") != "killed") g_outcome_saved = true;
   } catch (const Error& e) {  // the output directory failed: say so, never throw from here
     std::fprintf(stderr, "commscript: report.json not saved: %s\n", e.what());

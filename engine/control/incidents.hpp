@@ -2,23 +2,22 @@
 // What happens to a run when something ends it early: a recipe error on any rank, a timeout
 // verdict, a dead rank, a signal. Other threads (the signal thread, the coordinator, the abort
 // path) reach the run through the pointers attached here; rank 0 adds the incident to
-// report.json and saves it (and report.html through the renderer the bindings registered).
+// report.json and saves it (and report.html through the run's PageRenderer).
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "coordinator.hpp"
 #include "error.hpp"
+#include "run_host.hpp"
 #include "session.hpp"
 
 namespace cs::incidents {
 
-// The run that incidents are recorded in (any of them may be null).
-void attach(Session* s);
+// The run that incidents are recorded in, and what renders its report.html from a thread other
+// than the recipe's (run_host.hpp: a fresh state each time). Any of them may be null.
+void attach(Session* s, const PageRenderer* pages);
 void attach_control_plane(Coordinator* c, HeartbeatClient* hb);
 void detach();
-
-// Renders report.html from a thread other than the recipe's (the main Lua state may be busy).
-void set_html_renderer(void (*render)(Session& s));
 
 // Adds `incident` to report.json and saves it with run.exit_code = exit_code (null when < 0).
 // Rank 0 only; safe from any thread; never throws.
