@@ -47,6 +47,18 @@ ControlPlane::ControlPlane(Session& s) {
     // The job's secret for the control plane (docs/security.md): drawn by rank 0, given to the
     // others over the world communicator (MPI, or Gloo admitted by the job token) before any
     // control-plane socket opens; every listener admits only a peer that proves it.
+    // Each host's addresses: rank 0 listens only on its own address that the others are
+    // reached from (job_address), not on every interface.
+    std::vector<std::string> peers;
+    if (!all_local) {
+      const std::vector<std::string> addrs = s.world->allgather(host_ipv4s());
+      std::vector<std::string> seen;
+      for (size_t r = 0; r < hosts.size(); ++r)
+        if (hosts[r] != hosts[0] && std::find(seen.begin(), seen.end(), hosts[r]) == seen.end()) {
+          seen.push_back(hosts[r]);
+          peers.push_back(addrs[r].substr(0, addrs[r].find(',')));
+        }
+    }
     std::string secret;
     if (s.rank == 0) secret = job_auth::random_secret();
     secret = s.world->broadcast(secret, 0);
@@ -55,6 +67,7 @@ ControlPlane::ControlPlane(Session& s) {
       try {
         Coordinator::Options co;
         co.loopback_only = all_local;
+        if (!all_local) co.bind_ip = job_address(peers);
         co.nranks = s.size;
         co.timeout_s = s.timeout_s;
         co.out_dir = s.out_dir;

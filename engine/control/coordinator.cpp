@@ -503,6 +503,45 @@ struct Coordinator::Outcome {
   std::vector<int> deaths;
 };
 
+std::string host_ipv4s() {
+  std::string ips;
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return ips;
+  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr addr = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+    if ((ntohl(addr.s_addr) >> 24) == 127) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &addr, buf, sizeof buf);
+    ips += (ips.empty() ? "" : ",") + std::string(buf);
+  }
+  freeifaddrs(ifs);
+  return ips;
+}
+
+std::string job_address(const std::vector<std::string>& peers) {
+  std::string chosen;
+  for (const std::string& peer : peers) {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(9);  // any port: connect() on UDP only picks the route
+    if (inet_pton(AF_INET, peer.c_str(), &to.sin_addr) != 1) return "";
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return "";
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0 &&
+                    getsockname(fd, reinterpret_cast<sockaddr*>(&from), &len) == 0;
+    close(fd);
+    if (!ok) return "";
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &from.sin_addr, buf, sizeof buf);
+    if (!chosen.empty() && chosen != buf) return "";
+    chosen = buf;
+  }
+  return chosen;
+}
+
 Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   ranks_.resize(static_cast<size_t>(o_.nranks));
   rank_fd_.assign(static_cast<size_t>(o_.nranks), -1);
@@ -515,6 +554,14 @@ Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(o_.loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
+  if (!o_.loopback_only && !o_.bind_ip.empty() && inet_pton(AF_INET, o_.bind_ip.c_str(), &a.sin_addr) != 1)
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (!o_.loopback_only && a.sin_addr.s_addr == htonl(INADDR_ANY)) {
+    std::fprintf(stderr,
+                 "commscript: note: coordinator: no single address of this host reaches every other host; listening "
+                 "on every interface (peers are admitted only with the job's secret: docs/security.md)\n");
+    std::fflush(stderr);
+  }
   socklen_t len = sizeof a;
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listen_fd_, kListenBacklog) != 0 ||
       getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
@@ -531,15 +578,11 @@ Coordinator::Coordinator(Options o) : o_(std::move(o)) {
   ev.data.fd = wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   std::string ips;
-  ifaddrs* ifs = nullptr;
-  if (!o_.loopback_only && getifaddrs(&ifs) == 0) {
-    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
-      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-      char buf[INET_ADDRSTRLEN];
-      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
-      ips += (ips.empty() ? "" : ",") + std::string(buf);
-    }
-    freeifaddrs(ifs);
+  if (!o_.loopback_only && a.sin_addr.s_addr != htonl(INADDR_ANY)) {
+    ips = o_.bind_ip;  // the job's address: the only one listened on
+  } else if (!o_.loopback_only) {
+    ips = host_ipv4s();
+    ips += (ips.empty() ? "" : ",") + std::string("127.0.0.1");
   }
   if (ips.empty()) ips = "127.0.0.1";
   endpoint_ = ips + ":" + std::to_string(ntohs(a.sin_port));

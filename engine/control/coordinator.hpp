@@ -117,6 +117,13 @@ class HostRelay {
   std::thread thread_;
 };
 
+// This host's IPv4 addresses other than loopback, comma-separated ("" when none).
+std::string host_ipv4s();
+// The one address of this host that every address in `peers` (each host's first address) is
+// routed from, as the kernel picks a source (a UDP socket connected to each, nothing sent);
+// "" when they differ or none is routable: the coordinator then listens on every interface.
+std::string job_address(const std::vector<std::string>& peers);
+
 // Rank 0's side.
 class Coordinator {
  public:
@@ -147,6 +154,9 @@ class Coordinator {
     // Otherwise on every interface (the other hosts dial whichever of rank 0's addresses
     // reaches them); admission by the job's secret either way (docs/security.md).
     bool loopback_only = false;
+    // Otherwise: the address of this host that the job's other hosts are reached from (see
+    // job_address), listened on alone; "" when none is known (every interface, said so).
+    std::string bind_ip;
   };
   explicit Coordinator(Options o);
   ~Coordinator();

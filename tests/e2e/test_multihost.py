@@ -306,6 +306,8 @@ class MultiHost(cs_e2e.TestCase):
         seen = {x["rank"]: (x["host"], x["state"]) for x in inc[0].get("ranks", [])}
         self.assertEqual({k: v[0] for k, v in seen.items()}, self.placement, inc[0])
         self.assertTrue(all(v[1] != "never connected" for v in seen.values()), inc[0])
+        # Rank 0 listened on its bridge address alone (the job's address), not on every interface.
+        self.assertNotIn("listening on every interface", r.stderr, r.describe())
 
     def test_hang_on_another_host_is_named(self):
         self.check_hang(4, 1, 3)

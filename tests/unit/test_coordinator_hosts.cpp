@@ -2,7 +2,10 @@
 // (control/coordinator.hpp): 2 "hosts" of 3 ranks; host h0 is rank 0's (its ranks connect
 // directly), host h1's ranks go through leader 3's relay. What each rank reports is injected
 // (HeartbeatClient::Options::sample), so one process plays every rank.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -280,5 +283,37 @@ TEST_CASE("open-files limit: raised when it can be, the numbers when it cannot",
     const std::string why = ensure_open_files(static_cast<size_t>(lim.rlim_max) + 1);
     CHECK(why.find("needs " + std::to_string(lim.rlim_max + 1) + " open files") != std::string::npos);
     CHECK(why.find("hard limit " + std::to_string(lim.rlim_max)) != std::string::npos);
+  }
+}
+
+TEST_CASE("coordinator: listens on the job's address, not on every interface", "[coordinator]") {
+  // job_address: the source address the kernel routes each peer from (nothing is sent).
+  CHECK(job_address({"127.0.0.1"}) == "127.0.0.1");
+  CHECK(job_address({"127.0.0.1", "127.0.0.1"}) == "127.0.0.1");
+  CHECK(job_address({"not-an-address"}).empty());
+  CHECK(job_address({""}).empty());
+  // Before: a multi-host coordinator bound 0.0.0.0 and advertised every address of the host.
+  Coordinator::Options o;
+  o.nranks = 1;
+  o.end_process = false;
+  o.bind_ip = "127.0.0.1";
+  Coordinator c(o);
+  const std::string ep = c.endpoint();
+  CHECK(ep.rfind("127.0.0.1:", 0) == 0);
+  CHECK(ep.find(',') == std::string::npos);
+  // Nothing answers on another of the host's addresses at that port.
+  const std::string others = host_ipv4s();
+  const int port = std::stoi(ep.substr(ep.find(':') + 1));
+  for (size_t at = 0; !others.empty() && at != std::string::npos;) {
+    const size_t comma = others.find(',', at);
+    const std::string ip = others.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? comma : comma + 1;
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+    CHECK(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0);
+    close(fd);
   }
 }
