@@ -227,8 +227,16 @@ void save(const nlohmann::json& incident, int exit_code) {
       const auto ev = c->events();
       if (!ev.empty()) d["chaos"] = ev;
     }
-    d["run"]["exit_code"] = exit_code >= 0 ? nlohmann::json(exit_code) : nlohmann::json(nullptr);
+    // The first outcome's code is the job's: what follows it (a sender whose peer left after the
+    // peer's desync, exit 2 after the desync's 5) is its aftermath, and the launcher passes on
+    // the first failing rank's code too. A death (no code: its status is mpirun's) or a kill
+    // may still be followed by a code.
+    const bool decided = g_outcome_saved && d["run"].contains("exit_code") && !d["run"]["exit_code"].is_null();
+    if (!decided) d["run"]["exit_code"] = exit_code >= 0 ? nlohmann::json(exit_code) : nlohmann::json(nullptr);
     s->report->write(/*sync=*/false);  // in place at once; the disk is waited for below
+    // Saved: a SIGTERM from here on (the failing rank gave up waiting for its ACK while this
+    // renders report.html, and mpirun ends the job) is the aftermath, not a "killed" over it.
+    if (incident.value("kind", "") != "killed") g_outcome_saved = true;
     static std::atomic<bool> said{false};
     if (!said.exchange(true)) {
       std::fprintf(stderr, "commscript: report written to %s\n", (s->report->dir() / "report.json").c_str());
@@ -236,7 +244,6 @@ void save(const nlohmann::json& incident, int exit_code) {
     }
     s->report->sync();
     if (const PageRenderer* pages = g_pages.load()) run::write_html_on_the_way_out(*pages, *s->report);
-    if (incident.value("kind", "") != "killed") g_outcome_saved = true;
   } catch (const Error& e) {  // the output directory failed: say so, never throw from here
     std::fprintf(stderr, "commscript: report.json not saved: %s\n", e.what());
   } catch (const std::exception&) {  // on the way out: never throw from here
