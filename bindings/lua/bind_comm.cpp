@@ -10,6 +10,7 @@
 #include "bench.hpp"
 #include "bindings.hpp"
 #include "error.hpp"
+#include "incidents.hpp"
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
 #include "pattern.hpp"
@@ -198,6 +199,7 @@ int c_split(lua_State* L) {
   }
   g_made.insert(sub.get());
   g_made_total += 1;
+  incidents::announce_comm(sub->name());  // a timeout on it judges its members only
   push_communicator(L, std::shared_ptr<Communicator>(std::move(sub)));
   return 1;
 }
@@ -253,6 +255,7 @@ int c_shrink(lua_State* L) {
   c.set_successor(sub);
   g_made.insert(sub.get());
   g_made_total += 1;
+  if (sub) incidents::announce_comm(sub->name());
   push_communicator(L, sub);
   return 1;
 }

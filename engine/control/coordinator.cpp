@@ -170,6 +170,10 @@ void HeartbeatClient::send_line(const std::string& s) {
 
 void HeartbeatClient::send_event(const nlohmann::json& ev) { send_line("EV " + ev.dump()); }
 
+void HeartbeatClient::announce_comm(const std::string& name) {
+  send_line("COMM " + nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 void HeartbeatClient::send_goodbye(const char* why) { send_line(std::string("BYE ") + why); }
 
 namespace {
@@ -673,6 +677,14 @@ void Coordinator::handle_rank_line(int rank, const std::string& line, int64_t no
   } else if (line.rfind("EV ", 0) == 0) {
     try {
       events_.push_back(nlohmann::json::parse(line.substr(3)));
+    } catch (const nlohmann::json::exception&) {
+    }
+  } else if (line.rfind("COMM ", 0) == 0) {  // a member of a communicator split/shrink made
+    try {
+      const std::string name = nlohmann::json::parse(line.substr(5)).get<std::string>();
+      if (name.size() <= 512 && s.comms.size() < kMaxCommsPerRank &&
+          std::find(s.comms.begin(), s.comms.end(), name) == s.comms.end())
+        s.comms.push_back(name);
     } catch (const nlohmann::json::exception&) {
     }
   } else if (line.rfind("RING ", 0) == 0) {

@@ -62,6 +62,9 @@ class HeartbeatClient {
   bool connected() const { return fd_ >= 0; }
   bool via_relay() const { return via_relay_; }
   void send_event(const nlohmann::json& ev);  // e.g. a chaos injection, sent at once
+  // This rank is a member of communicator `name` (made by split or shrink): a timeout on it
+  // judges its members only.
+  void announce_comm(const std::string& name);
   // Tells the coordinator this rank is failing (a recipe error) and waits up to wait_ms for it
   // to have saved the report. Returns true when it confirmed.
   bool report_failure(int code, const std::string& message, int wait_ms);

@@ -172,6 +172,14 @@ int64_t next_deadline_ns(const Ranks& ranks, int64_t after) {
 
 namespace {
 
+std::string verdict_line(const nlohmann::json& v);
+
+nlohmann::json missing_of_rank(const nlohmann::json& v, size_t rank) {
+  for (const auto& m : v["missing"])
+    if (m["rank"].get<size_t>() == rank) return m;
+  return nullptr;
+}
+
 // The verdict judged from rank `stuck`'s operation, `after_s` into the wait.
 nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64_t now, double run_timeout_s) {
   const RankView& ref = ranks[static_cast<size_t>(stuck)];
@@ -191,9 +199,13 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
   // heard nobody meanwhile. Then rank 0 is the one to name; the ranks that went quiet no earlier
   // than it did (give or take kSilentNs) are judged by their last beat, not as stuck.
   const bool root_frozen = frozen_root(ranks, now);
+  // A communicator made by split/shrink whose members announced it: only they are judged.
+  auto member = [&](const RankView& s) { return std::find(s.comms.begin(), s.comms.end(), rb.comm) != s.comms.end(); };
+  const bool members_known = std::any_of(ranks.begin(), ranks.end(), member);
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankView& s = ranks[i];
     const Beat& b = s.beat;
+    if (members_known && !member(s)) continue;
     nlohmann::json who = {{"rank", i}, {"host", s.host}, {"pid", s.pid}};
     const uint64_t no = by_seq ? b.seq : b.cseq;
     const bool same_op = b.in_flight && b.comm == rb.comm && no == ref_no && (by_seq || !point_to_point(b.coll));
@@ -274,9 +286,30 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
     mism.push_back({{"rank", stuck}, {"host", ref.host}, {"op", rb.coll}, {"seq", rb.seq}, {"bytes", rb.bytes}});
     for (auto& m : mismatch) mism.push_back(m);
   }
+  nlohmann::json v = {{"kind", "timeout"},
+                      {"op", rb.coll},
+                      {"seq", rb.seq},
+                      {"bytes", rb.bytes},
+                      {"comm", rb.comm},
+                      {"after_s", after_s},
+                      {"timeout_s", rb.deadline_s},
+                      {"missing", missing},
+                      {"mismatch", mism},
+                      {"arrived", arrived},
+                      {"detected_by", "deadline"}};
+  v["line"] = verdict_line(v);
+  return v;
+}
+
+// The verdict's one line: the operation, who is missing (and why), who waits elsewhere, mismatches.
+std::string verdict_line(const nlohmann::json& v) {
+  const auto& missing = v["missing"];
+  const auto& mism = v["mismatch"];
   char head[256];
-  std::snprintf(head, sizeof head, "timeout: %s #%llu (%sB, %s) after %.1f s", rb.coll.c_str(),
-                static_cast<unsigned long long>(rb.seq), format_size(rb.bytes).c_str(), rb.comm.c_str(), after_s);
+  std::snprintf(head, sizeof head, "timeout: %s #%llu (%sB, %s) after %.1f s", v["op"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(v["seq"].get<uint64_t>()),
+                format_size(v["bytes"].get<uint64_t>()).c_str(), v["comm"].get<std::string>().c_str(),
+                v["after_s"].get<double>());
   std::string line = head;
   if (!missing.empty()) {
     line += "; missing ranks: ";
@@ -293,9 +326,57 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
               std::to_string(m["seq"].get<uint64_t>()) + " (" + format_size(m["bytes"].get<uint64_t>()) + "B);";
     line.pop_back();
   }
-  return {{"kind", "timeout"},  {"line", line},     {"op", rb.coll},      {"seq", rb.seq},
-          {"bytes", rb.bytes},  {"comm", rb.comm},  {"after_s", after_s}, {"timeout_s", rb.deadline_s},
-          {"missing", missing}, {"mismatch", mism}, {"arrived", arrived}, {"detected_by", "deadline"}};
+  if (v.contains("waiting") && !v["waiting"].empty()) {
+    line += "; waiting elsewhere for them: ";
+    for (size_t i = 0; i < v["waiting"].size(); ++i)
+      line += (i ? ", " : "") + v["waiting"][i]["detail"].get<std::string>();
+  }
+  return line;
+}
+
+// A missing rank that is itself waiting, alive, in an operation of another communicator whose
+// members are known (split/shrink) is not the cause: the ranks missing from *that* operation
+// are. Followed a few links deep; the waiting ranks are listed as such ("waiting").
+void follow_waits(const Ranks& ranks, nlohmann::json& v, double after_s, int64_t now, double run_timeout_s) {
+  for (int depth = 0; depth < 4; ++depth) {
+    bool changed = false;
+    nlohmann::json missing = nlohmann::json::array();
+    for (const auto& m : v["missing"]) {
+      const size_t r = m["rank"].get<size_t>();
+      const RankView& s = ranks[r];
+      const Beat& b = s.beat;
+      const bool known = std::any_of(ranks.begin(), ranks.end(), [&](const RankView& x) {
+        return std::find(x.comms.begin(), x.comms.end(), b.comm) != x.comms.end();
+      });
+      nlohmann::json there;
+      if (s.hello && !s.dead && !silent(s, now) && b.in_flight && b.comm != v["comm"].get<std::string>() && known)
+        there = verdict_from(ranks, static_cast<int>(r), after_s, now, run_timeout_s);
+      if (there.is_null() || there["missing"].empty() || !missing_of_rank(there, r).is_null()) {
+        missing.push_back(m);
+        continue;
+      }
+      changed = true;
+      std::string on;
+      for (const auto& t : there["missing"]) {
+        if (!missing_of_rank(v, t["rank"].get<size_t>()).is_null() ||
+            !missing_of_rank({{"missing", missing}}, t["rank"].get<size_t>()).is_null())
+          continue;
+        missing.push_back(t);
+        on += (on.empty() ? "" : ", ") + std::to_string(t["rank"].get<size_t>());
+      }
+      if (!v.contains("waiting")) v["waiting"] = nlohmann::json::array();
+      v["waiting"].push_back({{"rank", r},
+                              {"host", s.host},
+                              {"op", b.coll},
+                              {"seq", b.seq},
+                              {"comm", b.comm},
+                              {"detail", "rank " + std::to_string(r) + " in " + b.coll + " #" + std::to_string(b.seq) +
+                                             " on " + b.comm + (on.empty() ? "" : " (missing there: " + on + ")")}});
+    }
+    v["missing"] = missing;
+    if (!changed) break;
+  }
+  v["line"] = verdict_line(v);
 }
 
 }  // namespace
@@ -307,9 +388,14 @@ nlohmann::json timeout_verdict(const Ranks& ranks, int over, int64_t now, double
   const int early = earliest_blocked(ranks, over, now);
   if (early != over) {
     nlohmann::json v = verdict_from(ranks, early, after_s, now, run_timeout_s);
-    if (!v["missing"].empty() || !v["mismatch"].empty()) return v;
+    if (!v["missing"].empty() || !v["mismatch"].empty()) {
+      follow_waits(ranks, v, after_s, now, run_timeout_s);
+      return v;
+    }
   }
-  return verdict_from(ranks, over, after_s, now, run_timeout_s);
+  nlohmann::json v = verdict_from(ranks, over, after_s, now, run_timeout_s);
+  follow_waits(ranks, v, after_s, now, run_timeout_s);
+  return v;
 }
 
 nlohmann::json never_connected(const Ranks& ranks, int64_t now, int64_t start_ns, double run_timeout_s) {

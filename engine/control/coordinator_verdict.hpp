@@ -27,7 +27,13 @@ struct RankView {
   // Rank 0 only: the coordinator, which runs in its process, found the process frozen this long
   // just now (SIGSTOP): it is the rank the others waited for, whatever its fresh beat says.
   int64_t frozen_ns = 0;
+  // The communicators made by split/shrink that this rank is a member of, as it announced them
+  // (COMM lines). A timeout on such a communicator judges its members only: another
+  // communicator's ranks, busy or waiting elsewhere, are not missing from it.
+  std::vector<std::string> comms;
 };
+// At most this many announced communicators are kept per rank.
+inline constexpr size_t kMaxCommsPerRank = 1024;
 using Ranks = std::vector<RankView>;
 
 // Input.

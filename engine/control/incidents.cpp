@@ -250,6 +250,10 @@ void save(const nlohmann::json& incident, int exit_code) {
   }
 }
 
+void announce_comm(const std::string& name) {
+  if (HeartbeatClient* hb = g_heartbeat.load()) hb->announce_comm(name);
+}
+
 void add_flight_files(const nlohmann::json& files) {
   Session* s = g_session.load();
   if (!s || !s->report || !s->report->writer()) return;

@@ -22,6 +22,9 @@ void detach();
 // Adds `incident` to report.json and saves it with run.exit_code = exit_code (null when < 0).
 // Rank 0 only; safe from any thread; never throws.
 void save(const nlohmann::json& incident, int exit_code);
+// This rank is a member of communicator `name`, just made by split or shrink: said to the
+// coordinator (HeartbeatClient::announce_comm), so that its verdicts judge members only.
+void announce_comm(const std::string& name);
 // The flight recorders collected after the coordinator's verdict (a timeout or a desync) was
 // saved: added to that incident.
 void add_flight_files(const nlohmann::json& files);

@@ -79,6 +79,34 @@ class TwoHosts(cs_e2e.TestCase):
         self.assertEqual(inc["missing"][0]["lua"]["site"], "%s:8" % path)
 
 
+class AcrossCommunicators(cs_e2e.TestCase):
+
+    def test_split_communicator_timeout_names_its_culprit_only(self):
+        """world split in two (ranks 0, 2 / 1, 3); rank 2 spins in Lua before its half's
+        all-reduce, rank 0 waits for it there, ranks 1 and 3 finish theirs and wait in the world's
+        barrier. Before: the verdict on the split all-reduce named ranks 1 and 3 (members of the
+        other half, waiting elsewhere), and the one on the barrier named rank 0 too. Now only
+        rank 2 is missing; rank 0 is listed as waiting on its half for rank 2."""
+        path = self.recipe("halves", """  local sub = ctx.comm:split(ctx.rank % 2)
+  local t = cs.tensor("float32", 8)
+  if ctx.rank == 2 then
+    local x = 0
+    while true do x = (x + 1) % 7 end
+  end
+  sub:allreduce(t, t)
+  ctx.comm:barrier()
+  return 0""")
+        r = self.cs(["--timeout", "3", path], np=4, timeout=90)
+        self.assertExit(r, cs_e2e.TIMEOUT)
+        inc = [i for i in r.report()["incidents"] if i["kind"] == "timeout"]
+        self.assertEqual(len(inc), 1, r.describe())
+        self.assertEqual([m["rank"] for m in inc[0]["missing"]], [2], inc[0]["line"])
+        self.assertEqual(inc[0]["missing"][0]["state"], "busy in Lua", inc[0])
+        if inc[0]["comm"] == "world":
+            self.assertEqual([w["rank"] for w in inc[0]["waiting"]], [0], inc[0])
+            self.assertIn("waiting elsewhere for them: rank 0 in allreduce", inc[0]["line"])
+
+
 class RankZeroLostWithoutMpirun(cs_e2e.TestCase):
 
     def test_names_the_launcher(self):
