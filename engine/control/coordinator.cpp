@@ -194,22 +194,20 @@ bool HeartbeatClient::report_failure(int code, const std::string& message, int w
   if (fd_ < 0) return false;
   send_line("ERR " + std::to_string(code) + " " +
             nlohmann::json(cap_message(message)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  for (int waited = 0; waited < wait_ms && !acked_; waited += kAckPollMs)
-    std::this_thread::sleep_for(std::chrono::milliseconds(kAckPollMs));
-  // No answer, and rank 0 is stopped (SIGSTOP): the others waited for it, and only its
-  // coordinator can say so. Resumed now, it judges on what it knew before it stopped
-  // (Coordinator::pump); otherwise the launcher's kill (SIGCONT, SIGTERM, SIGKILL a second
-  // later under mpirun; never under --launcher env) would leave it no time for the verdict.
-  if (!acked_ && o_.root_pid > 0 && stopped_by_signal(o_.root_pid)) {
+  // Rank 0 is stopped (SIGSTOP): the others waited for it, and only its coordinator can say so.
+  // Resumed now, it judges on what it knew and on its own clock's jump (Coordinator::pump);
+  // otherwise the launcher's kill (SIGCONT, SIGTERM, SIGKILL a second later under mpirun; never
+  // under --launcher env) would leave it no time for the verdict.
+  if (o_.root_pid > 0 && stopped_by_signal(o_.root_pid)) {
     std::fprintf(stderr,
                  "commscript: rank %d: rank 0 (pid %d, host %s), which runs the coordinator, is stopped (SIGSTOP); "
                  "resuming it (SIGCONT) so that it gives the verdict\n",
                  o_.rank, o_.root_pid, o_.root_host.c_str());
     std::fflush(stderr);
     ::kill(o_.root_pid, SIGCONT);
-    for (int waited = 0; waited < wait_ms && !acked_; waited += kAckPollMs)
-      std::this_thread::sleep_for(std::chrono::milliseconds(kAckPollMs));
   }
+  for (int waited = 0; waited < wait_ms && !acked_; waited += kAckPollMs)
+    std::this_thread::sleep_for(std::chrono::milliseconds(kAckPollMs));
   return acked_;
 }
 
