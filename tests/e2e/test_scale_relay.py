@@ -203,11 +203,19 @@ class RelayAcrossHosts(cs_e2e.TestCase):
         job, t_sig, pid = self.start(victim, signal.SIGSTOP)
         t_line, line = job.wait_line("stderr", lambda l: l.startswith("timeout:"), DEADLINE_S + 30)
         self.assertIsNotNone(t_line, "no verdict\n" + job.describe())
-        # Resumed once the report is written (a resumed rank would reconnect and change the
-        # snapshot the report takes after collecting the flight recorders); mpirun then ends it.
+        # Resumed once the flight recorders are in the report (the verdict is saved first, the
+        # recorders added after it: a rank resumed earlier would let the others move on before
+        # they answer the DUMP); mpirun then ends it.
         report = os.path.join(job.out, "report.json")
+
+        def recorders_saved():
+            try:
+                with open(report) as f:
+                    return any(i.get("flight_recorder") for i in json.load(f)["incidents"])
+            except (OSError, ValueError, KeyError):
+                return False
         for _ in range(300):
-            if os.path.exists(report) or job.p.poll() is not None:
+            if recorders_saved() or job.p.poll() is not None:
                 break
             time.sleep(0.05)
         os.kill(pid, signal.SIGCONT)
