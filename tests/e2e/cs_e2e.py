@@ -98,6 +98,17 @@ def declared_version(recipe):
         return re.search(r'^\s*version\s*=\s*"(\d+\.\d+\.\d+)"', f.read(), re.M).group(1)
 
 
+def run_prefixed(tc, prefix, args, np, timeout=90):
+    """mpirun -np NP PREFIX... commscript --out OUT ARGS (a per-rank wrapper such as a simulated
+    host name before the binary), as test case TC's Run."""
+    out = tc.new_out()
+    cmd = [MPIRUN, "-np", str(np), "--oversubscribe"] + prefix + [BIN, "--out", out] + args
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tc.tmp, env=_env(), timeout=timeout)
+    return Run(cmd, p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"),
+               time.monotonic() - t0, out, False)
+
+
 def rank_pid(out, rank, pids=None):
     """The pid of commscript rank RANK (not its guardian, named cs-guardian), among PIDS (default:
     every process) and, unless OUT is None, the one writing into OUT."""

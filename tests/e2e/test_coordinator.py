@@ -22,13 +22,7 @@ AS_HOSTS = ["sh", "-c", 'COMMSCRIPT_CONTROL_HOST=h$((OMPI_COMM_WORLD_RANK / 2)) 
 class TwoHosts(cs_e2e.TestCase):
 
     def run_hosts(self, args, timeout=90):
-        out = self.new_out()
-        cmd = [cs_e2e.MPIRUN, "-np", str(NP), "--oversubscribe"] + AS_HOSTS + [cs_e2e.BIN, "--out", out] + args
-        t0 = time.monotonic()
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp, env=cs_e2e._env(),
-                           timeout=timeout)
-        return cs_e2e.Run(cmd, p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"),
-                          time.monotonic() - t0, out, False)
+        return cs_e2e.run_prefixed(self, AS_HOSTS, args, NP, timeout)
 
     def test_relayed_hang_is_named(self):
         r = self.run_hosts(["chaos_hang"])

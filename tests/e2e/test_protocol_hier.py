@@ -39,13 +39,7 @@ def _can_unshare():
 class Hierarchical(cs_e2e.TestCase):
 
     def run_hosts(self, args, timeout=90):
-        out = self.new_out()
-        cmd = [cs_e2e.MPIRUN, "-np", str(NP), "--oversubscribe"] + AS_HOSTS + [cs_e2e.BIN, "--out", out] + args
-        t0 = time.monotonic()
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp, env=cs_e2e._env(),
-                           timeout=timeout)
-        return cs_e2e.Run(cmd, p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"),
-                          time.monotonic() - t0, out, False)
+        return cs_e2e.run_prefixed(self, AS_HOSTS, args, NP, timeout)
 
     SIZES = ["--min", "1K", "--max", "64K", "--factor", "8", "--iters", "3", "--warmup", "1"]
 
