@@ -225,6 +225,9 @@ end
 
 -- The verdict's defaults (docs/lua-api.md, cs.diagnose.localise): args override each.
 --   samples      re-measurements of every suspect pair and of every reference pair, interleaved
+--   factor       a host is slow at max(factor, ...) (below); rank_factor for a rank (its pairs
+--                with each of two partners: one rank alone, descheduled on a busy machine, looks
+--                1.5x slow for seconds), link_factor for a link
 --   min_samples  fewer than this (the budget ran out) and the suspect is undecided, not named
 --   margin       a suspect is slow when its median ratio to the references exceeds
 --                max(factor, 1 + margin x the references' CV): the references' own spread
@@ -236,9 +239,10 @@ end
 --                screen_link the same for links (the verdict needs link_factor)
 --   min_host_partners  other hosts a host needs pairs with for a host verdict
 --   max_suspects ranks and links re-tested at most (the worst first); the rest are counted
-M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 2, screen = 1.3,
+M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 2, rank_factor = 1.5, screen = 1.3,
+              max_samples = 15, open = 1.2,
               screen_link = 2,
-              min_host_partners = 3, max_suspects = 16 }
+              min_host_partners = 3, max_suspects = 32 }
 
 local function opt(args, k) local v = args[k]; if v == nil then v = M.VERDICT[k] end; return v end
 
@@ -478,7 +482,7 @@ end
 --   good (no link named); when nobody is named, `noisy` says the run was too noisy to localise.
 function M.localise(values, rank_hosts, args, measure)
   local n = #rank_hosts
-  local factor, link_factor = opt(args, "factor"), opt(args, "link_factor")
+  local factor, link_factor, rank_factor = opt(args, "factor"), opt(args, "link_factor"), opt(args, "rank_factor")
   local K, kmin, margin, max_cv = opt(args, "samples"), opt(args, "min_samples"), opt(args, "margin"), opt(args, "max_cv")
   local host_sus, loc, order, bad_host, under = M.suspects(n, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
     opt(args, "min_host_partners"), opt(args, "max_suspects"))
@@ -487,88 +491,158 @@ function M.localise(values, rank_hosts, args, measure)
   local retests = { planned = 0, run = 0, cut = false, rounds = 0 }
   local function kind(a, b) return rank_hosts[a + 1] == rank_hosts[b + 1] and "intra" or "inter" end
 
-  -- One phase: subjects (each with pairs {a, b}), references for the kinds they need, `K`
-  -- interleaved rounds. Returns per subject pair its ratio statistics, or nil (undecided).
+  -- The threshold of a pair judged at factor f after n rounds. The first look (n <= samples):
+  -- max(f, 1 + margin x cv), cv the references' spread per sample, with all rounds but one above
+  -- it: a verdict clear without statistics. The second look (more rounds): max(f, 1 + margin x
+  -- SE), SE the standard error of the effect (a median over n rounds against the references'
+  -- median: 1.2533 x cv x sqrt(1/n + 1/(refs x n)), cv robust), with a sign test.
+  local function threshold(p, f)
+    local n = #(p.ratios or {})
+    if n <= K then return math.max(f, 1 + margin * (p.cv or 0)) end
+    local se = 1.2533 * (p.cv or 0) * math.sqrt(1 / n + 1 / ((p.refs or 1) * n))
+    return math.max(f, 1 + margin * se)
+  end
+  -- The statistics of one pair at threshold T: slow / good, and the numbers. Slow: the effect
+  -- above T, and in the first look all rounds but one above T, in the second 60 % of the rounds
+  -- slower than the references (the median's test is the decision; this keeps one run of
+  -- spikes from making it). Good: the effect below the plain factor (not
+  -- the noise-widened T: noise must not make a slow pair look good), with references quiet
+  -- enough to say so.
+  local function judge(p, T)
+    local q = p.ratios or {}
+    local above, over = 0, 0
+    for _, x in ipairs(q) do
+      if x > T then above = above + 1 end
+      if x > 1 then over = over + 1 end
+    end
+    local eff = p.effect or median(q) or 0
+    local n = #q
+    local rounds_ok = n <= K and above >= n - 1 or n > K and over >= math.ceil(0.6 * n)
+    return { slow = p.decidable and eff > T and rounds_ok,
+             good = p.decidable and p.quiet and eff < factor,
+             pair = { p[1], p[2] }, samples_us = p.samples, median_us = median(p.samples), ratio = eff,
+             above = above, rounds = n, threshold = T }
+  end
+  -- A pair whose verdict more rounds could change: not slow yet, its median above `open` (a
+  -- fault's ratio, diluted by noise); a mate or a link's end that must be shown good, its median
+  -- between `open` and twice the factor.
+  local function open_pair(p)
+    if not p.decidable then return false end
+    local m = p.effect or median(p.ratios) or 0
+    if p.mate or p.is_end then return m >= opt(args, "open") and m < 2 * factor end  -- good or not?
+    return not judge(p, threshold(p, p.f or factor)).slow and m >= opt(args, "open")
+  end
+
+  -- One phase: subjects (each with pairs {a, b}, each pair's factor f), references for the kinds
+  -- they need, `K` interleaved rounds, then up to max_samples rounds of the references and the
+  -- subjects still open (sequential: a clear verdict stops early, a borderline one is measured
+  -- until the median is steady enough). Leaves on each subject pair its ratio statistics.
   local function run_phase(subjects, must)
     if #subjects == 0 then return end
-    local kinds, list = {}, {}
+    local kinds, refl = {}, {}
     for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do kinds[kind(p[1], p[2])] = true end end
     local refs = {}
     for _, k in ipairs { "inter", "intra" } do
       if kinds[k] then
         refs[k] = reference_pairs(order, rank_hosts, k == "intra", 2)
-        for _, p in ipairs(refs[k]) do p.ref = k; list[#list + 1] = p end
+        for _, p in ipairs(refs[k]) do p.ref = k; refl[#refl + 1] = p end
       end
     end
-    for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do list[#list + 1] = p end end
-    for _, p in ipairs(list) do p.samples = {} end
-    retests.planned = retests.planned + K * #list
+    local all = {}
+    for _, p in ipairs(refl) do all[#all + 1] = p end
+    for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do all[#all + 1] = p end end
+    for _, p in ipairs(all) do p.samples = {} end
+    retests.planned = retests.planned + K * #all
     local rounds = 0
-    for k = 1, K do
+    local ref_round, cv, rcv = {}, {}, {}
+    -- the references of each kind: per round their mean (the faster of them would be biased
+    -- low: good pairs would look slow), their spread (each pair's samples over its own median,
+    -- pooled); each subject pair: its ratios to its kind's references, round by round
+    local function statistics(which)
+      for k, ps in pairs(refs) do
+        local per, pooled = {}, {}
+        for _, p in ipairs(ps) do
+          local m = median(p.samples)
+          for r, x in ipairs(p.samples) do
+            per[r] = (per[r] or 0) + x / #ps
+            if m and m > 0 then pooled[#pooled + 1] = x / m end
+          end
+        end
+        ref_round[k], cv[k], rcv[k] = per, M.spread(pooled), M.robust_cv(pooled)
+      end
+      for _, s in ipairs(which) do
+        for _, p in ipairs(s.pairs) do
+          local k = kind(p[1], p[2])
+          local rr = ref_round[k]
+          local q = {}
+          if rr then for r, x in ipairs(p.samples) do if rr[r] and rr[r] > 0 then q[#q + 1] = x / rr[r] end end end
+          p.kind, p.ratios = k, q
+          -- the effect: the pair's median over its kind's references' median, the same rounds
+          -- (a median of per-round ratios would carry the references' spikes: their per-round
+          -- mean is not robust)
+          local same = {}
+          if rr then for r = 1, #p.samples do same[r] = rr[r] end end
+          local rm = median(same)
+          p.effect = rm and rm > 0 and #q > 0 and median(p.samples) / rm or nil
+          p.cv = #q > K and rcv[k] or cv[k]
+          p.refs = #refs[k]
+          p.decidable = rr ~= nil and #q >= kmin
+          p.quiet = cv[k] <= max_cv
+        end
+      end
+    end
+    -- one round over `list` (the order rotating: no pair always first); false when the budget is spent
+    local function round(list, forced)
       local batch, idx = {}, {}
       for i = 1, #list do
-        local j = (i - 1 + (k - 1) * 3) % #list + 1  -- rotate: no pair always first
+        local j = (i - 1 + rounds * 3) % #list + 1
         batch[i], idx[i] = { list[j][1], list[j][2] }, j
       end
-      local v = measure(batch, must and k <= kmin)
-      if not v then retests.cut = true; break end
+      local v = measure(batch, forced)
+      if not v then retests.cut = true; return false end
       for i, j in ipairs(idx) do table.insert(list[j].samples, v[i]) end
       retests.run = retests.run + #batch
       rounds = rounds + 1
+      return true
+    end
+    for k = 1, K do
+      if not round(all, must and k <= kmin) then break end
+    end
+    statistics(subjects)
+    -- the subjects still open after `samples` rounds: up to max_samples rounds more of them and
+    -- the references, then one more look (two looks in all: a verdict re-judged after every
+    -- round would sooner or later find noise above any threshold)
+    local active, list = {}, {}
+    if rounds == K then
+      for _, s in ipairs(subjects) do
+        local o = false
+        for _, p in ipairs(s.pairs) do o = o or open_pair(p) end
+        if o then active[#active + 1] = s end
+      end
+    end
+    if #active > 0 then
+      for _, p in ipairs(refl) do list[#list + 1] = p end
+      for _, s in ipairs(active) do for _, p in ipairs(s.pairs) do list[#list + 1] = p end end
+      retests.extended = (retests.extended or 0) + #active
+      for _ = K + 1, opt(args, "max_samples") do
+        retests.planned = retests.planned + #list
+        if not round(list, false) then break end
+      end
+      statistics(active)  -- the others keep the statistics of their own rounds
     end
     retests.rounds = retests.rounds + rounds
-    -- the references of each kind: per round their mean (the faster of them would be biased
-    -- low: good pairs would look slow), their spread (each pair's samples over its own median,
-    -- pooled)
-    local ref_round, cv = {}, {}
     for k, ps in pairs(refs) do
-      local per, pooled = {}, {}
-      for _, p in ipairs(ps) do
-        local m = median(p.samples)
-        for r, x in ipairs(p.samples) do
-          per[r] = (per[r] or 0) + x / #ps
-          if m and m > 0 then pooled[#pooled + 1] = x / m end
-        end
-      end
-      ref_round[k], cv[k] = per, M.spread(pooled)
+      local per = ref_round[k]
       if #per > 0 or not out.references[k] then  -- the last phase that measured
         out.references[k] = { pairs = {}, cv = cv[k], median_us = median(per), samples = per }
         for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
       end
       if cv[k] > max_cv and (not out.noisy or cv[k] > out.noisy.cv) then  -- reported if nobody is named
-        out.noisy = { cv = cv[k], kind = k, max_cv = max_cv,
-                      samples = #pooled }
-      end
-    end
-    -- each subject pair: ratios to its kind's references, round by round
-    for _, s in ipairs(subjects) do
-      for _, p in ipairs(s.pairs) do
-        local k = kind(p[1], p[2])
-        local rr = ref_round[k]
-        local q = {}
-        if rr then for r, x in ipairs(p.samples) do if rr[r] and rr[r] > 0 then q[#q + 1] = x / rr[r] end end end
-        p.kind, p.ratios = k, q
-        p.cv = cv[k]
-        p.decidable = rr ~= nil and #q >= kmin
-        p.quiet = cv[k] <= max_cv
+        out.noisy = { cv = cv[k], kind = k, max_cv = max_cv, samples = #per * #ps }
       end
     end
   end
 
-  -- The statistics of one pair at threshold T: slow / good, and the numbers.
-  local function judge(p, T)
-    local q = p.ratios or {}
-    local above = 0
-    for _, x in ipairs(q) do if x > T then above = above + 1 end end
-    local eff = median(q) or 0
-    -- good: the median below the plain factor (not the noise-widened T: noise must not make a
-    -- slow pair look good), with references quiet enough to say so
-    return { slow = p.decidable and eff > T and above >= #q - 1,
-             good = p.decidable and p.quiet and eff < factor,
-             pair = { p[1], p[2] }, samples_us = p.samples, median_us = median(p.samples), ratio = eff,
-             above = above, rounds = #q, threshold = T }
-  end
-  local function threshold(p, f) return math.max(f, 1 + margin * (p.cv or 0)) end
   local function verdict(entry, judged, T, extra)
     local above, total = 0, 0
     for _, j in ipairs(judged) do above, total = above + j.above, total + j.rounds end
@@ -597,12 +671,12 @@ function M.localise(values, rank_hosts, args, measure)
     local others = partners(order, rank_hosts, h.ranks[1], false, 2, bad_host)
     for i, g in ipairs(others) do
       local r = h.ranks[(i - 1) % #h.ranks + 1]
-      ps[#ps + 1] = { math.min(r, g), math.max(r, g) }
+      ps[#ps + 1] = { math.min(r, g), math.max(r, g), f = factor }
     end
     if #ps > 0 then host_tests[#host_tests + 1] = { entry = h, pairs = ps } else out.undecided[#out.undecided + 1] = { host = h.host, why = "no good partner" } end
   end
   run_phase(host_tests, true)
-  local named_host, decided_rank = {}, {}
+  local named_host = {}
   for _, t in ipairs(host_tests) do
     local judged, all_slow, decidable = {}, true, true
     local T = threshold(t.pairs[1], factor)
@@ -629,27 +703,24 @@ function M.localise(values, rank_hosts, args, measure)
       out.hosts[#out.hosts + 1] = h
       named_host[h.host] = true
     else
-      -- the host's ranks were measured one per pair: one slow while another is shown good is
-      -- that rank (the rank verdict of phase 2, already measured)
+      -- the host's ranks were measured one per pair: one slow while another is shown good
+      -- points at that rank, but one pair is not a rank verdict (a rank descheduled for a few
+      -- rounds on an oversubscribed machine looks like that): it becomes a rank suspect, judged
+      -- in phase 2 against two partners of its own with its mate shown good
       local slow, good = {}, 0
       for _, j in ipairs(judged) do
         local r = bad_host[rank_hosts[j.pair[1] + 1]] == h and j.pair[1] or j.pair[2]
-        if j.slow then slow[#slow + 1] = { r, j } elseif j.good then good = good + 1 end
+        if j.slow then slow[#slow + 1] = r elseif j.good then good = good + 1 end
       end
       if #slow == 1 and good >= 1 and #h.ranks >= 2 then
-        local r, j = slow[1][1], slow[1][2]
+        local r = slow[1]
         local e
         for _, s in ipairs(loc.ranks) do if s.rank == r then e = s end end
-        e = e or { rank = r, score = h.score, median = h.median }
-        e.partner = j.pair[1] == r and j.pair[2] or j.pair[1]
-        e.value = j.median_us
-        e.reference = out.references.inter and out.references.inter.median_us
-        local mate
-        for _, x in ipairs(judged) do if x.good then mate = x end end
-        e.verdict = { pairs = { j }, threshold = T, margin = margin, reference_cv = j.cv, rounds = j.rounds,
-                      confidence = 1 - sign_tail(j.above, j.rounds), mate = mate, from_host_test = h.host }
-        out.ranks[#out.ranks + 1] = e
-        decided_rank[r] = true
+        if not e then
+          e = { rank = r, score = h.score, median = h.median }
+          table.insert(loc.ranks, 1, e)  -- measured evidence: before the screening's suspects
+        end
+        e.from_host_test = h.host
       elseif not decidable then
         out.undecided[#out.undecided + 1] = { host = h.host, why = retests.cut and "budget" or "noise" }
       end
@@ -694,27 +765,27 @@ function M.localise(values, rank_hosts, args, measure)
   local tests = {}
   local skipped = 0
   for _, s in ipairs(loc.ranks) do
-    if not named_host[rank_hosts[s.rank + 1]] and not decided_rank[s.rank] then
+    if not named_host[rank_hosts[s.rank + 1]] then
       if #tests >= cap then skipped = skipped + 1 else
-        -- the rank against good ranks on other hosts, and a mate (a good rank of its host)
-        -- against others too: a slow rank beside a good mate is the rank, not its host; with no
-        -- mate, the rank against two partners; on a single host, against two of its host
+        -- the rank against good ranks on two other hosts, and a mate (a good rank of its host)
+        -- against a third: a rank slow with both partners beside a good mate is the rank, not
+        -- its host nor a link; with one other host, against one partner; on a single host,
+        -- against two of its host
         local r = s.rank
         local ps, mate = {}, nil
-        local others = partners(order, rank_hosts, r, false, 2, nil)
+        local others = partners(order, rank_hosts, r, false, 3, nil)
         for _, g in ipairs(order) do
           if g ~= r and rank_hosts[g + 1] == rank_hosts[r + 1] then mate = g; break end
         end
         if #others >= 1 then
-          ps[1] = { math.min(r, others[1]), math.max(r, others[1]) }
+          ps[1] = { math.min(r, others[1]), math.max(r, others[1]), f = rank_factor }
+          if others[2] then ps[2] = { math.min(r, others[2]), math.max(r, others[2]), f = rank_factor } end
           if mate then
-            local gm = others[2] or others[1]
-            ps[2] = { math.min(mate, gm), math.max(mate, gm), mate = true }
-          elseif others[2] then
-            ps[2] = { math.min(r, others[2]), math.max(r, others[2]) }
+            local gm = others[3] or others[2] or others[1]
+            ps[#ps + 1] = { math.min(mate, gm), math.max(mate, gm), mate = true }
           end
         else
-          for _, g in ipairs(partners(order, rank_hosts, r, true, 2, nil)) do ps[#ps + 1] = { math.min(r, g), math.max(r, g) } end
+          for _, g in ipairs(partners(order, rank_hosts, r, true, 2, nil)) do ps[#ps + 1] = { math.min(r, g), math.max(r, g), f = rank_factor } end
         end
         if #ps > 0 then tests[#tests + 1] = { entry = s, what = "rank", pairs = ps } end
       end
@@ -733,8 +804,9 @@ function M.localise(values, rank_hosts, args, measure)
       if ga and gb then
         nlinks = nlinks + 1
         tests[#tests + 1] = { entry = l, what = "link",
-                              pairs = { { math.min(a, b), math.max(a, b) }, { math.min(a, ga), math.max(a, ga) },
-                                        { math.min(b, gb), math.max(b, gb) } } }
+                              pairs = { { math.min(a, b), math.max(a, b), f = link_factor },
+                                        { math.min(a, ga), math.max(a, ga), is_end = true },
+                                        { math.min(b, gb), math.max(b, gb), is_end = true } } }
       else
         out.undecided[#out.undecided + 1] = { pair = { a, b }, why = "no good partner for its ends" }
       end
@@ -748,18 +820,18 @@ function M.localise(values, rank_hosts, args, measure)
   for _, t in ipairs(tests) do
     if t.what == "rank" then
       for _, p in ipairs(t.pairs) do
-        if not p.mate and (median(p.ratios or {}) or 0) >= factor then not_good[t.entry.rank] = true end
+        if not p.mate and (p.effect or median(p.ratios or {}) or 0) >= factor then not_good[t.entry.rank] = true end
       end
     end
   end
   for _, t in ipairs(tests) do
     local e = t.entry
     if t.what == "rank" then
-      local T = threshold(t.pairs[1], factor)
+      local T = threshold(t.pairs[1], rank_factor)
       local judged, all_slow, decidable = {}, true, true
       local mate
       for _, p in ipairs(t.pairs) do
-        local j = judge(p, threshold(p, factor))
+        local j = judge(p, threshold(p, p.mate and factor or rank_factor))
         j.cv = p.cv
         decidable = decidable and p.decidable
         if p.mate then
@@ -772,9 +844,14 @@ function M.localise(values, rank_hosts, args, measure)
       end
       verdict(e, judged, T, { mate })
       e.verdict.mate = mate
+      e.verdict.from_host_test = e.from_host_test
       if all_slow then
         local j = judged[1]
         e.partner = j.pair[1] == e.rank and j.pair[2] or j.pair[1]
+        e.partners, e.values = {}, {}
+        for i, x in ipairs(judged) do
+          e.partners[i], e.values[i] = x.pair[1] == e.rank and x.pair[2] or x.pair[1], x.median_us
+        end
         e.value = j.median_us
         local ref = out.references[t.pairs[1].kind]
         e.reference = ref and ref.median_us

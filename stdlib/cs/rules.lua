@@ -21,6 +21,15 @@ local function host_of(run, rank)
   return run.rank_hosts and run.rank_hosts[rank + 1] or nil
 end
 
+-- a slow rank's further partners: "; with rank 9 too (812.0 us)"
+local function also(r)
+  local out = {}
+  for i = 2, #(r.partners or {}) do
+    out[#out + 1] = ("; with rank %d too (%.1f us)"):format(r.partners[i], (r.values or {})[i] or 0)
+  end
+  return table.concat(out)
+end
+
 M.builtin = {
   {
     id = "corruption", severity = "error",
@@ -82,8 +91,8 @@ M.builtin = {
       for _, r in ipairs((run.localisation or {}).ranks or {}) do
         out[#out + 1] = {
           subject = { rank = r.rank, host = host_of(run, r.rank) },
-          message = ("rank %d is slow with every partner: %.1fx the fleet's median pair time; alone with rank %d it took %.1f us against %.1f us between two good ranks"):format(
-            r.rank, r.score, r.partner or -1, r.value or 0, r.reference or 0),
+          message = ("rank %d is slow with every partner: %.1fx the fleet's median pair time; alone with rank %d it took %.1f us against %.1f us between two good ranks%s"):format(
+            r.rank, r.score, r.partner or -1, r.value or 0, r.reference or 0, also(r)),
           evidence = r,
         }
       end
