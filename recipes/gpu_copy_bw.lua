@@ -14,7 +14,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "gpu_copy_bw",
-  version = "1.1.2",
+  version = "1.1.3",
   requires = ">=0.1, <1.0",
   summary = "host<->GPU and GPU<->GPU copy bandwidth of every host (nvbandwidth-style, GB/s)",
   options = {
@@ -68,40 +68,9 @@ local function dense(list, n)
   return out
 end
 
-local function report_host(ctx, r)
-  local n = #r.devices
-  local host = r.host
-  ctx.log("#\n# host %s: %d GPU%s", host, n, n == 1 and "" or "s")
-  for _, d in ipairs(r.devices) do
-    ctx.log("#   GPU %d: %s [%s], NUMA node %s, host buffers %s", d.index, d.name, d.pci_bus_id,
-      num(d.numa_node) and tostring(d.numa_node) or "unknown",
-      d.host_buffers_local and "on its local CPUs" or "wherever this process runs (locality unknown)")
-  end
-  matrix(ctx, "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", { "pageable", "pinned" },
-         { r.host_to_device.pageable, r.host_to_device.pinned }, n)
-  matrix(ctx, "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", { "pageable", "pinned" },
-         { r.device_to_host.pageable, r.device_to_host.pinned }, n)
-  matrix(ctx, "memcpy local GPU(column) bandwidth (GB/s)", { "local" }, { r.device_local }, n)
-  local bi, all = r.bidirectional or {}, r.all_gpus or {}
-  matrix(ctx, "memcpy CE CPU <-> GPU(column) at once, pinned (GB/s)", { "to GPU", "from GPU" },
-         { bi.host_to_device or {}, bi.device_to_host or {} }, n)
-  matrix(ctx, "memcpy CE every GPU at once, pinned (GB/s)", { "to GPU", "from GPU" },
-         { all.host_to_device or {}, all.device_to_host or {} }, n)
-  ctx.log("SUM host_to_all_memcpy_ce %.2f", num(all.host_to_device_total) or 0)
-  ctx.log("SUM all_to_host_memcpy_ce %.2f", num(all.device_to_host_total) or 0)
-  for i = 1, n do
-    for _, k in ipairs { { "bidirectional", "host_to_device", bi.host_to_device },
-                         { "bidirectional", "device_to_host", bi.device_to_host },
-                         { "all_gpus", "host_to_device", all.host_to_device },
-                         { "all_gpus", "device_to_host", all.device_to_host } } do
-      local v = num(k[3] and k[3][i])
-      if v then
-        ctx.report:result { kind = "gpu_copy", host = host, direction = k[2], memory = "pinned", concurrent = k[1],
-                            gpu = i - 1, bytes = r.bytes, gbps = v }
-      end
-    end
-  end
-
+-- Each GPU's copies to and from the host and local: a result per value, a finding per value
+-- under SLOW of the host's median for the same kind of copy.
+local function report_copies(ctx, r, n, host)
   local per_kind = {
     { "host_to_device", "pageable", r.host_to_device.pageable }, { "host_to_device", "pinned", r.host_to_device.pinned },
     { "device_to_host", "pageable", r.device_to_host.pageable }, { "device_to_host", "pinned", r.device_to_host.pinned },
@@ -132,7 +101,11 @@ local function report_host(ctx, r)
       end
     end
   end
+end
 
+-- GPU -> GPU copies: a result per pair, the matrix, a finding per pair under SLOW of the host's
+-- median.
+local function report_peers(ctx, r, n, host)
   local peer_rows, labels, peer_values, sum = {}, {}, {}, 0
   for a = 1, n do
     labels[a] = tostring(a - 1)
@@ -167,7 +140,10 @@ local function report_host(ctx, r)
       end
     end
   end
+end
 
+-- The host's section of report.json: every list dense (nulls where nothing was measured).
+local function host_section(r, n, host, bi, all)
   local peer_dense, access_dense = {}, {}
   for a = 1, n do
     peer_dense[a] = dense(r.peer and r.peer[a], n)
@@ -183,6 +159,45 @@ local function report_host(ctx, r)
                  host_to_device_total = num(all.host_to_device_total) or null,
                  device_to_host_total = num(all.device_to_host_total) or null },
   }
+end
+
+local function report_host(ctx, r)
+  local n = #r.devices
+  local host = r.host
+  ctx.log("#\n# host %s: %d GPU%s", host, n, n == 1 and "" or "s")
+  for _, d in ipairs(r.devices) do
+    ctx.log("#   GPU %d: %s [%s], NUMA node %s, host buffers %s", d.index, d.name, d.pci_bus_id,
+      num(d.numa_node) and tostring(d.numa_node) or "unknown",
+      d.host_buffers_local and "on its local CPUs" or "wherever this process runs (locality unknown)")
+  end
+  matrix(ctx, "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", { "pageable", "pinned" },
+         { r.host_to_device.pageable, r.host_to_device.pinned }, n)
+  matrix(ctx, "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", { "pageable", "pinned" },
+         { r.device_to_host.pageable, r.device_to_host.pinned }, n)
+  matrix(ctx, "memcpy local GPU(column) bandwidth (GB/s)", { "local" }, { r.device_local }, n)
+  local bi, all = r.bidirectional or {}, r.all_gpus or {}
+  matrix(ctx, "memcpy CE CPU <-> GPU(column) at once, pinned (GB/s)", { "to GPU", "from GPU" },
+         { bi.host_to_device or {}, bi.device_to_host or {} }, n)
+  matrix(ctx, "memcpy CE every GPU at once, pinned (GB/s)", { "to GPU", "from GPU" },
+         { all.host_to_device or {}, all.device_to_host or {} }, n)
+  ctx.log("SUM host_to_all_memcpy_ce %.2f", num(all.host_to_device_total) or 0)
+  ctx.log("SUM all_to_host_memcpy_ce %.2f", num(all.device_to_host_total) or 0)
+  for i = 1, n do
+    for _, k in ipairs { { "bidirectional", "host_to_device", bi.host_to_device },
+                         { "bidirectional", "device_to_host", bi.device_to_host },
+                         { "all_gpus", "host_to_device", all.host_to_device },
+                         { "all_gpus", "device_to_host", all.device_to_host } } do
+      local v = num(k[3] and k[3][i])
+      if v then
+        ctx.report:result { kind = "gpu_copy", host = host, direction = k[2], memory = "pinned", concurrent = k[1],
+                            gpu = i - 1, bytes = r.bytes, gbps = v }
+      end
+    end
+  end
+
+  report_copies(ctx, r, n, host)
+  report_peers(ctx, r, n, host)
+  return host_section(r, n, host, bi, all)
 end
 
 function recipe.run(ctx)

@@ -16,7 +16,7 @@ for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
 
 local recipe = cs.recipe {
   name = "protocol_compare",
-  version = "1.1.0",
+  version = "1.1.1",
   requires = ">=0.1, <1.0",
   summary = "the same sweep on every backend of the run: time and busbw per size, winner, crossovers",
   options = {
@@ -199,6 +199,110 @@ local function bench_hierarchical(ctx, v, bytes, o)
            wrong_ranks = cs.array(wrong_ranks) }
 end
 
+-- Opens every backend of the list: the communicators by name, what could not start (with why),
+-- the names that did; a warning finding when fewer than two did.
+local function open_backends(ctx, backends)
+  local comms, skipped, ran = {}, {}, {}
+  for _, b in ipairs(backends) do
+    local ok, c = pcall(cs.comm.open, b)
+    if ok then
+      comms[b], ran[#ran + 1] = c, b
+    else
+      skipped[#skipped + 1] = { backend = b, reason = tostring(type(c) == "table" and c.message or c) }
+      ctx.log("# %s: not compared: %s", b, skipped[#skipped].reason)
+    end
+  end
+  if #ran < 2 then
+    ctx.report:finding { severity = "warn", subject = {},
+      message = ("only %s could run: nothing to compare it with"):format(table.concat(ran, ",")),
+      remedy = "run under mpirun with --backend gloo (or a GPU per rank for nccl)" }
+  end
+  return comms, skipped, ran
+end
+
+-- One size of one collective on every column (the flat backends, then the hierarchical variants
+-- in hier_of): a result each, a finding per wrong one. Returns the row (times by column, its
+-- winner), the printed line's cells and the wrong elements.
+local function bench_row(ctx, o, op, bytes, cols, hier_of, comms, width)
+  local row, winner, best, line = { bytes = bytes, by = {} }, nil, math.huge, { ("%13s"):format(cs.format_size(bytes)) }
+  local wrong = 0
+  for _, b in ipairs(cols) do
+    local r
+    if hier_of[b] then
+      r = bench_hierarchical(ctx, hier_of[b], bytes, o)
+    else
+      r = comms[b]:bench { op = op, bytes = bytes, dtype = o.dtype, iters = o.iters, warmup = o.warmup }
+    end
+    r.backend = b
+    ctx.report:result(r)
+    row.bytes = r.bytes
+    row.by[b] = { time_us = r.time_us, busbw = r.busbw, algbw = r.algbw, wrong = r.wrong or 0 }
+    wrong = wrong + (r.wrong or 0)
+    if (r.wrong or 0) > 0 then
+      ctx.report:finding { severity = "error", subject = { ranks = r.wrong_ranks },
+        message = ("%s %s on %s: %d wrong elements"):format(op, cs.format_size(r.bytes), b, r.wrong),
+        evidence = { backend = b, op = op, bytes = r.bytes, wrong = r.wrong } }
+    end
+    if r.time_us < best then best, winner = r.time_us, b end
+    line[#line + 1] = ("%" .. width[b] .. ".1f %10.3f"):format(r.time_us, r.busbw)
+  end
+  row.winner = winner
+  return row, line, wrong
+end
+
+-- One finding per collective: who wins where, and by how much at the largest size.
+local function winner_finding(ctx, op, cols, rows, crossovers)
+  local last = rows[#rows]
+  local slow, fast = nil, last.by[last.winner].time_us
+  for _, b in ipairs(cols) do
+    if b ~= last.winner and (not slow or last.by[b].time_us > last.by[slow].time_us) then slow = b end
+  end
+  local parts = {}
+  for _, x in ipairs(crossovers) do parts[#parts + 1] = ("%s -> %s at %s"):format(x.from, x.to, cs.format_size(x.at)) end
+  ctx.report:finding { severity = "info", subject = {},
+    message = ("%s: %s wins at %s (%.1fx faster than %s)%s"):format(op, last.winner, cs.format_size(last.bytes),
+      last.by[slow].time_us / fast, slow, #parts > 0 and "; crossovers: " .. table.concat(parts, ", ")
+      or "; the winner at every size"),
+    evidence = { op = op, winner = last.winner, bytes = last.bytes } }
+end
+
+-- The table of one collective: every size on every column, the crossovers between winners.
+-- Returns the table for report.json and the wrong elements seen.
+local function compare_op(ctx, o, op, sizes, ran, hier, comms)
+  local rows, crossovers, prev, wrong = {}, {}, nil, 0
+  -- The columns of this table: the flat backends, then (all-reduce) the hierarchical variants.
+  local cols, hier_of = {}, {}
+  for _, b in ipairs(ran) do cols[#cols + 1] = b end
+  if op == "allreduce" then
+    for _, v in ipairs(hier) do cols[#cols + 1], hier_of[v.name] = v.name, v end
+  end
+  local head, width = { ("%12s"):format("size") }, {}
+  for _, b in ipairs(cols) do
+    width[b] = math.max(12, #b + 3)
+    head[#head + 1] = ("%" .. width[b] .. "s %10s"):format(b .. " us", "busbw")
+  end
+  head[#head + 1] = "  winner"
+  ctx.log("#\n# %s\n#%s", op, table.concat(head, " "))
+  for _, bytes in ipairs(sizes) do
+    if cs.count_for_bytes(op, bytes, o.dtype, ctx.size) > 0 then
+      local row, line, w = bench_row(ctx, o, op, bytes, cols, hier_of, comms, width)
+      local winner = row.winner
+      wrong = wrong + w
+      line[#line + 1] = "  " .. winner
+      ctx.log(table.concat(line, " "))
+      if prev and prev.winner ~= winner then
+        crossovers[#crossovers + 1] = { from = prev.winner, to = winner, below = prev.bytes, at = row.bytes }
+      end
+      rows[#rows + 1], prev = row, row
+    end
+  end
+  for _, x in ipairs(crossovers) do
+    ctx.log("# crossover: %s wins up to %s, %s from %s", x.from, cs.format_size(x.below), x.to, cs.format_size(x.at))
+  end
+  if #cols >= 2 and #rows > 0 then winner_finding(ctx, op, cols, rows, crossovers) end
+  return { op = op, rows = rows, crossovers = cs.array(crossovers) }, wrong
+end
+
 function recipe.run(ctx)
   local o = ctx.opt
   if o.min > o.max then
@@ -216,21 +320,7 @@ function recipe.run(ctx)
   local sizes = cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }
 
   -- Open every backend first, so a backend that cannot start is known before any timing.
-  local comms, skipped, ran = {}, {}, {}
-  for _, b in ipairs(backends) do
-    local ok, c = pcall(cs.comm.open, b)
-    if ok then
-      comms[b], ran[#ran + 1] = c, b
-    else
-      skipped[#skipped + 1] = { backend = b, reason = tostring(type(c) == "table" and c.message or c) }
-      ctx.log("# %s: not compared: %s", b, skipped[#skipped].reason)
-    end
-  end
-  if #ran < 2 then
-    ctx.report:finding { severity = "warn", subject = {},
-      message = ("only %s could run: nothing to compare it with"):format(table.concat(ran, ",")),
-      remedy = "run under mpirun with --backend gloo (or a GPU per rank for nccl)" }
-  end
+  local comms, skipped, ran = open_backends(ctx, backends)
   -- Hierarchical variants (all-reduce only): the inside and across communicators, split once per
   -- backend (by host; by local rank).
   local hier, hier_skipped = {}, {}
@@ -262,71 +352,8 @@ function recipe.run(ctx)
   for _, b in ipairs(ran) do variants[#variants + 1] = b end
   for _, v in ipairs(hier) do variants[#variants + 1] = v.name end
   for _, op in ipairs(ops) do
-    local rows, crossovers, prev = {}, {}, nil
-    -- The columns of this table: the flat backends, then (all-reduce) the hierarchical variants.
-    local cols, hier_of = {}, {}
-    for _, b in ipairs(ran) do cols[#cols + 1] = b end
-    if op == "allreduce" then
-      for _, v in ipairs(hier) do cols[#cols + 1], hier_of[v.name] = v.name, v end
-    end
-    local head, width = { ("%12s"):format("size") }, {}
-    for _, b in ipairs(cols) do
-      width[b] = math.max(12, #b + 3)
-      head[#head + 1] = ("%" .. width[b] .. "s %10s"):format(b .. " us", "busbw")
-    end
-    head[#head + 1] = "  winner"
-    ctx.log("#\n# %s\n#%s", op, table.concat(head, " "))
-    for _, bytes in ipairs(sizes) do
-      if cs.count_for_bytes(op, bytes, o.dtype, ctx.size) > 0 then
-        local row, winner, best, line = { bytes = bytes, by = {} }, nil, math.huge, { ("%13s"):format(cs.format_size(bytes)) }
-        for _, b in ipairs(cols) do
-          local r
-          if hier_of[b] then
-            r = bench_hierarchical(ctx, hier_of[b], bytes, o)
-          else
-            r = comms[b]:bench { op = op, bytes = bytes, dtype = o.dtype, iters = o.iters, warmup = o.warmup }
-          end
-          r.backend = b
-          ctx.report:result(r)
-          row.bytes = r.bytes
-          row.by[b] = { time_us = r.time_us, busbw = r.busbw, algbw = r.algbw, wrong = r.wrong or 0 }
-          total_wrong = total_wrong + (r.wrong or 0)
-          if (r.wrong or 0) > 0 then
-            ctx.report:finding { severity = "error", subject = { ranks = r.wrong_ranks },
-              message = ("%s %s on %s: %d wrong elements"):format(op, cs.format_size(r.bytes), b, r.wrong),
-              evidence = { backend = b, op = op, bytes = r.bytes, wrong = r.wrong } }
-          end
-          if r.time_us < best then best, winner = r.time_us, b end
-          line[#line + 1] = ("%" .. width[b] .. ".1f %10.3f"):format(r.time_us, r.busbw)
-        end
-        row.winner = winner
-        line[#line + 1] = "  " .. winner
-        ctx.log(table.concat(line, " "))
-        if prev and prev.winner ~= winner then
-          crossovers[#crossovers + 1] = { from = prev.winner, to = winner, below = prev.bytes, at = row.bytes }
-        end
-        rows[#rows + 1], prev = row, row
-      end
-    end
-    for _, x in ipairs(crossovers) do
-      ctx.log("# crossover: %s wins up to %s, %s from %s", x.from, cs.format_size(x.below), x.to, cs.format_size(x.at))
-    end
-    tables[#tables + 1] = { op = op, rows = rows, crossovers = cs.array(crossovers) }
-    if #cols >= 2 and #rows > 0 then
-      -- One finding per collective: who wins where, and by how much at the largest size.
-      local last = rows[#rows]
-      local slow, fast = nil, last.by[last.winner].time_us
-      for _, b in ipairs(cols) do
-        if b ~= last.winner and (not slow or last.by[b].time_us > last.by[slow].time_us) then slow = b end
-      end
-      local parts = {}
-      for _, x in ipairs(crossovers) do parts[#parts + 1] = ("%s -> %s at %s"):format(x.from, x.to, cs.format_size(x.at)) end
-      ctx.report:finding { severity = "info", subject = {},
-        message = ("%s: %s wins at %s (%.1fx faster than %s)%s"):format(op, last.winner, cs.format_size(last.bytes),
-          last.by[slow].time_us / fast, slow, #parts > 0 and "; crossovers: " .. table.concat(parts, ", ")
-          or "; the winner at every size"),
-        evidence = { op = op, winner = last.winner, bytes = last.bytes } }
-    end
+    local t, wrong = compare_op(ctx, o, op, sizes, ran, hier, comms)
+    tables[#tables + 1], total_wrong = t, total_wrong + wrong
   end
   local hier_info = {}
   for _, v in ipairs(hier) do

@@ -20,7 +20,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "soak",
-  version = "1.1.1",
+  version = "1.1.2",
   requires = ">=0.1, <1.0",
   summary = "mixed collectives for a duration; per-interval summaries; latency/utilisation/error alerts",
   options = {
@@ -76,22 +76,56 @@ local function fmt_us(us)
   return ("%.1fus"):format(us)
 end
 
+-- The (op, size) pairs to cycle over, in order: every op at one size, then the next size.
+local function soak_steps(o, dtype, size)
+  local steps = {}
+  for _, bytes in ipairs(cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }) do
+    for _, op in ipairs(o.ops) do
+      if cs.count_for_bytes(op, bytes, dtype, size) > 0 then steps[#steps + 1] = { op = op, bytes = bytes } end
+    end
+  end
+  if #steps == 0 then
+    cs.raise(cs.exit.bad_input, ("no operation of --ops fits in --max %s on %d ranks"):format(cs.format_size(o.max), size), 0)
+  end
+  return steps
+end
+
+-- Counts measurement r into the interval's summary (cur) and the run's totals.
+local function tally(cur, total, r)
+  cur.ops, cur.calls = cur.ops + 1, cur.calls + r.iters + r.warmup
+  cur.wrong = cur.wrong + (r.wrong or 0)
+  total.measurements, total.calls = total.measurements + 1, total.calls + r.iters + r.warmup
+  total.wrong = total.wrong + (r.wrong or 0)
+  for _, wr in ipairs(r.wrong_ranks or {}) do total.wrong_ranks[wr] = true end
+  local b = cur.by_op[r.op]
+  if not b then b = { p50 = {}, p99 = {}, busbw = {}, bw_bytes = 0 }; cur.by_op[r.op] = b end
+  b.p50[#b.p50 + 1], b.p99[#b.p99 + 1] = r.p50_us, r.p99_us
+  -- busbw of the summary: at the largest size of the op measured in the interval
+  if r.bytes > b.bw_bytes then b.busbw, b.bw_bytes = {}, r.bytes end
+  if r.bytes == b.bw_bytes then b.busbw[#b.busbw + 1] = r.busbw end
+end
+
+-- The finding for wrong elements that stayed under the error-rate alert's threshold.
+local function wrong_below_rate(total, sum, o)
+  local ranks = {}
+  for r in pairs(total.wrong_ranks) do ranks[#ranks + 1] = r end
+  table.sort(ranks)
+  return { {
+    severity = "warn", subject = #ranks > 0 and { ranks = ranks } or "job",
+    message = ("%d of %d measurements had wrong elements (%.1f%%, not above %.1f%%)"):format(
+      sum.errors, sum.measurements, 100 * sum.error_rate, 100 * o.error_rate_max),
+    evidence = { errors = sum.errors, measurements = sum.measurements, wrong = total.wrong },
+    remedy = "data corruption: re-run on the ranks named in wrong_ranks alone",
+  } }
+end
+
 function recipe.run(ctx)
   local o, comm = ctx.opt, ctx.comm
   if o.min > o.max then
     cs.raise(cs.exit.bad_input, ("--min %s is larger than --max %s"):format(cs.format_size(o.min), cs.format_size(o.max)), 0)
   end
   local dtype = "float32"
-  -- The (op, size) pairs to cycle over, in order: every op at one size, then the next size.
-  local steps = {}
-  for _, bytes in ipairs(cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }) do
-    for _, op in ipairs(o.ops) do
-      if cs.count_for_bytes(op, bytes, dtype, ctx.size) > 0 then steps[#steps + 1] = { op = op, bytes = bytes } end
-    end
-  end
-  if #steps == 0 then
-    cs.raise(cs.exit.bad_input, ("no operation of --ops fits in --max %s on %d ranks"):format(cs.format_size(o.max), ctx.size), 0)
-  end
+  local steps = soak_steps(o, dtype, ctx.size)
 
   local alerts = cs.alerts.new {
     latency_threshold_us = o.latency_threshold_us,
@@ -160,35 +194,14 @@ function recipe.run(ctx)
     report(alerts:observe { op = r.op, bytes = r.bytes, latency_us = r.p50_us, busbw = r.busbw, wrong = r.wrong,
                            wrong_ranks = r.wrong_ranks })
 
-    cur.ops, cur.calls = cur.ops + 1, cur.calls + r.iters + r.warmup
-    cur.wrong = cur.wrong + (r.wrong or 0)
-    total.measurements, total.calls = total.measurements + 1, total.calls + r.iters + r.warmup
-    total.wrong = total.wrong + (r.wrong or 0)
-    for _, wr in ipairs(r.wrong_ranks or {}) do total.wrong_ranks[wr] = true end
-    local b = cur.by_op[r.op]
-    if not b then b = { p50 = {}, p99 = {}, busbw = {}, bw_bytes = 0 }; cur.by_op[r.op] = b end
-    b.p50[#b.p50 + 1], b.p99[#b.p99 + 1] = r.p50_us, r.p99_us
-    -- busbw of the summary: at the largest size of the op measured in the interval
-    if r.bytes > b.bw_bytes then b.busbw, b.bw_bytes = {}, r.bytes end
-    if r.bytes == b.bw_bytes then b.busbw[#b.busbw + 1] = r.busbw end
+    tally(cur, total, r)
   end
   while interval <= last do end_interval() end   -- the rest, the last (partial) one included
   local intervals = interval
   report(alerts:finish())
 
   local sum = alerts:summary()
-  if total.wrong > 0 and sum.by_kind.error_rate == 0 then
-    local ranks = {}
-    for r in pairs(total.wrong_ranks) do ranks[#ranks + 1] = r end
-    table.sort(ranks)
-    report { {
-      severity = "warn", subject = #ranks > 0 and { ranks = ranks } or "job",
-      message = ("%d of %d measurements had wrong elements (%.1f%%, not above %.1f%%)"):format(
-        sum.errors, sum.measurements, 100 * sum.error_rate, 100 * o.error_rate_max),
-      evidence = { errors = sum.errors, measurements = sum.measurements, wrong = total.wrong },
-      remedy = "data corruption: re-run on the ranks named in wrong_ranks alone",
-    } }
-  end
+  if total.wrong > 0 and sum.by_kind.error_rate == 0 then report(wrong_below_rate(total, sum, o)) end
   ctx.report:set("soak", {
     duration_s = o.duration, interval_s = o.interval, measurements = sum.measurements, calls = total.calls,
     wrong = total.wrong, errors = sum.errors, error_rate = sum.error_rate, alerts = sum.alerts,

@@ -12,7 +12,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "scale_model",
-  version = "1.0.0",
+  version = "1.0.1",
   summary = "full_diag's analysis on a synthetic result set of many ranks (one slow host, rank and link planted)",
   options = {
     ranks = { default = 1024, help = "ranks of the synthetic job", min = 16, max = 65536 },
@@ -152,6 +152,76 @@ local function sweep_result(j, op, bytes)
            placement = "out-of-place", kind = "sweep" }
 end
 
+-- What full_diag's measuring stages would hand rank 0: the sweep of SWEEP_OPS (and the small
+-- allreduce times the straggler vote reads) and the pattern's matrix over `list` (its pairs get
+-- their time as p[3]). Returns measured, votes.
+local function synthetic_measurements(j, list, n)
+  local measured = { sweep = {}, cvs = {}, operations = 0, wrong = 0 }
+  local votes = {}
+  for _, op in ipairs(SWEEP_OPS) do
+    measured.sweep[op] = {}
+    local bytes = 8
+    while bytes <= 4194304 do
+      local r = sweep_result(j, op, bytes)
+      table.insert(measured.sweep[op], r)
+      table.insert(measured.cvs, r.cv)
+      measured.operations = measured.operations + 1
+      if op == "allreduce" and bytes <= 65536 then votes[#votes + 1] = r.rank_mean_us end
+      bytes = bytes * 2
+    end
+  end
+  -- The pattern: per pair its time (larger is worse), bandwidth both ways and latency.
+  local bw, lat = {}, {}
+  for i = 1, n do bw[i], lat[i] = {}, {} end
+  for k, p in ipairs(list) do
+    local a, b = p[1], p[2]
+    -- full_diag's pair value: the best of the tier's repeats (3), each a noisy sample
+    local us = math.min(j.pair_us(a, b), j.pair_us(a, b), j.pair_us(a, b))
+    p[3] = us
+    local gbps = PAIR_BYTES / us / 1e3
+    bw[a + 1][b + 1], bw[b + 1][a + 1] = gbps, gbps * (1 + 0.02 * j.u())
+    local l = j.lat_us(a, b)
+    lat[a + 1][b + 1], lat[b + 1][a + 1] = l, l
+    list[k] = p
+  end
+  measured.matrix = { bw = bw, lat = lat, pairs = list, n = n }
+  return measured, votes
+end
+
+local A = cs.array -- lists in JSON even when empty
+
+-- Who was named, by the findings the rules made.
+local function named_by(findings)
+  local named = { hosts = A {}, ranks = A {}, links = A {}, stragglers = A {}, other = A {} }
+  for _, f in ipairs(findings) do
+    local s = f.subject or {}
+    if f.rule == "slow_host" then named.hosts[#named.hosts + 1] = s.host
+    elseif f.rule == "slow_rank" then named.ranks[#named.ranks + 1] = s.rank
+    elseif f.rule == "slow_link" then named.links[#named.links + 1] = { s.pair[1], s.pair[2] }
+    elseif f.rule == "straggler" then named.stragglers[#named.stragglers + 1] = s.rank
+    elseif f.severity ~= "info" then named.other[#named.other + 1] = f.rule end
+  end
+  return named
+end
+
+-- What was planted, in named_by's shape.
+local function planted_in(j)
+  return { hosts = A { j.slow_host }, ranks = A { j.slow_rank }, links = A { j.link and { j.link[1], j.link[2] } },
+           stragglers = A {}, other = A {} }
+end
+
+-- The localisation's verdicts on the planted (why one was missed).
+local function tested_on_planted(loc, j)
+  local on_planted = A {}
+  for _, t in ipairs(loc.tested) do
+    if (t.host and t.host == j.slow_host) or (t.rank and t.rank == j.slow_rank)
+      or (t.pair and j.link and t.pair[1] == math.min(j.link[1], j.link[2]) and t.pair[2] == math.max(j.link[1], j.link[2])) then
+      on_planted[#on_planted + 1] = t
+    end
+  end
+  return on_planted
+end
+
 function recipe.run(ctx)
   local n, h = ctx.opt.ranks, ctx.opt.hosts
   if h > n then cs.raise(cs.exit.bad_input, ("--hosts %d is more than --ranks %d"):format(h, n)) end
@@ -167,41 +237,13 @@ function recipe.run(ctx)
   end
 
   -- The synthetic measurements (not analysis: what the measuring stages hand rank 0).
-  local j, list
-  local measured = { sweep = {}, cvs = {}, operations = 0, wrong = 0 }
+  local j, list, measured, votes
   local vote = cs.diagnose.straggler_vote { op = "allreduce" }
-  local votes = {}
   stage("generate_s", function()
     j = job(n, h, ctx.opt.seed, ctx.opt)
     list = plan_pairs(j, plan)
     if ctx.opt.plant == "all" or ctx.opt.plant == "link" then j.link = choose_link(j, list) end
-    for _, op in ipairs(SWEEP_OPS) do
-      measured.sweep[op] = {}
-      local bytes = 8
-      while bytes <= 4194304 do
-        local r = sweep_result(j, op, bytes)
-        table.insert(measured.sweep[op], r)
-        table.insert(measured.cvs, r.cv)
-        measured.operations = measured.operations + 1
-        if op == "allreduce" and bytes <= 65536 then votes[#votes + 1] = r.rank_mean_us end
-        bytes = bytes * 2
-      end
-    end
-    -- The pattern: per pair its time (larger is worse), bandwidth both ways and latency.
-    local bw, lat = {}, {}
-    for i = 1, n do bw[i], lat[i] = {}, {} end
-    for k, p in ipairs(list) do
-      local a, b = p[1], p[2]
-      -- full_diag's pair value: the best of the tier's repeats (3), each a noisy sample
-      local us = math.min(j.pair_us(a, b), j.pair_us(a, b), j.pair_us(a, b))
-      p[3] = us
-      local gbps = PAIR_BYTES / us / 1e3
-      bw[a + 1][b + 1], bw[b + 1][a + 1] = gbps, gbps * (1 + 0.02 * j.u())
-      local l = j.lat_us(a, b)
-      lat[a + 1][b + 1], lat[b + 1][a + 1] = l, l
-      list[k] = p
-    end
-    measured.matrix = { bw = bw, lat = lat, pairs = list, n = n }
+    measured, votes = synthetic_measurements(j, list, n)
   end)
 
   -- The analysis full_diag runs on rank 0's data.
@@ -257,19 +299,7 @@ function recipe.run(ctx)
     for _, f in ipairs(findings) do ctx.report:finding(f) end
   end)
 
-  -- Who was named, by the findings the rules made.
-  local A = cs.array -- lists in JSON even when empty
-  local named = { hosts = A {}, ranks = A {}, links = A {}, stragglers = A {}, other = A {} }
-  for _, f in ipairs(findings) do
-    local s = f.subject or {}
-    if f.rule == "slow_host" then named.hosts[#named.hosts + 1] = s.host
-    elseif f.rule == "slow_rank" then named.ranks[#named.ranks + 1] = s.rank
-    elseif f.rule == "slow_link" then named.links[#named.links + 1] = { s.pair[1], s.pair[2] }
-    elseif f.rule == "straggler" then named.stragglers[#named.stragglers + 1] = s.rank
-    elseif f.severity ~= "info" then named.other[#named.other + 1] = f.rule end
-  end
-  local planted = { hosts = A { j.slow_host }, ranks = A { j.slow_rank }, links = A { j.link and { j.link[1], j.link[2] } },
-                    stragglers = A {}, other = A {} }
+  local named, planted = named_by(findings), planted_in(j)
   local function same(x, y) return cs.json.encode(x) == cs.json.encode(y) end
   local exact = same(named, planted)
   local analysis, analysis_cpu = 0, 0
@@ -277,14 +307,7 @@ function recipe.run(ctx)
     analysis, analysis_cpu = analysis + times[k], analysis_cpu + cpu[k]
   end
   times.cpu = cpu
-  -- the verdicts on the planted (why one was missed)
-  local on_planted = A {}
-  for _, t in ipairs(loc.tested) do
-    if (t.host and t.host == j.slow_host) or (t.rank and t.rank == j.slow_rank)
-      or (t.pair and j.link and t.pair[1] == math.min(j.link[1], j.link[2]) and t.pair[2] == math.max(j.link[1], j.link[2])) then
-      on_planted[#on_planted + 1] = t
-    end
-  end
+  local on_planted = tested_on_planted(loc, j)
   for k, v in pairs({ ranks = n, hosts = h, plan = plan, pairs = #list, retests = retests, noisy = loc.noisy and loc.noisy.cv or false,
                       tested_planted = on_planted, references = loc.references,
                       under_measured = #loc.under_measured, plant = ctx.opt.plant, seed = ctx.opt.seed,

@@ -139,10 +139,9 @@ end
 
 local med = require("cs.stats").median_inplace  -- of lists of our own: reordered
 
-local function hostmap(m, n, o, id, names, of)
-  local nh = #names
-  local per = math.max(1, ceil(nh / HOST_MAP_MAX))  -- hosts per group
-  local ng = ceil(nh / per)
+-- The values of each pair of host groups (cell, keyed (group a - 1) * ng + group b) and, with
+-- o.details, per rank its values with ranks of its own host and of others and its worst partner.
+local function host_values(m, n, o, of, per, ng)
   local function grp(hi) return floor((hi - 1) / per) + 1 end
   local cell, rank_in, rank_out, worst, partner = {}, {}, {}, {}, {}
   local higher, details = o.higher, o.details
@@ -161,17 +160,13 @@ local function hostmap(m, n, o, id, names, of)
       if not w or (higher and x < w) or (not higher and x > w) then worst[a], partner[a] = x, b end
     end
   end)
-  local vals, medv = {}, {}
-  for k, c in pairs(cell) do medv[k] = med(c); vals[#vals + 1] = medv[k] end
-  if #vals == 0 then return "" end
-  table.sort(vals)
+  return { cell = cell, rank_in = rank_in, rank_out = rank_out, worst = worst, partner = partner }
+end
+
+-- The heat map of the host groups' medians (medv, by cell; vals: them sorted) and its note.
+local function hostmap_svg(o, id, ng, per, medv, vals, label)
   local lo, hi = vals[1], vals[#vals]
   local function good(x) local t = hi > lo and (x - lo) / (hi - lo) or 0.5; return o.higher and t or 1 - t end
-  local function label(g)
-    if per == 1 then return names[g] end
-    local last = math.min(nh, g * per)
-    return names[(g - 1) * per + 1] .. " .. " .. names[last]
-  end
   local C = math.max(3, math.min(40, floor(640 / ng)))
   local ML, MT = 44, 34
   local W, H = math.max(ML + C * ng + 10, ML + 250), MT + C * ng + 62
@@ -207,9 +202,13 @@ local function hostmap(m, n, o, id, names, of)
   out[#out + 1] = "</svg>"
   local body = concat(out) .. fmt('<p class="note">%d %s x %d: min %s, median %s, max %s %s</p>', ng,
     per == 1 and "hosts" or "host groups", ng, esc(fnum(lo)), esc(fnum(vals[floor((#vals + 1) / 2)])), esc(fnum(hi)), esc(o.unit))
-  if not o.details then return body end
+  return body
+end
 
-  -- Per host: its ranks' medians and worst partner; hosts ordered worst first in a summary.
+-- Per host: its ranks' medians and worst partner; hosts ordered worst first in a summary.
+local function host_details(o, n, names, of, per, ng, hv, label)
+  local nh = #names
+  local rank_in, rank_out, worst, partner = hv.rank_in, hv.rank_out, hv.worst, hv.partner
   local members = {}
   for k = 1, n do local h = of[k]; members[h] = members[h] or {}; table.insert(members[h], k - 1) end
   local hrow = {}
@@ -260,7 +259,26 @@ local function hostmap(m, n, o, id, names, of)
     d[#d + 1] = "</table></div>"
   end
   d[#d + 1] = "</div>"
-  return body .. concat(d)
+  return concat(d)
+end
+
+local function hostmap(m, n, o, id, names, of)
+  local nh = #names
+  local per = math.max(1, ceil(nh / HOST_MAP_MAX))  -- hosts per group
+  local ng = ceil(nh / per)
+  local hv = host_values(m, n, o, of, per, ng)
+  local vals, medv = {}, {}
+  for k, c in pairs(hv.cell) do medv[k] = med(c); vals[#vals + 1] = medv[k] end
+  if #vals == 0 then return "" end
+  table.sort(vals)
+  local function label(g)
+    if per == 1 then return names[g] end
+    local last = math.min(nh, g * per)
+    return names[(g - 1) * per + 1] .. " .. " .. names[last]
+  end
+  local body = hostmap_svg(o, id, ng, per, medv, vals, label)
+  if not o.details then return body end
+  return body .. host_details(o, n, names, of, per, ng, hv, label)
 end
 
 local BW_FIELDS = { "bw_gbps", "busbw", "bw_GBps", "gbps", "latency_us", "min_us", "p50_us", "time_us", "us" }

@@ -115,6 +115,96 @@ end
 -- GPUs' NVLinks below them (to an NVSwitch bar, or between pairs).
 local function short_bdf(b) return (tostring(b or ""):gsub("^0000:", "")) end
 
+local Y_NODE, Y_DEV, Y_SW = 8, 104, 206  -- rows of draw_host: NUMA nodes, devices, NVSwitch
+
+-- One GPU or NIC box (d.gpu or d.nic) at dx, with its PCIe edge up to its NUMA node; a GPU's
+-- centre goes into gx by its position, for the NVLink edges.
+local function draw_device(s, d, dx, GPU_W, name, by_dev, gx)
+  local y_node, y_dev = Y_NODE, Y_DEV
+  local cx = dx + GPU_W / 2
+  local item = d.gpu or d.nic
+  local warn = marks(by_dev, name, item.bdf)
+  local bad = warn or (d.gpu and d.gpu.degraded) or (d.nic and d.nic.down)
+  -- the PCIe edge up to the node
+  local label = item.pcie or "PCIe ?"
+  local now, max = label:match("^(.-) (%(max .*%))$")
+  local deg = d.gpu and d.gpu.degraded
+  s[#s + 1] = fmt('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="%s"/>', dx + 8, y_node + 34, dx + 8,
+    y_dev, deg and "#d73027" or "#888", deg and "3" or "1.5")
+  s[#s + 1] = fmt('<text x="%d" y="%d" class="ts%s">%s</text>', dx + 14, y_node + 48, deg and " hot" or "",
+    esc(now or label))
+  if max then s[#s + 1] = fmt('<text x="%d" y="%d" class="ts hot">%s</text>', dx + 14, y_node + 59, esc(max)) end
+  if d.gpu and (d.gpu.h2d or d.gpu.pcie_nom) then
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">%s / %s</text>', dx + 14, y_node + 70,
+      d.gpu.h2d and f1(d.gpu.h2d) or "-", f1(d.gpu.pcie_nom))
+  end
+  s[#s + 1] = fmt('<g><title>%s</title><rect x="%d" y="%d" width="%d" height="58" rx="5" fill="%s" stroke="%s" stroke-width="%s"/>',
+    esc(warn or (d.gpu and (d.gpu.name or "GPU") or ("NIC " .. item.name))), dx, y_dev, GPU_W,
+    d.gpu and "#f4f9ee" or "#fdf6e8", bad and "#d73027" or "#777", bad and "2.5" or "1")
+  if d.gpu then
+    local g = d.gpu
+    gx[g.pos] = cx
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="tn">GPU%d%s</text>', dx + 6, y_dev + 15, g.index, warn and " ⚠" or "")
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">%s</text>', dx + 6, y_dev + 29, esc(short_bdf(g.bdf)))
+    if g.nv_active or g.nv_present then
+      s[#s + 1] = fmt('<text x="%d" y="%d" class="ts%s">NV%s %s/%s up</text>', dx + 6, y_dev + 43,
+        #g.nv_down > 0 and " hot" or "", g.nv_ver and tostring(g.nv_ver) or "", tostring(g.nv_active or 0),
+        tostring(g.nv_present or g.nv_active or 0))
+    end
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">&#8645; %s/%s</text>', dx + 6, y_dev + 54, g.h2d and f1(g.h2d) or "-",
+      g.d2h and f1(g.d2h) or "-")
+  else
+    local n = d.nic
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="tn">%s%s</text>', dx + 6, y_dev + 15, esc(n.name), warn and " ⚠" or "")
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">%s</text>', dx + 6, y_dev + 29, esc(short_bdf(n.bdf)))
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="ts%s">%s</text>', dx + 6, y_dev + 43, n.down and " hot" or "",
+      esc(n.rate > 0 and fmt("%g Gb/s", n.rate) or (n.down and "port down" or "rate ?")))
+  end
+end
+
+-- The GPUs' NVLinks below them: to an NVSwitch bar (measured copy / nominal GB/s per GPU), or
+-- between pairs; then the legend.
+local function draw_nvlinks(s, h, gpus, gx, copy, H)
+  local y_dev, y_sw = Y_DEV, Y_SW
+  local switched = false
+  for _, g in ipairs(gpus) do if g.nvswitch then switched = true end end
+  local copy_peer = copy and copy.peer
+  if switched then
+    local lo, hi = math.huge, 0
+    for _, cx in pairs(gx) do lo, hi = math.min(lo, cx), math.max(hi, cx) end
+    s[#s + 1] = fmt('<rect x="%d" y="%d" width="%d" height="22" rx="4" fill="#e8f4ea" stroke="#1a9850"/>', lo - 40, y_sw,
+      hi - lo + 80)
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="tn">NVSwitch</text>', lo - 34, y_sw + 15)
+    for _, g in ipairs(gpus) do
+      if gx[g.pos] and g.nvswitch then
+        local nom = G.gpu_nvlink_nominal({ nvlinks_active = g.nv_active, nvlink_version = g.nv_ver, nvswitch_links = 1 })
+        local vals = {}
+        for _, v in pairs(T(at(copy_peer, g.index + 1))) do if num(v) then vals[#vals + 1] = v end end
+        local med = require("cs.stats").median(vals)
+        local down = #g.nv_down > 0
+        s[#s + 1] = fmt('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="%s"/>', gx[g.pos], y_dev + 58,
+          gx[g.pos], y_sw, down and "#d73027" or "#1a9850", down and "3" or "2.5")
+        s[#s + 1] = fmt('<text x="%d" y="%d" class="ts%s">NV%d</text><text x="%d" y="%d" class="ts%s">%s/%s</text>',
+          gx[g.pos] + 4, y_dev + 72, down and " hot" or "", g.nv_active or 0, gx[g.pos] + 4, y_dev + 84,
+          down and " hot" or "", med and fmt("%.0f", med) or "-", num(nom) and fmt("%.0f", nom) or "?")
+      end
+    end
+  else
+    for _, l in ipairs(T(h.gpu_links)) do
+      l = T(l)
+      if l.kind == "NVLink" and gx[l.a] and gx[l.b] then
+        local a, b = gx[l.a], gx[l.b]
+        s[#s + 1] = fmt('<path d="M%d %d Q %d %d %d %d" fill="none" stroke="#1a9850" stroke-width="2.5"/>', a, y_dev + 58,
+          (a + b) / 2, y_sw + 20, b, y_dev + 58)
+        s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">NV%s</text>', (a + b) / 2 - 10, y_sw - 4, tostring(l.links or "?"))
+      end
+    end
+  end
+  s[#s + 1] = fmt('<text x="10" y="%d" class="ts">NVLink edges: links up, measured GPU-&gt;GPU copy / nominal GB/s one way; '
+    .. 'PCIe edges: link, pinned host-&gt;GPU copy / nominal GB/s; &#8645; pinned host-&gt;GPU / GPU-&gt;host GB/s; '
+    .. 'NV4: NVLink generation</text>', H - 6)
+end
+
 local function draw_host(name, h, copy, by_dev)
   local gpus, nics = gpu_facts(h, copy), rdma_nics(h)
   -- boxes as wide as fit the page (12 devices of an HGX host: 80 px), 104 at most
@@ -132,7 +222,7 @@ local function draw_host(name, h, copy, by_dev)
   local ndev = #gpus + #nics
   if ndev == 0 then return nil end
   local W = math.max(ndev * (GPU_W + GAP) + 2 * GAP * #order + 20, 300)
-  local y_node, y_dev, y_sw = 8, 104, 206
+  local y_node = Y_NODE
   local any_nv = false
   for _, g in ipairs(gpus) do if (g.nv_active or 0) > 0 or (g.nv_present or 0) > 0 then any_nv = true end end
   local H = any_nv and 250 or 170
@@ -147,87 +237,11 @@ local function draw_host(name, h, copy, by_dev)
     s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">CPUs %s</text>', x + 6, y_node + 28, esc(nd.cpus or "?"))
     for j, d in ipairs(nd.devs) do
       local dx = x + (j - 1) * (GPU_W + GAP)
-      local cx = dx + GPU_W / 2
-      local item = d.gpu or d.nic
-      local warn = marks(by_dev, name, item.bdf)
-      local bad = warn or (d.gpu and d.gpu.degraded) or (d.nic and d.nic.down)
-      -- the PCIe edge up to the node
-      local label = item.pcie or "PCIe ?"
-      local now, max = label:match("^(.-) (%(max .*%))$")
-      local deg = d.gpu and d.gpu.degraded
-      s[#s + 1] = fmt('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="%s"/>', dx + 8, y_node + 34, dx + 8,
-        y_dev, deg and "#d73027" or "#888", deg and "3" or "1.5")
-      s[#s + 1] = fmt('<text x="%d" y="%d" class="ts%s">%s</text>', dx + 14, y_node + 48, deg and " hot" or "",
-        esc(now or label))
-      if max then s[#s + 1] = fmt('<text x="%d" y="%d" class="ts hot">%s</text>', dx + 14, y_node + 59, esc(max)) end
-      if d.gpu and (d.gpu.h2d or d.gpu.pcie_nom) then
-        s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">%s / %s</text>', dx + 14, y_node + 70,
-          d.gpu.h2d and f1(d.gpu.h2d) or "-", f1(d.gpu.pcie_nom))
-      end
-      s[#s + 1] = fmt('<g><title>%s</title><rect x="%d" y="%d" width="%d" height="58" rx="5" fill="%s" stroke="%s" stroke-width="%s"/>',
-        esc(warn or (d.gpu and (d.gpu.name or "GPU") or ("NIC " .. item.name))), dx, y_dev, GPU_W,
-        d.gpu and "#f4f9ee" or "#fdf6e8", bad and "#d73027" or "#777", bad and "2.5" or "1")
-      if d.gpu then
-        local g = d.gpu
-        gx[g.pos] = cx
-        s[#s + 1] = fmt('<text x="%d" y="%d" class="tn">GPU%d%s</text>', dx + 6, y_dev + 15, g.index, warn and " ⚠" or "")
-        s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">%s</text>', dx + 6, y_dev + 29, esc(short_bdf(g.bdf)))
-        if g.nv_active or g.nv_present then
-          s[#s + 1] = fmt('<text x="%d" y="%d" class="ts%s">NV%s %s/%s up</text>', dx + 6, y_dev + 43,
-            #g.nv_down > 0 and " hot" or "", g.nv_ver and tostring(g.nv_ver) or "", tostring(g.nv_active or 0),
-            tostring(g.nv_present or g.nv_active or 0))
-        end
-        s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">&#8645; %s/%s</text>', dx + 6, y_dev + 54, g.h2d and f1(g.h2d) or "-",
-          g.d2h and f1(g.d2h) or "-")
-      else
-        local n = d.nic
-        s[#s + 1] = fmt('<text x="%d" y="%d" class="tn">%s%s</text>', dx + 6, y_dev + 15, esc(n.name), warn and " ⚠" or "")
-        s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">%s</text>', dx + 6, y_dev + 29, esc(short_bdf(n.bdf)))
-        s[#s + 1] = fmt('<text x="%d" y="%d" class="ts%s">%s</text>', dx + 6, y_dev + 43, n.down and " hot" or "",
-          esc(n.rate > 0 and fmt("%g Gb/s", n.rate) or (n.down and "port down" or "rate ?")))
-      end
+      draw_device(s, d, dx, GPU_W, name, by_dev, gx)
     end
     x = x + w + 2 * GAP
   end
-  if any_nv then
-    local switched = false
-    for _, g in ipairs(gpus) do if g.nvswitch then switched = true end end
-    local copy_peer = copy and copy.peer
-    if switched then
-      local lo, hi = math.huge, 0
-      for _, cx in pairs(gx) do lo, hi = math.min(lo, cx), math.max(hi, cx) end
-      s[#s + 1] = fmt('<rect x="%d" y="%d" width="%d" height="22" rx="4" fill="#e8f4ea" stroke="#1a9850"/>', lo - 40, y_sw,
-        hi - lo + 80)
-      s[#s + 1] = fmt('<text x="%d" y="%d" class="tn">NVSwitch</text>', lo - 34, y_sw + 15)
-      for _, g in ipairs(gpus) do
-        if gx[g.pos] and g.nvswitch then
-          local nom = G.gpu_nvlink_nominal({ nvlinks_active = g.nv_active, nvlink_version = g.nv_ver, nvswitch_links = 1 })
-          local vals = {}
-          for _, v in pairs(T(at(copy_peer, g.index + 1))) do if num(v) then vals[#vals + 1] = v end end
-          local med = require("cs.stats").median(vals)
-          local down = #g.nv_down > 0
-          s[#s + 1] = fmt('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="%s"/>', gx[g.pos], y_dev + 58,
-            gx[g.pos], y_sw, down and "#d73027" or "#1a9850", down and "3" or "2.5")
-          s[#s + 1] = fmt('<text x="%d" y="%d" class="ts%s">NV%d</text><text x="%d" y="%d" class="ts%s">%s/%s</text>',
-            gx[g.pos] + 4, y_dev + 72, down and " hot" or "", g.nv_active or 0, gx[g.pos] + 4, y_dev + 84,
-            down and " hot" or "", med and fmt("%.0f", med) or "-", num(nom) and fmt("%.0f", nom) or "?")
-        end
-      end
-    else
-      for _, l in ipairs(T(h.gpu_links)) do
-        l = T(l)
-        if l.kind == "NVLink" and gx[l.a] and gx[l.b] then
-          local a, b = gx[l.a], gx[l.b]
-          s[#s + 1] = fmt('<path d="M%d %d Q %d %d %d %d" fill="none" stroke="#1a9850" stroke-width="2.5"/>', a, y_dev + 58,
-            (a + b) / 2, y_sw + 20, b, y_dev + 58)
-          s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">NV%s</text>', (a + b) / 2 - 10, y_sw - 4, tostring(l.links or "?"))
-        end
-      end
-    end
-    s[#s + 1] = fmt('<text x="10" y="%d" class="ts">NVLink edges: links up, measured GPU-&gt;GPU copy / nominal GB/s one way; '
-      .. 'PCIe edges: link, pinned host-&gt;GPU copy / nominal GB/s; &#8645; pinned host-&gt;GPU / GPU-&gt;host GB/s; '
-      .. 'NV4: NVLink generation</text>', H - 6)
-  end
+  if any_nv then draw_nvlinks(s, h, gpus, gx, copy, H) end
   s[#s + 1] = "</svg>"
   return concat(s)
 end

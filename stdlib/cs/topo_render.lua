@@ -74,21 +74,10 @@ local function rank_line(e)
     c.affinity or "?", numa, c.bound == false and ", not bound" or "")
 end
 
--- opts: max_hosts (hosts shown in full; more get one line each, default 8), max_ranks (ranks
--- listed per host, default 16).
-function M.render(t, opts)
-  opts = opts or {}
-  local max_hosts, max_ranks = opts.max_hosts or 8, opts.max_ranks or 16
-  local s = t.summary or model.summarize(t)
-  local L = {}
-  local function add(line) L[#L + 1] = line end
-  local per = s.uniform and fmt("%d per host", s.ranks_per_host.max)
-    or fmt("%d to %d per host", s.ranks_per_host.min, s.ranks_per_host.max)
-  add(fmt("Topology: %d rank%s on %d host%s (%s)", s.ranks, s.ranks == 1 and "" or "s", s.hosts,
-    s.hosts == 1 and "" or "s", per))
-  -- versions of rank 0, and whether all ranks agree
+-- The versions of rank 0 (commscript, MPI, NCCL, LuaJIT), and whether all ranks agree; nil when
+-- none is known.
+local function versions_line(t, r0)
   local v = {}
-  local r0 = t.ranks[1]
   local f0 = r0 and flatten(r0.versions) or {}
   if f0.version then v[#v + 1] = "commscript " .. f0.version end
   if f0["backends.mpi.library"] then v[#v + 1] = "MPI " .. f0["backends.mpi.library"] end
@@ -112,41 +101,63 @@ function M.render(t, opts)
     end
   end
   if #v > 0 then
-    add("  versions: " .. table.concat(v, ", ") .. (differ and " -- DIFFER between ranks (see findings)"
-      or (#t.ranks > 1 and " -- same on all ranks" or "")))
+    return "  versions: " .. table.concat(v, ", ") .. (differ and " -- DIFFER between ranks (see findings)"
+      or (#t.ranks > 1 and " -- same on all ranks" or ""))
   end
+  return nil
+end
+
+-- The NCCL-related variables of rank 0 (opts.env_prefixes' families), and whether all ranks agree.
+local function env_line(t, r0, opts)
+  local names, prefixes = {}, opts.env_prefixes or DEFAULT_ENV_PREFIXES
+  for name in pairs(r0.env or {}) do
+    for _, p in ipairs(prefixes) do
+      if name:sub(1, #p) == p then names[#names + 1] = name; break end
+    end
+  end
+  table.sort(names)
+  local same = true
+  for i = 2, #t.ranks do
+    local e = t.ranks[i].env or {}
+    for _, p in ipairs(prefixes) do
+      for name, x in pairs(e) do
+        if name:sub(1, #p) == p and (r0.env or {})[name] ~= x then same = false end
+      end
+    end
+    for _, name in ipairs(names) do
+      if e[name] ~= r0.env[name] then same = false end
+    end
+  end
+  local kv = {}
+  for i, name in ipairs(names) do
+    if i > 12 then kv[#kv + 1] = fmt("... %d more", #names - 12); break end
+    kv[#kv + 1] = fmt("%s=%s", name, r0.env[name])
+  end
+  local families = {}
+  for i, p in ipairs(prefixes) do families[i] = p .. "*" end
+  return fmt("  environment: %s%s", #kv > 0 and table.concat(kv, " ")
+    or ("no %s variables set"):format(table.concat(families, "/")),
+    not same and " -- DIFFERS between ranks (see findings)" or (#t.ranks > 1 and " -- same on all ranks" or ""))
+end
+
+-- opts: max_hosts (hosts shown in full; more get one line each, default 8), max_ranks (ranks
+-- listed per host, default 16).
+function M.render(t, opts)
+  opts = opts or {}
+  local max_hosts, max_ranks = opts.max_hosts or 8, opts.max_ranks or 16
+  local s = t.summary or model.summarize(t)
+  local L = {}
+  local function add(line) L[#L + 1] = line end
+  local per = s.uniform and fmt("%d per host", s.ranks_per_host.max)
+    or fmt("%d to %d per host", s.ranks_per_host.min, s.ranks_per_host.max)
+  add(fmt("Topology: %d rank%s on %d host%s (%s)", s.ranks, s.ranks == 1 and "" or "s", s.hosts,
+    s.hosts == 1 and "" or "s", per))
+  -- versions of rank 0, and whether all ranks agree
+  local r0 = t.ranks[1]
+  local versions = versions_line(t, r0)
+  if versions then add(versions) end
   -- the NCCL-related variables of rank 0, and whether all ranks agree
-  if r0 then
-    local names, prefixes = {}, opts.env_prefixes or DEFAULT_ENV_PREFIXES
-    for name in pairs(r0.env or {}) do
-      for _, p in ipairs(prefixes) do
-        if name:sub(1, #p) == p then names[#names + 1] = name; break end
-      end
-    end
-    table.sort(names)
-    local same = true
-    for i = 2, #t.ranks do
-      local e = t.ranks[i].env or {}
-      for _, p in ipairs(prefixes) do
-        for name, x in pairs(e) do
-          if name:sub(1, #p) == p and (r0.env or {})[name] ~= x then same = false end
-        end
-      end
-      for _, name in ipairs(names) do
-        if e[name] ~= r0.env[name] then same = false end
-      end
-    end
-    local kv = {}
-    for i, name in ipairs(names) do
-      if i > 12 then kv[#kv + 1] = fmt("... %d more", #names - 12); break end
-      kv[#kv + 1] = fmt("%s=%s", name, r0.env[name])
-    end
-    local families = {}
-    for i, p in ipairs(prefixes) do families[i] = p .. "*" end
-    add(fmt("  environment: %s%s", #kv > 0 and table.concat(kv, " ")
-      or ("no %s variables set"):format(table.concat(families, "/")),
-      not same and " -- DIFFERS between ranks (see findings)" or (#t.ranks > 1 and " -- same on all ranks" or "")))
-  end
+  if r0 then add(env_line(t, r0, opts)) end
   if r0 and type(r0.exe) == "table" and r0.exe.sha256 then
     add(fmt("  binary: %s sha256 %s%s", r0.exe.path or "?", r0.exe.sha256:sub(1, 16),
       s.binaries > 1 and fmt(" -- %d different binaries (see findings)", s.binaries)

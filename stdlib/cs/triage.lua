@@ -221,8 +221,8 @@ local function majority(present)
   return present[bestr], bestr
 end
 
-local function analyse_fr(dumps, diag)
-  -- Versions must agree (fr_trace check_version asserts the same).
+-- Flight Recorder dumps of different versions cannot be matched: the one version, or bad().
+local function fr_version(dumps)
   local version
   for _, d in ipairs(dumps) do
     if version and d.version ~= version then
@@ -231,6 +231,11 @@ local function analyse_fr(dumps, diag)
     end
     version = version or d.version
   end
+  return version
+end
+
+-- The dumps by rank (bad() on two of one rank), and the first record_id every rank still holds.
+local function fr_by_rank(dumps)
   local by_rank = {}
   for _, d in ipairs(dumps) do
     if by_rank[d.rank] then bad(("%s and %s: two dumps of rank %d"):format(by_rank[d.rank].path, d.path, d.rank)) end
@@ -241,7 +246,12 @@ local function analyse_fr(dumps, diag)
   for _, d in pairs(by_rank) do
     if d.entries[1] and d.entries[1].record_id > start then start = d.entries[1].record_id end
   end
-  -- groups: name|ranks, validated across ranks as build_groups_memberships does.
+  return by_rank, start
+end
+
+-- The process groups of every dump (key name|sorted ranks), validated across ranks as
+-- build_groups_memberships does; their keys in the order first seen.
+local function fr_groups(by_rank, version)
   local groups, order = {}, {}
   for _, r in ipairs(sorted_keys(by_rank)) do
     for _, g in ipairs(by_rank[r].groups) do
@@ -260,23 +270,29 @@ local function analyse_fr(dumps, diag)
       end
     end
   end
-  -- the group each rank means by a name: the one of its pg_config that holds it
-  local function group_key(rank, name)
-    for _, g in ipairs(by_rank[rank].groups) do
-      if g.name == name then
-        local ranks = {}
-        for i, x in ipairs(g.ranks) do ranks[i] = x end
-        table.sort(ranks)
-        return name .. "|" .. table.concat(ranks, ",")
-      end
+  return groups, order
+end
+
+-- The group a rank means by a name: the one of its pg_config that holds it.
+local function fr_group_key(by_rank, rank, name)
+  for _, g in ipairs(by_rank[rank].groups) do
+    if g.name == name then
+      local ranks = {}
+      for i, x in ipairs(g.ranks) do ranks[i] = x end
+      table.sort(ranks)
+      return name .. "|" .. table.concat(ranks, ",")
     end
-    return nil
   end
+  return nil
+end
+
+-- Every entry from `start` on, as a record, into its group's entries of its rank.
+local function fr_assign_entries(by_rank, groups, start)
   for _, r in ipairs(sorted_keys(by_rank)) do
     local d = by_rank[r]
     for i, e in ipairs(d.entries) do
       if e.record_id >= start then
-        local key = group_key(r, e.process_group[1])
+        local key = fr_group_key(by_rank, r, e.process_group[1])
         if not key then
           bad(("%s: entry %d is on process group %s, which its pg_config does not list"):format(d.path, i - 1, e.process_group[1]))
         end
@@ -286,129 +302,159 @@ local function analyse_fr(dumps, diag)
       end
     end
   end
+end
+
+-- Per rank of G: last completed, first in flight (collectives only; p2p counted apart). Returns
+-- the sequence numbers seen (sorted) and per rank its first record of each.
+local function fr_rank_progress(G)
+  local seqs, seqset = {}, {}
+  local at_seq = {}  -- rank -> seq -> first record of that seq
+  for _, r in ipairs(G.dumped) do
+    local pr = { p2p = 0 }
+    G.per_rank[r] = pr
+    at_seq[r] = {}
+    for _, rec in ipairs(G.entries[r] or {}) do
+      if rec.p2p then
+        pr.p2p = pr.p2p + 1
+      elseif rec.name ~= "coalesced" then
+        if rec.timeout_ms then G.timeout_ms = G.timeout_ms or rec.timeout_ms end
+        if rec.state == "completed" then pr.last = rec
+        elseif not pr.inflight then pr.inflight = rec end
+        if not at_seq[r][rec.seq] then at_seq[r][rec.seq] = rec end
+        if not seqset[rec.seq] then seqset[rec.seq] = true; seqs[#seqs + 1] = rec.seq end
+      end
+    end
+  end
+  table.sort(seqs)
+  return seqs, at_seq
+end
+
+-- Matches sequence numbers in order and stops at the first problem (G.verdict: missing or
+-- mismatch, with fr_trace's words); returns the sequence of reference records matched.
+local function fr_match(G, seqs, at_seq)
+  local size = #G.ranks
+  local sequence = {}
+  for _, s in ipairs(seqs) do
+    local present, missing = {}, {}
+    for _, r in ipairs(G.dumped) do
+      if at_seq[r][s] then present[r] = at_seq[r][s] else missing[#missing + 1] = r end
+    end
+    local ref, refrank = majority(present)
+    sequence[#sequence + 1] = ref
+    if #missing > 0 then
+      local joined = sorted_keys(present)
+      G.verdict = { kind = "missing", seq = s, rec = ref, ranks = missing, joined = joined,
+        fr_trace = ("Not all ranks joining collective, sequence number: %d; group info: %s; collective: %s; missing ranks: {%s}"):format(
+          s, G.desc ~= "undefined" and (G.name .. ":" .. G.desc) or G.name, ref.profiling_name, table.concat(missing, ", ")) }
+      break
+    end
+    local errors = {}
+    for _, r in ipairs(sorted_keys(present)) do
+      if r ~= refrank then
+        local kind, detail = match(ref, present[r], size)
+        if kind then errors[#errors + 1] = { rank = r, kind = kind, detail = detail, rec = present[r] } end
+      end
+    end
+    if #errors > 0 then
+      local culprits = {}
+      for _, e in ipairs(errors) do culprits[#culprits + 1] = e.rank end
+      local msgs = {}
+      for _, e in ipairs(errors) do msgs[#msgs + 1] = ("Culprit rank %d; Error type: %s, %s"):format(e.rank, e.kind, e.detail) end
+      G.verdict = { kind = "mismatch", seq = s, rec = ref, ranks = culprits, errors = errors, mismatch = errors[1].kind,
+        fr_trace = ("Collective sequence number: %d has errors; collective: %s; error msg: %s"):format(
+          s, ref.profiling_name, table.concat(msgs, "; ")) }
+      break
+    end
+  end
+  return sequence
+end
+
+-- Point-to-point transfers (replayed by the repro): each send a dumped rank recorded, and
+-- each receive from a rank without a dump; group ranks -> global ranks as fr_trace's Op
+-- does (the sorted member list). `after` = the collective sequence number the transfer
+-- followed (the writer records the group's current collective_seq_id with it).
+local function fr_p2p(G, by_rank)
+  G.p2p = {}
+  for _, r in ipairs(G.dumped) do
+    for _, rec in ipairs(G.entries[r] or {}) do
+      if rec.p2p_kind then
+        local src, dst = G.ranks[rec.src_local + 1], G.ranks[rec.dst_local + 1]
+        local mine = rec.p2p_kind == "send" and src == r or rec.p2p_kind == "recv" and dst == r and not by_rank[src]
+        if src and dst and src ~= dst and mine then
+          local sizes = rec.p2p_kind == "send" and rec.in_sizes or rec.out_sizes
+          G.p2p[#G.p2p + 1] = { src = src, dst = dst, count = P.total(sizes) or 0, rec = rec, after = rec.seq }
+        end
+      end
+    end
+  end
+end
+
+-- No problem in the matched sequence: undecided (dumps missing), stuck or ok.
+local function fr_verdict_unmatched(G, sequence)
+  local last = sequence[#sequence]
+  if #G.nodump > 0 then
+    G.verdict = { kind = "undecided", ranks = G.nodump, seq = last and last.seq,
+      fr_trace = ("We cannot decide what's wrong with this collective entry because we missed FR dumps from ranks ({%s})"):format(
+        table.concat(G.nodump, ", ")) }
+  elseif last and last.state ~= "completed" then
+    G.verdict = { kind = "stuck", seq = last.seq, rec = last, ranks = {},
+      fr_trace = "No errors found for this collective entry, There could be some other reasons why we see collective timeout." }
+  else
+    G.verdict = { kind = "ok", ranks = {} }
+  end
+end
+
+-- A slow rank: every collective matched and completed, but one rank's calls took much less
+-- time than the others' (duration_ms: the others waited in the call for it). The same
+-- test as commscript's own straggler analysis (cs.diagnose.stragglers) on the mean
+-- duration per rank over the collectives every rank completed with a duration.
+local function fr_slow_rank(G, seqs, at_seq, sequence)
+  if G.verdict.kind == "ok" and #G.dumped >= 3 and #G.nodump == 0 then
+    local sums, n = {}, 0
+    for _, s in ipairs(seqs) do
+      local all = true
+      for _, r in ipairs(G.dumped) do
+        local rec = at_seq[r][s]
+        if not (rec and rec.state == "completed" and rec.duration) then all = false end
+      end
+      if all then
+        n = n + 1
+        for _, r in ipairs(G.dumped) do sums[r] = (sums[r] or 0) + at_seq[r][s].duration end
+      end
+    end
+    if n >= 3 then
+      local times = {}
+      for i, r in ipairs(G.dumped) do times[i] = sums[r] / n * 1000 end
+      local st = require("cs.diagnose").stragglers(times)
+      if #st > 0 then
+        local ranks, means = {}, {}
+        for _, x in ipairs(st) do ranks[#ranks + 1] = G.dumped[x.rank + 1] end
+        table.sort(ranks)
+        for i, r in ipairs(G.dumped) do means[#means + 1] = ("%d: %.2f ms"):format(r, times[i] / 1000) end
+        local last = sequence[#sequence]
+        G.verdict = { kind = "slow", ranks = ranks, seq = last.seq, rec = last, collectives = n,
+          lateness_ms = st[1].lateness / 1000, median_ms = st[1].median / 1000, means = table.concat(means, ", ") }
+      end
+    end
+  end
+end
+
+local function analyse_fr(dumps, diag)
+  local version = fr_version(dumps)
+  local by_rank, start = fr_by_rank(dumps)
+  local groups, order = fr_groups(by_rank, version)
+  fr_assign_entries(by_rank, groups, start)
   for _, key in ipairs(order) do
     local G = groups[key]
-    local size = #G.ranks
     for _, r in ipairs(G.ranks) do
       if by_rank[r] then G.dumped[#G.dumped + 1] = r else G.nodump[#G.nodump + 1] = r end
     end
-    -- per rank: last completed, first in flight (collectives only; p2p counted apart)
-    local seqs, seqset = {}, {}
-    local at_seq = {}  -- rank -> seq -> first record of that seq
-    for _, r in ipairs(G.dumped) do
-      local pr = { p2p = 0 }
-      G.per_rank[r] = pr
-      at_seq[r] = {}
-      for _, rec in ipairs(G.entries[r] or {}) do
-        if rec.p2p then
-          pr.p2p = pr.p2p + 1
-        elseif rec.name ~= "coalesced" then
-          if rec.timeout_ms then G.timeout_ms = G.timeout_ms or rec.timeout_ms end
-          if rec.state == "completed" then pr.last = rec
-          elseif not pr.inflight then pr.inflight = rec end
-          if not at_seq[r][rec.seq] then at_seq[r][rec.seq] = rec end
-          if not seqset[rec.seq] then seqset[rec.seq] = true; seqs[#seqs + 1] = rec.seq end
-        end
-      end
-    end
-    table.sort(seqs)
-    -- match sequence numbers in order; stop at the first problem
-    local sequence = {}
-    for _, s in ipairs(seqs) do
-      local present, missing = {}, {}
-      for _, r in ipairs(G.dumped) do
-        if at_seq[r][s] then present[r] = at_seq[r][s] else missing[#missing + 1] = r end
-      end
-      local ref, refrank = majority(present)
-      sequence[#sequence + 1] = ref
-      if #missing > 0 then
-        local joined = sorted_keys(present)
-        G.verdict = { kind = "missing", seq = s, rec = ref, ranks = missing, joined = joined,
-          fr_trace = ("Not all ranks joining collective, sequence number: %d; group info: %s; collective: %s; missing ranks: {%s}"):format(
-            s, G.desc ~= "undefined" and (G.name .. ":" .. G.desc) or G.name, ref.profiling_name, table.concat(missing, ", ")) }
-        break
-      end
-      local errors = {}
-      for _, r in ipairs(sorted_keys(present)) do
-        if r ~= refrank then
-          local kind, detail = match(ref, present[r], size)
-          if kind then errors[#errors + 1] = { rank = r, kind = kind, detail = detail, rec = present[r] } end
-        end
-      end
-      if #errors > 0 then
-        local culprits = {}
-        for _, e in ipairs(errors) do culprits[#culprits + 1] = e.rank end
-        local msgs = {}
-        for _, e in ipairs(errors) do msgs[#msgs + 1] = ("Culprit rank %d; Error type: %s, %s"):format(e.rank, e.kind, e.detail) end
-        G.verdict = { kind = "mismatch", seq = s, rec = ref, ranks = culprits, errors = errors, mismatch = errors[1].kind,
-          fr_trace = ("Collective sequence number: %d has errors; collective: %s; error msg: %s"):format(
-            s, ref.profiling_name, table.concat(msgs, "; ")) }
-        break
-      end
-    end
+    local seqs, at_seq = fr_rank_progress(G)
+    local sequence = fr_match(G, seqs, at_seq)
     G.sequence = sequence
-    -- Point-to-point transfers (replayed by the repro): each send a dumped rank recorded, and
-    -- each receive from a rank without a dump; group ranks -> global ranks as fr_trace's Op
-    -- does (the sorted member list). `after` = the collective sequence number the transfer
-    -- followed (the writer records the group's current collective_seq_id with it).
-    G.p2p = {}
-    for _, r in ipairs(G.dumped) do
-      for _, rec in ipairs(G.entries[r] or {}) do
-        if rec.p2p_kind then
-          local src, dst = G.ranks[rec.src_local + 1], G.ranks[rec.dst_local + 1]
-          local mine = rec.p2p_kind == "send" and src == r or rec.p2p_kind == "recv" and dst == r and not by_rank[src]
-          if src and dst and src ~= dst and mine then
-            local sizes = rec.p2p_kind == "send" and rec.in_sizes or rec.out_sizes
-            G.p2p[#G.p2p + 1] = { src = src, dst = dst, count = P.total(sizes) or 0, rec = rec, after = rec.seq }
-          end
-        end
-      end
-    end
-    if not G.verdict then
-      local last = sequence[#sequence]
-      if #G.nodump > 0 then
-        G.verdict = { kind = "undecided", ranks = G.nodump, seq = last and last.seq,
-          fr_trace = ("We cannot decide what's wrong with this collective entry because we missed FR dumps from ranks ({%s})"):format(
-            table.concat(G.nodump, ", ")) }
-      elseif last and last.state ~= "completed" then
-        G.verdict = { kind = "stuck", seq = last.seq, rec = last, ranks = {},
-          fr_trace = "No errors found for this collective entry, There could be some other reasons why we see collective timeout." }
-      else
-        G.verdict = { kind = "ok", ranks = {} }
-      end
-    end
-    -- A slow rank: every collective matched and completed, but one rank's calls took much less
-    -- time than the others' (duration_ms: the others waited in the call for it). The same
-    -- test as commscript's own straggler analysis (cs.diagnose.stragglers) on the mean
-    -- duration per rank over the collectives every rank completed with a duration.
-    if G.verdict.kind == "ok" and #G.dumped >= 3 and #G.nodump == 0 then
-      local sums, n = {}, 0
-      for _, s in ipairs(seqs) do
-        local all = true
-        for _, r in ipairs(G.dumped) do
-          local rec = at_seq[r][s]
-          if not (rec and rec.state == "completed" and rec.duration) then all = false end
-        end
-        if all then
-          n = n + 1
-          for _, r in ipairs(G.dumped) do sums[r] = (sums[r] or 0) + at_seq[r][s].duration end
-        end
-      end
-      if n >= 3 then
-        local times = {}
-        for i, r in ipairs(G.dumped) do times[i] = sums[r] / n * 1000 end
-        local st = require("cs.diagnose").stragglers(times)
-        if #st > 0 then
-          local ranks, means = {}, {}
-          for _, x in ipairs(st) do ranks[#ranks + 1] = G.dumped[x.rank + 1] end
-          table.sort(ranks)
-          for i, r in ipairs(G.dumped) do means[#means + 1] = ("%d: %.2f ms"):format(r, times[i] / 1000) end
-          local last = sequence[#sequence]
-          G.verdict = { kind = "slow", ranks = ranks, seq = last.seq, rec = last, collectives = n,
-            lateness_ms = st[1].lateness / 1000, median_ms = st[1].median / 1000, means = table.concat(means, ", ") }
-        end
-      end
-    end
+    fr_p2p(G, by_rank)
+    if not G.verdict then fr_verdict_unmatched(G, sequence) end
+    fr_slow_rank(G, seqs, at_seq, sequence)
     G.world_hint = #G.ranks
     diag.groups[#diag.groups + 1] = G
   end
@@ -428,7 +474,9 @@ local OPTYPE_NAMES = { ALLREDUCE = "all_reduce", _ALLGATHER_BASE = "_all_gather_
   REDUCE = "reduce", ALLTOALL_BASE = "all_to_all_single", ALLTOALL = "all_to_all", BARRIER = "barrier",
   GATHER = "gather", SCATTER = "scatter", SEND = "send", RECV = "recv", COALESCED = "coalesced" }
 
-local function analyse_watchdog(texts, diag, world)
+-- The watchdog lines of every text by group (its latest timeout per rank; the order groups were
+-- first seen) and the progress lines by group and rank.
+local function watchdog_groups(texts)
   local by_group, order = {}, {}
   local progress = {}
   for _, t in ipairs(texts) do
@@ -447,6 +495,35 @@ local function analyse_watchdog(texts, diag, world)
       progress[p.group][p.rank] = p
     end
   end
+  return by_group, order, progress
+end
+
+-- A watchdog line's collective as a Flight Recorder-like record.
+local function watchdog_record(w)
+  local name = OPTYPE_NAMES[w.optype] or w.optype:lower()
+  local rec = { seq = w.seq, name = name, profiling_name = "nccl:" .. name, op = M.op_of(name), numel_in = w.numel_in,
+    numel_out = w.numel_out, in_sizes = { { w.numel_in } }, out_sizes = { { w.numel_out } }, in_dtypes = {}, out_dtypes = {},
+    dtype = "float32", state = "started", timeout_ms = w.timeout_ms, at = w.at, ran_ms = w.ran_ms, optype = w.optype }
+  return rec
+end
+
+-- Watchdog lines name only the collective that timed out: the repro runs it a few times
+-- (the calls before it, of the same shape) and fails on the last, as the customer's did.
+local function watchdog_sequence(best, seq)
+  local reps = math.min(seq, 4)
+  local sequence = {}
+  for i = 1, reps - 1 do
+    local c = {}
+    for k, x in pairs(best) do c[k] = x end
+    c.seq, c.state, c.at = seq - reps + i, "completed", best.at .. " (its shape, the calls before it)"
+    sequence[i] = c
+  end
+  sequence[reps] = best
+  return sequence
+end
+
+local function analyse_watchdog(texts, diag, world)
+  local by_group, order, progress = watchdog_groups(texts)
   for _, gname in ipairs(order) do
     local G = by_group[gname]
     -- the collective most ranks timed out in (ties: the later one)
@@ -454,13 +531,7 @@ local function analyse_watchdog(texts, diag, world)
     for _, w in pairs(G.timeouts) do votes[w.seq] = (votes[w.seq] or 0) + 1 end
     local seq, n = nil, -1
     for s, c in pairs(votes) do if c > n or (c == n and s > seq) then seq, n = s, c end end
-    local function rec_of(w)
-      local name = OPTYPE_NAMES[w.optype] or w.optype:lower()
-      local rec = { seq = w.seq, name = name, profiling_name = "nccl:" .. name, op = M.op_of(name), numel_in = w.numel_in,
-        numel_out = w.numel_out, in_sizes = { { w.numel_in } }, out_sizes = { { w.numel_out } }, in_dtypes = {}, out_dtypes = {},
-        dtype = "float32", state = "started", timeout_ms = w.timeout_ms, at = w.at, ran_ms = w.ran_ms, optype = w.optype }
-      return rec
-    end
+    local rec_of = watchdog_record
     -- expected ranks: the world for the default group, else the ranks that reported
     local ranks = {}
     if (G.desc == "default_pg" or G.name == "0") and world then
@@ -515,17 +586,7 @@ local function analyse_watchdog(texts, diag, world)
     else
       G.verdict = { kind = "stuck", seq = seq, rec = best, ranks = {} }
     end
-    -- Watchdog lines name only the collective that timed out: the repro runs it a few times
-    -- (the calls before it, of the same shape) and fails on the last, as the customer's did.
-    local reps = math.min(seq, 4)
-    G.sequence = {}
-    for i = 1, reps - 1 do
-      local c = {}
-      for k, x in pairs(best) do c[k] = x end
-      c.seq, c.state, c.at = seq - reps + i, "completed", best.at .. " (its shape, the calls before it)"
-      G.sequence[i] = c
-    end
-    G.sequence[reps] = best
+    G.sequence = watchdog_sequence(best, seq)
     G.timeouts = nil
     diag.groups[#diag.groups + 1] = G
   end

@@ -161,6 +161,56 @@ end
 
 local TRANSPORT_PAT = "via ([%w/_]+)"
 
+-- One NCCL_DEBUG line's message (INFO or WARN): version, warnings, communicators, transports,
+-- rings, trees, network, the variables NCCL says the environment set.
+local function nccl_debug_line(out, host, sev, msg, at)
+  local nc = out.nccl
+  if host then nc.hosts[host] = true end
+  local v = msg:match("^NCCL version ([%w%.%+%-]+)")
+  if v then nc.versions[#nc.versions + 1] = { version = v, at = at } end
+  if sev == "WARN" then nc.warns[#nc.warns + 1] = { message = msg, at = at, host = host } end
+  local cr, cn = msg:match("rank (%d+) n[Rr]anks (%d+)")
+  if cr and msg:find("comm 0x", 1, true) then
+    local cid = msg:match("commId (0x%x+)") or msg:match("comm (0x%x+)")
+    nc.comms[#nc.comms + 1] = { comm = cid, rank = tonumber(cr), nranks = tonumber(cn), host = host, at = at }
+  end
+  if msg:match("^Channel %d+/%d+ : %d+%[") or msg:match("^Channel %d+/%d+ : %d+%[%x+%] %-> ") then
+    local t = msg:match(TRANSPORT_PAT)
+    if t then
+      t = t:gsub("/%d+", "")  -- NET/IB/0/GDRDMA -> NET/IB/GDRDMA
+      if not nc.transports[t] then nc.transports[t] = at end
+    end
+  end
+  local ring = msg:match("^Channel (%d+/%d+) :%s+([%d%s]+)$")
+  if ring then nc.rings[#nc.rings + 1] = { line = msg, at = at } end
+  if msg:match("^Trees ") then nc.trees[#nc.trees + 1] = { line = msg, at = at } end
+  local net = msg:match("^NET/([%w]+) : Using (.*)$") or msg:match("^Using network (%w+)")
+  if net then nc.net[#nc.net + 1] = { line = msg, at = at } end
+  local ename, evalue = msg:match("^([A-Z][A-Z0-9_]+) set by environment to (.*)$")
+  if ename then out.env[ename] = evalue; out.env_at[ename] = at end
+end
+
+-- One line of nccl-tests' text output, after its header: a device, a result row, the footer.
+local function nccl_tests_line(tests, line, c1, at)
+  local rk, host2, dev = line:match("^#%s+Rank%s+(%d+) Group%s+%d+ Pid%s+%d+ on%s+(%S+) device%s+(%d+)")
+  if rk then tests.devices[#tests.devices + 1] = { rank = tonumber(rk), host = host2, device = tonumber(dev), at = at } end
+  if c1 == 35 and line:find("i_min", 1, true) then tests.per_iter = true end  -- -I 1 columns
+  local size, count, typ, redop, root, rest = line:match("^%s+(%d+)%s+(%d+)%s+(%w+)%s+(%w+)%s+(%-?%d+)%s+(.*)$")
+  if size then
+    local f = {}
+    for w in rest:gmatch("%S+") do f[#f + 1] = w end
+    tests.rows[#tests.rows + 1] = { at = at, size = tonumber(size), count = tonumber(count), type = typ, redop = redop,
+      root = tonumber(root), time_us = tonumber(f[1]), algbw = tonumber(f[2]), busbw = tonumber(f[3]), wrong = tonumber(f[4]),
+      -- with -I: time algbw busbw #wrong i_min i_max i_p99 i_cv% per half (util.cu writeResultHeader)
+      ip_wrong = tonumber(f[tests.per_iter and 12 or 8]),
+      i_p99 = tests.per_iter and tonumber(f[7]) or nil, i_cv = tests.per_iter and tonumber(f[8]) or nil }
+  end
+  local oob, oobv = line:match("^# Out of bounds values : (%d+) (%u+)")
+  if oob then tests.out_of_bounds = { count = tonumber(oob), okay = oobv == "OK", at = at } end
+  local avg, avgv = line:match("^# Avg bus bandwidth%s+: ([%d%.eE%+%-]+)%s*(%u*)")
+  if avg then tests.avg_busbw = { value = tonumber(avg), failed = avgv == "FAILED", at = at } end
+end
+
 -- One text file: every line is offered to each reader below.
 function M.text(path, data)
   local out = {
@@ -206,32 +256,7 @@ function M.text(path, data)
         if not sev then sev, msg = line:match("NCCL (INFO) (.*)$") end
         if not sev then sev, msg = line:match("NCCL (WARN) (.*)$") end
       end
-      if sev then
-        local nc = out.nccl
-        if host then nc.hosts[host] = true end
-        local v = msg:match("^NCCL version ([%w%.%+%-]+)")
-        if v then nc.versions[#nc.versions + 1] = { version = v, at = at } end
-        if sev == "WARN" then nc.warns[#nc.warns + 1] = { message = msg, at = at, host = host } end
-        local cr, cn = msg:match("rank (%d+) n[Rr]anks (%d+)")
-        if cr and msg:find("comm 0x", 1, true) then
-          local cid = msg:match("commId (0x%x+)") or msg:match("comm (0x%x+)")
-          nc.comms[#nc.comms + 1] = { comm = cid, rank = tonumber(cr), nranks = tonumber(cn), host = host, at = at }
-        end
-        if msg:match("^Channel %d+/%d+ : %d+%[") or msg:match("^Channel %d+/%d+ : %d+%[%x+%] %-> ") then
-          local t = msg:match(TRANSPORT_PAT)
-          if t then
-            t = t:gsub("/%d+", "")  -- NET/IB/0/GDRDMA -> NET/IB/GDRDMA
-            if not nc.transports[t] then nc.transports[t] = at end
-          end
-        end
-        local ring = msg:match("^Channel (%d+/%d+) :%s+([%d%s]+)$")
-        if ring then nc.rings[#nc.rings + 1] = { line = msg, at = at } end
-        if msg:match("^Trees ") then nc.trees[#nc.trees + 1] = { line = msg, at = at } end
-        local net = msg:match("^NET/([%w]+) : Using (.*)$") or msg:match("^Using network (%w+)")
-        if net then nc.net[#nc.net + 1] = { line = msg, at = at } end
-        local ename, evalue = msg:match("^([A-Z][A-Z0-9_]+) set by environment to (.*)$")
-        if ename then out.env[ename] = evalue; out.env_at[ename] = at end
-      end
+      if sev then nccl_debug_line(out, host, sev, msg, at) end
       -- exported variables (a job script's env dump)
       local ename, evalue
       if c1 == 101 or c1 == 32 or c1 == 9 then  -- 'e', ' ', tab: "export NAME=value"
@@ -251,25 +276,7 @@ function M.text(path, data)
         if tv then tests.version = tv; tests.nccl_library = tonumber(line:match("nccl%-library=(%d+)")) end
         tests.program = tests.program or line:match("^# Collective test starting: (%S+)")
       end
-      if tests and (c1 == 35 or c1 == 32) then
-        local rk, host2, dev = line:match("^#%s+Rank%s+(%d+) Group%s+%d+ Pid%s+%d+ on%s+(%S+) device%s+(%d+)")
-        if rk then tests.devices[#tests.devices + 1] = { rank = tonumber(rk), host = host2, device = tonumber(dev), at = at } end
-        if c1 == 35 and line:find("i_min", 1, true) then tests.per_iter = true end  -- -I 1 columns
-        local size, count, typ, redop, root, rest = line:match("^%s+(%d+)%s+(%d+)%s+(%w+)%s+(%w+)%s+(%-?%d+)%s+(.*)$")
-        if size then
-          local f = {}
-          for w in rest:gmatch("%S+") do f[#f + 1] = w end
-          tests.rows[#tests.rows + 1] = { at = at, size = tonumber(size), count = tonumber(count), type = typ, redop = redop,
-            root = tonumber(root), time_us = tonumber(f[1]), algbw = tonumber(f[2]), busbw = tonumber(f[3]), wrong = tonumber(f[4]),
-            -- with -I: time algbw busbw #wrong i_min i_max i_p99 i_cv% per half (util.cu writeResultHeader)
-            ip_wrong = tonumber(f[tests.per_iter and 12 or 8]),
-            i_p99 = tests.per_iter and tonumber(f[7]) or nil, i_cv = tests.per_iter and tonumber(f[8]) or nil }
-        end
-        local oob, oobv = line:match("^# Out of bounds values : (%d+) (%u+)")
-        if oob then tests.out_of_bounds = { count = tonumber(oob), okay = oobv == "OK", at = at } end
-        local avg, avgv = line:match("^# Avg bus bandwidth%s+: ([%d%.eE%+%-]+)%s*(%u*)")
-        if avg then tests.avg_busbw = { value = tonumber(avg), failed = avgv == "FAILED", at = at } end
-      end
+      if tests and (c1 == 35 or c1 == 32) then nccl_tests_line(tests, line, c1, at) end
     end
   end
   out.lines = n

@@ -93,7 +93,7 @@ class NoDevice(cs_e2e.TestCase):
     def test_gpu_copy_bw_is_listed_and_documents_its_options(self):
         r = self.cs(["--list"], out=False)
         self.assertExit(r, cs_e2e.OK)
-        self.assertRegex(r.stdout, r"(?m)^gpu_copy_bw\s+1\.1\.2\s+host<->GPU")
+        self.assertRegex(r.stdout, r"(?m)^gpu_copy_bw\s+%s\s+host<->GPU" % re.escape(cs_e2e.declared_version("gpu_copy_bw")))
         r = self.cs(["gpu_copy_bw", "--help"], out=False)
         self.assertExit(r, cs_e2e.OK)
         for opt in ("--bytes", "--loops", "--samples", "--peer"):
