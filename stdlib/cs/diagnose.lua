@@ -533,6 +533,21 @@ function M.localise(values, rank_hosts, args, measure)
     return not judge(p, threshold(p, p.f or factor)).slow and m >= opt(args, "open")
   end
 
+  -- a phase's references in the report (the last phase that measured), and whether they were
+  -- too noisy for a verdict (reported if nobody is named)
+  local function record_references(refs, ref_round, cv)
+    for k, ps in pairs(refs) do
+      local per = ref_round[k]
+      if #per > 0 or not out.references[k] then
+        out.references[k] = { pairs = {}, cv = cv[k], median_us = median(per), samples = per }
+        for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
+      end
+      if cv[k] > max_cv and (not out.noisy or cv[k] > out.noisy.cv) then
+        out.noisy = { cv = cv[k], kind = k, max_cv = max_cv, samples = #per * #ps }
+      end
+    end
+  end
+
   -- One phase: subjects (each with pairs {a, b}, each pair's factor f), references for the kinds
   -- they need, `K` interleaved rounds, then up to max_samples rounds of the references and the
   -- subjects still open (sequential: a clear verdict stops early, a borderline one is measured
@@ -631,16 +646,7 @@ function M.localise(values, rank_hosts, args, measure)
       statistics(active)  -- the others keep the statistics of their own rounds
     end
     retests.rounds = retests.rounds + rounds
-    for k, ps in pairs(refs) do
-      local per = ref_round[k]
-      if #per > 0 or not out.references[k] then  -- the last phase that measured
-        out.references[k] = { pairs = {}, cv = cv[k], median_us = median(per), samples = per }
-        for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
-      end
-      if cv[k] > max_cv and (not out.noisy or cv[k] > out.noisy.cv) then  -- reported if nobody is named
-        out.noisy = { cv = cv[k], kind = k, max_cv = max_cv, samples = #per * #ps }
-      end
-    end
+    record_references(refs, ref_round, cv)
   end
 
   local function verdict(entry, judged, T, extra)
