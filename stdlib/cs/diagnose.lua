@@ -458,6 +458,451 @@ local function partners(order, rank_hosts, r, same, count, avoid)
   return out
 end
 
+-- The verdict's parts (cs.diagnose.localise below): each takes the verdict's state `c` (the
+-- options, rank_hosts, the measure, the trusted ranks `order`, the result `out`, `retests`).
+
+local function kind(c, a, b) return c.rank_hosts[a + 1] == c.rank_hosts[b + 1] and "intra" or "inter" end
+
+-- The threshold of a pair judged at factor f after n rounds. The first look (n <= samples):
+-- max(f, 1 + margin x cv), cv the references' spread per sample, with all rounds but one above
+-- it: a verdict clear without statistics. The second look (more rounds): max(f, 1 + margin x
+-- SE), SE the standard error of the effect (a median over n rounds against the references'
+-- median: 1.2533 x cv x sqrt(1/n + 1/(refs x n)), cv robust), with a sign test.
+local function threshold(c, p, f)
+  local n = #(p.ratios or {})
+  if n <= c.K then return math.max(f, 1 + c.margin * (p.cv or 0)) end
+  local se = 1.2533 * (p.cv or 0) * math.sqrt(1 / n + 1 / ((p.refs or 1) * n))
+  return math.max(f, 1 + c.margin * se)
+end
+
+-- The statistics of one pair at threshold T: slow / good, and the numbers. Slow: the effect
+-- above T, and in the first look all rounds but one above T, in the second 60 % of the rounds
+-- slower than the references (the median's test is the decision; this keeps one run of spikes
+-- from making it). Good: the effect below the plain factor (not the noise-widened T: noise must
+-- not make a slow pair look good), with references quiet enough to say so.
+local function judge(c, p, T)
+  local q = p.ratios or {}
+  local above, over = 0, 0
+  for _, x in ipairs(q) do
+    if x > T then above = above + 1 end
+    if x > 1 then over = over + 1 end
+  end
+  local eff = p.effect or median(q) or 0
+  local n = #q
+  local rounds_ok = n <= c.K and above >= n - 1 or n > c.K and over >= math.ceil(0.6 * n)
+  return { slow = p.decidable and eff > T and rounds_ok,
+           good = p.decidable and p.quiet and eff < c.factor,
+           pair = { p[1], p[2] }, samples_us = p.samples, median_us = median(p.samples), ratio = eff,
+           above = above, rounds = n, threshold = T }
+end
+
+-- A pair whose verdict more rounds could change: not slow yet, its median above `open` (a
+-- fault's ratio, diluted by noise); a mate or a link's end that must be shown good, its median
+-- between `open` and twice the factor.
+local function open_pair(c, p)
+  if not p.decidable then return false end
+  local m = p.effect or median(p.ratios) or 0
+  if p.mate or p.is_end then return m >= c.open and m < 2 * c.factor end  -- good or not?
+  return not judge(c, p, threshold(c, p, p.f or c.factor)).slow and m >= c.open
+end
+
+-- a phase's references in the report (the last phase that measured), and whether they were
+-- too noisy for a verdict (reported if nobody is named)
+local function record_references(c, ph)
+  local out = c.out
+  for k, ps in pairs(ph.refs) do
+    local per, cv = ph.ref_round[k], ph.cv[k]
+    if #per > 0 or not out.references[k] then
+      out.references[k] = { pairs = {}, cv = cv, median_us = median(per), samples = per }
+      for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
+    end
+    if cv > c.max_cv and (not out.noisy or cv > out.noisy.cv) then
+      out.noisy = { cv = cv, kind = k, max_cv = c.max_cv, samples = #per * #ps }
+    end
+  end
+end
+
+-- A phase's statistics: the references of each kind per round their mean (the faster of them
+-- would be biased low: good pairs would look slow), their spread (each pair's samples over its
+-- own median, pooled); each pair of the subjects `which`: its ratios to its kind's references,
+-- round by round, and its effect.
+local function statistics(c, ph, which)
+  for k, ps in pairs(ph.refs) do
+    local per, pooled = {}, {}
+    for _, p in ipairs(ps) do
+      local m = median(p.samples)
+      for r, x in ipairs(p.samples) do
+        per[r] = (per[r] or 0) + x / #ps
+        if m and m > 0 then pooled[#pooled + 1] = x / m end
+      end
+    end
+    ph.ref_round[k], ph.cv[k], ph.rcv[k] = per, M.spread(pooled), M.robust_cv(pooled)
+  end
+  for _, s in ipairs(which) do
+    for _, p in ipairs(s.pairs) do
+      local k = kind(c, p[1], p[2])
+      local rr = ph.ref_round[k]
+      local q = {}
+      if rr then for r, x in ipairs(p.samples) do if rr[r] and rr[r] > 0 then q[#q + 1] = x / rr[r] end end end
+      p.kind, p.ratios = k, q
+      -- the effect: the pair's median over its kind's references' median, the same rounds (a
+      -- median of per-round ratios would carry the references' spikes: their per-round mean
+      -- is not robust)
+      local same = {}
+      if rr then for r = 1, #p.samples do same[r] = rr[r] end end
+      local rm = median(same)
+      p.effect = rm and rm > 0 and #q > 0 and median(p.samples) / rm or nil
+      p.cv = #q > c.K and ph.rcv[k] or ph.cv[k]
+      p.refs = #ph.refs[k]
+      p.decidable = rr ~= nil and #q >= c.kmin
+      p.quiet = ph.cv[k] <= c.max_cv
+    end
+  end
+end
+
+-- One round of a phase over `list` (the order rotating: no pair always first); false when the
+-- budget is spent.
+local function round(c, ph, list, forced)
+  local batch, idx = {}, {}
+  for i = 1, #list do
+    local j = (i - 1 + ph.rounds * 3) % #list + 1
+    batch[i], idx[i] = { list[j][1], list[j][2] }, j
+  end
+  local v = c.measure(batch, forced)
+  if not v then c.retests.cut = true; return false end
+  for i, j in ipairs(idx) do table.insert(list[j].samples, v[i]) end
+  c.retests.run = c.retests.run + #batch
+  ph.rounds = ph.rounds + 1
+  return true
+end
+
+-- One phase: subjects (each with pairs {a, b}, each pair's factor f), references for the kinds
+-- they need, `samples` interleaved rounds; then the subjects still open get up to max_samples
+-- rounds in all, with the references, and one more look (two looks in all: a verdict re-judged
+-- after every round would sooner or later find noise above any threshold). Leaves on each
+-- subject pair its ratio statistics.
+local function run_phase(c, subjects, must)
+  if #subjects == 0 then return end
+  local ph = { refs = {}, ref_round = {}, cv = {}, rcv = {}, rounds = 0 }
+  local kinds, refl, all = {}, {}, {}
+  for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do kinds[kind(c, p[1], p[2])] = true end end
+  for _, k in ipairs { "inter", "intra" } do
+    if kinds[k] then
+      ph.refs[k] = reference_pairs(c.order, c.rank_hosts, k == "intra", 2)
+      for _, p in ipairs(ph.refs[k]) do p.ref = k; refl[#refl + 1] = p end
+    end
+  end
+  for _, p in ipairs(refl) do all[#all + 1] = p end
+  for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do all[#all + 1] = p end end
+  for _, p in ipairs(all) do p.samples = {} end
+  c.retests.planned = c.retests.planned + c.K * #all
+  for k = 1, c.K do
+    if not round(c, ph, all, must and k <= c.kmin) then break end
+  end
+  statistics(c, ph, subjects)
+  local active, list = {}, {}
+  if ph.rounds == c.K then
+    for _, s in ipairs(subjects) do
+      local o = false
+      for _, p in ipairs(s.pairs) do o = o or open_pair(c, p) end
+      if o then active[#active + 1] = s end
+    end
+  end
+  if #active > 0 then
+    for _, p in ipairs(refl) do list[#list + 1] = p end
+    for _, s in ipairs(active) do for _, p in ipairs(s.pairs) do list[#list + 1] = p end end
+    c.retests.extended = (c.retests.extended or 0) + #active
+    for _ = c.K + 1, c.max_samples do
+      c.retests.planned = c.retests.planned + #list
+      if not round(c, ph, list, false) then break end
+    end
+    statistics(c, ph, active)  -- the others keep the statistics of their own rounds
+  end
+  c.retests.rounds = c.retests.rounds + ph.rounds
+  record_references(c, ph)
+end
+
+-- A suspect's verdict on its entry (pairs, threshold, margin, rounds, confidence), and in short
+-- in out.tested, named or not (report.json's localisation.tested: why someone was not named).
+local function verdict(c, entry, judged, T, extra)
+  local above, total = 0, 0
+  for _, j in ipairs(judged) do above, total = above + j.above, total + j.rounds end
+  entry.verdict = { pairs = judged, threshold = T, margin = c.margin, reference_cv = judged[1] and judged[1].cv,
+                    rounds = judged[1] and judged[1].rounds or 0,
+                    confidence = 1 - sign_tail(above, total) }
+  local short = { host = entry.host, rank = entry.rank, pair = entry.a and { entry.a, entry.b } or nil,
+                  threshold = T, pairs = {} }
+  local function add(j, shown)
+    table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds, median_us = j.median_us,
+                                slow = j.slow or false, good = j.good or false, shown_good = shown })
+  end
+  for _, j in ipairs(judged) do add(j, nil) end
+  for _, j in ipairs(extra or {}) do add(j, true) end
+  c.out.tested[#c.out.tested + 1] = short
+end
+
+local function undecided(c, what)
+  what.why = what.why or (c.retests.cut and "budget" or "noise")
+  c.out.undecided[#c.out.undecided + 1] = what
+end
+
+-- 1. hosts: every suspect host against good ranks on two other hosts (its ranks in turn)
+local function host_tests(c, host_sus)
+  local tests = {}
+  for _, h in ipairs(host_sus) do
+    local ps = {}
+    local others = partners(c.order, c.rank_hosts, h.ranks[1], false, 2, c.bad_host)
+    for i, g in ipairs(others) do
+      local r = h.ranks[(i - 1) % #h.ranks + 1]
+      ps[#ps + 1] = { math.min(r, g), math.max(r, g), f = c.factor }
+    end
+    if #ps > 0 then tests[#tests + 1] = { entry = h, pairs = ps } else undecided(c, { host = h.host, why = "no good partner" }) end
+  end
+  return tests
+end
+
+-- The retest summary of a named host (or of a host named from its ranks): its partners' hosts
+local function partner_hosts(c, retest)
+  local ph = {}
+  for _, g in ipairs(retest.partners) do ph[#ph + 1] = c.rank_hosts[g + 1] end
+  retest.partner_host = table.concat(ph, " and ")
+end
+
+-- A host named when every one of its pairs is slow; a host whose one rank is slow while
+-- another is shown good makes that rank a suspect of phase 2 (one pair is not a rank verdict:
+-- a rank descheduled for a few rounds on an oversubscribed machine looks like that). Returns
+-- the set of named hosts.
+local function judge_hosts(c, tests, loc)
+  local named = {}
+  for _, t in ipairs(tests) do
+    local judged, all_slow, decidable = {}, true, true
+    local T = threshold(c, t.pairs[1], c.factor)
+    for _, p in ipairs(t.pairs) do
+      local j = judge(c, p, T)
+      j.cv = p.cv
+      judged[#judged + 1] = j
+      all_slow = all_slow and j.slow
+      decidable = decidable and p.decidable
+    end
+    local h = t.entry
+    local function rank_of(j, mine)  -- the pair's rank on h (mine) or its partner
+      local on_h = c.bad_host[c.rank_hosts[j.pair[1] + 1]] == h
+      if mine then return on_h and j.pair[1] or j.pair[2] end
+      return on_h and j.pair[2] or j.pair[1]
+    end
+    verdict(c, h, judged, T)
+    if all_slow then
+      local v = judged[1]
+      h.retest = { rank = v.pair[1], partners = {}, partner_host = nil, value = v.median_us,
+                   reference = c.out.references.inter and c.out.references.inter.median_us }
+      for _, j in ipairs(judged) do h.retest.partners[#h.retest.partners + 1] = rank_of(j, false) end
+      partner_hosts(c, h.retest)
+      c.out.hosts[#c.out.hosts + 1] = h
+      named[h.host] = true
+    else
+      local slow, good = {}, 0
+      for _, j in ipairs(judged) do
+        if j.slow then slow[#slow + 1] = rank_of(j, true) elseif j.good then good = good + 1 end
+      end
+      if #slow == 1 and good >= 1 and #h.ranks >= 2 then
+        local e
+        for _, s in ipairs(loc.ranks) do if s.rank == slow[1] then e = s end end
+        if not e then
+          e = { rank = slow[1], score = h.score, median = h.median }
+          table.insert(loc.ranks, 1, e)  -- measured evidence: before the screening's suspects
+        end
+        e.from_host_test = h.host
+      elseif not decidable then
+        undecided(c, { host = h.host })
+      end
+    end
+  end
+  return named
+end
+
+-- A suspect host not named is cleared: its ranks (other than suspects) become partners, the
+-- least trusted, its suspect ranks are judged as ranks (one slow rank can make its host look
+-- slow on the screening) and its slow links return as link suspects.
+local function clear_hosts(c, host_sus, loc, named_host)
+  local suspect_rank = {}
+  for _, s in ipairs(loc.ranks) do suspect_rank[s.rank] = true end
+  for _, l in ipairs(loc.pairs) do suspect_rank[l.a], suspect_rank[l.b] = true, true end
+  local returned, seen_link = {}, {}
+  for _, h in ipairs(host_sus) do
+    if not named_host[h.host] then
+      for _, l in ipairs(h.link_suspects or {}) do
+        local ba, bb = c.bad_host[c.rank_hosts[l.a + 1]], c.bad_host[c.rank_hosts[l.b + 1]]
+        local other = ba ~= h and ba or bb ~= h and bb
+        if not seen_link[l] and not (other and named_host[other.host]) then
+          seen_link[l] = true
+          returned[#returned + 1] = l
+          suspect_rank[l.a], suspect_rank[l.b] = true, true
+        end
+      end
+    end
+  end
+  for _, h in ipairs(host_sus) do
+    if not named_host[h.host] then
+      c.bad_host[h.host] = nil
+      for _, r in ipairs(h.ranks) do if not suspect_rank[r] then c.order[#c.order + 1] = r end end
+    end
+  end
+  if #returned > 0 then  -- their ends are no one's partner
+    local kept = {}
+    for _, r in ipairs(c.order) do if not suspect_rank[r] then kept[#kept + 1] = r end end
+    c.order = kept
+    for _, l in ipairs(returned) do loc.pairs[#loc.pairs + 1] = l end
+    table.sort(loc.pairs, function(x, y) return x.score > y.score end)
+  end
+end
+
+-- A rank's re-test: against good ranks on two other hosts, and a mate (a good rank of its host)
+-- against a third: a rank slow with both partners beside a good mate is the rank, not its host
+-- nor a link; with one other host, against one partner; on a single host, against two of its host.
+local function rank_test(c, s)
+  local r, rh = s.rank, c.rank_hosts
+  local ps, mate = {}, nil
+  local function pair(x, y, f) return { math.min(x, y), math.max(x, y), f = f } end
+  local others = partners(c.order, rh, r, false, 3, nil)
+  for _, g in ipairs(c.order) do
+    if g ~= r and rh[g + 1] == rh[r + 1] then mate = g; break end
+  end
+  if #others >= 1 then
+    ps[1] = pair(r, others[1], c.rank_factor)
+    if others[2] then ps[2] = pair(r, others[2], c.rank_factor) end
+    if mate then
+      ps[#ps + 1] = pair(mate, others[3] or others[2] or others[1])
+      ps[#ps].mate = true
+    end
+  else
+    for _, g in ipairs(partners(c.order, rh, r, true, 2, nil)) do ps[#ps + 1] = pair(r, g, c.rank_factor) end
+  end
+  if #ps > 0 then return { entry = s, what = "rank", pairs = ps } end
+end
+
+-- A link's re-test: the link, and each end against a good rank placed as the other end was
+-- (same host or not), away from the other end's host. nil: no good partner for an end.
+local function link_test(c, l)
+  local a, b, rh = l.a, l.b, c.rank_hosts
+  local same = rh[a + 1] == rh[b + 1]
+  local ga = partners(c.order, rh, a, same, 1, not same and { [rh[b + 1]] = true } or nil)[1]
+  local gb = partners(c.order, rh, b, same, 1, not same and { [rh[a + 1]] = true } or nil)[1]
+  if not (ga and gb) then return nil end
+  return { entry = l, what = "link",
+           pairs = { { math.min(a, b), math.max(a, b), f = c.link_factor },
+                     { math.min(a, ga), math.max(a, ga), is_end = true },
+                     { math.min(b, gb), math.max(b, gb), is_end = true } } }
+end
+
+-- 2. ranks and links outside the named hosts, the worst first, at most max_suspects each.
+local function rank_link_tests(c, loc, named_host)
+  local tests, skipped, nlinks = {}, loc.skipped_links, 0
+  for _, s in ipairs(loc.ranks) do
+    if not named_host[c.rank_hosts[s.rank + 1]] then
+      if #tests >= c.cap then skipped = skipped + 1 else tests[#tests + 1] = rank_test(c, s) end
+    end
+  end
+  for _, l in ipairs(loc.pairs) do
+    if nlinks >= c.cap then skipped = skipped + 1 else
+      local t = link_test(c, l)
+      if t then nlinks = nlinks + 1; tests[#tests + 1] = t
+      else undecided(c, { pair = { l.a, l.b }, why = "no good partner for its ends" }) end
+    end
+  end
+  c.out.suspects.skipped = skipped
+  return tests
+end
+
+-- A rank named when slow with each partner and its mate shown good.
+local function judge_rank(c, t)
+  local e = t.entry
+  local T = threshold(c, t.pairs[1], c.rank_factor)
+  local judged, all_slow, decidable, mate = {}, true, true, nil
+  for _, p in ipairs(t.pairs) do
+    local j = judge(c, p, threshold(c, p, p.mate and c.factor or c.rank_factor))
+    j.cv = p.cv
+    decidable = decidable and p.decidable
+    if p.mate then
+      mate = j
+      all_slow = all_slow and j.good  -- the mate must be shown good
+    else
+      judged[#judged + 1] = j
+      all_slow = all_slow and j.slow
+    end
+  end
+  verdict(c, e, judged, T, { mate })
+  e.verdict.mate = mate
+  e.verdict.from_host_test = e.from_host_test
+  if all_slow then
+    local j = judged[1]
+    e.partner = j.pair[1] == e.rank and j.pair[2] or j.pair[1]
+    e.partners, e.values = {}, {}
+    for i, x in ipairs(judged) do
+      e.partners[i], e.values[i] = x.pair[1] == e.rank and x.pair[2] or x.pair[1], x.median_us
+    end
+    e.value = j.median_us
+    local ref = c.out.references[t.pairs[1].kind]
+    e.reference = ref and ref.median_us
+    c.out.ranks[#c.out.ranks + 1] = e
+  elseif not decidable then
+    undecided(c, { rank = e.rank })
+  end
+end
+
+-- A link named when slow (at link_factor) while both ends are shown good with others by the
+-- same rounds, and neither end's own rank re-test came out slow (`not_good`).
+local function judge_link(c, t, not_good)
+  local e = t.entry
+  local link = judge(c, t.pairs[1], threshold(c, t.pairs[1], c.link_factor))
+  link.cv = t.pairs[1].cv
+  local ea = judge(c, t.pairs[2], threshold(c, t.pairs[2], c.factor))
+  local eb = judge(c, t.pairs[3], threshold(c, t.pairs[3], c.factor))
+  ea.cv, eb.cv = t.pairs[2].cv, t.pairs[3].cv
+  verdict(c, e, { link }, link.threshold, { ea, eb })
+  e.verdict.ends = { ea, eb }
+  if link.slow and ea.good and eb.good and not not_good[e.a] and not not_good[e.b] then
+    e.retest = link.median_us
+    local ref = c.out.references[t.pairs[1].kind]
+    e.reference = ref and ref.median_us
+    c.out.links[#c.out.links + 1] = e
+  elseif not (t.pairs[1].decidable and t.pairs[2].decidable and t.pairs[3].decidable) then
+    undecided(c, { pair = { e.a, e.b } })
+  end
+end
+
+-- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence).
+local function group_ranks(c, loc)
+  local out, rh = c.out, c.rank_hosts
+  local by_host, kept = {}, {}
+  for _, r in ipairs(out.ranks) do
+    local h = rh[r.rank + 1]
+    by_host[h] = by_host[h] or {}
+    table.insert(by_host[h], r)
+  end
+  for _, r in ipairs(out.ranks) do
+    local h = rh[r.rank + 1]
+    local group = by_host[h]
+    if #group < 2 then kept[#kept + 1] = r elseif group[1] == r then
+      local ranks = {}
+      for q, x in ipairs(rh) do if x == h then ranks[#ranks + 1] = q - 1 end end
+      local worst = group[1]
+      local e = { host = h, ranks = ranks, score = worst.score, median = worst.median,
+                  reference = loc.fleet_median or 0, from_ranks = true, links = {},
+                  retest = { rank = worst.rank, partners = {}, partner_host = "", value = worst.value,
+                             reference = worst.reference },
+                  verdict = { ranks = group, threshold = worst.verdict.threshold, margin = c.margin,
+                              confidence = worst.verdict.confidence, rounds = worst.verdict.rounds } }
+      for _, x in ipairs(group) do
+        e.verdict.confidence = math.min(e.verdict.confidence, x.verdict.confidence)
+        table.insert(e.retest.partners, x.partner)
+      end
+      partner_hosts(c, e.retest)
+      out.hosts[#out.hosts + 1] = e
+    end
+  end
+  out.ranks = kept
+end
+
 -- localise(values, rank_hosts, args, measure) -> { hosts, ranks, links, suspects, retests,
 --   references, under_measured, noisy, undecided }: the one localisation (cs.p2p.localise runs
 --   it on rank 0 with a collective measure; scripts/scale_model.lua with a model).
@@ -481,453 +926,46 @@ end
 --   confidence (1 - the sign test's p-value). References with cv above max_cv: nothing is shown
 --   good (no link named); when nobody is named, `noisy` says the run was too noisy to localise.
 function M.localise(values, rank_hosts, args, measure)
-  local n = #rank_hosts
-  local factor, link_factor, rank_factor = opt(args, "factor"), opt(args, "link_factor"), opt(args, "rank_factor")
-  local K, kmin, margin, max_cv = opt(args, "samples"), opt(args, "min_samples"), opt(args, "margin"), opt(args, "max_cv")
-  local host_sus, loc, order, bad_host, under = M.suspects(n, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
-    opt(args, "min_host_partners"), opt(args, "max_suspects"))
+  local c = { rank_hosts = rank_hosts, measure = measure, retests = { planned = 0, run = 0, cut = false, rounds = 0 } }
+  for _, k in ipairs { "factor", "link_factor", "rank_factor", "margin", "max_cv", "max_samples", "open" } do c[k] = opt(args, k) end
+  c.K, c.kmin, c.cap = opt(args, "samples"), opt(args, "min_samples"), opt(args, "max_suspects")
+  local host_sus, loc, order, bad_host, under = M.suspects(#rank_hosts, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
+    opt(args, "min_host_partners"), c.cap)
+  c.order, c.bad_host = order, bad_host
   local out = { hosts = {}, ranks = {}, links = {}, references = {}, undecided = {}, under_measured = under, tested = {},
                 suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs + loc.skipped_links } }
-  local retests = { planned = 0, run = 0, cut = false, rounds = 0 }
-  local function kind(a, b) return rank_hosts[a + 1] == rank_hosts[b + 1] and "intra" or "inter" end
-
-  -- The threshold of a pair judged at factor f after n rounds. The first look (n <= samples):
-  -- max(f, 1 + margin x cv), cv the references' spread per sample, with all rounds but one above
-  -- it: a verdict clear without statistics. The second look (more rounds): max(f, 1 + margin x
-  -- SE), SE the standard error of the effect (a median over n rounds against the references'
-  -- median: 1.2533 x cv x sqrt(1/n + 1/(refs x n)), cv robust), with a sign test.
-  local function threshold(p, f)
-    local n = #(p.ratios or {})
-    if n <= K then return math.max(f, 1 + margin * (p.cv or 0)) end
-    local se = 1.2533 * (p.cv or 0) * math.sqrt(1 / n + 1 / ((p.refs or 1) * n))
-    return math.max(f, 1 + margin * se)
-  end
-  -- The statistics of one pair at threshold T: slow / good, and the numbers. Slow: the effect
-  -- above T, and in the first look all rounds but one above T, in the second 60 % of the rounds
-  -- slower than the references (the median's test is the decision; this keeps one run of
-  -- spikes from making it). Good: the effect below the plain factor (not
-  -- the noise-widened T: noise must not make a slow pair look good), with references quiet
-  -- enough to say so.
-  local function judge(p, T)
-    local q = p.ratios or {}
-    local above, over = 0, 0
-    for _, x in ipairs(q) do
-      if x > T then above = above + 1 end
-      if x > 1 then over = over + 1 end
-    end
-    local eff = p.effect or median(q) or 0
-    local n = #q
-    local rounds_ok = n <= K and above >= n - 1 or n > K and over >= math.ceil(0.6 * n)
-    return { slow = p.decidable and eff > T and rounds_ok,
-             good = p.decidable and p.quiet and eff < factor,
-             pair = { p[1], p[2] }, samples_us = p.samples, median_us = median(p.samples), ratio = eff,
-             above = above, rounds = n, threshold = T }
-  end
-  -- A pair whose verdict more rounds could change: not slow yet, its median above `open` (a
-  -- fault's ratio, diluted by noise); a mate or a link's end that must be shown good, its median
-  -- between `open` and twice the factor.
-  local function open_pair(p)
-    if not p.decidable then return false end
-    local m = p.effect or median(p.ratios) or 0
-    if p.mate or p.is_end then return m >= opt(args, "open") and m < 2 * factor end  -- good or not?
-    return not judge(p, threshold(p, p.f or factor)).slow and m >= opt(args, "open")
-  end
-
-  -- a phase's references in the report (the last phase that measured), and whether they were
-  -- too noisy for a verdict (reported if nobody is named)
-  local function record_references(refs, ref_round, cv)
-    for k, ps in pairs(refs) do
-      local per = ref_round[k]
-      if #per > 0 or not out.references[k] then
-        out.references[k] = { pairs = {}, cv = cv[k], median_us = median(per), samples = per }
-        for _, p in ipairs(ps) do table.insert(out.references[k].pairs, { a = p[1], b = p[2], samples_us = p.samples }) end
-      end
-      if cv[k] > max_cv and (not out.noisy or cv[k] > out.noisy.cv) then
-        out.noisy = { cv = cv[k], kind = k, max_cv = max_cv, samples = #per * #ps }
-      end
-    end
-  end
-
-  -- One phase: subjects (each with pairs {a, b}, each pair's factor f), references for the kinds
-  -- they need, `K` interleaved rounds, then up to max_samples rounds of the references and the
-  -- subjects still open (sequential: a clear verdict stops early, a borderline one is measured
-  -- until the median is steady enough). Leaves on each subject pair its ratio statistics.
-  local function run_phase(subjects, must)
-    if #subjects == 0 then return end
-    local kinds, refl = {}, {}
-    for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do kinds[kind(p[1], p[2])] = true end end
-    local refs = {}
-    for _, k in ipairs { "inter", "intra" } do
-      if kinds[k] then
-        refs[k] = reference_pairs(order, rank_hosts, k == "intra", 2)
-        for _, p in ipairs(refs[k]) do p.ref = k; refl[#refl + 1] = p end
-      end
-    end
-    local all = {}
-    for _, p in ipairs(refl) do all[#all + 1] = p end
-    for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do all[#all + 1] = p end end
-    for _, p in ipairs(all) do p.samples = {} end
-    retests.planned = retests.planned + K * #all
-    local rounds = 0
-    local ref_round, cv, rcv = {}, {}, {}
-    -- the references of each kind: per round their mean (the faster of them would be biased
-    -- low: good pairs would look slow), their spread (each pair's samples over its own median,
-    -- pooled); each subject pair: its ratios to its kind's references, round by round
-    local function statistics(which)
-      for k, ps in pairs(refs) do
-        local per, pooled = {}, {}
-        for _, p in ipairs(ps) do
-          local m = median(p.samples)
-          for r, x in ipairs(p.samples) do
-            per[r] = (per[r] or 0) + x / #ps
-            if m and m > 0 then pooled[#pooled + 1] = x / m end
-          end
-        end
-        ref_round[k], cv[k], rcv[k] = per, M.spread(pooled), M.robust_cv(pooled)
-      end
-      for _, s in ipairs(which) do
-        for _, p in ipairs(s.pairs) do
-          local k = kind(p[1], p[2])
-          local rr = ref_round[k]
-          local q = {}
-          if rr then for r, x in ipairs(p.samples) do if rr[r] and rr[r] > 0 then q[#q + 1] = x / rr[r] end end end
-          p.kind, p.ratios = k, q
-          -- the effect: the pair's median over its kind's references' median, the same rounds
-          -- (a median of per-round ratios would carry the references' spikes: their per-round
-          -- mean is not robust)
-          local same = {}
-          if rr then for r = 1, #p.samples do same[r] = rr[r] end end
-          local rm = median(same)
-          p.effect = rm and rm > 0 and #q > 0 and median(p.samples) / rm or nil
-          p.cv = #q > K and rcv[k] or cv[k]
-          p.refs = #refs[k]
-          p.decidable = rr ~= nil and #q >= kmin
-          p.quiet = cv[k] <= max_cv
-        end
-      end
-    end
-    -- one round over `list` (the order rotating: no pair always first); false when the budget is spent
-    local function round(list, forced)
-      local batch, idx = {}, {}
-      for i = 1, #list do
-        local j = (i - 1 + rounds * 3) % #list + 1
-        batch[i], idx[i] = { list[j][1], list[j][2] }, j
-      end
-      local v = measure(batch, forced)
-      if not v then retests.cut = true; return false end
-      for i, j in ipairs(idx) do table.insert(list[j].samples, v[i]) end
-      retests.run = retests.run + #batch
-      rounds = rounds + 1
-      return true
-    end
-    for k = 1, K do
-      if not round(all, must and k <= kmin) then break end
-    end
-    statistics(subjects)
-    -- the subjects still open after `samples` rounds: up to max_samples rounds more of them and
-    -- the references, then one more look (two looks in all: a verdict re-judged after every
-    -- round would sooner or later find noise above any threshold)
-    local active, list = {}, {}
-    if rounds == K then
-      for _, s in ipairs(subjects) do
-        local o = false
-        for _, p in ipairs(s.pairs) do o = o or open_pair(p) end
-        if o then active[#active + 1] = s end
-      end
-    end
-    if #active > 0 then
-      for _, p in ipairs(refl) do list[#list + 1] = p end
-      for _, s in ipairs(active) do for _, p in ipairs(s.pairs) do list[#list + 1] = p end end
-      retests.extended = (retests.extended or 0) + #active
-      for _ = K + 1, opt(args, "max_samples") do
-        retests.planned = retests.planned + #list
-        if not round(list, false) then break end
-      end
-      statistics(active)  -- the others keep the statistics of their own rounds
-    end
-    retests.rounds = retests.rounds + rounds
-    record_references(refs, ref_round, cv)
-  end
-
-  local function verdict(entry, judged, T, extra)
-    local above, total = 0, 0
-    for _, j in ipairs(judged) do above, total = above + j.above, total + j.rounds end
-    entry.verdict = { pairs = judged, threshold = T, margin = margin, reference_cv = judged[1] and judged[1].cv,
-                      rounds = judged[1] and judged[1].rounds or 0,
-                      confidence = 1 - sign_tail(above, total) }
-    -- every suspect's verdict in short, named or not (report.json's localisation.tested: why
-    -- someone was not named)
-    local short = { host = entry.host, rank = entry.rank, pair = entry.a and { entry.a, entry.b } or nil,
-                    threshold = T, pairs = {} }
-    for _, j in ipairs(judged) do
-      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds, median_us = j.median_us,
-                                  slow = j.slow or false, good = j.good or false })
-    end
-    for _, j in ipairs(extra or {}) do
-      table.insert(short.pairs, { a = j.pair[1], b = j.pair[2], ratio = j.ratio, above = j.above, rounds = j.rounds, median_us = j.median_us,
-                                  slow = j.slow or false, good = j.good or false, shown_good = true })
-    end
-    out.tested[#out.tested + 1] = short
-  end
-
+  c.out = out
   -- 1. hosts
-  local host_tests = {}
-  for _, h in ipairs(host_sus) do
-    local ps = {}
-    local others = partners(order, rank_hosts, h.ranks[1], false, 2, bad_host)
-    for i, g in ipairs(others) do
-      local r = h.ranks[(i - 1) % #h.ranks + 1]
-      ps[#ps + 1] = { math.min(r, g), math.max(r, g), f = factor }
-    end
-    if #ps > 0 then host_tests[#host_tests + 1] = { entry = h, pairs = ps } else out.undecided[#out.undecided + 1] = { host = h.host, why = "no good partner" } end
-  end
-  run_phase(host_tests, true)
-  local named_host = {}
-  for _, t in ipairs(host_tests) do
-    local judged, all_slow, decidable = {}, true, true
-    local T = threshold(t.pairs[1], factor)
-    for _, p in ipairs(t.pairs) do
-      local j = judge(p, T)
-      j.cv = p.cv
-      judged[#judged + 1] = j
-      all_slow = all_slow and j.slow
-      decidable = decidable and p.decidable
-    end
-    local h = t.entry
-    verdict(h, judged, T)
-    if all_slow then
-      local v = judged[1]
-      h.retest = { rank = v.pair[1], partners = {}, partner_host = nil, value = v.median_us,
-                   reference = out.references.inter and out.references.inter.median_us }
-      for _, j in ipairs(judged) do
-        local g = bad_host[rank_hosts[j.pair[1] + 1]] == h and j.pair[2] or j.pair[1]
-        h.retest.partners[#h.retest.partners + 1] = g
-      end
-      local ph = {}
-      for _, g in ipairs(h.retest.partners) do ph[#ph + 1] = rank_hosts[g + 1] end
-      h.retest.partner_host = table.concat(ph, " and ")
-      out.hosts[#out.hosts + 1] = h
-      named_host[h.host] = true
-    else
-      -- the host's ranks were measured one per pair: one slow while another is shown good
-      -- points at that rank, but one pair is not a rank verdict (a rank descheduled for a few
-      -- rounds on an oversubscribed machine looks like that): it becomes a rank suspect, judged
-      -- in phase 2 against two partners of its own with its mate shown good
-      local slow, good = {}, 0
-      for _, j in ipairs(judged) do
-        local r = bad_host[rank_hosts[j.pair[1] + 1]] == h and j.pair[1] or j.pair[2]
-        if j.slow then slow[#slow + 1] = r elseif j.good then good = good + 1 end
-      end
-      if #slow == 1 and good >= 1 and #h.ranks >= 2 then
-        local r = slow[1]
-        local e
-        for _, s in ipairs(loc.ranks) do if s.rank == r then e = s end end
-        if not e then
-          e = { rank = r, score = h.score, median = h.median }
-          table.insert(loc.ranks, 1, e)  -- measured evidence: before the screening's suspects
-        end
-        e.from_host_test = h.host
-      elseif not decidable then
-        out.undecided[#out.undecided + 1] = { host = h.host, why = retests.cut and "budget" or "noise" }
-      end
-    end
-  end
-
-  -- 2. ranks and links, outside the named hosts, the worst first, at most max_suspects each.
-  -- A suspect host not named is cleared: its ranks (other than suspects) become partners, the
-  -- least trusted, and its suspect ranks are judged as ranks (one slow rank can make its host
-  -- look slow on the screening).
-  local suspect_rank = {}
-  for _, s in ipairs(loc.ranks) do suspect_rank[s.rank] = true end
-  for _, l in ipairs(loc.pairs) do suspect_rank[l.a], suspect_rank[l.b] = true, true end
-  local returned, seen_link = {}, {}
-  for _, h in ipairs(host_sus) do
-    if not named_host[h.host] then
-      for _, l in ipairs(h.link_suspects or {}) do
-        local other = bad_host[rank_hosts[l.a + 1]] ~= h and bad_host[rank_hosts[l.a + 1]]
-          or bad_host[rank_hosts[l.b + 1]] ~= h and bad_host[rank_hosts[l.b + 1]]
-        if not seen_link[l] and not (other and named_host[other.host]) then
-          seen_link[l] = true
-          returned[#returned + 1] = l
-          suspect_rank[l.a], suspect_rank[l.b] = true, true
-        end
-      end
-    end
-  end
-  for _, h in ipairs(host_sus) do
-    if not named_host[h.host] then
-      bad_host[h.host] = nil
-      for _, r in ipairs(h.ranks) do if not suspect_rank[r] then order[#order + 1] = r end end
-    end
-  end
-  if #returned > 0 then  -- their ends are no one's partner
-    local kept = {}
-    for _, r in ipairs(order) do if not suspect_rank[r] then kept[#kept + 1] = r end end
-    order = kept
-    for _, l in ipairs(returned) do loc.pairs[#loc.pairs + 1] = l end
-    table.sort(loc.pairs, function(x, y) return x.score > y.score end)
-  end
-  local cap = opt(args, "max_suspects")
-  local tests = {}
-  local skipped = 0
-  for _, s in ipairs(loc.ranks) do
-    if not named_host[rank_hosts[s.rank + 1]] then
-      if #tests >= cap then skipped = skipped + 1 else
-        -- the rank against good ranks on two other hosts, and a mate (a good rank of its host)
-        -- against a third: a rank slow with both partners beside a good mate is the rank, not
-        -- its host nor a link; with one other host, against one partner; on a single host,
-        -- against two of its host
-        local r = s.rank
-        local ps, mate = {}, nil
-        local others = partners(order, rank_hosts, r, false, 3, nil)
-        for _, g in ipairs(order) do
-          if g ~= r and rank_hosts[g + 1] == rank_hosts[r + 1] then mate = g; break end
-        end
-        if #others >= 1 then
-          ps[1] = { math.min(r, others[1]), math.max(r, others[1]), f = rank_factor }
-          if others[2] then ps[2] = { math.min(r, others[2]), math.max(r, others[2]), f = rank_factor } end
-          if mate then
-            local gm = others[3] or others[2] or others[1]
-            ps[#ps + 1] = { math.min(mate, gm), math.max(mate, gm), mate = true }
-          end
-        else
-          for _, g in ipairs(partners(order, rank_hosts, r, true, 2, nil)) do ps[#ps + 1] = { math.min(r, g), math.max(r, g), f = rank_factor } end
-        end
-        if #ps > 0 then tests[#tests + 1] = { entry = s, what = "rank", pairs = ps } end
-      end
-    end
-  end
-  local nlinks = 0
-  skipped = skipped + loc.skipped_links
-  for _, l in ipairs(loc.pairs) do
-    if nlinks >= cap then skipped = skipped + 1 else
-      local a, b = l.a, l.b
-      local same = rank_hosts[a + 1] == rank_hosts[b + 1]
-      -- each end against a good rank placed as the other end was (same host or not), away from
-      -- the other end's host
-      local ga = partners(order, rank_hosts, a, same, 1, not same and { [rank_hosts[b + 1]] = true } or nil)[1]
-      local gb = partners(order, rank_hosts, b, same, 1, not same and { [rank_hosts[a + 1]] = true } or nil)[1]
-      if ga and gb then
-        nlinks = nlinks + 1
-        tests[#tests + 1] = { entry = l, what = "link",
-                              pairs = { { math.min(a, b), math.max(a, b), f = link_factor },
-                                        { math.min(a, ga), math.max(a, ga), is_end = true },
-                                        { math.min(b, gb), math.max(b, gb), is_end = true } } }
-      else
-        out.undecided[#out.undecided + 1] = { pair = { a, b }, why = "no good partner for its ends" }
-      end
-    end
-  end
-  out.suspects.skipped = skipped
-  run_phase(tests, false)
+  local htests = host_tests(c, host_sus)
+  run_phase(c, htests, true)
+  local named_host = judge_hosts(c, htests, loc)
+  -- 2. ranks and links
+  clear_hosts(c, host_sus, loc, named_host)
+  local tests = rank_link_tests(c, loc, named_host)
+  run_phase(c, tests, false)
   -- a rank whose own re-test (against other ranks) came out above the factor is not shown good
   -- by any of the same rounds: a link at its end is not named (a slow rank is not its links)
   local not_good = {}
   for _, t in ipairs(tests) do
     if t.what == "rank" then
       for _, p in ipairs(t.pairs) do
-        if not p.mate and (p.effect or median(p.ratios or {}) or 0) >= factor then not_good[t.entry.rank] = true end
+        if not p.mate and (p.effect or median(p.ratios or {}) or 0) >= c.factor then not_good[t.entry.rank] = true end
       end
     end
   end
   for _, t in ipairs(tests) do
-    local e = t.entry
-    if t.what == "rank" then
-      local T = threshold(t.pairs[1], rank_factor)
-      local judged, all_slow, decidable = {}, true, true
-      local mate
-      for _, p in ipairs(t.pairs) do
-        local j = judge(p, threshold(p, p.mate and factor or rank_factor))
-        j.cv = p.cv
-        decidable = decidable and p.decidable
-        if p.mate then
-          mate = j
-          all_slow = all_slow and j.good  -- the mate must be shown good
-        else
-          judged[#judged + 1] = j
-          all_slow = all_slow and j.slow
-        end
-      end
-      verdict(e, judged, T, { mate })
-      e.verdict.mate = mate
-      e.verdict.from_host_test = e.from_host_test
-      if all_slow then
-        local j = judged[1]
-        e.partner = j.pair[1] == e.rank and j.pair[2] or j.pair[1]
-        e.partners, e.values = {}, {}
-        for i, x in ipairs(judged) do
-          e.partners[i], e.values[i] = x.pair[1] == e.rank and x.pair[2] or x.pair[1], x.median_us
-        end
-        e.value = j.median_us
-        local ref = out.references[t.pairs[1].kind]
-        e.reference = ref and ref.median_us
-        out.ranks[#out.ranks + 1] = e
-      elseif not decidable then
-        out.undecided[#out.undecided + 1] = { rank = e.rank, why = retests.cut and "budget" or "noise" }
-      end
-    else
-      local link = judge(t.pairs[1], threshold(t.pairs[1], link_factor))
-      link.cv = t.pairs[1].cv
-      local ea = judge(t.pairs[2], threshold(t.pairs[2], factor))
-      local eb = judge(t.pairs[3], threshold(t.pairs[3], factor))
-      ea.cv, eb.cv = t.pairs[2].cv, t.pairs[3].cv
-      verdict(e, { link }, link.threshold, { ea, eb })
-      e.verdict.ends = { ea, eb }
-      if link.slow and ea.good and eb.good and not not_good[e.a] and not not_good[e.b] then
-        e.retest = link.median_us
-        local ref = out.references[t.pairs[1].kind]
-        e.reference = ref and ref.median_us
-        out.links[#out.links + 1] = e
-      elseif not (t.pairs[1].decidable and t.pairs[2].decidable and t.pairs[3].decidable) then
-        out.undecided[#out.undecided + 1] = { pair = { e.a, e.b }, why = retests.cut and "budget" or "noise" }
-      end
-    end
+    if t.what == "rank" then judge_rank(c, t) else judge_link(c, t, not_good) end
   end
-  -- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence)
-  local by_host = {}
-  for _, r in ipairs(out.ranks) do
-    local h = rank_hosts[r.rank + 1]
-    by_host[h] = by_host[h] or {}
-    table.insert(by_host[h], r)
-  end
-  local kept = {}
-  for _, r in ipairs(out.ranks) do
-    local h = rank_hosts[r.rank + 1]
-    local group = by_host[h]
-    if #group >= 2 then
-      if group[1] == r then
-        local ranks = {}
-        for q, x in ipairs(rank_hosts) do if x == h then ranks[#ranks + 1] = q - 1 end end
-        local worst = group[1]
-        local e = { host = h, ranks = ranks, score = worst.score, median = worst.median,
-                    reference = loc.fleet_median or 0, from_ranks = true, links = {},
-                    retest = { rank = worst.rank, partners = {}, partner_host = "", value = worst.value,
-                               reference = worst.reference },
-                    verdict = { ranks = group, threshold = worst.verdict.threshold, margin = margin,
-                                confidence = worst.verdict.confidence, rounds = worst.verdict.rounds } }
-        for _, x in ipairs(group) do
-          e.verdict.confidence = math.min(e.verdict.confidence, x.verdict.confidence)
-          table.insert(e.retest.partners, x.partner)
-        end
-        local ph = {}
-        for _, g in ipairs(e.retest.partners) do ph[#ph + 1] = rank_hosts[g + 1] end
-        e.retest.partner_host = table.concat(ph, " and ")
-        out.hosts[#out.hosts + 1] = e
-      end
-    else
-      kept[#kept + 1] = r
-    end
-  end
-  out.ranks = kept
+  group_ranks(c, loc)
   -- References noisier than max_cv: a suspect is still named when its effect clears the
   -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)
   -- and when nobody is named the finding says that the run was too noisy, not that it is healthy.
   if out.noisy and #out.hosts + #out.ranks + #out.links > 0 then out.noisy = nil end
   if out.noisy then
     out.noisy.message = ("measurements too noisy to localise: CV %.2f of the %s-host reference pairs (at most %.2f for a verdict)"):format(
-      out.noisy.cv, out.noisy.kind == "intra" and "same" or "cross", max_cv)
+      out.noisy.cv, out.noisy.kind == "intra" and "same" or "cross", c.max_cv)
   end
-  out.retests = retests
+  out.retests = c.retests
   return out
 end
 
