@@ -286,6 +286,47 @@ local function sign_tail(m, k)
   return p / 2 ^ k
 end
 
+-- A pair slow against both of its ends' own medians is a link suspect even when an end is a
+-- rank suspect (localize leaves those out: a slow rank's pairs are slow, but not slower than
+-- its others; a slow link's are, and noise that made its end a suspect must not hide it).
+local function more_link_suspects(n, values, loc, link_factor)
+  local fleet = loc.fleet_median
+  if fleet and fleet > 0 then
+    local listed = {}
+    for _, l in ipairs(loc.pairs) do listed[l.a * (n + 1) + l.b] = true end
+    for _, p in ipairs(values) do
+      local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
+      local own = math.max(loc.scores[a + 1] or 0, loc.scores[b + 1] or 0) * fleet
+      if p[3] > link_factor * fleet and p[3] > link_factor * own and not listed[a * (n + 1) + b] then
+        loc.pairs[#loc.pairs + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet }
+        listed[a * (n + 1) + b] = true
+      end
+    end
+  end
+end
+
+-- The hosts measured with fewer than min_host_partners other hosts (under-measured: no host
+-- verdict on them), from the distinct other hosts each host has pairs with.
+local function under_measured(values, rank_hosts, names, min_host_partners)
+  local under = {}
+  if #names >= 3 then
+    local need = math.min(min_host_partners or M.VERDICT.min_host_partners, #names - 1)
+    local seen, count = {}, {}
+    for _, h in ipairs(names) do seen[h], count[h] = {}, 0 end
+    for _, p in ipairs(values) do
+      local ha, hb = rank_hosts[p[1] + 1], rank_hosts[p[2] + 1]
+      if ha ~= hb then
+        if not seen[ha][hb] then seen[ha][hb] = true; count[ha] = count[ha] + 1 end
+        if not seen[hb][ha] then seen[hb][ha] = true; count[hb] = count[hb] + 1 end
+      end
+    end
+    for _, h in ipairs(names) do
+      if count[h] < need then under[#under + 1] = { host = h, partners = count[h], needed = need } end
+    end
+  end
+  return under
+end
+
 -- suspects(n, values, rank_hosts, factor, link_factor [, min_host_partners]) -> host_sus, loc,
 --   order, bad_host, under. The screening of a pattern (no verdict yet): host suspects
 --   (localize_hosts, plus every host that is one end of slow links to two or more other hosts:
@@ -315,22 +356,7 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
     if not ranks_of[h] then ranks_of[h] = {}; names[#names + 1] = h end
     table.insert(ranks_of[h], r - 1)
   end
-  -- A pair slow against both of its ends' own medians is a link suspect even when an end is a
-  -- rank suspect (localize leaves those out: a slow rank's pairs are slow, but not slower than
-  -- its others; a slow link's are, and noise that made its end a suspect must not hide it).
-  local fleet = loc.fleet_median
-  if fleet and fleet > 0 then
-    local listed = {}
-    for _, l in ipairs(loc.pairs) do listed[l.a * (n + 1) + l.b] = true end
-    for _, p in ipairs(values) do
-      local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
-      local own = math.max(loc.scores[a + 1] or 0, loc.scores[b + 1] or 0) * fleet
-      if p[3] > link_factor * fleet and p[3] > link_factor * own and not listed[a * (n + 1) + b] then
-        loc.pairs[#loc.pairs + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet }
-        listed[a * (n + 1) + b] = true
-      end
-    end
-  end
+  more_link_suspects(n, values, loc, link_factor)
   -- slow links grouped by host: a host at one end of slow links to 2+ other hosts is the suspect
   local by_host = {}
   for _, l in ipairs(loc.pairs) do
@@ -397,23 +423,7 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
     if sx ~= sy then return sx < sy end
     return x < y
   end)
-  -- coverage: the distinct other hosts each host was measured with
-  local under = {}
-  if #names >= 3 then
-    local need = math.min(min_host_partners or M.VERDICT.min_host_partners, #names - 1)
-    local seen, count = {}, {}
-    for _, h in ipairs(names) do seen[h], count[h] = {}, 0 end
-    for _, p in ipairs(values) do
-      local ha, hb = rank_hosts[p[1] + 1], rank_hosts[p[2] + 1]
-      if ha ~= hb then
-        if not seen[ha][hb] then seen[ha][hb] = true; count[ha] = count[ha] + 1 end
-        if not seen[hb][ha] then seen[hb][ha] = true; count[hb] = count[hb] + 1 end
-      end
-    end
-    for _, h in ipairs(names) do
-      if count[h] < need then under[#under + 1] = { host = h, partners = count[h], needed = need } end
-    end
-  end
+  local under = under_measured(values, rank_hosts, names, min_host_partners)
   return host_sus, loc, order, bad_host, under
 end
 
