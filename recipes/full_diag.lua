@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.3.0",
+  version = "1.3.1",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -243,7 +243,8 @@ local function link_checks(ctx, topology, found)
   return copies
 end
 
-function recipe.run(ctx)
+-- the tier's settings, with --budget (when given) for its budget
+local function tier_of(ctx)
   local tier = TIERS[ctx.opt.tier]
   if ctx.opt.budget > 0 then
     local t = {}
@@ -251,6 +252,68 @@ function recipe.run(ctx)
     t.budget = ctx.opt.budget
     tier = t
   end
+  return tier
+end
+
+-- 3. a probe: one round of pairs (the pair value, once) says what the pattern will cost, hence
+-- how much of the budget the sweep may take. Returns tier with sweep_deadline (seconds from the
+-- start). Collective.
+local function probe(ctx, tier, elapsed, st)
+  local probe_s = 0
+  if ctx.size >= 2 then
+    local tp = cs.now()
+    local round = cs.p2p.full_plan(ctx.size)[1]
+    local peer = cs.pairs.partner(round, ctx.rank)
+    if peer then ctx.comm:pair_bench { peer = peer, bytes = tier.pair_bytes, iters = LOCALISE_ITERS, warmup = 2 } end
+    ctx.comm:barrier()
+    probe_s = cs.now() - tp
+  end
+  local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) or 0
+  local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
+    + (1 - SHARE.pattern) * tier.budget
+  -- the cap where hosts are to be told apart (one host: the probe prices the pattern well)
+  local sweep_deadline = math.min(math.max(tier.budget - reserve - elapsed(), 0) + elapsed(),
+    ctx.nhosts > 1 and SHARE.sweep_max[ctx.opt.tier] * tier.budget or math.huge)
+  tier = setmetatable({ sweep_deadline = sweep_deadline }, { __index = tier })
+  st:info("probe_s", probe_s)
+  st:info("sweep_deadline_s", tier.sweep_deadline)
+  return tier
+end
+
+-- the GPU path's reference, rank 0's (it holds the topology and the copies), on every rank
+-- (report.json gpu_links.reference). The stand-in (tests/fake_gpu) moves data at the host's
+-- memcpy speed: its busbw says nothing of a GPU path, so the part is left out there, saying so.
+-- Collective.
+local function gpu_path_reference(ctx, topology, copies)
+  local ref = false
+  if ctx.rank == 0 then
+    local r, why = topo_gpu.reference(topology, copies)
+    ref = r or { why = why }
+    local links = ctx.report:get("gpu_links") or {}
+    links.reference = ref
+    ctx.report:set("gpu_links", links)
+    local nccl = ((ctx.report:get("commscript") or {}).backends or {}).nccl or {}
+    if nccl.fake then
+      ref = { why = "GPU stand-in (tests/fake_gpu): its busbw is the host's memcpy speed, not the GPU path's ("
+        .. (r and r.source or tostring(why)) .. ")" }
+    end
+  end
+  return ctx.comm:broadcast_value(ref, 0)
+end
+
+-- what each stage cost: report key "cost" and a log line (rank 0)
+local function report_cost(ctx, st)
+  local cost = st:finish()
+  if ctx.rank == 0 then
+    ctx.report:set("cost", cost)
+    local parts = {}
+    for _, s in ipairs(cost.stages) do parts[#parts + 1] = ("%s %.2f"):format(s.name, s.seconds) end
+    ctx.log("# stages (s): %s", table.concat(parts, ", "))
+  end
+end
+
+function recipe.run(ctx)
+  local tier = tier_of(ctx)
   local t0 = cs.now()
   local function elapsed() return cs.now() - t0 end
   local st = cs.stages.new(ctx)
@@ -290,24 +353,7 @@ function recipe.run(ctx)
   -- 3. a probe: one round of pairs (the pair value, once) says what the pattern will cost,
   -- hence how much of the budget the sweep may take
   stage("probe")
-  local probe_s = 0
-  if ctx.size >= 2 then
-    local tp = cs.now()
-    local round = cs.p2p.full_plan(ctx.size)[1]
-    local peer = cs.pairs.partner(round, ctx.rank)
-    if peer then ctx.comm:pair_bench { peer = peer, bytes = tier.pair_bytes, iters = LOCALISE_ITERS, warmup = 2 } end
-    ctx.comm:barrier()
-    probe_s = cs.now() - tp
-  end
-  local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) or 0
-  local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
-    + (1 - SHARE.pattern) * tier.budget
-  -- the cap where hosts are to be told apart (one host: the probe prices the pattern well)
-  local sweep_deadline = math.min(math.max(tier.budget - reserve - elapsed(), 0) + elapsed(),
-    ctx.nhosts > 1 and SHARE.sweep_max[ctx.opt.tier] * tier.budget or math.huge)
-  tier = setmetatable({ sweep_deadline = sweep_deadline }, { __index = tier })
-  st:info("probe_s", probe_s)
-  st:info("sweep_deadline_s", tier.sweep_deadline)
+  tier = probe(ctx, tier, elapsed, st)
 
   -- 4. bandwidth sweep
   stage("bandwidth sweep")
@@ -324,25 +370,7 @@ function recipe.run(ctx)
 
   -- 7. scorecard: rank 0's (it holds the matrix), broadcast so every rank's --fail-below agrees
   stage("scorecard")
-  if ctx.backend == "nccl" then
-    -- the GPU path's reference, rank 0's (it holds the topology and the copies), on every rank
-    -- (report.json gpu_links.reference). The stand-in (tests/fake_gpu) moves data at the host's
-    -- memcpy speed: its busbw says nothing of a GPU path, so the part is left out there, saying so.
-    local ref = false
-    if ctx.rank == 0 then
-      local r, why = topo_gpu.reference(topology, copies)
-      ref = r or { why = why }
-      local links = ctx.report:get("gpu_links") or {}
-      links.reference = ref
-      ctx.report:set("gpu_links", links)
-      local nccl = ((ctx.report:get("commscript") or {}).backends or {}).nccl or {}
-      if nccl.fake then
-        ref = { why = "GPU stand-in (tests/fake_gpu): its busbw is the host's memcpy speed, not the GPU path's ("
-          .. (r and r.source or tostring(why)) .. ")" }
-      end
-    end
-    measured.gpu_path = ctx.comm:broadcast_value(ref, 0)
-  end
+  if ctx.backend == "nccl" then measured.gpu_path = gpu_path_reference(ctx, topology, copies) end
   local inputs = cs.scorecard.inputs(ctx, measured)  -- collective (a broadcast of the memcpy reference)
   local card = false
   if ctx.rank == 0 then card = cs.scorecard.compute(inputs, ctx.config.scorecard or {}) end
@@ -361,13 +389,7 @@ function recipe.run(ctx)
 
   cs.findings.print(ctx, found.list, { heading = "#\n# findings", empty = "none: healthy" })
   ctx.log("#\n# %s", cs.scorecard.render(card))
-  local cost = st:finish()
-  if ctx.rank == 0 then
-    ctx.report:set("cost", cost)
-    local parts = {}
-    for _, s in ipairs(cost.stages) do parts[#parts + 1] = ("%s %.2f"):format(s.name, s.seconds) end
-    ctx.log("# stages (s): %s", table.concat(parts, ", "))
-  end
+  report_cost(ctx, st)
   ctx.log("# full_diag finished in %.1f s", elapsed())
 end
 

@@ -47,6 +47,21 @@ LUA_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LUA_LONG_OPEN = re.compile(r"\[(=*)\[")
 
 
+def past(text, close, start):
+    """The index just past the first `close` at or after start, or the end of text."""
+    j = text.find(close, start)
+    return len(text) if j < 0 else j + len(close)
+
+
+def quote_end(text, i):
+    """The index of the quote closing the literal whose opening quote is text[i] (a backslash
+    escapes the next character); an unclosed one ends at its line's end or the end of text."""
+    c, j, n = text[i], i + 1, len(text)
+    while j < n and text[j] != c and text[j] != "\n":
+        j += 2 if text[j] == "\\" else 1
+    return j
+
+
 def lua_tokens(text):
     """Yields (word or punctuation, line) with comments and strings left out."""
     i, line, n = 0, 1, len(text)
@@ -60,9 +75,7 @@ def lua_tokens(text):
         elif text.startswith("--", i):
             m = LUA_LONG_OPEN.match(text, i + 2)
             if m:
-                close = "]" + m.group(1) + "]"
-                j = text.find(close, m.end())
-                j = n if j < 0 else j + len(close)
+                j = past(text, "]" + m.group(1) + "]", m.end())
             else:
                 j = text.find("\n", i)
                 j = n if j < 0 else j
@@ -70,15 +83,11 @@ def lua_tokens(text):
             i = j
         elif c == "[" and LUA_LONG_OPEN.match(text, i):
             m = LUA_LONG_OPEN.match(text, i)
-            close = "]" + m.group(1) + "]"
-            j = text.find(close, m.end())
-            j = n if j < 0 else j + len(close)
+            j = past(text, "]" + m.group(1) + "]", m.end())
             line += text.count("\n", i, j)
             i = j
         elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
+            j = quote_end(text, i)
             line += text.count("\n", i, min(j + 1, n))
             i = j + 1
         elif c.isalpha() or c == "_":
@@ -168,22 +177,17 @@ def cpp_tokens(text):
             e = text.find("\n", i)
             i = n if e < 0 else e
         elif text.startswith("/*", i):
-            e = text.find("*/", i + 2)
-            e = n if e < 0 else e + 2
+            e = past(text, "*/", i + 2)
             line += text.count("\n", i, e)
             i = e
         elif RAW_STRING.match(text, i):
             m = RAW_STRING.match(text, i)
-            close = ")" + m.group(1) + '"'
-            e = text.find(close, m.end())
-            e = n if e < 0 else e + len(close)
+            e = past(text, ")" + m.group(1) + '"', m.end())
             yield "STR", line
             line += text.count("\n", i, e)
             i = e
         elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
+            j = quote_end(text, i)
             yield "STR", line
             i = j + 1
         elif c.isdigit():

@@ -15,13 +15,7 @@ local DRAWN_MAX = 6   -- host drawings at most (layouts + hosts with findings)
 local GAP = 8
 local PAGE_W = 1060  -- what fits the page (cs.html: max-width 1080)
 
--- list[i], also after a JSON round trip turned a sparse list into an object ("2" = ...)
-local function at(list, i)
-  if type(list) ~= "table" then return nil end
-  local v = list[i]
-  if v == nil then v = list[tostring(i)] end
-  return v
-end
+local at = G.at  -- list[i], also after a JSON round trip turned a sparse list into an object
 
 local function f1(x) return num(x) and fmt("%.1f", x) or "?" end
 

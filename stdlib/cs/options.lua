@@ -120,12 +120,7 @@ function M.convert(d, v, from)
   return out
 end
 
-local function sorted_names(decls)
-  local names = {}
-  for n in pairs(decls) do names[#names + 1] = n end
-  table.sort(names)
-  return names
-end
+local sorted_names = text.sorted_keys
 
 -- commscript's own options (their one table: bindings/lua/cli_options.hpp): given after the
 -- recipe they reach the recipe, which is a common slip.

@@ -263,6 +263,111 @@ function M.matrix_report(m, bytes)
            latency_us = dense(m.lat), bytes = bytes }
 end
 
+-- one pair: ping-pong latency (p50 us) and the GB/s this rank sent streaming (nil when it only received)
+local function measure_pair(comm, me, peer, args)
+  local l = comm:pingpong { peer = peer, bytes = args.lat_bytes or 8, iters = args.lat_iters or 100, warmup = 10 }
+  local sent
+  for first = 1, 0, -1 do  -- the lower rank sends first, then the other
+    local sender = (first == 1) == (me < peer)
+    local g = comm:stream { peer = peer, sender = sender, bytes = args.bytes or 262144, window = args.window or 8,
+                            iters = args.iters or 5, warmup = 1 }
+    if sender then sent = g end
+  end
+  return l.p50_us, sent
+end
+
+-- this rank's share of one round, args.repeats times: { partner, lat_us, GB/s sent, pair value }
+-- appended to mine (lat and GB/s false when light, the pair value false without args.pair)
+local function measure_round(ctx, round, args, light, mine)
+  local me = ctx.rank
+  for _ = 1, args.repeats or 1 do
+    local peer = pairs_mod.partner(round, me)
+    if peer then
+      local lat, bw = false, false
+      if not light then lat, bw = measure_pair(ctx.comm, me, peer, args) end
+      local pv = false
+      if args.pair then
+        for _ = 1, args.pair.repeats or 1 do
+          local x = pair_value(ctx.comm, peer, args.pair)
+          if not pv or x < pv then pv = x end
+        end
+      end
+      mine[#mine + 1] = { peer, lat, bw, pv }
+    end
+  end
+end
+
+-- rank 0 after round i: stop when args.deadline passed; after round 1 of the full plan, when the
+-- other rounds would not fit args.budget_s, the reduced plan to switch to (kind, cycles, reason)
+local function decide(ctx, args, plan, rounds, i, t0)
+  local now = native.now()
+  local decision = { stop = args.deadline ~= nil and now > args.deadline }
+  if i == 1 and not args.plan and args.budget_s and #rounds > 1 then
+    local round_s = now - t0
+    plan.round_s = round_s
+    local left = args.budget_s - round_s
+    if (#rounds - 1) * round_s > left then
+      local c = M.plan_rounds(ctx.hosts, 1)
+      -- the later rounds are light (about half a full one: no latency, no streams)
+      local light_s = round_s / 2
+      local cycles = c.inter > 0 and math.floor((left / light_s - c.intra) / c.inter) or 0
+      if c.inter > 0 and cycles >= 1 then
+        decision.kind, decision.cycles = "sampled", math.min(cycles, 8)
+      else
+        decision.kind = "hosts"
+      end
+      decision.reason = ("%d rounds of %.3f s would take %.1f s, %.1f s are left of the pattern's budget"):format(
+        #rounds - 1, round_s, (#rounds - 1) * round_s, left)
+    end
+  end
+  return decision
+end
+
+-- the rounds once decision switched the plan: round 1 (round) is kept; the new plan follows it
+local function switched_rounds(ctx, round, decision)
+  local next_rounds = decision.kind == "sampled" and M.sampled_plan(ctx.hosts, { cycles = decision.cycles, inter_first = true })
+    or M.host_plan(ctx.hosts)
+  if decision.kind == "hosts" and #next_rounds == 0 then next_rounds = {} end
+  local rounds = { round }
+  for _, r in ipairs(next_rounds) do rounds[#rounds + 1] = r end
+  return rounds
+end
+
+-- rank 0: every rank's rows (all) into bw[a][b] (GB/s, a sent to b: the best), lat[a][b] (us,
+-- the best, both ways) and the list of pairs {a, b, value} (the pair value, or the slower way's
+-- time per args.bytes in us)
+local function fill_matrix(all, n, args, bw, lat)
+  local list = {}
+  for r, rows in ipairs(all) do
+    for _, v in ipairs(rows) do
+      local a, b = r, v[1] + 1
+      if v[3] and (not bw[a][b] or v[3] > bw[a][b]) then bw[a][b] = v[3] end  -- a sent to b
+      if v[2] and (not lat[a][b] or v[2] < lat[a][b]) then lat[a][b], lat[b][a] = v[2], v[2] end
+    end
+  end
+  local bytes = args.bytes or 262144
+  local pv = {}
+  for r, rows in ipairs(all) do
+    for _, v in ipairs(rows) do
+      local a, b = math.min(r, v[1] + 1), math.max(r, v[1] + 1)
+      local key = a * (n + 1) + b
+      if v[4] and (not pv[key] or v[4] < pv[key]) then pv[key] = v[4] end
+    end
+  end
+  for a = 1, n do
+    for b = a + 1, n do
+      if args.pair then
+        local v = pv[a * (n + 1) + b]
+        if v then list[#list + 1] = { a - 1, b - 1, v } end
+      else
+        local slow = math.min(bw[a][b] or 0, bw[b][a] or 0)
+        if slow > 0 then list[#list + 1] = { a - 1, b - 1, bytes / slow / 1e3 } end  -- GB/s -> us
+      end
+    end
+  end
+  return list
+end
+
 -- matrix(ctx, args) -> { bw = n x n GB/s (row = sender), lat = n x n us, pairs = { {a, b, us} },
 --   n, plan = { kind, rounds_planned, rounds_run, rounds_full, round_s, reason } }: bw, lat and
 --   pairs complete on rank 0 only (the other ranks get empty rows: they measured, rank 0 holds).
@@ -280,18 +385,6 @@ end
 -- light (plan.light): only the pair value, no latency or bandwidth (those pairs stay empty in
 -- bw and lat). args.deadline (cs.now() seconds) stops the
 -- rounds wherever they are. args.stages (cs.stages) gets the count "rounds".
-local function measure_pair(comm, me, peer, args)
-  local l = comm:pingpong { peer = peer, bytes = args.lat_bytes or 8, iters = args.lat_iters or 100, warmup = 10 }
-  local sent
-  for first = 1, 0, -1 do  -- the lower rank sends first, then the other
-    local sender = (first == 1) == (me < peer)
-    local g = comm:stream { peer = peer, sender = sender, bytes = args.bytes or 262144, window = args.window or 8,
-                            iters = args.iters or 5, warmup = 1 }
-    if sender then sent = g end
-  end
-  return l.p50_us, sent
-end
-
 function M.matrix(ctx, args)
   local n, me = ctx.size, ctx.rank
   local t0 = native.now()
@@ -306,55 +399,15 @@ function M.matrix(ctx, args)
   while i < #rounds do
     i = i + 1
     local round = rounds[i]
-    for _ = 1, args.repeats or 1 do
-      local peer = pairs_mod.partner(round, me)
-      if peer then
-        local lat, bw = false, false
-        if not light then lat, bw = measure_pair(ctx.comm, me, peer, args) end
-        local pv = false
-        if args.pair then
-          for _ = 1, args.pair.repeats or 1 do
-            local x = pair_value(ctx.comm, peer, args.pair)
-            if not pv or x < pv then pv = x end
-          end
-        end
-        mine[#mine + 1] = { peer, lat, bw, pv }
-      end
-    end
+    measure_round(ctx, round, args, light, mine)
     ctx.comm:barrier()  -- rounds do not overlap
     done = done + 1
     if args.stages then args.stages:count("rounds", 1) end
     local decision = false
-    if me == 0 then
-      local now = native.now()
-      decision = { stop = args.deadline ~= nil and now > args.deadline }
-      if i == 1 and not args.plan and args.budget_s and #rounds > 1 then
-        local round_s = now - t0
-        plan.round_s = round_s
-        local left = args.budget_s - round_s
-        if (#rounds - 1) * round_s > left then
-          local c = M.plan_rounds(ctx.hosts, 1)
-          -- the later rounds are light (about half a full one: no latency, no streams)
-          local light_s = round_s / 2
-          local cycles = c.inter > 0 and math.floor((left / light_s - c.intra) / c.inter) or 0
-          if c.inter > 0 and cycles >= 1 then
-            decision.kind, decision.cycles = "sampled", math.min(cycles, 8)
-          else
-            decision.kind = "hosts"
-          end
-          decision.reason = ("%d rounds of %.3f s would take %.1f s, %.1f s are left of the pattern's budget"):format(
-            #rounds - 1, round_s, (#rounds - 1) * round_s, left)
-        end
-      end
-    end
+    if me == 0 then decision = decide(ctx, args, plan, rounds, i, t0) end
     if i == 1 or args.deadline then decision = ctx.comm:broadcast_value(decision, 0) end
     if decision and decision.kind then
-      -- round 1 is kept; the new plan follows it
-      local next_rounds = decision.kind == "sampled" and M.sampled_plan(ctx.hosts, { cycles = decision.cycles, inter_first = true })
-        or M.host_plan(ctx.hosts)
-      if decision.kind == "hosts" and #next_rounds == 0 then next_rounds = {} end
-      rounds = { round }
-      for _, r in ipairs(next_rounds) do rounds[#rounds + 1] = r end
+      rounds = switched_rounds(ctx, round, decision)
       plan.kind, plan.reason, plan.cycles = decision.kind, decision.reason, decision.cycles
       light = args.pair ~= nil  -- with a pair value to measure, the later rounds measure only it
       plan.light = light
@@ -367,35 +420,7 @@ function M.matrix(ctx, args)
   local bw, lat = {}, {}
   for r = 1, n do bw[r], lat[r] = {}, {} end
   local list = {}
-  if me == 0 then
-    for r, rows in ipairs(all) do
-      for _, v in ipairs(rows) do
-        local a, b = r, v[1] + 1
-        if v[3] and (not bw[a][b] or v[3] > bw[a][b]) then bw[a][b] = v[3] end  -- a sent to b
-        if v[2] and (not lat[a][b] or v[2] < lat[a][b]) then lat[a][b], lat[b][a] = v[2], v[2] end
-      end
-    end
-    local bytes = args.bytes or 262144
-    local pv = {}
-    for r, rows in ipairs(all) do
-      for _, v in ipairs(rows) do
-        local a, b = math.min(r, v[1] + 1), math.max(r, v[1] + 1)
-        local key = a * (n + 1) + b
-        if v[4] and (not pv[key] or v[4] < pv[key]) then pv[key] = v[4] end
-      end
-    end
-    for a = 1, n do
-      for b = a + 1, n do
-        if args.pair then
-          local v = pv[a * (n + 1) + b]
-          if v then list[#list + 1] = { a - 1, b - 1, v } end
-        else
-          local slow = math.min(bw[a][b] or 0, bw[b][a] or 0)
-          if slow > 0 then list[#list + 1] = { a - 1, b - 1, bytes / slow / 1e3 } end  -- GB/s -> us
-        end
-      end
-    end
-  end
+  if me == 0 then list = fill_matrix(all, n, args, bw, lat) end
   return { bw = bw, lat = lat, pairs = list, n = n, plan = plan }
 end
 

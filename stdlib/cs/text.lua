@@ -4,6 +4,7 @@
 --   text.plural(3, "rank")            -> "3 ranks"
 --   text.cut(s, n)                    -> s, or its first n-3 characters and "..."
 --   text.show(v)                      -> v, quoted when empty or with blanks at either end
+--   text.sorted_keys(t)               -> t's keys in a new list, sorted (to list names, ranks in order)
 --   text.distance(a, b)               -> edits from a to b (insert, delete, substitute, swap neighbours)
 local native = require "commscript.native"
 local M = {}
@@ -39,6 +40,13 @@ end
 function M.show(v)
   if v == "" or v:match("^%s") or v:match("%s$") then return "'" .. v .. "'" end
   return v
+end
+
+function M.sorted_keys(t)
+  local k = {}
+  for x in pairs(t) do k[#k + 1] = x end
+  table.sort(k)
+  return k
 end
 
 return M

@@ -32,13 +32,15 @@ M.EXPECT = { pcie_copy = 0.7, nvlink_copy = 0.7 }
 local LANE = { 0.25, 0.5, 8 * 128 / 130 / 8, 16 * 128 / 130 / 8, 32 * 128 / 130 / 8, 64 * 242 / 256 / 8,
                128 * 242 / 256 / 8 }
 
--- list[i], also when a sparse list came through a JSON round trip (keys "2", "3", ...)
-local function at(list, i)
+-- at(list, i): list[i], also when a sparse list came through a JSON round trip (keys "2", "3",
+-- ...); nil when list is not a table (cs.html_topo reads the copies with it too)
+function M.at(list, i)
   if type(list) ~= "table" then return nil end
   local v = list[i]
   if v == nil then v = list[tostring(i)] end
   return v
 end
+local at = M.at
 
 function M.nvlink_link_gbps(version) return M.NVLINK_GBPS[tonumber(version) or 0] end
 

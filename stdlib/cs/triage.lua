@@ -73,12 +73,7 @@ local function ranks_text(list)
   return c.ranges(list)
 end
 
-local function sorted_keys(t)
-  local k = {}
-  for x in pairs(t) do k[#k + 1] = x end
-  table.sort(k)
-  return k
-end
+local sorted_keys = require("cs.text").sorted_keys
 
 -- ---------------------------------------------------------------- loading
 

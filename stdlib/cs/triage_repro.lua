@@ -64,11 +64,11 @@ local function select_ranks(world, n, named, groups, failing)
   return keep, map
 end
 
--- build(diag, opts) -> { lua = text, toml = text, summary = {...} } or nil, why.
--- opts: ranks (0: the customer's), last (collectives kept before the failure), timeout (s; 0:
--- the customer's), sources (file list for the header).
-function M.build(diag, opts)
-  opts = opts or {}
+-- The steps of build (below) share one table, b: the repro being built, each step filling its part.
+
+-- the groups with a collective sequence, the failing one (G, its verdict v), the customer's
+-- world, the repro's ranks (n) and the customer ranks it keeps (keep; map: customer rank -> here)
+local function scope(diag, opts)
   local G = T.failure(diag)
   local groups_with_seq = {}
   for _, g in ipairs(diag.groups) do if g.sequence and #g.sequence > 0 then groups_with_seq[#groups_with_seq + 1] = g end end
@@ -81,8 +81,12 @@ function M.build(diag, opts)
   if n < 2 then bad("triage: --ranks must be at least 2") end
   local v = G.verdict
   local keep, map = select_ranks(world, n, v.ranks or {}, groups_with_seq, G)
+  return { G = G, v = v, groups_with_seq = groups_with_seq, world = world, n = n, keep = keep, map = map }
+end
 
-  -- groups, mapped
+-- the kept groups, mapped (b.groups: { g, ranks here, customer ranks }; b.gindex: group -> index)
+local function map_groups(b)
+  local G, map, groups_with_seq = b.G, b.map, b.groups_with_seq
   local groups, gindex = {}, {}
   for _, g in ipairs(groups_with_seq) do
     local ranks, cust = {}, {}
@@ -95,7 +99,23 @@ function M.build(diag, opts)
     end
   end
   if not gindex[G] then bad("triage: the failing process group has none of the kept ranks") end
+  b.groups, b.gindex = groups, gindex
+end
 
+-- does a repro rank (mapped) take part in item `it`?
+local function takes_part(groups, it, r)
+  if it.transfer then
+    local g = groups[it.gi].ranks
+    return g[it.from + 1] == r or g[it.to + 1] == r
+  end
+  for _, x in ipairs(groups[it.gi].ranks) do if x == r then return true end end
+  return false
+end
+
+-- the window replayed (b.seq): every group's records up to the failure (b.fail_rec), in creation
+-- order, the last opts.last of them; b.skipped coalescing records, b.unkept transfers left out
+local function window(b, opts)
+  local G, v, map, groups, gindex = b.G, b.v, b.map, b.groups, b.gindex
   -- the sequence: every group's records, up to the failure, in creation order
   local fail_rec = v.rec or G.sequence[#G.sequence]
   local items = {}
@@ -139,24 +159,22 @@ function M.build(diag, opts)
       if it.from and it.to then seq[#seq + 1] = it else unkept = unkept + 1 end
     elseif it.rec.op and it.rec.op ~= "coalesced" then seq[#seq + 1] = it else skipped = skipped + 1 end
   end
-  -- does a repro rank (mapped) take part in item `it`?
-  local function takes_part(it, r)
-    if it.transfer then
-      local g = groups[it.gi].ranks
-      return g[it.from + 1] == r or g[it.to + 1] == r
-    end
-    for _, x in ipairs(groups[it.gi].ranks) do if x == r then return true end end
-    return false
-  end
   if #seq == 0 or seq[#seq].rec ~= fail_rec then bad("triage: the failing collective is point-to-point or coalesced; no repro written") end
+  b.fail_rec, b.seq, b.skipped, b.unkept = fail_rec, seq, skipped, unkept
+end
 
-  -- chaos: the failing call is the k-th operation on its group's communicator for a rank
-  -- (comm:seq() counts its sends and receives there too)
-  local function k_of(r)
-    local k = 0
-    for _, it in ipairs(seq) do if it.gi == gindex[G] and takes_part(it, r) then k = k + 1 end end
-    return k
-  end
+-- chaos: the failing call is the k-th operation on its group's communicator for a rank
+-- (comm:seq() counts its sends and receives there too)
+local function k_of(b, r)
+  local k = 0
+  for _, it in ipairs(b.seq) do if it.gi == b.gindex[b.G] and takes_part(b.groups, it, r) then k = k + 1 end end
+  return k
+end
+
+-- the observed failure as chaos (b.chaos, before it is split by `after`), what is planted or
+-- why nothing is (b.chaos_note), the failing op (b.op) and the slow rank(s) to check (b.slow)
+local function plant(b)
+  local G, v, map, seq, groups, gindex, fail_rec = b.G, b.v, b.map, b.seq, b.groups, b.gindex, b.fail_rec
   local k = 0
   for _, it in ipairs(seq) do if it.gi == gindex[G] and not it.transfer then k = k + 1 end end
   local op = fail_rec.op
@@ -208,13 +226,18 @@ function M.build(diag, opts)
       list(chaos.ranks), ms, list(v.ranks), v.lateness_ms)
     if #chaos.ranks == 0 then chaos, slow = nil, nil; chaos_note = "the slow ranks were not kept: not planted" end
   end
-  -- the rules: one per distinct `after` of the planted ranks (their own point-to-point calls on
-  -- the failing group's communicator count in comm:seq())
+  b.op, b.chaos, b.chaos_note, b.slow = op, chaos, chaos_note, slow
+end
+
+-- the rules: one per distinct `after` of the planted ranks (their own point-to-point calls on
+-- the failing group's communicator count in comm:seq())
+local function chaos_rules(b)
+  local chaos = b.chaos
   local rules = {}
   if chaos and chaos.after then
     local by_after, order = {}, {}
     for _, r in ipairs(chaos.ranks) do
-      local a = k_of(r) - 1
+      local a = k_of(b, r) - 1
       if not by_after[a] then
         local c = {}
         for key, x in pairs(chaos) do c[key] = x end
@@ -228,9 +251,13 @@ function M.build(diag, opts)
   elseif chaos then
     rules[1] = chaos
   end
+  return rules
+end
 
-  -- The rule counts per communicator: an earlier call of the same op on another group of a
-  -- planted rank, past `after` on its own communicator, would take the fault instead.
+-- The rule counts per communicator: an earlier call of the same op on another group of a
+-- planted rank, past `after` on its own communicator, would take the fault instead. A note in b.chaos_note.
+local function warn_earlier_match(b)
+  local chaos, chaos_note, seq, fail_rec, op, groups = b.chaos, b.chaos_note, b.seq, b.fail_rec, b.op, b.groups
   if chaos and chaos.after then
     local planted = {}
     for _, r in ipairs(chaos.ranks) do planted[r] = true end
@@ -238,7 +265,7 @@ function M.build(diag, opts)
     for _, it in ipairs(seq) do
       if it.rec == fail_rec then break end
       local member = false
-      for r in pairs(planted) do if takes_part(it, r) then member = true end end
+      for r in pairs(planted) do if takes_part(groups, it, r) then member = true end end
       if member then
         count[it.gi] = (count[it.gi] or 0) + 1
         if it.rec.op == op and not it.transfer and count[it.gi] > chaos.after then
@@ -249,83 +276,11 @@ function M.build(diag, opts)
       end
     end
   end
+  b.chaos_note = chaos_note
+end
 
-  local timeout = (opts.timeout and opts.timeout > 0) and opts.timeout or (G.timeout_ms and G.timeout_ms / 1000) or 300
-
-  -- ---------------------------------------------------------------- repro.lua
-  local L = {}
-  local function w(fmt, ...) L[#L + 1] = select("#", ...) > 0 and fmt:format(...) or fmt end
-  w("-- repro.lua: written by `commscript triage` from the customer's artifacts:")
-  for i, s in ipairs(opts.sources or {}) do
-    if i > 12 then w("--   ... and %d more", #opts.sources - 12); break end
-    w("--   %s", s)
-  end
-  w("-- What they show: %s", T.verdict_line(G))
-  if v.fr_trace then w("--   (fr_trace: %s)", v.fr_trace) end
-  w("-- This recipe replays the last %d collective(s) before the failure on %d rank(s) (the customer ran %d; customer", #seq, n, world)
-  w("-- rank -> rank here: %s).", (function()
-    local p = {}
-    for _, r in ipairs(keep) do p[#p + 1] = r .. "->" .. map[r] end
-    return table.concat(p, ", ")
-  end)())
-  if skipped > 0 then w("-- %d coalescing record(s) in that window are left out.", skipped) end
-  if unkept > 0 then w("-- %d point-to-point transfer(s) with a rank not kept here are left out.", unkept) end
-  w("-- repro.toml sets the customer's timeout (%g s) and plants the failure as chaos:", timeout)
-  w("--   %s", chaos_note or "nothing planted")
-  w("-- Run it (exit 5 when it reproduces; --timeout 5 shortens the wait):")
-  w("--   mpirun -np %d commscript --config repro.toml repro.lua", n)
-  w("-- Without the planted fault (does the fabric alone reproduce it?):")
-  w("--   mpirun -np %d commscript --config repro.toml --set 'chaos=[]' repro.lua", n)
-  w("-- GROUPS and SEQUENCE are plain data: edit them, and send the files back.")
-  w("local cs = require \"commscript\"")
-  w("")
-  w("local recipe = cs.recipe {")
-  w("  name = \"repro_triage\",")
-  w("  version = \"1.0.0\",")
-  w("  requires = \">=0.1, <1.0\",")
-  w("  summary = %s,", lua_str("replay of a customer's collective sequence (" .. (v.kind or "?") .. ")"))
-  w("}")
-  w("")
-  w("-- Process groups: the ranks of this job in each (their customer ranks in the comment).")
-  w("local GROUPS = {")
-  for i, gr in ipairs(groups) do
-    w("  { name = %s, desc = %s, ranks = { %s } },  -- [%d] customer ranks %s", lua_str(gr.g.name), lua_str(gr.g.desc or ""),
-      list(gr.ranks), i, list(gr.customer))
-  end
-  w("}")
-  w("")
-  w("-- The collectives, oldest first: the group (an index into GROUPS), commscript's operation, the")
-  w("-- element count of the call (lua-api.md, Collectives: allgather and reduce_scatter count one")
-  w("-- rank's share, alltoall one peer's), the dtype, and what the customer's trace recorded.")
-  w("-- op = \"send\" is a point-to-point transfer: rank `from` of the group's communicator sends")
-  w("-- `count` elements to rank `to`, which receives them.")
-  w("local SEQUENCE = {")
-  for _, it in ipairs(seq) do
-    local gsize = #groups[it.gi].ranks
-    if it.transfer then
-      w("  { group = %d, op = \"send\", from = %d, to = %d, count = %d, dtype = %s, customer = %s },", it.gi, it.from, it.to,
-        it.transfer.count, lua_str(it.rec.dtype or "float32"), lua_str(("%s (customer ranks %d -> %d) @ %s"):format(
-          it.rec.profiling_name, it.transfer.src, it.transfer.dst, tostring(it.rec.at))))
-    else
-      -- alltoall keeps the customer's count per peer; the others their count per rank
-      local c = T.count_of(it.rec, it.rec.op == "alltoall" and #groups[it.gi].g.ranks or gsize)
-      local mark = it.rec == fail_rec and "  -- <- the failure" or ""
-      w("  { group = %d, op = %s, count = %d, dtype = %s, customer = %s },%s", it.gi, lua_str(it.rec.op), c or 0,
-        lua_str(it.rec.dtype or "float32"), lua_str(T.rec_text(it.rec) .. " @ " .. tostring(it.rec.at)), mark)
-    end
-  end
-  w("}")
-  w("")
-  if slow then
-    w("-- The customer's slow rank(s): the recipe measures how long each rank waits in the collectives of")
-    w("-- this group (less the delay planted on it) and names the ranks the others wait for, when they")
-    w("-- are at least half as late as the customer's (exit 3: reproduced).")
-    w("local SLOW = { group = %d, ranks = { %s }, customer_ranks = { %s }, lateness_ms = %.3f }", slow.group, list(slow.ranks),
-      list(slow.customer), slow.lateness_ms)
-  else
-    w("local SLOW = nil  -- the customer's trace shows no slow rank")
-  end
-  w([[
+-- repro.lua after its data: a communicator per group, SEQUENCE replayed, SLOW checked
+local RUNNER = [[
 
 local function member(g, rank)
   for i, r in ipairs(g.ranks) do
@@ -434,9 +389,91 @@ function recipe.run(ctx)
   if #named == 0 then ctx.log("all %d operation(s) completed on every rank: the failure did not reproduce", #SEQUENCE) end
 end
 
-return recipe]])
+return recipe]]
 
-  -- ---------------------------------------------------------------- repro.toml
+-- ---------------------------------------------------------------- repro.lua
+local function repro_lua(b, opts)
+  local G, v, n, world, keep, map, groups, seq = b.G, b.v, b.n, b.world, b.keep, b.map, b.groups, b.seq
+  local fail_rec, skipped, unkept, timeout, chaos_note, slow = b.fail_rec, b.skipped, b.unkept, b.timeout, b.chaos_note, b.slow
+  local L = {}
+  local function w(fmt, ...) L[#L + 1] = select("#", ...) > 0 and fmt:format(...) or fmt end
+  w("-- repro.lua: written by `commscript triage` from the customer's artifacts:")
+  for i, s in ipairs(opts.sources or {}) do
+    if i > 12 then w("--   ... and %d more", #opts.sources - 12); break end
+    w("--   %s", s)
+  end
+  w("-- What they show: %s", T.verdict_line(G))
+  if v.fr_trace then w("--   (fr_trace: %s)", v.fr_trace) end
+  w("-- This recipe replays the last %d collective(s) before the failure on %d rank(s) (the customer ran %d; customer", #seq, n, world)
+  w("-- rank -> rank here: %s).", (function()
+    local p = {}
+    for _, r in ipairs(keep) do p[#p + 1] = r .. "->" .. map[r] end
+    return table.concat(p, ", ")
+  end)())
+  if skipped > 0 then w("-- %d coalescing record(s) in that window are left out.", skipped) end
+  if unkept > 0 then w("-- %d point-to-point transfer(s) with a rank not kept here are left out.", unkept) end
+  w("-- repro.toml sets the customer's timeout (%g s) and plants the failure as chaos:", timeout)
+  w("--   %s", chaos_note or "nothing planted")
+  w("-- Run it (exit 5 when it reproduces; --timeout 5 shortens the wait):")
+  w("--   mpirun -np %d commscript --config repro.toml repro.lua", n)
+  w("-- Without the planted fault (does the fabric alone reproduce it?):")
+  w("--   mpirun -np %d commscript --config repro.toml --set 'chaos=[]' repro.lua", n)
+  w("-- GROUPS and SEQUENCE are plain data: edit them, and send the files back.")
+  w("local cs = require \"commscript\"")
+  w("")
+  w("local recipe = cs.recipe {")
+  w("  name = \"repro_triage\",")
+  w("  version = \"1.0.0\",")
+  w("  requires = \">=0.1, <1.0\",")
+  w("  summary = %s,", lua_str("replay of a customer's collective sequence (" .. (v.kind or "?") .. ")"))
+  w("}")
+  w("")
+  w("-- Process groups: the ranks of this job in each (their customer ranks in the comment).")
+  w("local GROUPS = {")
+  for i, gr in ipairs(groups) do
+    w("  { name = %s, desc = %s, ranks = { %s } },  -- [%d] customer ranks %s", lua_str(gr.g.name), lua_str(gr.g.desc or ""),
+      list(gr.ranks), i, list(gr.customer))
+  end
+  w("}")
+  w("")
+  w("-- The collectives, oldest first: the group (an index into GROUPS), commscript's operation, the")
+  w("-- element count of the call (lua-api.md, Collectives: allgather and reduce_scatter count one")
+  w("-- rank's share, alltoall one peer's), the dtype, and what the customer's trace recorded.")
+  w("-- op = \"send\" is a point-to-point transfer: rank `from` of the group's communicator sends")
+  w("-- `count` elements to rank `to`, which receives them.")
+  w("local SEQUENCE = {")
+  for _, it in ipairs(seq) do
+    local gsize = #groups[it.gi].ranks
+    if it.transfer then
+      w("  { group = %d, op = \"send\", from = %d, to = %d, count = %d, dtype = %s, customer = %s },", it.gi, it.from, it.to,
+        it.transfer.count, lua_str(it.rec.dtype or "float32"), lua_str(("%s (customer ranks %d -> %d) @ %s"):format(
+          it.rec.profiling_name, it.transfer.src, it.transfer.dst, tostring(it.rec.at))))
+    else
+      -- alltoall keeps the customer's count per peer; the others their count per rank
+      local c = T.count_of(it.rec, it.rec.op == "alltoall" and #groups[it.gi].g.ranks or gsize)
+      local mark = it.rec == fail_rec and "  -- <- the failure" or ""
+      w("  { group = %d, op = %s, count = %d, dtype = %s, customer = %s },%s", it.gi, lua_str(it.rec.op), c or 0,
+        lua_str(it.rec.dtype or "float32"), lua_str(T.rec_text(it.rec) .. " @ " .. tostring(it.rec.at)), mark)
+    end
+  end
+  w("}")
+  w("")
+  if slow then
+    w("-- The customer's slow rank(s): the recipe measures how long each rank waits in the collectives of")
+    w("-- this group (less the delay planted on it) and names the ranks the others wait for, when they")
+    w("-- are at least half as late as the customer's (exit 3: reproduced).")
+    w("local SLOW = { group = %d, ranks = { %s }, customer_ranks = { %s }, lateness_ms = %.3f }", slow.group, list(slow.ranks),
+      list(slow.customer), slow.lateness_ms)
+  else
+    w("local SLOW = nil  -- the customer's trace shows no slow rank")
+  end
+  w(RUNNER)
+  return table.concat(L, "\n") .. "\n"
+end
+
+-- ---------------------------------------------------------------- repro.toml
+local function repro_toml(b, diag)
+  local G, timeout, chaos, chaos_note, rules = b.G, b.timeout, b.chaos, b.chaos_note, b.rules
   local Tm = {}
   local function t(fmt, ...) Tm[#Tm + 1] = select("#", ...) > 0 and fmt:format(...) or fmt end
   t("# repro.toml: written by `commscript triage`; the config of repro.lua.")
@@ -482,9 +519,26 @@ return recipe]])
   else
     t("# No chaos planted: %s", chaos_note or "no failure seen")
   end
-  return { lua = table.concat(L, "\n") .. "\n", toml = table.concat(Tm, "\n") .. "\n",
-    summary = { ranks = n, customer_ranks = world, collectives = #seq, chaos = rules[1], rules = rules, note = chaos_note, timeout = timeout,
-      group = G.name, kind = v.kind } }
+  return table.concat(Tm, "\n") .. "\n"
+end
+
+-- build(diag, opts) -> { lua = text, toml = text, summary = {...} } or nil, why.
+-- opts: ranks (0: the customer's), last (collectives kept before the failure), timeout (s; 0:
+-- the customer's), sources (file list for the header).
+function M.build(diag, opts)
+  opts = opts or {}
+  local b, why = scope(diag, opts)
+  if not b then return nil, why end
+  map_groups(b)
+  window(b, opts)
+  plant(b)
+  b.rules = chaos_rules(b)
+  warn_earlier_match(b)
+  local G = b.G
+  b.timeout = (opts.timeout and opts.timeout > 0) and opts.timeout or (G.timeout_ms and G.timeout_ms / 1000) or 300
+  return { lua = repro_lua(b, opts), toml = repro_toml(b, diag),
+    summary = { ranks = b.n, customer_ranks = b.world, collectives = #b.seq, chaos = b.rules[1], rules = b.rules, note = b.chaos_note,
+      timeout = b.timeout, group = G.name, kind = b.v.kind } }
 end
 
 -- Writes repro.lua and repro.toml into `dir`; returns their paths.

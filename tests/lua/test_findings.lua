@@ -91,6 +91,12 @@ function TestText:test_size_plural_cut_show()
   lu.assertEquals(text.show("x"), "x")
 end
 
+function TestText:test_sorted_keys()
+  lu.assertEquals(text.sorted_keys { b = 1, a = 2, c = 3 }, { "a", "b", "c" })
+  lu.assertEquals(text.sorted_keys { [5] = true, [0] = true, [12] = true }, { 0, 5, 12 })
+  lu.assertEquals(text.sorted_keys {}, {})
+end
+
 TestSelftest = {}
 
 local function raised(f, ...)
