@@ -506,9 +506,7 @@ int c_stream(lua_State* L) {
 }
 
 // pair_bench{peer=, bytes=, iters=, warmup=} -> { min_us, p50_us, mean_us, max_us, bytes, iters }:
-// a sendrecv with one peer (each sends `bytes` to the other at once), every iteration timed
-// alone. Only this rank and `peer` call it: pairs measure on the world (or any communicator)
-// without a communicator of their own, and other pairs may measure at the same time.
+// measure/bench.hpp pair_bench; this checks the fields and marshals the result.
 int c_pair_bench(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -521,32 +519,14 @@ int c_pair_bench(lua_State* L) {
   if (bytes < 1) luaL_argerror(L, 2, "field 'bytes': positive expected");
   const int iters = count_field(L, 2, "pair_bench", "iters", 10, 1);
   const int warmup = count_field(L, 2, "pair_bench", "warmup", 2, 0);
-  Tensor send = c.alloc(DType::uint8, static_cast<size_t>(bytes));
-  Tensor recv = c.alloc(DType::uint8, static_cast<size_t>(bytes));
-  c.agree_with_peer(static_cast<int>(peer), send.count(), send.dtype(), "pair_bench");  // sizes differing: a desync
-  Op op =
-      make_op(c, Collective::sendrecv, send, recv, ReduceOp::sum, 0, static_cast<int>(peer), static_cast<int>(peer));
-  op.blocking = true;  // timed
-  std::vector<double> us(static_cast<size_t>(iters));
-  for (int i = 0; i < warmup; ++i) c.execute(op);
-  for (double& u : us) {
-    if (c.device_timing()) {
-      u = c.timed_execute_us(op);
-    } else {
-      const int64_t t0 = c.execute(op);
-      u = static_cast<double>(now_ns() - t0) * 1e-3;
-    }
-  }
-  double sum = 0;
-  for (double u : us) sum += u;
-  std::sort(us.begin(), us.end());
+  const PairBenchResult r = pair_bench(c, static_cast<int>(peer), static_cast<size_t>(bytes), warmup, iters);
   lua_createtable(L, 0, 6);
   set_num(L, "bytes", static_cast<double>(bytes));
   set_num(L, "iters", iters);
-  set_num(L, "min_us", us.front());
-  set_num(L, "p50_us", us[us.size() / 2]);
-  set_num(L, "mean_us", sum / static_cast<double>(us.size()));
-  set_num(L, "max_us", us.back());
+  set_num(L, "min_us", r.min_us);
+  set_num(L, "p50_us", r.p50_us);
+  set_num(L, "mean_us", r.mean_us);
+  set_num(L, "max_us", r.max_us);
   return 1;
 }
 
