@@ -70,10 +70,10 @@ BenchBuffers bench_buffers(const Communicator& comm, Collective coll, size_t cou
   if (!inplace) {
     b.send = comm.alloc(dtype, need.send);
     b.recv = comm.alloc(dtype, need.recv);
-  } else if (coll == Collective::allgather || coll == Collective::gather) {
+  } else if (collective_in_place(coll) == InPlace::send_in_recv) {
     b.recv = comm.alloc(dtype, need.recv);
     b.send = b.recv.slice(me * count, count);
-  } else if (coll == Collective::reduce_scatter || coll == Collective::scatter) {
+  } else if (collective_in_place(coll) == InPlace::recv_in_send) {
     b.send = comm.alloc(dtype, need.send);
     b.recv = b.send.slice(me * count, count);
   } else {
