@@ -63,7 +63,7 @@ std::unique_ptr<Coordinator> open_coordinator(Session& s, bool all_local, const 
     Coordinator::Options co;
     co.loopback_only = all_local;
     if (!all_local) co.bind_ip = job_address(peers);
-    co.nranks = s.size;
+    co.nranks = s.size();
     co.timeout_s = s.timeout_s;
     co.out_dir = s.out_dir;
     co.end_process = !s.embedded;
@@ -108,10 +108,10 @@ ControlPlane::ControlPlane(Session& s) {
     // reached from (job_address), not on every interface.
     const std::vector<std::string> peers = all_local ? std::vector<std::string>{} : other_hosts_addresses(s, hosts);
     std::string secret;
-    if (s.rank == 0) secret = job_auth::random_secret();
+    if (s.rank() == 0) secret = job_auth::random_secret();
     secret = s.world->broadcast(secret, 0);
     coord::set_job_secret(secret);
-    if (s.rank == 0) {
+    if (s.rank() == 0) {
       coordinator_ = open_coordinator(s, all_local, peers, launcher);
       if (coordinator_) endpoint = coordinator_->endpoint();
     }
@@ -128,8 +128,8 @@ ControlPlane::ControlPlane(Session& s) {
       // so rank 0 holds one connection per host (plus its own host's ranks).
       const int leader = static_cast<int>(std::find(hosts.begin(), hosts.end(), group) - hosts.begin());
       if (coordinator_) coordinator_->expect_connections(connections_to_root(hosts, root_host));
-      if (group != root_host && s.rank == leader) {
-        relay_ = std::make_unique<HostRelay>(s.rank, group, endpoint, one_machine);
+      if (group != root_host && s.rank() == leader) {
+        relay_ = std::make_unique<HostRelay>(s.rank(), group, endpoint, one_machine);
         if (!relay_->connected()) relay_.reset();
       }
       const std::vector<std::string> relays = s.world->allgather(relay_ ? relay_->endpoint() : std::string());
@@ -138,11 +138,11 @@ ControlPlane::ControlPlane(Session& s) {
       ho.endpoint = group == root_host || mine.empty() ? endpoint : mine;
       ho.coordinator = group == root_host || mine.empty() ? "" : endpoint;
       ho.same_host_as_root = group == root_host || one_machine;
-      ho.rank = s.rank;
+      ho.rank = s.rank();
       ho.host = group;
       ho.root_host = root_host;
       ho.launcher = launcher;
-      ho.root_pid = s.rank != 0 && !pid_space.empty() && root_machine == pid_space ? root_pid : -1;
+      ho.root_pid = s.rank() != 0 && !pid_space.empty() && root_machine == pid_space ? root_pid : -1;
       heartbeat_ = std::make_unique<HeartbeatClient>(std::move(ho));
     }
   }
@@ -151,7 +151,7 @@ ControlPlane::ControlPlane(Session& s) {
   Communicator::set_judge_grace(judged ? kJudgeGraceS : 0);
   s.world->set_timeout(s.timeout_s);
 
-  Chaos::instance().set_identity(s.rank, host);
+  Chaos::instance().set_identity(s.rank(), host);
   Chaos::instance().set_deadline(s.timeout_s, judged ? kWatchdogGraceS : 0, !s.embedded);
   Chaos::instance().on_fire([this](const nlohmann::json& ev) {
     if (heartbeat_) heartbeat_->send_event(ev);
@@ -159,7 +159,7 @@ ControlPlane::ControlPlane(Session& s) {
 
   // Each rank's own deadline: the fallback when no coordinator can judge (it normally acts first).
   watchdog_ = std::make_unique<Watchdog>(
-      judged ? kWatchdogGraceS : 0, s.rank, host,
+      judged ? kWatchdogGraceS : 0, s.rank(), host,
       [](const std::string& line) {
         incidents::save({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
                         static_cast<int>(ExitCode::timeout));
