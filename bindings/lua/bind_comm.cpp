@@ -15,6 +15,7 @@
 #include "lua_vm.hpp"
 #include "pattern.hpp"
 #include "run_inputs.hpp"
+#include "value_exchange.hpp"
 
 namespace cs::lua {
 
@@ -530,25 +531,14 @@ int c_pair_bench(lua_State* L) {
   return 1;
 }
 
-// Control-plane traffic of the *_value functions below (this process, every communicator):
-// calls, bytes this rank sent and bytes it received (serialised JSON). cs.traffic() reports it
-// with the engine's operation counters.
-struct ValueTraffic {
-  double calls = 0, sent = 0, received = 0;
-};
-ValueTraffic g_value_traffic;
-
-// Plain data between ranks (JSON-serialisable values), for orchestration, not timing.
+// Plain data between ranks (JSON-serialisable values), for orchestration, not timing; the
+// engine exchanges them and counts the traffic (comm/value_exchange.hpp, cs.traffic).
 int c_allgather_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checkany(L, 2);
-  const std::string mine = to_json(L, 2).dump();
-  const auto all = c.allgather(mine);
-  g_value_traffic.calls += 1;
-  g_value_traffic.sent += static_cast<double>(mine.size());
+  const auto all = allgather_value(c, to_json(L, 2).dump());
   lua_createtable(L, static_cast<int>(all.size()), 0);
   for (size_t i = 0; i < all.size(); ++i) {
-    g_value_traffic.received += static_cast<double>(all[i].size());
     push_json(L, nlohmann::json::parse(all[i]));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
@@ -560,17 +550,13 @@ int c_gather_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checkany(L, 2);
   const int root = check_rank_arg(L, 3, c, "root");
-  const std::string mine = to_json(L, 2).dump();
-  const auto all = c.gather(mine, root);
-  g_value_traffic.calls += 1;
-  g_value_traffic.sent += c.rank() == root ? 0.0 : static_cast<double>(mine.size());
+  const auto all = gather_value(c, to_json(L, 2).dump(), root);
   if (c.rank() != root) {
     lua_pushnil(L);
     return 1;
   }
   lua_createtable(L, static_cast<int>(all.size()), 0);
   for (size_t i = 0; i < all.size(); ++i) {
-    if (static_cast<int>(i) != root) g_value_traffic.received += static_cast<double>(all[i].size());
     push_json(L, nlohmann::json::parse(all[i]));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
@@ -579,13 +565,7 @@ int c_gather_value(lua_State* L) {
 int c_broadcast_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   const int root = check_rank_arg(L, 3, c, "root");
-  const std::string mine = c.rank() == root ? to_json(L, 2).dump() : std::string();
-  const std::string got = c.broadcast(mine, root);
-  g_value_traffic.calls += 1;
-  if (c.rank() == root)
-    g_value_traffic.sent += static_cast<double>(got.size()) * (c.size() - 1);  // root's share: n-1 copies at most
-  else
-    g_value_traffic.received += static_cast<double>(got.size());
+  const std::string got = broadcast_value(c, c.rank() == root ? to_json(L, 2).dump() : std::string(), root);
   push_json(L, nlohmann::json::parse(got));
   return 1;
 }
@@ -598,9 +578,10 @@ int n_traffic(lua_State* L) {
   lua_createtable(L, 0, 7);
   set_num(L, "ops", static_cast<double>(t.ops.load(std::memory_order_relaxed)));
   set_num(L, "bytes_sent", static_cast<double>(t.bytes_sent.load(std::memory_order_relaxed)));
-  set_num(L, "value_calls", g_value_traffic.calls);
-  set_num(L, "value_sent", g_value_traffic.sent);
-  set_num(L, "value_received", g_value_traffic.received);
+  const ValueTraffic& v = value_traffic();
+  set_num(L, "value_calls", static_cast<double>(v.calls.load(std::memory_order_relaxed)));
+  set_num(L, "value_sent", static_cast<double>(v.sent.load(std::memory_order_relaxed)));
+  set_num(L, "value_received", static_cast<double>(v.received.load(std::memory_order_relaxed)));
   set_num(L, "comms_live", static_cast<double>(g_made.size()));
   set_num(L, "comms_made", g_made_total);
   return 1;
