@@ -163,13 +163,8 @@ void replay_warnings(const nlohmann::json& rep, const cs::RecipeSource& src, con
   }
 }
 
-// The run's world. cs::Session still keeps rank and size beside it (engine/control/session.hpp,
-// read by run_recipe): they are set here, from the world, and nowhere else in the C API.
-void use_world(cs::Session& ss, std::shared_ptr<cs::Communicator> world) {
-  ss.world = std::move(world);
-  ss.rank = ss.world->rank();
-  ss.size = ss.world->size();
-}
+// The run's world (cs::Session reads rank and size from it).
+void use_world(cs::Session& ss, std::shared_ptr<cs::Communicator> world) { ss.world = std::move(world); }
 
 // Why run options `ro` cannot make a plan ("" when they can).
 std::string refusal(const cs_run_options& ro, bool replay) {
@@ -580,7 +575,7 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
     if (!ss.report)
       return fail(s, CS_E_INVALID, ss.last_error.empty() ? "cs_run: bad input" : ss.last_error, res->exit_code);
     res->report = ss.report_json;
-    if (!ss.embedded && ss.rank == 0 && s->world) res->doc = std::move(ss.report);
+    if (!ss.embedded && ss.rank() == 0 && s->world) res->doc = std::move(ss.report);
     res->out_dir = ss.out_dir;
     res->error = ss.last_error;
     if (!ss.last_error.empty()) s->error = ss.last_error;

@@ -15,6 +15,7 @@
 #include "lua_vm.hpp"
 #include "pattern.hpp"
 #include "run_inputs.hpp"
+#include "value_exchange.hpp"
 
 namespace cs::lua {
 
@@ -506,9 +507,7 @@ int c_stream(lua_State* L) {
 }
 
 // pair_bench{peer=, bytes=, iters=, warmup=} -> { min_us, p50_us, mean_us, max_us, bytes, iters }:
-// a sendrecv with one peer (each sends `bytes` to the other at once), every iteration timed
-// alone. Only this rank and `peer` call it: pairs measure on the world (or any communicator)
-// without a communicator of their own, and other pairs may measure at the same time.
+// measure/bench.hpp pair_bench; this checks the fields and marshals the result.
 int c_pair_bench(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -521,54 +520,25 @@ int c_pair_bench(lua_State* L) {
   if (bytes < 1) luaL_argerror(L, 2, "field 'bytes': positive expected");
   const int iters = count_field(L, 2, "pair_bench", "iters", 10, 1);
   const int warmup = count_field(L, 2, "pair_bench", "warmup", 2, 0);
-  Tensor send = c.alloc(DType::uint8, static_cast<size_t>(bytes));
-  Tensor recv = c.alloc(DType::uint8, static_cast<size_t>(bytes));
-  c.agree_with_peer(static_cast<int>(peer), send.count(), send.dtype(), "pair_bench");  // sizes differing: a desync
-  Op op =
-      make_op(c, Collective::sendrecv, send, recv, ReduceOp::sum, 0, static_cast<int>(peer), static_cast<int>(peer));
-  op.blocking = true;  // timed
-  std::vector<double> us(static_cast<size_t>(iters));
-  for (int i = 0; i < warmup; ++i) c.execute(op);
-  for (double& u : us) {
-    if (c.device_timing()) {
-      u = c.timed_execute_us(op);
-    } else {
-      const int64_t t0 = c.execute(op);
-      u = static_cast<double>(now_ns() - t0) * 1e-3;
-    }
-  }
-  double sum = 0;
-  for (double u : us) sum += u;
-  std::sort(us.begin(), us.end());
+  const PairBenchResult r = pair_bench(c, static_cast<int>(peer), static_cast<size_t>(bytes), warmup, iters);
   lua_createtable(L, 0, 6);
   set_num(L, "bytes", static_cast<double>(bytes));
   set_num(L, "iters", iters);
-  set_num(L, "min_us", us.front());
-  set_num(L, "p50_us", us[us.size() / 2]);
-  set_num(L, "mean_us", sum / static_cast<double>(us.size()));
-  set_num(L, "max_us", us.back());
+  set_num(L, "min_us", r.min_us);
+  set_num(L, "p50_us", r.p50_us);
+  set_num(L, "mean_us", r.mean_us);
+  set_num(L, "max_us", r.max_us);
   return 1;
 }
 
-// Control-plane traffic of the *_value functions below (this process, every communicator):
-// calls, bytes this rank sent and bytes it received (serialised JSON). cs.traffic() reports it
-// with the engine's operation counters.
-struct ValueTraffic {
-  double calls = 0, sent = 0, received = 0;
-};
-ValueTraffic g_value_traffic;
-
-// Plain data between ranks (JSON-serialisable values), for orchestration, not timing.
+// Plain data between ranks (JSON-serialisable values), for orchestration, not timing; the
+// engine exchanges them and counts the traffic (comm/value_exchange.hpp, cs.traffic).
 int c_allgather_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checkany(L, 2);
-  const std::string mine = to_json(L, 2).dump();
-  const auto all = c.allgather(mine);
-  g_value_traffic.calls += 1;
-  g_value_traffic.sent += static_cast<double>(mine.size());
+  const auto all = allgather_value(c, to_json(L, 2).dump());
   lua_createtable(L, static_cast<int>(all.size()), 0);
   for (size_t i = 0; i < all.size(); ++i) {
-    g_value_traffic.received += static_cast<double>(all[i].size());
     push_json(L, nlohmann::json::parse(all[i]));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
@@ -580,17 +550,13 @@ int c_gather_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checkany(L, 2);
   const int root = check_rank_arg(L, 3, c, "root");
-  const std::string mine = to_json(L, 2).dump();
-  const auto all = c.gather(mine, root);
-  g_value_traffic.calls += 1;
-  g_value_traffic.sent += c.rank() == root ? 0.0 : static_cast<double>(mine.size());
+  const auto all = gather_value(c, to_json(L, 2).dump(), root);
   if (c.rank() != root) {
     lua_pushnil(L);
     return 1;
   }
   lua_createtable(L, static_cast<int>(all.size()), 0);
   for (size_t i = 0; i < all.size(); ++i) {
-    if (static_cast<int>(i) != root) g_value_traffic.received += static_cast<double>(all[i].size());
     push_json(L, nlohmann::json::parse(all[i]));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
@@ -599,13 +565,7 @@ int c_gather_value(lua_State* L) {
 int c_broadcast_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   const int root = check_rank_arg(L, 3, c, "root");
-  const std::string mine = c.rank() == root ? to_json(L, 2).dump() : std::string();
-  const std::string got = c.broadcast(mine, root);
-  g_value_traffic.calls += 1;
-  if (c.rank() == root)
-    g_value_traffic.sent += static_cast<double>(got.size()) * (c.size() - 1);  // root's share: n-1 copies at most
-  else
-    g_value_traffic.received += static_cast<double>(got.size());
+  const std::string got = broadcast_value(c, c.rank() == root ? to_json(L, 2).dump() : std::string(), root);
   push_json(L, nlohmann::json::parse(got));
   return 1;
 }
@@ -618,9 +578,10 @@ int n_traffic(lua_State* L) {
   lua_createtable(L, 0, 7);
   set_num(L, "ops", static_cast<double>(t.ops.load(std::memory_order_relaxed)));
   set_num(L, "bytes_sent", static_cast<double>(t.bytes_sent.load(std::memory_order_relaxed)));
-  set_num(L, "value_calls", g_value_traffic.calls);
-  set_num(L, "value_sent", g_value_traffic.sent);
-  set_num(L, "value_received", g_value_traffic.received);
+  const ValueTraffic& v = value_traffic();
+  set_num(L, "value_calls", static_cast<double>(v.calls.load(std::memory_order_relaxed)));
+  set_num(L, "value_sent", static_cast<double>(v.sent.load(std::memory_order_relaxed)));
+  set_num(L, "value_received", static_cast<double>(v.received.load(std::memory_order_relaxed)));
   set_num(L, "comms_live", static_cast<double>(g_made.size()));
   set_num(L, "comms_made", g_made_total);
   return 1;

@@ -468,7 +468,7 @@ constexpr int kBackstopPollMs = 100;
     const std::string site = Progress::instance().lua_site();
     where = site.empty() ? "in compiled Lua or a C function" : "last seen running Lua at " + site;
   }
-  const std::string rank = s && s->size > 1 ? "rank " + std::to_string(s->rank) + ": " : std::string();
+  const std::string rank = s && s->size() > 1 ? "rank " + std::to_string(s->rank()) + ": " : std::string();
   const std::string msg =
       rank + text + " (" + where + "; the engine ended the process: the rank could not be " + "stopped where it was)";
   std::fprintf(stderr, "commscript: %s\n", msg.c_str());

@@ -303,9 +303,6 @@ void GlooCommunicator::p2p_header(const Op& op, uint64_t slot, size_t bytes, std
 void GlooCommunicator::run_op(const Op& op) {
   const auto to = op_timeout();
   ctx_->setTimeout(to);  // what Gloo's older algorithm classes (reduce-scatter) wait by
-  const size_t cz = op.count;
-  const size_t esz = dtype_size(op.dtype);
-  const size_t n = static_cast<size_t>(size_);
   switch (op.coll) {
     case Collective::barrier: {
       gloo::BarrierOptions o(ctx_);
@@ -315,138 +312,149 @@ void GlooCommunicator::run_op(const Op& op) {
     }
     case Collective::send:
     case Collective::recv:
-    case Collective::sendrecv: {
-      // Point to point: Gloo's unbound buffers, the tag as the slot.
-      const uint64_t slot = 0x10000 + static_cast<uint64_t>(op.tag);
-      std::unique_ptr<gloo::transport::UnboundBuffer> sb, rb;
-      if (op.coll != Collective::sendrecv) p2p_header(op, slot, cz * esz, to);
-      void* rptr = op.recv;
-      if (op.coll == Collective::sendrecv && op.send == op.recv) {
-        scratch_.resize(cz * esz);
-        rptr = scratch_.data();
-      }
-      if (op.coll != Collective::send) {
-        rb = ctx_->createUnboundBuffer(rptr, cz * esz);
-        rb->recv(op.coll == Collective::sendrecv ? op.recv_peer : op.peer, slot);
-      }
-      if (op.coll != Collective::recv) {
-        sb = ctx_->createUnboundBuffer(op.send, cz * esz);
-        sb->send(op.peer, slot);
-      }
-      if (sb && !sb->waitSend(to)) throw gloo::IoException("send aborted");
-      if (rb && !rb->waitRecv(to)) throw gloo::IoException("recv aborted");
-      if (rptr != op.recv) std::memcpy(op.recv, rptr, cz * esz);
+    case Collective::sendrecv:
+      run_point_to_point(op, to);
       return;
-    }
     default:
       break;
   }
-  visit_dtype(op.dtype, [&]<class T>() {
-    T* s = static_cast<T*>(op.send);
-    T* r = static_cast<T*>(op.recv);
-    switch (op.coll) {
-      case Collective::allreduce: {
-        gloo::AllreduceOptions o(ctx_);
-        if (s != r) o.setInput(s, cz);  // in place: the output is the input
-        o.setOutput(r, cz);
-        o.setReduceFunction(reduce_fn<T>(op.redop));
-        o.setTimeout(to);
-        gloo::allreduce(o);
-        if (op.redop == ReduceOp::avg) divide(r, cz, op.dtype, size_);
-        break;
-      }
-      case Collective::reduce: {
-        // Gloo reduces through every rank's output buffer; a non-root rank may have none.
-        T* out = r;
-        if (rank_ != op.root || !out) {
-          scratch_.resize(cz * esz);
-          out = reinterpret_cast<T*>(scratch_.data());
-        }
-        gloo::ReduceOptions o(ctx_);
-        if (s != out) o.setInput(s, cz);
-        o.setOutput(out, cz);
-        o.setRoot(op.root);
-        o.setReduceFunction(reduce_fn<T>(op.redop));
-        o.setTimeout(to);
-        gloo::reduce(o);
-        if (op.redop == ReduceOp::avg && rank_ == op.root) divide(r, cz, op.dtype, size_);
-        break;
-      }
-      case Collective::broadcast: {
-        gloo::BroadcastOptions o(ctx_);
-        if (rank_ == op.root && s != r) o.setInput(s, cz);
-        o.setOutput(r, cz);
-        o.setRoot(op.root);
-        o.setTimeout(to);
-        gloo::broadcast(o);
-        break;
-      }
-      case Collective::allgather: {
-        gloo::AllgatherOptions o(ctx_);
-        if (reinterpret_cast<char*>(s) != at(r, cz * static_cast<size_t>(rank_), op.dtype)) o.setInput(s, cz);
-        o.setOutput(r, cz * n);
-        o.setTimeout(to);
-        gloo::allgather(o);
-        break;
-      }
-      case Collective::gather: {
-        gloo::GatherOptions o(ctx_);
-        o.setInput(s, cz);
-        if (rank_ == op.root) o.setOutput(r, cz * n);
-        o.setRoot(op.root);
-        o.setTimeout(to);
-        gloo::gather(o);
-        break;
-      }
-      case Collective::scatter: {
-        gloo::ScatterOptions o(ctx_);
-        if (rank_ == op.root) {
-          std::vector<T*> parts(n);
-          for (size_t i = 0; i < n; ++i) parts[i] = s + i * cz;
-          o.setInputs(parts, cz);
-        }
-        o.setOutput(r, cz);
-        o.setRoot(op.root);
-        o.setTimeout(to);
-        gloo::scatter(o);
-        break;
-      }
-      case Collective::alltoall: {
-        T* in = s;
-        if (s == r) {  // Gloo has no in-place all-to-all: send from a copy
-          scratch_.resize(cz * n * esz);
-          std::memcpy(scratch_.data(), s, cz * n * esz);
-          in = reinterpret_cast<T*>(scratch_.data());
-        }
-        gloo::AlltoallOptions o(ctx_);
-        o.setInput(in, cz * n);
-        o.setOutput(r, cz * n);
-        o.setTimeout(to);
-        gloo::alltoall(o);
-        break;
-      }
-      case Collective::reduce_scatter: {
-        // Not Gloo's ReduceScatterHalvingDoubling: it sends from its buffer asynchronously and
-        // then overwrites the start of that buffer, so rank 0 can receive the end of its chunk
-        // already overwritten (seen here: 25 wrong elements on rank 0, 256 KiB at 4 ranks, about
-        // 1 run in 5 of bw_sweep --ops all; the same race is reported against Gloo's algorithm
-        // elsewhere). An all-reduce of the whole buffer, each rank keeping its chunk, is correct
-        // and moves about twice the bytes of a true reduce-scatter (docs/launching.md).
-        scratch_.resize(cz * n * esz);
-        gloo::AllreduceOptions o(ctx_);
-        o.setInput(s, cz * n);
-        o.setOutput(reinterpret_cast<T*>(scratch_.data()), cz * n);
-        o.setReduceFunction(reduce_fn<T>(op.redop));
-        o.setTimeout(to);
-        gloo::allreduce(o);
-        std::memcpy(r, scratch_.data() + static_cast<size_t>(rank_) * cz * esz, cz * esz);
-        if (op.redop == ReduceOp::avg) divide(r, cz, op.dtype, size_);
-        break;
-      }
-      default:
-        throw UsageError("gloo: " + std::string(collective_name(op.coll)) + " is not supported");
+  visit_dtype(op.dtype, [&]<class T>() { run_typed<T>(op, to); });
+}
+
+void GlooCommunicator::run_point_to_point(const Op& op, std::chrono::milliseconds to) {
+  const size_t cz = op.count;
+  const size_t esz = dtype_size(op.dtype);
+  // Point to point: Gloo's unbound buffers, the tag as the slot.
+  const uint64_t slot = 0x10000 + static_cast<uint64_t>(op.tag);
+  std::unique_ptr<gloo::transport::UnboundBuffer> sb, rb;
+  if (op.coll != Collective::sendrecv) p2p_header(op, slot, cz * esz, to);
+  void* rptr = op.recv;
+  if (op.coll == Collective::sendrecv && op.send == op.recv) {
+    scratch_.resize(cz * esz);
+    rptr = scratch_.data();
+  }
+  if (op.coll != Collective::send) {
+    rb = ctx_->createUnboundBuffer(rptr, cz * esz);
+    rb->recv(op.coll == Collective::sendrecv ? op.recv_peer : op.peer, slot);
+  }
+  if (op.coll != Collective::recv) {
+    sb = ctx_->createUnboundBuffer(op.send, cz * esz);
+    sb->send(op.peer, slot);
+  }
+  if (sb && !sb->waitSend(to)) throw gloo::IoException("send aborted");
+  if (rb && !rb->waitRecv(to)) throw gloo::IoException("recv aborted");
+  if (rptr != op.recv) std::memcpy(op.recv, rptr, cz * esz);
+}
+
+template <class T>
+void GlooCommunicator::run_typed(const Op& op, std::chrono::milliseconds to) {
+  const size_t cz = op.count;
+  const size_t esz = dtype_size(op.dtype);
+  const size_t n = static_cast<size_t>(size_);
+  T* s = static_cast<T*>(op.send);
+  T* r = static_cast<T*>(op.recv);
+  switch (op.coll) {
+    case Collective::allreduce: {
+      gloo::AllreduceOptions o(ctx_);
+      if (s != r) o.setInput(s, cz);  // in place: the output is the input
+      o.setOutput(r, cz);
+      o.setReduceFunction(reduce_fn<T>(op.redop));
+      o.setTimeout(to);
+      gloo::allreduce(o);
+      if (op.redop == ReduceOp::avg) divide(r, cz, op.dtype, size_);
+      break;
     }
-  });
+    case Collective::reduce: {
+      // Gloo reduces through every rank's output buffer; a non-root rank may have none.
+      T* out = r;
+      if (rank_ != op.root || !out) {
+        scratch_.resize(cz * esz);
+        out = reinterpret_cast<T*>(scratch_.data());
+      }
+      gloo::ReduceOptions o(ctx_);
+      if (s != out) o.setInput(s, cz);
+      o.setOutput(out, cz);
+      o.setRoot(op.root);
+      o.setReduceFunction(reduce_fn<T>(op.redop));
+      o.setTimeout(to);
+      gloo::reduce(o);
+      if (op.redop == ReduceOp::avg && rank_ == op.root) divide(r, cz, op.dtype, size_);
+      break;
+    }
+    case Collective::broadcast: {
+      gloo::BroadcastOptions o(ctx_);
+      if (rank_ == op.root && s != r) o.setInput(s, cz);
+      o.setOutput(r, cz);
+      o.setRoot(op.root);
+      o.setTimeout(to);
+      gloo::broadcast(o);
+      break;
+    }
+    case Collective::allgather: {
+      gloo::AllgatherOptions o(ctx_);
+      if (reinterpret_cast<char*>(s) != at(r, cz * static_cast<size_t>(rank_), op.dtype)) o.setInput(s, cz);
+      o.setOutput(r, cz * n);
+      o.setTimeout(to);
+      gloo::allgather(o);
+      break;
+    }
+    case Collective::gather: {
+      gloo::GatherOptions o(ctx_);
+      o.setInput(s, cz);
+      if (rank_ == op.root) o.setOutput(r, cz * n);
+      o.setRoot(op.root);
+      o.setTimeout(to);
+      gloo::gather(o);
+      break;
+    }
+    case Collective::scatter: {
+      gloo::ScatterOptions o(ctx_);
+      if (rank_ == op.root) {
+        std::vector<T*> parts(n);
+        for (size_t i = 0; i < n; ++i) parts[i] = s + i * cz;
+        o.setInputs(parts, cz);
+      }
+      o.setOutput(r, cz);
+      o.setRoot(op.root);
+      o.setTimeout(to);
+      gloo::scatter(o);
+      break;
+    }
+    case Collective::alltoall: {
+      T* in = s;
+      if (s == r) {  // Gloo has no in-place all-to-all: send from a copy
+        scratch_.resize(cz * n * esz);
+        std::memcpy(scratch_.data(), s, cz * n * esz);
+        in = reinterpret_cast<T*>(scratch_.data());
+      }
+      gloo::AlltoallOptions o(ctx_);
+      o.setInput(in, cz * n);
+      o.setOutput(r, cz * n);
+      o.setTimeout(to);
+      gloo::alltoall(o);
+      break;
+    }
+    case Collective::reduce_scatter: {
+      // Not Gloo's ReduceScatterHalvingDoubling: it sends from its buffer asynchronously and
+      // then overwrites the start of that buffer, so rank 0 can receive the end of its chunk
+      // already overwritten (seen here: 25 wrong elements on rank 0, 256 KiB at 4 ranks, about
+      // 1 run in 5 of bw_sweep --ops all; the same race is reported against Gloo's algorithm
+      // elsewhere). An all-reduce of the whole buffer, each rank keeping its chunk, is correct
+      // and moves about twice the bytes of a true reduce-scatter (docs/launching.md).
+      scratch_.resize(cz * n * esz);
+      gloo::AllreduceOptions o(ctx_);
+      o.setInput(s, cz * n);
+      o.setOutput(reinterpret_cast<T*>(scratch_.data()), cz * n);
+      o.setReduceFunction(reduce_fn<T>(op.redop));
+      o.setTimeout(to);
+      gloo::allreduce(o);
+      std::memcpy(r, scratch_.data() + static_cast<size_t>(rank_) * cz * esz, cz * esz);
+      if (op.redop == ReduceOp::avg) divide(r, cz, op.dtype, size_);
+      break;
+    }
+    default:
+      throw UsageError("gloo: " + std::string(collective_name(op.coll)) + " is not supported");
+  }
 }
 
 std::unique_ptr<Communicator> GlooCommunicator::split(int color, int key) {

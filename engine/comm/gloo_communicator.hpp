@@ -71,6 +71,9 @@ class GlooCommunicator final : public Communicator {
                    int rank, std::string name);
   void connect(double timeout_s, double grace_s);
   void run_op(const Op& op);
+  void run_point_to_point(const Op& op, std::chrono::milliseconds to);  // send, recv, sendrecv
+  template <class T>
+  void run_typed(const Op& op, std::chrono::milliseconds to);  // the collectives but barrier, on T
   void p2p_header(const Op& op, uint64_t slot, size_t bytes, std::chrono::milliseconds to);
   uint64_t p2p_hdr_[2] = {0, 0};  // a send's header (bytes, dtype): alive until its send completes
   std::chrono::milliseconds op_timeout() const;

@@ -176,20 +176,23 @@ void MpiCommunicator::check_incoming(const Op& op) {
                                      ": the two sides of a send/recv must agree on the size");
 }
 
+template <class Blocking, class Start>
+void MpiCommunicator::blocking_or_polled(const Op& op, const char* call, Blocking&& blocking, Start&& start) {
+  if (op.blocking) {
+    check(blocking(), call);
+  } else {
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(start(&req), call);
+    wait(&req, 1, op, call);
+  }
+}
+
 void MpiCommunicator::run(const Op& op) {
   const MPI_Datatype t = mpi_type(op.dtype);
   const int c = as_int(op.count, op);
   const size_t cz = op.count;
-  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   // Either the blocking call, or the nonblocking one and a polled wait.
-  auto go = [&](const char* call, auto&& blocking, auto&& start) {
-    if (op.blocking) {
-      check(blocking(), call);
-    } else {
-      check(start(&req[0]), call);
-      wait(req, 1, op, call);
-    }
-  };
+  auto go = [&](const char* call, auto&& blocking, auto&& start) { blocking_or_polled(op, call, blocking, start); };
   switch (op.coll) {
     case Collective::barrier:
       go(
@@ -263,6 +266,21 @@ void MpiCommunicator::run(const Op& op) {
       break;
     }
     case Collective::sendrecv:
+    case Collective::send:
+    case Collective::recv:
+      run_point_to_point(op);
+      break;
+  }
+}
+
+void MpiCommunicator::run_point_to_point(const Op& op) {
+  const MPI_Datatype t = mpi_type(op.dtype);
+  const int c = as_int(op.count, op);
+  const size_t cz = op.count;
+  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  auto go = [&](const char* call, auto&& blocking, auto&& start) { blocking_or_polled(op, call, blocking, start); };
+  switch (op.coll) {
+    case Collective::sendrecv:
       if (op.blocking) {
         if (op.send == op.recv)
           check(MPI_Sendrecv_replace(op.recv, c, t, op.peer, op.tag, op.recv_peer, op.tag, comm_, MPI_STATUS_IGNORE),
@@ -307,6 +325,8 @@ void MpiCommunicator::run(const Op& op) {
       go(
           "MPI_Send", [&] { return MPI_Send(op.send, c, t, op.peer, op.tag, comm_); },
           [&](MPI_Request* r) { return MPI_Isend(op.send, c, t, op.peer, op.tag, comm_, r); });
+      break;
+    default:
       break;
   }
 }

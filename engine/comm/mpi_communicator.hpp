@@ -51,6 +51,10 @@ class MpiCommunicator final : public Communicator {
   // with a timeout error instead of waiting forever.
   void wait(MPI_Request* reqs, int n, const Op& op, const char* call);
   void check_incoming(const Op& op);
+  // The blocking call, or the nonblocking one and a polled wait.
+  template <class Blocking, class Start>
+  void blocking_or_polled(const Op& op, const char* call, Blocking&& blocking, Start&& start);
+  void run_point_to_point(const Op& op);  // sendrecv, send, recv
   void control_wait(MPI_Request& req, Collective coll, size_t bytes, const char* call);
   MPI_Comm comm_;
   MPI_Comm verify_comm_ = MPI_COMM_NULL;  // call verification's own channel

@@ -364,17 +364,16 @@ std::string NcclCommunicator::choose_device_before_mpi(bool* print) {
   return "";
 }
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::world(double init_timeout_s) {
-  return create(MpiCommunicator::world(), "world", init_timeout_s);
-}
+namespace {
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Communicator> control, std::string name,
-                                                           double init_timeout_s) {
+// What each rank has, gathered so that all of them refuse the same way (none is left waiting).
+struct RankFacts {
+  std::vector<std::string> hosts, errors, dev_envs;
+  std::vector<int> counts, versions;
+};
+
+RankFacts gather_rank_facts(Communicator& ctl) {
   using json = nlohmann::json;
-  Communicator& ctl = *control;
-  const int n = ctl.size(), me = ctl.rank();
-
-  // 1. What every rank has, so that all of them refuse the same way (none is left waiting).
   const CudaProbe probe = cuda_probe();
   int version = 0;
   ncclGetVersion(&version);
@@ -389,15 +388,15 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
                      {"timing", timing_env ? timing_env : ""},
                      {"lib", nccl_lib().loaded ? "" : nccl_lib().why},
                      {"blocking", blocking_env ? blocking_env : ""}};
-  std::vector<std::string> hosts, errors, dev_envs;
-  std::vector<int> counts, versions;
+  RankFacts f;
+  auto& hosts = f.hosts;
   for (const auto& s : ctl.allgather(mine.dump())) {
     const json j = json::parse(s);
     hosts.push_back(j["host"]);
-    counts.push_back(j["count"]);
-    errors.push_back(j["error"]);
-    versions.push_back(j["nccl"]);
-    dev_envs.push_back(j["device"]);
+    f.counts.push_back(j["count"]);
+    f.errors.push_back(j["error"]);
+    f.versions.push_back(j["nccl"]);
+    f.dev_envs.push_back(j["device"]);
     // NCCL_COMM_BLOCKING overrides config.blocking: init and split would block with no deadline.
     if (const std::string b = j["blocking"]; !b.empty() && b != "0")
       throw InputError("--backend nccl: NCCL_COMM_BLOCKING=" + b + " on rank " + std::to_string(hosts.size() - 1) +
@@ -413,20 +412,25 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
       throw InputError("--backend nccl: COMMSCRIPT_TIMING='" + t + "' on rank " + std::to_string(hosts.size() - 1) +
                        " is neither 'event' (CUDA events, the default) nor 'host' (steady clock)");
   }
+  return f;
+}
+
+// A rank without a usable GPU: refused, naming the first and every other host with one.
+void refuse_ranks_without_gpu(const RankFacts& f, int n) {
   std::vector<std::string> bad_hosts;
   int first_bad = -1;
   for (int r = 0; r < n; ++r) {
     const size_t i = static_cast<size_t>(r);
-    if (counts[i] > 0) continue;
+    if (f.counts[i] > 0) continue;
     if (first_bad < 0)
       first_bad = r;
-    else if (hosts[i] != hosts[static_cast<size_t>(first_bad)] &&
-             std::find(bad_hosts.begin(), bad_hosts.end(), hosts[i]) == bad_hosts.end())
-      bad_hosts.push_back(hosts[i]);
+    else if (f.hosts[i] != f.hosts[static_cast<size_t>(first_bad)] &&
+             std::find(bad_hosts.begin(), bad_hosts.end(), f.hosts[i]) == bad_hosts.end())
+      bad_hosts.push_back(f.hosts[i]);
   }
   if (first_bad >= 0) {
     const size_t i = static_cast<size_t>(first_bad);
-    std::string msg = no_device_message("--backend nccl", hosts[i], CudaProbe{counts[i], errors[i]});
+    std::string msg = no_device_message("--backend nccl", f.hosts[i], CudaProbe{f.counts[i], f.errors[i]});
     if (!bad_hosts.empty()) {
       std::string more;
       for (const auto& h : bad_hosts) more += (more.empty() ? "" : ", ") + h;
@@ -434,41 +438,64 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Commu
     }
     throw InputError(msg);
   }
-  check_nccl_versions(versions);
+}
+
+// This rank's GPU by the same rule on every rank (its place among its host's ranks).
+int device_of(const RankFacts& f, int n, int me) {
   int dev = 0;
-  {
-    std::map<std::string, int> seen;  // ranks met so far per host
-    for (int r = 0; r < n; ++r) {
-      const size_t i = static_cast<size_t>(r);
-      const int d =
-          choose_device(seen[hosts[i]]++, counts[i], dev_envs[i].empty() ? nullptr : dev_envs[i].c_str(), hosts[i], r);
-      if (r == me) dev = d;
-    }
-    // Chosen from the launcher's local rank before MPI_Init (the same rule; the launcher knows
-    // the local rank even where host names mislead, e.g. containers with one name per rank).
-    if (preselected_device() >= 0 && preselected_device() < counts[static_cast<size_t>(me)] &&
-        dev_envs[static_cast<size_t>(me)].empty())
-      dev = preselected_device();
+  std::map<std::string, int> seen;  // ranks met so far per host
+  for (int r = 0; r < n; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    const int d = choose_device(seen[f.hosts[i]]++, f.counts[i],
+                                f.dev_envs[i].empty() ? nullptr : f.dev_envs[i].c_str(), f.hosts[i], r);
+    if (r == me) dev = d;
   }
-  // Two ranks of a host on one GPU (COMMSCRIPT_DEVICE, CUDA_VISIBLE_DEVICES) would fail NCCL's
-  // init with "Duplicate GPU detected": refuse it here, naming the host, the GPU and the ranks.
-  {
-    char bus[32] = {0};
-    std::string mine_bus = std::to_string(dev);
-    if (cudaDeviceGetPCIBusId(bus, sizeof bus, dev) == cudaSuccess)
-      mine_bus = normalize_bdf(bus);
-    else
-      cudaGetLastError();
-    const auto buses = ctl.allgather(mine_bus);
-    std::map<std::pair<std::string, std::string>, std::vector<int>> users;  // (host, GPU) -> ranks
-    for (int r = 0; r < n; ++r) users[{hosts[static_cast<size_t>(r)], buses[static_cast<size_t>(r)]}].push_back(r);
-    for (const auto& [where, ranks] : users)
-      if (ranks.size() > 1)
-        throw InputError("--backend nccl: ranks " + format_int_ranges(ranks) + " on host " + where.first +
-                         " would share GPU " + where.second +
-                         " (NCCL needs one GPU per rank): give each rank its own GPU (COMMSCRIPT_DEVICE, "
-                         "CUDA_VISIBLE_DEVICES) or start fewer ranks on that host");
-  }
+  // Chosen from the launcher's local rank before MPI_Init (the same rule; the launcher knows
+  // the local rank even where host names mislead, e.g. containers with one name per rank).
+  if (preselected_device() >= 0 && preselected_device() < f.counts[static_cast<size_t>(me)] &&
+      f.dev_envs[static_cast<size_t>(me)].empty())
+    dev = preselected_device();
+  return dev;
+}
+
+// Two ranks of a host on one GPU (COMMSCRIPT_DEVICE, CUDA_VISIBLE_DEVICES) would fail NCCL's
+// init with "Duplicate GPU detected": refuse it here, naming the host, the GPU and the ranks.
+void refuse_shared_gpus(Communicator& ctl, const std::vector<std::string>& hosts, int n, int dev) {
+  char bus[32] = {0};
+  std::string mine_bus = std::to_string(dev);
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, dev) == cudaSuccess)
+    mine_bus = normalize_bdf(bus);
+  else
+    cudaGetLastError();
+  const auto buses = ctl.allgather(mine_bus);
+  std::map<std::pair<std::string, std::string>, std::vector<int>> users;  // (host, GPU) -> ranks
+  for (int r = 0; r < n; ++r) users[{hosts[static_cast<size_t>(r)], buses[static_cast<size_t>(r)]}].push_back(r);
+  for (const auto& [where, ranks] : users)
+    if (ranks.size() > 1)
+      throw InputError("--backend nccl: ranks " + format_int_ranges(ranks) + " on host " + where.first +
+                       " would share GPU " + where.second +
+                       " (NCCL needs one GPU per rank): give each rank its own GPU (COMMSCRIPT_DEVICE, "
+                       "CUDA_VISIBLE_DEVICES) or start fewer ranks on that host");
+}
+
+}  // namespace
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::world(double init_timeout_s) {
+  return create(MpiCommunicator::world(), "world", init_timeout_s);
+}
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::unique_ptr<Communicator> control, std::string name,
+                                                           double init_timeout_s) {
+  Communicator& ctl = *control;
+  const int n = ctl.size(), me = ctl.rank();
+
+  // 1. What every rank has, so that all of them refuse the same way (none is left waiting).
+  const RankFacts facts = gather_rank_facts(ctl);
+  const std::vector<std::string>& hosts = facts.hosts;
+  refuse_ranks_without_gpu(facts, n);
+  check_nccl_versions(facts.versions);
+  const int dev = device_of(facts, n, me);
+  refuse_shared_gpus(ctl, hosts, n, dev);
 
   // 2. This rank's GPU: stream, events, the barrier's buffer.
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(std::move(control), std::move(name), dev));

@@ -385,100 +385,108 @@ void Coordinator::pump(int timeout_ms, Outcome& out) {
       uint64_t v;
       if (read(wake_fd_, &v, sizeof v) < 0) {
       }
-      continue;
-    }
-    if (fd == listen_fd_) {
-      while (true) {
-        const int cfd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (cfd < 0) {
-          if (errno == EMFILE || errno == ENFILE) {
-            static bool said = false;
-            if (!said) std::fprintf(stderr, "commscript: warning: coordinator: accept: %s\n", std::strerror(errno));
-            said = true;
-          }
-          break;
-        }
-        // A flood that proves nothing is not served: beyond every rank connecting at once, a few.
-        if (unproven_ >= static_cast<size_t>(o_.nranks) + kMaxPendingPeers) {
-          refused(cfd, "too many connections that have not proved the job's secret");
-          close(cfd);
-          continue;
-        }
-        auto c = std::make_unique<Conn>();
-        c->fd = cfd;
-        c->challenge = job_auth::challenge();
-        c->since_ns = now;
-        ++unproven_;
-        write_all(cfd, encode_challenge(c->challenge) + "\n");
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
-        ev.data.fd = cfd;
-        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cfd, &ev);
-        conns_[cfd] = std::move(c);
-      }
-      continue;
-    }
-    const auto it = conns_.find(fd);
-    if (it == conns_.end()) continue;
-    Conn& c = *it->second;
-    const bool alive = drain(fd, c.in);
-    std::string line;
-    bool reject = false;
-    while (!reject && c.in.next(&line)) {
-      if (!c.proven) {  // the first line proves the job's secret, or the peer is dropped
-        c.proven = proves_secret(line, c.challenge);
-        if (c.proven) {
-          --unproven_;
-        } else {
-          refused(fd, "no proof of the job's secret");
-          reject = true;
-        }
-        continue;
-      }
-      if (c.kind == Conn::pending) {
-        int rank = -1, pid = 0;
-        std::string host;
-        if (decode_hello(line, &rank, &host, &pid) && rank < o_.nranks && rank_fd_[static_cast<size_t>(rank)] < 0) {
-          c.kind = Conn::rank;
-          c.id = rank;
-          rank_fd_[static_cast<size_t>(rank)] = fd;
-          apply_hello(ranks_[static_cast<size_t>(rank)], host, pid, -1, now);
-        } else if (decode_relay_hello(line, &rank, &host) && rank < o_.nranks && !relay_fd_.count(rank)) {
-          c.kind = Conn::relay;
-          c.id = rank;
-          relay_fd_[rank] = fd;
-        } else {
-          refused(fd, "a first message that is no hello, or a rank already connected");
-          reject = true;
-        }
-      } else if (c.kind == Conn::rank) {
-        handle_rank_line(c.id, line, now, out);
-      } else {
-        handle_relay_line(c, line, now, out);
-      }
-    }
-    if (!reject && c.in.size() > (c.proven ? kMaxLineBytes : kMaxUnprovenLine)) {
-      refused(fd, "a line longer than a peer may send");
-      if (c.kind == Conn::pending) {
-        reject = true;
-      } else {  // a rank's or a relay's: closed as its loss
-        closed(c, out);
-        conns_.erase(it);
-        continue;
-      }
-    }
-    if (reject) {
-      if (!c.proven) --unproven_;
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-      close(fd);
-      conns_.erase(it);
-    } else if (!alive) {
-      if (!c.proven) --unproven_;
-      closed(c, out);
-      conns_.erase(it);
+    } else if (fd == listen_fd_) {
+      accept_peers(now);
+    } else {
+      read_peer(fd, now, out);
     }
   }
   drop_unproven(now);
+}
+
+void Coordinator::accept_peers(int64_t now) {
+  // Under mu_.
+  while (true) {
+    const int cfd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (cfd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        static bool said = false;
+        if (!said) std::fprintf(stderr, "commscript: warning: coordinator: accept: %s\n", std::strerror(errno));
+        said = true;
+      }
+      break;
+    }
+    // A flood that proves nothing is not served: beyond every rank connecting at once, a few.
+    if (unproven_ >= static_cast<size_t>(o_.nranks) + kMaxPendingPeers) {
+      refused(cfd, "too many connections that have not proved the job's secret");
+      close(cfd);
+      continue;
+    }
+    auto c = std::make_unique<Conn>();
+    c->fd = cfd;
+    c->challenge = job_auth::challenge();
+    c->since_ns = now;
+    ++unproven_;
+    write_all(cfd, encode_challenge(c->challenge) + "\n");
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = cfd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cfd, &ev);
+    conns_[cfd] = std::move(c);
+  }
+}
+
+void Coordinator::read_peer(int fd, int64_t now, Outcome& out) {
+  // Under mu_: what a rank's or a relay's connection brought, or its close.
+  const auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  Conn& c = *it->second;
+  const bool alive = drain(fd, c.in);
+  std::string line;
+  bool reject = false;
+  while (!reject && c.in.next(&line)) {
+    if (!c.proven) {  // the first line proves the job's secret, or the peer is dropped
+      c.proven = proves_secret(line, c.challenge);
+      if (c.proven) {
+        --unproven_;
+      } else {
+        refused(fd, "no proof of the job's secret");
+        reject = true;
+      }
+      continue;
+    }
+    if (c.kind == Conn::pending) {
+      int rank = -1, pid = 0;
+      std::string host;
+      if (decode_hello(line, &rank, &host, &pid) && rank < o_.nranks && rank_fd_[static_cast<size_t>(rank)] < 0) {
+        c.kind = Conn::rank;
+        c.id = rank;
+        rank_fd_[static_cast<size_t>(rank)] = fd;
+        apply_hello(ranks_[static_cast<size_t>(rank)], host, pid, -1, now);
+      } else if (decode_relay_hello(line, &rank, &host) && rank < o_.nranks && !relay_fd_.count(rank)) {
+        c.kind = Conn::relay;
+        c.id = rank;
+        relay_fd_[rank] = fd;
+      } else {
+        refused(fd, "a first message that is no hello, or a rank already connected");
+        reject = true;
+      }
+    } else if (c.kind == Conn::rank) {
+      handle_rank_line(c.id, line, now, out);
+    } else {
+      handle_relay_line(c, line, now, out);
+    }
+  }
+  if (!reject && c.in.size() > (c.proven ? kMaxLineBytes : kMaxUnprovenLine)) {
+    refused(fd, "a line longer than a peer may send");
+    if (c.kind == Conn::pending) {
+      reject = true;
+    } else {  // a rank's or a relay's: closed as its loss
+      closed(c, out);
+      conns_.erase(it);
+      return;
+    }
+  }
+  if (reject) {
+    if (!c.proven) --unproven_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    close(fd);
+    conns_.erase(it);
+  } else if (!alive) {
+    if (!c.proven) --unproven_;
+    closed(c, out);
+    conns_.erase(it);
+  }
 }
 
 void Coordinator::drop_unproven(int64_t now) {

@@ -111,6 +111,15 @@ class HostRelay {
  private:
   struct Follower;
   void loop();
+  // The steps of one pass of the loop, on its thread.
+  void accept_followers();
+  bool read_coordinator();  // false when the coordinator's connection ended
+  void read_follower(Follower& f, int64_t now, std::string& out);
+  void drop_unproven(int64_t now);
+  std::string tick(int64_t now);  // the host's beats for the coordinator; TICK to each rank
+  void close_followers(bool say_lost);
+  void vanish();
+  void end_cleanly();
   int leader_;
   std::string host_;
   int listen_fd_ = -1, up_fd_ = -1, port_ = 0;
@@ -118,6 +127,10 @@ class HostRelay {
   std::atomic<bool> dropped_{false};
   std::atomic<bool> frozen_{false};
   std::thread thread_;
+  // Owned by the loop's thread.
+  std::vector<std::unique_ptr<Follower>> fs_;
+  coord::LineBuffer up_in_;
+  bool up_ended_ = false;  // the coordinator said END
 };
 
 // This host's IPv4 addresses other than loopback, comma-separated ("" when none).
@@ -191,6 +204,8 @@ class Coordinator {
   void loop();
   // Waits up to timeout_ms for input and handles it (under mu_); deaths and failures go to `out`.
   void pump(int timeout_ms, Outcome& out);
+  void accept_peers(int64_t now);                     // under mu_
+  void read_peer(int fd, int64_t now, Outcome& out);  // under mu_
   void handle_rank_line(int rank, const std::string& line, int64_t now, Outcome& out);
   void handle_relay_line(Conn& c, const std::string& line, int64_t now, Outcome& out);
   void closed(Conn& c, Outcome& out);

@@ -59,9 +59,9 @@ void on_signal(int sig) {
   if (s) {
     // Ended by a signal is not dying on its own: say so to the coordinator first.
     if (HeartbeatClient* hb = g_heartbeat.load()) hb->send_goodbye("signal");
-    write_flight_record(s->out_dir, s->rank, host_name(), flight_ring_json(), /*overwrite=*/false);
+    write_flight_record(s->out_dir, s->rank(), host_name(), flight_ring_json(), /*overwrite=*/false);
     // The SIGTERM that follows a recipe error or a timeout verdict is the aftermath, not news.
-    if (s->rank == 0 && !g_outcome_saved) {
+    if (s->rank() == 0 && !g_outcome_saved) {
       nlohmann::json inc = {
           {"kind", "killed"},
           {"signal", signal_name(sig)},
@@ -141,7 +141,7 @@ void on_signal(int sig) {
         std::fprintf(stderr, "commscript: %s\n", inc["message"].get<std::string>().c_str());
       }
       save(inc, 128 + sig);
-    } else if (s->rank != 0) {
+    } else if (s->rank() != 0) {
       std::this_thread::sleep_for(kSignalLinger);
     }
   }
@@ -274,7 +274,7 @@ void on_abort(ExitCode code, const std::string& full_message) {
   const std::string message = coord::cap_message(full_message);
   Session* s = g_session.load();
   if (!s) return;
-  if (s->rank == 0) {
+  if (s->rank() == 0) {
     save({{"kind", "error"}, {"rank", 0}, {"exit_code", static_cast<int>(code)}, {"message", message}},
          static_cast<int>(code));
   } else if (HeartbeatClient* hb = g_heartbeat.load()) {
@@ -286,7 +286,7 @@ void fail_run(ExitCode code, const std::string& full_message) {
   const std::string message = coord::cap_message(full_message);
   Session* s = g_session.load();
   if (!s) return;
-  if (s->rank == 0) {
+  if (s->rank() == 0) {
     save({{"kind", "error"}, {"rank", 0}, {"exit_code", static_cast<int>(code)}, {"message", message}},
          static_cast<int>(code));
     if (Coordinator* c = g_coordinator.load()) c->cancel_all(static_cast<int>(code));

@@ -58,8 +58,8 @@ bool declare_everywhere(Session& s, RecipeHost& host, const RecipeSource& src, c
   const bool ok = host.declare(src, s.trusted, &f) && host.resolve_options(s.config.section("options"), rargs, &f);
   const int low = job::lowest_failing_rank(!ok);
   if (low < 0) return true;
-  if (s.rank == low)
-    std::fprintf(stderr, "commscript: %s%s\n", s.size > 1 ? ("rank " + std::to_string(low) + ": ").c_str() : "",
+  if (s.rank() == low)
+    std::fprintf(stderr, "commscript: %s%s\n", s.size() > 1 ? ("rank " + std::to_string(low) + ": ").c_str() : "",
                  f.message.c_str());
   s.last_error =
       !f.message.empty() ? f.message : "rank " + std::to_string(low) + " could not load the recipe or its options";
@@ -70,7 +70,7 @@ bool open_report(Session& s, const std::string& out, const std::string& recipe_n
   s.out_dir = s.world->broadcast(out.empty() ? default_out_dir(recipe_name) : out, 0);
   std::string error;
   try {
-    s.report = std::make_unique<Report>(s.out_dir, s.rank == 0);
+    s.report = std::make_unique<Report>(s.out_dir, s.rank() == 0);
   } catch (const Error& e) {
     error = e.what();
   }
@@ -97,7 +97,7 @@ void describe(Session& s, const RecipeHost& host, const RecipeSource& src, const
   if (d["recipe"]["options"].is_array() && d["recipe"]["options"].empty())
     d["recipe"]["options"] = nlohmann::json::object();
   d["run"] = {{"replay_of", info.replay_of.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.replay_of)},
-              {"ranks", s.size},
+              {"ranks", s.size()},
               {"hosts", per_host.size()},
               {"backend", s.backend},
               {"launcher", s.launcher.is_null() ? nlohmann::json{{"kind", "mpi"}} : s.launcher},
@@ -117,8 +117,8 @@ void describe(Session& s, const RecipeHost& host, const RecipeSource& src, const
 
 void guard(Session& s, const PageRenderer& pages) {
   // The rank's guardian (cli: forked before MPI) writes what this rank no longer can if it dies.
-  guardian::watch(s.out_dir, s.rank, s.size, host_name());
-  if (s.rank == 0) guardian::header(s.report->doc());
+  guardian::watch(s.out_dir, s.rank(), s.size(), host_name());
+  if (s.rank() == 0) guardian::header(s.report->doc());
   incidents::attach(&s, &pages);
   job::set_before_abort(incidents::on_abort);
 }
@@ -128,7 +128,8 @@ int run_through_host(Session& s, RecipeHost& host) {
   RecipeFailure f;
   if (host.run(s, &code, &f)) return code;
   f.message = coord::cap_message(f.message);  // a 50 MiB error message: its head, its tail, its length
-  std::string msg = "commscript: " + (s.size > 1 ? "rank " + std::to_string(s.rank) + ": " : std::string()) + f.message;
+  std::string msg =
+      "commscript: " + (s.size() > 1 ? "rank " + std::to_string(s.rank()) + ": " : std::string()) + f.message;
   if (!f.traceback.empty() && f.code == ExitCode::runtime) msg += "\n" + f.traceback;
   if (!s.embedded) job::abort(f.code, msg);
   // Embedded: this run ends, the host's process does not. A rank that gave up because the run
@@ -149,8 +150,6 @@ void adopt_survivors(Session& s) {
   }
   if (!moved) return;
   if (!job::mpi_active()) job::set_control(s.world.get());
-  s.rank = s.world->rank();
-  s.size = s.world->size();
 }
 
 int agree_exit_code(int code) { return job::agree_max(code); }
@@ -198,7 +197,7 @@ int finish_report(Session& s, const PageRenderer& pages, nlohmann::json fired, d
 void unguard(Session& s) {
   // Embedded: every rank gets rank 0's report (on the control communicator: the world's may
   // hold requests a cancelled run abandoned).
-  if (s.embedded) s.report_json = job::broadcast_from_root(s.rank == 0 ? json_text(s.report->doc()) : std::string());
+  if (s.embedded) s.report_json = job::broadcast_from_root(s.rank() == 0 ? json_text(s.report->doc()) : std::string());
   job::set_before_abort(nullptr);
   incidents::detach();
 }

@@ -27,8 +27,10 @@ class Session {
   std::vector<std::string> argv;  // the whole command line, for the report
   std::string baseline;           // --baseline: an earlier report.json to compare against
   double fail_below = -1;         // --fail-below: exit 3 when the score is lower
-  int rank = 0;
-  int size = 1;
+  // This rank and the ranks in the world: the world's own, never a copy (0 and 1 before there
+  // is one).
+  int rank() const { return world ? world->rank() : 0; }
+  int size() const { return world ? world->size() : 1; }
   // Embedded in a host program (libcommscript): a failure ends the run, never the process; no
   // signal thread; the ranks agree on the outcome and every rank gets the report.
   bool embedded = false;

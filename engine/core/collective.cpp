@@ -8,27 +8,31 @@ namespace {
 
 // Every fact about a collective, one row each. send_n/recv_n: that buffer holds the call's count
 // once per rank (n counts). A collective with either is "per rank" (nccl-tests' meaning of count):
-// a message of B bytes is B/n elements per rank, algbw counts n times the count, busbw (n-1)/n.
+// a message of B bytes is B/n elements per rank, algbw counts n times the count; with exactly one
+// of them, an in-place call's smaller buffer lies at rank x count in the larger (NCCL's layout).
+// buffers: false when the call moves no data (no send or receive buffer). bus: busbw's factor,
+// 0 for 1, 1 for (n-1)/n, 2 for 2(n-1)/n (nccl-tests *GetBw).
 struct Facts {
   Collective c;
   std::string_view name;
-  bool root, reduces, send_n, recv_n;
+  bool root, reduces, send_n, recv_n, buffers;
+  int bus;
 };
 
 constexpr Facts kFacts[] = {
-    // collective, name, root, reduces, send_n, recv_n
-    {Collective::allreduce, "allreduce", false, true, false, false},
-    {Collective::allgather, "allgather", false, false, false, true},
-    {Collective::reduce_scatter, "reduce_scatter", false, true, true, false},
-    {Collective::broadcast, "broadcast", true, false, false, false},
-    {Collective::reduce, "reduce", true, true, false, false},
-    {Collective::alltoall, "alltoall", false, false, true, true},
-    {Collective::gather, "gather", true, false, false, true},
-    {Collective::scatter, "scatter", true, false, true, false},
-    {Collective::sendrecv, "sendrecv", false, false, false, false},
-    {Collective::barrier, "barrier", false, false, false, false},
-    {Collective::send, "send", false, false, false, false},
-    {Collective::recv, "recv", false, false, false, false},
+    // collective, name, root, reduces, send_n, recv_n, buffers, bus
+    {Collective::allreduce, "allreduce", false, true, false, false, true, 2},
+    {Collective::allgather, "allgather", false, false, false, true, true, 1},
+    {Collective::reduce_scatter, "reduce_scatter", false, true, true, false, true, 1},
+    {Collective::broadcast, "broadcast", true, false, false, false, true, 0},
+    {Collective::reduce, "reduce", true, true, false, false, true, 0},
+    {Collective::alltoall, "alltoall", false, false, true, true, true, 1},
+    {Collective::gather, "gather", true, false, false, true, true, 1},
+    {Collective::scatter, "scatter", true, false, true, false, true, 1},
+    {Collective::sendrecv, "sendrecv", false, false, false, false, true, 0},
+    {Collective::barrier, "barrier", false, false, false, false, false, 0},
+    {Collective::send, "send", false, false, false, false, true, 0},
+    {Collective::recv, "recv", false, false, false, false, true, 0},
 };
 
 const Facts* facts(Collective c) {
@@ -72,10 +76,16 @@ bool collective_reduces(Collective c) {
 
 Counts collective_counts(Collective c, size_t count, int nranks) {
   const size_t n = static_cast<size_t>(std::max(nranks, 1));
-  if (c == Collective::barrier) return {0, 0};
   const Facts* f = facts(c);
   if (!f) return {count, count};
+  if (!f->buffers) return {0, 0};
   return {f->send_n ? count * n : count, f->recv_n ? count * n : count};
+}
+
+InPlace collective_in_place(Collective c) {
+  const Facts* f = facts(c);
+  if (!f || f->send_n == f->recv_n) return InPlace::same;
+  return f->recv_n ? InPlace::send_in_recv : InPlace::recv_in_send;
 }
 
 size_t count_for_bytes(Collective c, size_t bytes, size_t elem_size, int nranks) {
@@ -90,10 +100,10 @@ double algbw_bytes(Collective c, size_t count, size_t elem_size, int nranks) {
 }
 
 double busbw_factor(Collective c, int nranks) {
+  const Facts* f = facts(c);
+  if (!f || f->bus == 0) return 1.0;
   const double n = nranks;
-  if (c == Collective::allreduce) return nranks > 0 ? 2.0 * (n - 1) / n : 0.0;
-  if (per_rank(c)) return nranks > 0 ? (n - 1) / n : 0.0;
-  return 1.0;
+  return nranks > 0 ? f->bus * (n - 1) / n : 0.0;
 }
 
 }  // namespace cs

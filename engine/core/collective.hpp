@@ -47,6 +47,12 @@ struct Counts {
 };
 Counts collective_counts(Collective c, size_t count, int nranks);
 
+// Where an in-place call keeps its two buffers, as NCCL defines it: allgather and gather send at
+// recv + rank x count; reduce_scatter and scatter recv at send + rank x count; otherwise one
+// buffer is both.
+enum class InPlace : uint8_t { same, send_in_recv, recv_in_send };
+InPlace collective_in_place(Collective c);
+
 // The per-call count for a message of `bytes` (nccl-tests: size = max(send, recv) bytes).
 size_t count_for_bytes(Collective c, size_t bytes, size_t elem_size, int nranks);
 

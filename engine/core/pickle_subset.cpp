@@ -117,171 +117,188 @@ class Reader {
           if (stack_.size() != 1 || !marks_.empty()) refuse(at, "STOP with a malformed stack");
           if (stack_.back()->kind == Node::mark) refuse(at, "STOP on a MARK");
           return stack_.back();
-        case 'N':
-          push(at, make(Node::none));
-          break;
-        case 0x88:
-          push(at, boolean(true));
-          break;  // NEWTRUE
-        case 0x89:
-          push(at, boolean(false));
-          break;     // NEWFALSE
-        case 'J': {  // BININT: signed 4 bytes
-          const auto v = static_cast<int32_t>(le(at, 4));
-          push(at, integer(v));
-          break;
-        }
-        case 'K':
-          push(at, integer(u8(at)));
-          break;  // BININT1
-        case 'M':
-          push(at, integer(static_cast<int64_t>(le(at, 2))));
-          break;  // BININT2
-        case 0x8a:
-          long_int(at, u8(at));
-          break;      // LONG1
-        case 0x8b: {  // LONG4
-          const uint64_t n = le(at, 4);
-          if (n > 8) refuse(at, "LONG4 of " + std::to_string(n) + " bytes: integers beyond 64 bits are refused");
-          long_int(at, static_cast<size_t>(n));
-          break;
-        }
-        case 'G': {  // BINFLOAT: big-endian double
-          const std::string_view b = take(at, 8);
-          uint64_t bits = 0;
-          for (unsigned char c : b) bits = (bits << 8) | c;
-          double v;
-          std::memcpy(&v, &bits, sizeof v);
-          auto n = make(Node::real);
-          n->f = v;
-          push(at, n);
-          break;
-        }
-        case 'X':
-          push(at, text(at, le(at, 4), false));
-          break;  // BINUNICODE
-        case 0x8c:
-          push(at, text(at, u8(at), false));
-          break;  // SHORT_BINUNICODE
-        case 0x8d:
-          push(at, text(at, le(at, 8), false));
-          break;  // BINUNICODE8
-        case 'T':
-          push(at, text(at, le(at, 4), true));
-          break;  // BINSTRING
-        case 'U':
-          push(at, text(at, u8(at), true));
-          break;  // SHORT_BINSTRING
-        case 'B':
-          push(at, text(at, le(at, 4), true));
-          break;  // BINBYTES
-        case 'C':
-          push(at, text(at, u8(at), true));
-          break;  // SHORT_BINBYTES
-        case 0x8e:
-          push(at, text(at, le(at, 8), true));
-          break;  // BINBYTES8
-        case '}':
-          push(at, make(Node::dict));
-          break;  // EMPTY_DICT
-        case ']':
-          push(at, make(Node::list));
-          break;  // EMPTY_LIST
-        case ')':
-          push(at, make(Node::list));
-          break;  // EMPTY_TUPLE
-        case 0x8f:
-          push(at, make(Node::list));
-          break;   // EMPTY_SET
-        case '(':  // MARK
-          if (marks_.size() >= lim_.max_depth * 4) refuse(at, "too many nested MARKs");
-          marks_.push_back(stack_.size());
-          break;
-        case '0':
-          pop(at);
-          break;  // POP
-        case '1':
-          pop_mark(at);
-          break;  // POP_MARK
-        case '2':
-          push(at, top(at));
-          break;  // DUP
-        case 't':
-        case 'l':
-        case 0x91: {  // TUPLE, LIST, FROZENSET: items since the mark
-          auto n = make(Node::list);
-          n->items = pop_mark(at);
-          push(at, n);
-          break;
-        }
-        case 0x85:
-        case 0x86:
-        case 0x87: {  // TUPLE1..3
-          const size_t k = op - 0x84u;
-          if (stack_.size() < k + base()) refuse(at, "TUPLE" + std::to_string(k) + " on a short stack");
-          auto n = make(Node::list);
-          n->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
-          for (const auto& it : n->items)
-            if (it->kind == Node::mark) refuse(at, "a MARK inside a tuple");
-          stack_.resize(stack_.size() - k);
-          push(at, n);
-          break;
-        }
-        case 'd': {  // DICT: key/value pairs since the mark
-          auto n = make(Node::dict);
-          auto kv = pop_mark(at);
-          if (kv.size() % 2) refuse(at, "DICT with an odd number of items");
-          for (size_t j = 0; j < kv.size(); j += 2) set_item(at, *n, kv[j], kv[j + 1]);
-          push(at, n);
-          break;
-        }
-        case 'a': {  // APPEND
-          auto v = pop(at);
-          container(at, Node::list)->items.push_back(v);
-          break;
-        }
-        case 'e':
-        case 0x90: {  // APPENDS, ADDITEMS
-          auto vs = pop_mark(at);
-          auto& l = container(at, Node::list)->items;
-          l.insert(l.end(), vs.begin(), vs.end());
-          break;
-        }
-        case 's': {  // SETITEM
-          auto v = pop(at);
-          auto k = pop(at);
-          set_item(at, *container(at, Node::dict), k, v);
-          break;
-        }
-        case 'u': {  // SETITEMS
-          auto kv = pop_mark(at);
-          if (kv.size() % 2) refuse(at, "SETITEMS with an odd number of items");
-          auto d = container(at, Node::dict);
-          for (size_t j = 0; j < kv.size(); j += 2) set_item(at, *d, kv[j], kv[j + 1]);
-          break;
-        }
-        case 'q':
-          memo_put(at, u8(at));
-          break;  // BINPUT
-        case 'r':
-          memo_put(at, le(at, 4));
-          break;  // LONG_BINPUT
-        case 0x94:
-          memo_put(at, memo_.size());
-          break;  // MEMOIZE
-        case 'h':
-          memo_get(at, u8(at));
-          break;  // BINGET
-        case 'j':
-          memo_get(at, le(at, 4));
-          break;  // LONG_BINGET
         default:
-          refuse(at, "opcode " + opname(op) + " is not in the subset a Flight Recorder dump uses");
+          if (!push_value(at, op)) build(at, op);
       }
     }
   }
 
  private:
+  // The opcodes that push one value. False when `op` is none of them.
+  bool push_value(size_t at, unsigned char op) {
+    switch (op) {
+      case 'N':
+        push(at, make(Node::none));
+        break;
+      case 0x88:
+        push(at, boolean(true));
+        break;  // NEWTRUE
+      case 0x89:
+        push(at, boolean(false));
+        break;     // NEWFALSE
+      case 'J': {  // BININT: signed 4 bytes
+        const auto v = static_cast<int32_t>(le(at, 4));
+        push(at, integer(v));
+        break;
+      }
+      case 'K':
+        push(at, integer(u8(at)));
+        break;  // BININT1
+      case 'M':
+        push(at, integer(static_cast<int64_t>(le(at, 2))));
+        break;  // BININT2
+      case 0x8a:
+        long_int(at, u8(at));
+        break;      // LONG1
+      case 0x8b: {  // LONG4
+        const uint64_t n = le(at, 4);
+        if (n > 8) refuse(at, "LONG4 of " + std::to_string(n) + " bytes: integers beyond 64 bits are refused");
+        long_int(at, static_cast<size_t>(n));
+        break;
+      }
+      case 'G': {  // BINFLOAT: big-endian double
+        const std::string_view b = take(at, 8);
+        uint64_t bits = 0;
+        for (unsigned char c : b) bits = (bits << 8) | c;
+        double v;
+        std::memcpy(&v, &bits, sizeof v);
+        auto n = make(Node::real);
+        n->f = v;
+        push(at, n);
+        break;
+      }
+      case 'X':
+        push(at, text(at, le(at, 4), false));
+        break;  // BINUNICODE
+      case 0x8c:
+        push(at, text(at, u8(at), false));
+        break;  // SHORT_BINUNICODE
+      case 0x8d:
+        push(at, text(at, le(at, 8), false));
+        break;  // BINUNICODE8
+      case 'T':
+        push(at, text(at, le(at, 4), true));
+        break;  // BINSTRING
+      case 'U':
+        push(at, text(at, u8(at), true));
+        break;  // SHORT_BINSTRING
+      case 'B':
+        push(at, text(at, le(at, 4), true));
+        break;  // BINBYTES
+      case 'C':
+        push(at, text(at, u8(at), true));
+        break;  // SHORT_BINBYTES
+      case 0x8e:
+        push(at, text(at, le(at, 8), true));
+        break;  // BINBYTES8
+      case '}':
+        push(at, make(Node::dict));
+        break;  // EMPTY_DICT
+      case ']':
+        push(at, make(Node::list));
+        break;  // EMPTY_LIST
+      case ')':
+        push(at, make(Node::list));
+        break;  // EMPTY_TUPLE
+      case 0x8f:
+        push(at, make(Node::list));
+        break;  // EMPTY_SET
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // The opcodes that build containers, move the stack and use the memo; any other is refused.
+  void build(size_t at, unsigned char op) {
+    switch (op) {
+      case '(':  // MARK
+        if (marks_.size() >= lim_.max_depth * 4) refuse(at, "too many nested MARKs");
+        marks_.push_back(stack_.size());
+        break;
+      case '0':
+        pop(at);
+        break;  // POP
+      case '1':
+        pop_mark(at);
+        break;  // POP_MARK
+      case '2':
+        push(at, top(at));
+        break;  // DUP
+      case 't':
+      case 'l':
+      case 0x91: {  // TUPLE, LIST, FROZENSET: items since the mark
+        auto n = make(Node::list);
+        n->items = pop_mark(at);
+        push(at, n);
+        break;
+      }
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1..3
+        const size_t k = op - 0x84u;
+        if (stack_.size() < k + base()) refuse(at, "TUPLE" + std::to_string(k) + " on a short stack");
+        auto n = make(Node::list);
+        n->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
+        for (const auto& it : n->items)
+          if (it->kind == Node::mark) refuse(at, "a MARK inside a tuple");
+        stack_.resize(stack_.size() - k);
+        push(at, n);
+        break;
+      }
+      case 'd': {  // DICT: key/value pairs since the mark
+        auto n = make(Node::dict);
+        auto kv = pop_mark(at);
+        if (kv.size() % 2) refuse(at, "DICT with an odd number of items");
+        for (size_t j = 0; j < kv.size(); j += 2) set_item(at, *n, kv[j], kv[j + 1]);
+        push(at, n);
+        break;
+      }
+      case 'a': {  // APPEND
+        auto v = pop(at);
+        container(at, Node::list)->items.push_back(v);
+        break;
+      }
+      case 'e':
+      case 0x90: {  // APPENDS, ADDITEMS
+        auto vs = pop_mark(at);
+        auto& l = container(at, Node::list)->items;
+        l.insert(l.end(), vs.begin(), vs.end());
+        break;
+      }
+      case 's': {  // SETITEM
+        auto v = pop(at);
+        auto k = pop(at);
+        set_item(at, *container(at, Node::dict), k, v);
+        break;
+      }
+      case 'u': {  // SETITEMS
+        auto kv = pop_mark(at);
+        if (kv.size() % 2) refuse(at, "SETITEMS with an odd number of items");
+        auto d = container(at, Node::dict);
+        for (size_t j = 0; j < kv.size(); j += 2) set_item(at, *d, kv[j], kv[j + 1]);
+        break;
+      }
+      case 'q':
+        memo_put(at, u8(at));
+        break;  // BINPUT
+      case 'r':
+        memo_put(at, le(at, 4));
+        break;  // LONG_BINPUT
+      case 0x94:
+        memo_put(at, memo_.size());
+        break;  // MEMOIZE
+      case 'h':
+        memo_get(at, u8(at));
+        break;  // BINGET
+      case 'j':
+        memo_get(at, le(at, 4));
+        break;  // LONG_BINGET
+      default:
+        refuse(at, "opcode " + opname(op) + " is not in the subset a Flight Recorder dump uses");
+    }
+  }
+
   std::string_view take(size_t at, uint64_t n) {
     if (n > d_.size() - pos_) refuse(at, "truncated: an operand runs past the end of the data");
     std::string_view v = d_.substr(pos_, static_cast<size_t>(n));

@@ -181,6 +181,104 @@ std::string uuid_text(const cudaUUID_t& u) {
   return s;
 }
 
+// NVML's state for the report, started when asked for and it loads ("available" true then).
+json start_nvml(const GpuTopologyOptions& opt, const nvml::Lib& ml) {
+  json nv;
+  if (!opt.use_nvml) {
+    nv = {{"available", false}, {"why", "not asked for"}};
+  } else if (!ml.handle) {
+    nv = {{"available", false}, {"why", ml.why}};
+  } else if (const nvml::Return r = ml.init(); r != 0) {
+    nv = {{"available", false},
+          {"why", std::string("nvmlInit: ") + (ml.error_string ? ml.error_string(r) : std::to_string(r))}};
+  } else {
+    nv["available"] = true;
+    char v[96] = {0};
+    if (ml.driver_version && ml.driver_version(v, sizeof v) == 0) nv["driver_version"] = v;
+  }
+  return nv;
+}
+
+// One GPU's facts from CUDA, sysfs and NVML; its NVML handle (null without) and its bus id
+// (into index_of_bdf) on the way.
+json describe_gpu(int d, const GpuTopologyOptions& opt, const nvml::Lib& ml, bool have_nvml, nvml::Device* handle,
+                  std::map<std::string, int>& index_of_bdf) {
+  json g;
+  g["index"] = d;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) {
+    g["name"] = prop.name;
+    g["memory_bytes"] = prop.totalGlobalMem;
+    g["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    g["multiprocessors"] = prop.multiProcessorCount;
+    g["uuid"] = uuid_text(prop.uuid);
+  } else {
+    cudaGetLastError();
+  }
+  char bus[32] = {0};
+  std::string bdf;
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) == cudaSuccess)
+    bdf = normalize_bdf(bus);
+  else
+    cudaGetLastError();
+  g["pci_bus_id"] = bdf;
+  if (!bdf.empty()) {
+    index_of_bdf[bdf] = d;
+    const std::string dir = opt.sysfs_root + "/bus/pci/devices/" + bdf;
+    const std::string numa = read_line(dir + "/numa_node");
+    if (!numa.empty()) g["numa_node"] = std::atoi(numa.c_str());
+    json link = read_pcie_link(dir);
+    if (!link.is_null()) g["pcie"] = std::move(link);
+    if (have_nvml && ml.by_pci(bdf.c_str(), handle) != 0) *handle = nullptr;
+    // What sysfs does not say (a container without /sys/bus/pci, the stand-in), NVML may.
+    const nvml::Device h = *handle;
+    if (!g.contains("pcie"))
+      if (json nl = nvml_pcie_link(ml, h); !nl.is_null()) g["pcie"] = std::move(nl);
+    if (!g.contains("numa_node"))
+      if (const int node = nvml_numa_node(ml, h); node >= 0) g["numa_node"] = node;
+  }
+  return g;
+}
+
+// A GPU's NVLinks from NVML: each active link, counted in nl_row by the GPU at its end, or in
+// switch_links when it goes to an NVSwitch.
+json nvlink_of(const nvml::Lib& ml, nvml::Device h, const std::map<std::string, int>& index_of_bdf,
+               std::vector<int>* nl_row, int* switch_links) {
+  json ls = json::array(), down = json::array();
+  int active = 0, present = 0;
+  for (unsigned l = 0; l < nvml::kMaxLinks; ++l) {
+    int state = 0;
+    if (ml.link_state(h, l, &state) != 0) continue;  // not a link of this GPU
+    ++present;
+    if (!state) {  // the GPU has the link, but it is not up
+      down.push_back(l);
+      continue;
+    }
+    ++active;
+    json e = {{"link", l}};
+    unsigned ver = 0;
+    if (ml.link_version && ml.link_version(h, l, &ver) == 0) e["version"] = ver;
+    // Through an NVSwitch the link's remote end is the switch, not a GPU: such links reach
+    // every other switch-connected GPU (HGX), and are counted per pair below.
+    int rtype = -1;
+    if (ml.remote_type && ml.remote_type(h, l, &rtype) == 0 && rtype == nvml::kRemoteSwitch) {
+      e["remote_type"] = "nvswitch";
+      ++*switch_links;
+    }
+    nvml::PciInfo pci{};
+    if (rtype != nvml::kRemoteSwitch && ml.link_remote_pci && ml.link_remote_pci(h, l, &pci) == 0) {
+      const std::string remote = normalize_bdf(pci.busId);
+      e["remote_pci_bus_id"] = remote;
+      if (auto it = index_of_bdf.find(remote); it != index_of_bdf.end()) {
+        e["remote_index"] = it->second;
+        ++(*nl_row)[static_cast<size_t>(it->second)];
+      }
+    }
+    ls.push_back(std::move(e));
+  }
+  return {{"active", active}, {"present", present}, {"down", down}, {"links", ls}};
+}
+
 }  // namespace
 
 json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
@@ -201,63 +299,14 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
 
   // NVML, when it loads and starts.
   const nvml::Lib& ml = nvml::lib();
-  bool have_nvml = false;
-  json nv;
-  if (!opt.use_nvml) {
-    nv = {{"available", false}, {"why", "not asked for"}};
-  } else if (!ml.handle) {
-    nv = {{"available", false}, {"why", ml.why}};
-  } else if (const nvml::Return r = ml.init(); r != 0) {
-    nv = {{"available", false},
-          {"why", std::string("nvmlInit: ") + (ml.error_string ? ml.error_string(r) : std::to_string(r))}};
-  } else {
-    have_nvml = true;
-    nv["available"] = true;
-    char v[96] = {0};
-    if (ml.driver_version && ml.driver_version(v, sizeof v) == 0) nv["driver_version"] = v;
-  }
+  json nv = start_nvml(opt, ml);
+  const bool have_nvml = nv["available"].get<bool>();
 
   json gpus = json::array();
   std::vector<nvml::Device> handles(static_cast<size_t>(n), nullptr);
   std::map<std::string, int> index_of_bdf;
-  for (int d = 0; d < n; ++d) {
-    json g;
-    g["index"] = d;
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) {
-      g["name"] = prop.name;
-      g["memory_bytes"] = prop.totalGlobalMem;
-      g["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
-      g["multiprocessors"] = prop.multiProcessorCount;
-      g["uuid"] = uuid_text(prop.uuid);
-    } else {
-      cudaGetLastError();
-    }
-    char bus[32] = {0};
-    std::string bdf;
-    if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) == cudaSuccess)
-      bdf = normalize_bdf(bus);
-    else
-      cudaGetLastError();
-    g["pci_bus_id"] = bdf;
-    if (!bdf.empty()) {
-      index_of_bdf[bdf] = d;
-      const std::string dir = opt.sysfs_root + "/bus/pci/devices/" + bdf;
-      const std::string numa = read_line(dir + "/numa_node");
-      if (!numa.empty()) g["numa_node"] = std::atoi(numa.c_str());
-      json link = read_pcie_link(dir);
-      if (!link.is_null()) g["pcie"] = std::move(link);
-      if (have_nvml && ml.by_pci(bdf.c_str(), &handles[static_cast<size_t>(d)]) != 0)
-        handles[static_cast<size_t>(d)] = nullptr;
-      // What sysfs does not say (a container without /sys/bus/pci, the stand-in), NVML may.
-      const nvml::Device h = handles[static_cast<size_t>(d)];
-      if (!g.contains("pcie"))
-        if (json nl = nvml_pcie_link(ml, h); !nl.is_null()) g["pcie"] = std::move(nl);
-      if (!g.contains("numa_node"))
-        if (const int node = nvml_numa_node(ml, h); node >= 0) g["numa_node"] = node;
-    }
-    gpus.push_back(std::move(g));
-  }
+  for (int d = 0; d < n; ++d)
+    gpus.push_back(describe_gpu(d, opt, ml, have_nvml, &handles[static_cast<size_t>(d)], index_of_bdf));
 
   json access = json::array(), links = json::array(), path = json::array();
   std::vector<std::vector<int> > nl(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
@@ -269,39 +318,7 @@ json gpu_topology(const GpuTopologyOptions& opt, std::string* error) {
       g["nvlink"] = {{"available", false}, {"why", have_nvml ? "no NVML handle for this GPU" : nv["why"]}};
       continue;
     }
-    json ls = json::array(), down = json::array();
-    int active = 0, present = 0;
-    for (unsigned l = 0; l < nvml::kMaxLinks; ++l) {
-      int state = 0;
-      if (ml.link_state(h, l, &state) != 0) continue;  // not a link of this GPU
-      ++present;
-      if (!state) {  // the GPU has the link, but it is not up
-        down.push_back(l);
-        continue;
-      }
-      ++active;
-      json e = {{"link", l}};
-      unsigned ver = 0;
-      if (ml.link_version && ml.link_version(h, l, &ver) == 0) e["version"] = ver;
-      // Through an NVSwitch the link's remote end is the switch, not a GPU: such links reach
-      // every other switch-connected GPU (HGX), and are counted per pair below.
-      int rtype = -1;
-      if (ml.remote_type && ml.remote_type(h, l, &rtype) == 0 && rtype == nvml::kRemoteSwitch) {
-        e["remote_type"] = "nvswitch";
-        ++switch_links[static_cast<size_t>(d)];
-      }
-      nvml::PciInfo pci{};
-      if (rtype != nvml::kRemoteSwitch && ml.link_remote_pci && ml.link_remote_pci(h, l, &pci) == 0) {
-        const std::string remote = normalize_bdf(pci.busId);
-        e["remote_pci_bus_id"] = remote;
-        if (auto it = index_of_bdf.find(remote); it != index_of_bdf.end()) {
-          e["remote_index"] = it->second;
-          ++nl[static_cast<size_t>(d)][static_cast<size_t>(it->second)];
-        }
-      }
-      ls.push_back(std::move(e));
-    }
-    g["nvlink"] = {{"active", active}, {"present", present}, {"down", down}, {"links", ls}};
+    g["nvlink"] = nvlink_of(ml, h, index_of_bdf, &nl[static_cast<size_t>(d)], &switch_links[static_cast<size_t>(d)]);
   }
   // Pairs of GPUs on NVSwitches: the links the slower of the two has to the switches, when NVML
   // confirms NVLink peer-to-peer between them (or cannot say).

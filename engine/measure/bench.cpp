@@ -70,10 +70,10 @@ BenchBuffers bench_buffers(const Communicator& comm, Collective coll, size_t cou
   if (!inplace) {
     b.send = comm.alloc(dtype, need.send);
     b.recv = comm.alloc(dtype, need.recv);
-  } else if (coll == Collective::allgather || coll == Collective::gather) {
+  } else if (collective_in_place(coll) == InPlace::send_in_recv) {
     b.recv = comm.alloc(dtype, need.recv);
     b.send = b.recv.slice(me * count, count);
-  } else if (coll == Collective::reduce_scatter || coll == Collective::scatter) {
+  } else if (collective_in_place(coll) == InPlace::recv_in_send) {
     b.send = comm.alloc(dtype, need.send);
     b.recv = b.send.slice(me * count, count);
   } else {
@@ -223,6 +223,35 @@ PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, i
     sampled[i] = static_cast<double>(now_ns() - a) * 1e-3 / 2.0;
   }
   r.us = summarize(sampled);
+  return r;
+}
+
+PairBenchResult pair_bench(Communicator& comm, int peer, size_t bytes, int warmup, int iters) {
+  if (iters < 1) throw InputError("pair_bench: iters must be at least 1");
+  if (warmup < 0) throw InputError("pair_bench: warmup must not be negative");
+  Tensor send = comm.alloc(DType::uint8, bytes);
+  Tensor recv = comm.alloc(DType::uint8, bytes);
+  comm.agree_with_peer(peer, send.count(), send.dtype(), "pair_bench");  // sizes differing: a desync
+  Op op = make_op(comm, Collective::sendrecv, send, recv, ReduceOp::sum, 0, peer, peer);
+  op.blocking = true;  // timed
+  std::vector<double> us(static_cast<size_t>(iters));
+  for (int i = 0; i < warmup; ++i) comm.execute(op);
+  for (double& u : us) {
+    if (comm.device_timing()) {
+      u = comm.timed_execute_us(op);
+    } else {
+      const int64_t t0 = comm.execute(op);
+      u = static_cast<double>(now_ns() - t0) * 1e-3;
+    }
+  }
+  double sum = 0;
+  for (double u : us) sum += u;
+  std::sort(us.begin(), us.end());
+  PairBenchResult r;
+  r.min_us = us.front();
+  r.p50_us = us[us.size() / 2];
+  r.mean_us = sum / static_cast<double>(us.size());
+  r.max_us = us.back();
   return r;
 }
 

@@ -90,6 +90,16 @@ PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, i
 double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, Tensor& ack, int window, int warmup,
                         int iters);
 
+// A sendrecv of `bytes` with `peer` (each sends to the other at once): `warmup` untimed
+// exchanges, then `iters` (>= 1) each timed alone, on the device's clock where the communicator
+// times there. Only this rank and `peer` call it: pairs measure on the world (or any
+// communicator) without a communicator of their own, and other pairs may measure at the same
+// time. Sizes that differ between the two are a desync (agree_with_peer).
+struct PairBenchResult {
+  double min_us = 0, p50_us = 0, mean_us = 0, max_us = 0;  // over the timed exchanges
+};
+PairBenchResult pair_bench(Communicator& comm, int peer, size_t bytes, int warmup, int iters);
+
 // Host memory-copy bandwidth (GB/s, 1e9): memcpy of `bytes` between two buffers, best of
 // `iters` timed copies after one untimed. The physical ceiling of shared-memory transport.
 // max_s > 0: stop after that many seconds of copying (at least one copy), the best so far.

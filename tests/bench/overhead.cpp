@@ -305,9 +305,7 @@ int main(int argc, char** argv) {
     // Progress every 100 ms, as in every real run).
     cs::Session session;
     session.world = cs::MpiCommunicator::world();
-    session.rank = session.world->rank();
-    session.size = session.world->size();
-    const int rank = session.rank;
+    const int rank = session.rank();
     cs::Watchdog watchdog(300.0, rank, cs::host_name(), nullptr);
     cs::LuaVm vm(&session);
     lua_State* L = vm.state();
@@ -334,7 +332,7 @@ int main(int argc, char** argv) {
     };
 
     if (rank == 0) {
-      std::printf("commscript overhead benchmark: %d ranks, %s, %u cores on %s\n", session.size,
+      std::printf("commscript overhead benchmark: %d ranks, %s, %u cores on %s\n", session.size(),
                   cs::mpi_library_version().c_str(), std::thread::hardware_concurrency(), cs::host_name().c_str());
       if (side != "lua")
         std::printf(
@@ -345,7 +343,7 @@ int main(int argc, char** argv) {
                              : "float32, per-iteration time = max over ranks; %d alternating rounds per case "
                                "(p50: median of the rounds' p50s; mean: mean of the rounds' means)\n",
                   rounds);
-      if (session.size != 2) std::printf("note: the targets were set for 2 ranks\n");
+      if (session.size() != 2) std::printf("note: the targets were set for 2 ranks\n");
       const double load = load1();
       std::printf("load average at start: %.2f%s\n", load,
                   load > 1.0 ? " (other processes are busy: the ranks will be preempted, expect noise)" : "");
@@ -418,7 +416,7 @@ int main(int argc, char** argv) {
                     range);
       }
       const double load = load1();
-      std::printf("load average at end: %.2f (the ranks themselves count for ~%d)\n", load, session.size);
+      std::printf("load average at end: %.2f (the ranks themselves count for ~%d)\n", load, session.size());
       std::fflush(stdout);
     }
 

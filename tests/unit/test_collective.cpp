@@ -90,6 +90,19 @@ TEST_CASE("collective_counts: send and receive elements per rank", "[collective]
   }
 }
 
+TEST_CASE("collective_in_place: NCCL's in-place layout, the smaller buffer inside the larger", "[collective]") {
+  using cs::InPlace;
+  CHECK(cs::collective_in_place(Collective::allgather) == InPlace::send_in_recv);
+  CHECK(cs::collective_in_place(Collective::gather) == InPlace::send_in_recv);
+  CHECK(cs::collective_in_place(Collective::reduce_scatter) == InPlace::recv_in_send);
+  CHECK(cs::collective_in_place(Collective::scatter) == InPlace::recv_in_send);
+  for (Collective c : {Collective::allreduce, Collective::broadcast, Collective::reduce, Collective::alltoall,
+                       Collective::sendrecv, Collective::barrier, Collective::send, Collective::recv}) {
+    INFO(cs::collective_name(c));
+    CHECK(cs::collective_in_place(c) == InPlace::same);
+  }
+}
+
 TEST_CASE("count_for_bytes: the message size is max(send, recv) bytes", "[collective]") {
   CHECK(cs::count_for_bytes(Collective::allreduce, 1 << 20, 4, 8) == 262144);
   CHECK(cs::count_for_bytes(Collective::allgather, 1 << 20, 4, 8) == 32768);
