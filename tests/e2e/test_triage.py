@@ -12,8 +12,10 @@ PyTorch source is on the machine; recorded in docs/triage.md):
       "Culprit rank 1; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[4096]]'
       does not match found input sizes: '[[2048]]'" (with rank 0's dump read first).
 """
+import gzip
 import json
 import os
+import pickle
 import re
 
 import subprocess
@@ -149,8 +151,18 @@ class Triage(cs_e2e.TestCase):
         if not src:
             raise unittest.SkipTest("no PyTorch source with torch/distributed/flight_recorder/ here: set FR_TRACE_SRC to a "
                                     "PyTorch checkout (or install PyTorch 2.5+) to run fr_trace on the fixtures")
-        for d in ("fr_missing", "fr_size_mismatch", "fr_tp_missing"):
-            fr = fr_trace_compare.run(src, os.path.join(FIX, d))
+        # fr_trace's loader reads pickles only: the JSON set goes to it as the same documents
+        # pickled (json.load -> pickle.dump, nothing else changed), to triage as JSON
+        as_pickles = os.path.join(self.tmp, "fr_missing_json.pickled")
+        os.mkdir(as_pickles)
+        for f in sorted(os.listdir(os.path.join(FIX, "fr_missing_json"))):
+            opener = gzip.open if f.endswith(".gz") else open
+            with opener(os.path.join(FIX, "fr_missing_json", f), "rt") as fin:
+                doc = json.load(fin)
+            with open(os.path.join(as_pickles, re.sub(r"\.json(\.gz)?$", "", f)), "wb") as fout:
+                pickle.dump(doc, fout, protocol=2)
+        for d in ("fr_missing", "fr_missing_json", "fr_size_mismatch", "fr_tp_missing"):
+            fr = fr_trace_compare.run(src, as_pickles if d == "fr_missing_json" else os.path.join(FIX, d))
             self.assertEqual(fr["rc"], 0, d + ":\n" + fr["log"])
             self.assertTrue(fr["verdicts"], d + ": fr_trace concluded nothing:\n" + fr["log"])
             want = fr["verdicts"][0]
@@ -166,6 +178,14 @@ class Triage(cs_e2e.TestCase):
             else:
                 got["culprits"], got["errors"] = g["culprits"], [g["mismatch"]]
             self.assertEqual(got, want, d + ": triage vs fr_trace\n" + fr["log"])
+        # every collective matched and completed: fr_trace concludes nothing, triage finds no
+        # missing or mismatched rank (its slow-rank warning is from durations fr_trace ignores)
+        fr = fr_trace_compare.run(src, os.path.join(FIX, "fr_slow"))
+        self.assertEqual((fr["rc"], fr["verdicts"]), (0, []), fr["log"])
+        r, out = self.triage(fx("fr_slow"))
+        self.assertExit(r, OK)
+        with open(os.path.join(out, "report.json")) as f:
+            self.assertEqual([g["verdict"] for g in json.load(f)["triage"]["groups"]], ["slow"])
 
     # (3b) a slow rank: every collective completed, rank 3's calls 0.3 ms, the others' 40 ms
     # (duration_ms: they waited for it). triage names it (a warning), plants a 40 ms delay on
