@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.3.1",
+  version = "1.3.2",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -50,8 +50,11 @@ local recipe = cs.recipe {
 local MATRIX = { window = 4, iters = 3, repeats = 1, lat_iters = 50 }
 local LOCALISE_ITERS = 10
 -- Each of localisation's re-test samples (cs.diagnose.localise: every suspect and its
--- references re-measured VERDICT.samples times, interleaved): pair_bench iterations, its min.
-local RETEST_ITERS = 5
+-- references re-measured VERDICT.samples times, interleaved, up to max_samples): pair_bench
+-- iterations (its min) after RETEST_WARMUP: the verdict's statistics are over rounds, so a
+-- sample need not be steady on its own, and on 8 namespace hosts the budget, not the noise,
+-- left most suspects undecided (docs/scale.md)
+local RETEST_ITERS, RETEST_WARMUP = 3, 1
 -- Straggler votes are taken over the all-reduces up to this size (arrival dominates there).
 local STRAGGLER_MAX_BYTES = 65536
 -- The budget's shares (rank 0's clock): the pattern ends by SHARE.pattern of it, leaving the
@@ -60,7 +63,7 @@ local STRAGGLER_MAX_BYTES = 65536
 -- per round, x the full plan's rounds), at most SHARE.pattern_max of the budget, would still
 -- fit, and on several hosts never later than SHARE.sweep_max of the budget: a cheap pattern leaves
 -- the sweep most of it, a slow fabric caps the sweep so that the pattern and localisation run.
-local SHARE = { pattern = 0.75, pattern_max = 0.55, sweep_max = { quick = 0.5, standard = 0.6, long = 0.7 } }
+local SHARE = { pattern = 0.7, pattern_max = 0.55, sweep_max = { quick = 0.5, standard = 0.6, long = 0.7 } }
 local PROBE_FACTOR = 3
 -- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
 -- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least
@@ -184,7 +187,7 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
   local loc = { hosts = {}, ranks = {}, links = {} }
   if ctx.size >= 4 or ctx.nhosts >= 3 then
     loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts,
-      { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, retest_iters = RETEST_ITERS, deadline = t0 + tier.budget,
+      { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, retest_iters = RETEST_ITERS, warmup = RETEST_WARMUP, deadline = t0 + tier.budget,
         stages = st })
     st:info("retests", loc.retests)
     if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
