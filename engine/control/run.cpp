@@ -145,7 +145,7 @@ int run_through_host(Session& s, RecipeHost& host) {
 void adopt_survivors(Session& s) {
   bool moved = false;
   while (auto next = s.world->successor()) {
-    s.world = next;
+    s.set_world(next);
     moved = true;
   }
   if (!moved) return;

@@ -2,6 +2,7 @@
 // Everything one run of a recipe shares: the config, the world communicator, the report, and
 // the settings from the command line. Lives in the CLI's main; the bindings reach it through
 // an upvalue.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,9 +29,18 @@ class Session {
   std::string baseline;           // --baseline: an earlier report.json to compare against
   double fail_below = -1;         // --fail-below: exit 3 when the score is lower
   // This rank and the ranks in the world: the world's own, never a copy (0 and 1 before there
-  // is one).
-  int rank() const { return world ? world->rank() : 0; }
-  int size() const { return world ? world->size() : 1; }
+  // is one). The signal thread (incidents::on_signal) reads them while the main thread may swap
+  // the world for its survivors (run.cpp adopt_survivors): the pointer is read and swapped
+  // atomically (set_world), so the reader holds a world that stays alive while it asks.
+  int rank() const {
+    auto w = std::atomic_load(&world);
+    return w ? w->rank() : 0;
+  }
+  int size() const {
+    auto w = std::atomic_load(&world);
+    return w ? w->size() : 1;
+  }
+  void set_world(std::shared_ptr<Communicator> w) { std::atomic_store(&world, std::move(w)); }
   // Embedded in a host program (libcommscript): a failure ends the run, never the process; no
   // signal thread; the ranks agree on the outcome and every rank gets the report.
   bool embedded = false;
