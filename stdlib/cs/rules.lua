@@ -21,6 +21,16 @@ local function host_of(run, rank)
   return run.rank_hosts and run.rank_hosts[rank + 1] or nil
 end
 
+-- A rule's check over one list of the localisation's culprits (hosts, ranks, links): one
+-- finding per entry, made by make(run, entry).
+local function culprits(key, make)
+  return function(run)
+    local out = {}
+    for _, x in ipairs((run.localisation or {})[key] or {}) do out[#out + 1] = make(run, x) end
+    return out
+  end
+end
+
 -- a slow rank's further partners: "; with rank 9 too (812.0 us)"
 local function also(r)
   local out = {}
@@ -70,59 +80,47 @@ M.builtin = {
   {
     id = "slow_host", severity = "warn",
     remedy = "check the host's NIC (speed, errors, PCIe link), its switch port, and its load",
-    check = function(run)
-      local out = {}
-      for _, h in ipairs((run.localisation or {}).hosts or {}) do
-        out[#out + 1] = {
-          subject = { host = h.host, ranks = h.ranks },
-          message = ("host %s is slow with every other host: its pairs take %.1fx the fleet's median (%.1f vs %.1f us)%s"):format(
-            h.host, h.score, h.median, h.reference, h.retest and (", confirmed alone against " .. h.retest.partner_host) or ""),
-          evidence = h,
-        }
-      end
-      return out
-    end,
+    check = culprits("hosts", function(_, h)
+      return {
+        subject = { host = h.host, ranks = h.ranks },
+        message = ("host %s is slow with every other host: its pairs take %.1fx the fleet's median (%.1f vs %.1f us)%s"):format(
+          h.host, h.score, h.median, h.reference, h.retest and (", confirmed alone against " .. h.retest.partner_host) or ""),
+        evidence = h,
+      }
+    end),
   },
   {
     id = "slow_rank", severity = "warn",
     remedy = "check that rank's binding (NUMA, CPU), its NIC/PCIe path and what else runs on it",
-    check = function(run)
-      local out = {}
-      for _, r in ipairs((run.localisation or {}).ranks or {}) do
-        out[#out + 1] = {
-          subject = { rank = r.rank, host = host_of(run, r.rank) },
-          message = ("rank %d is slow with every partner: %.1fx the fleet's median pair time; alone with rank %d it took %.1f us against %.1f us between two good ranks%s"):format(
-            r.rank, r.score, r.partner or -1, r.value or 0, r.reference or 0, also(r)),
-          evidence = r,
-        }
-      end
-      return out
-    end,
+    check = culprits("ranks", function(run, r)
+      return {
+        subject = { rank = r.rank, host = host_of(run, r.rank) },
+        message = ("rank %d is slow with every partner: %.1fx the fleet's median pair time; alone with rank %d it took %.1f us against %.1f us between two good ranks%s"):format(
+          r.rank, r.score, r.partner or -1, r.value or 0, r.reference or 0, also(r)),
+        evidence = r,
+      }
+    end),
   },
   {
     id = "slow_link", severity = "warn",
     remedy = "the two ends are fine elsewhere: check the cable, transceiver and switch ports between them",
-    check = function(run)
-      local out = {}
-      for _, l in ipairs((run.localisation or {}).links or {}) do
-        local ha, hb = host_of(run, l.a), host_of(run, l.b)
-        local f = {
-          subject = { pair = { l.a, l.b }, hosts = { ha, hb } },
-          message = ("link %d-%d is slow: %.1f us, %.1fx the fleet's median, while both ranks are fine with others"):format(
-            l.a, l.b, l.value, l.score),
-          evidence = l,
-        }
-        -- Two ranks of a host with more ranks than CPUs may share a core: their exchange waits
-        -- for the scheduler, which is no fault of any link.
-        if ha and ha == hb and (run.oversubscribed or {})[ha] then
-          f.severity = "info"
-          f.message = f.message .. ("; host %s runs more ranks than it has CPUs, so the two may share a core"):format(ha)
-          f.remedy = "bind ranks to distinct cores (mpirun --bind-to core) or run fewer ranks per host, then measure again"
-        end
-        out[#out + 1] = f
+    check = culprits("links", function(run, l)
+      local ha, hb = host_of(run, l.a), host_of(run, l.b)
+      local f = {
+        subject = { pair = { l.a, l.b }, hosts = { ha, hb } },
+        message = ("link %d-%d is slow: %.1f us, %.1fx the fleet's median, while both ranks are fine with others"):format(
+          l.a, l.b, l.value, l.score),
+        evidence = l,
+      }
+      -- Two ranks of a host with more ranks than CPUs may share a core: their exchange waits
+      -- for the scheduler, which is no fault of any link.
+      if ha and ha == hb and (run.oversubscribed or {})[ha] then
+        f.severity = "info"
+        f.message = f.message .. ("; host %s runs more ranks than it has CPUs, so the two may share a core"):format(ha)
+        f.remedy = "bind ranks to distinct cores (mpirun --bind-to core) or run fewer ranks per host, then measure again"
       end
-      return out
-    end,
+      return f
+    end),
   },
   {
     id = "baseline_regression", severity = "warn",
