@@ -882,7 +882,14 @@ local function judge_link(c, t, not_good)
   end
 end
 
--- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence).
+local function count_ranks(rank_hosts, h)
+  local k = 0
+  for _, x in ipairs(rank_hosts) do if x == h then k = k + 1 end end
+  return k
+end
+
+-- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence). A
+-- rank slow alone is named only beside a good rank of its host (or alone on its host).
 local function group_ranks(c, loc)
   local out, rh = c.out, c.rank_hosts
   local by_host, kept = {}, {}
@@ -894,7 +901,11 @@ local function group_ranks(c, loc)
   for _, r in ipairs(out.ranks) do
     local h = rh[r.rank + 1]
     local group = by_host[h]
-    if #group < 2 then kept[#kept + 1] = r elseif group[1] == r then
+    local alone = #group < 2
+    if alone and not r.verdict.mate and count_ranks(rh, h) > 1 then
+      -- no rank of its host shown good beside it: the rank or its host, the re-tests cannot say
+      undecided(c, { rank = r.rank, either = h, why = "no good rank of its host beside it: the rank or its host" })
+    elseif alone then kept[#kept + 1] = r elseif group[1] == r then
       local ranks = {}
       for q, x in ipairs(rh) do if x == h then ranks[#ranks + 1] = q - 1 end end
       local worst = group[1]
@@ -1000,8 +1011,9 @@ function M.findings(loc)
                       message = ("under-measured, no host verdict on: %s other hosts measured"):format(table.concat(names, ", ")),
                       evidence = { hosts = loc.under_measured }, remedy = "use a longer --tier or a larger --budget" }
   end
-  local budget = {}
+  local budget, either = {}, {}
   for _, u in ipairs(loc.undecided or {}) do
+    if u.either then either[#either + 1] = ("rank %d or host %s"):format(u.rank, u.either) end
     if u.why == "budget" then
       budget[#budget + 1] = u.host or (u.rank and ("rank " .. u.rank)) or (u.pair and ("link " .. u.pair[1] .. "-" .. u.pair[2]))
     end
@@ -1010,6 +1022,12 @@ function M.findings(loc)
     out[#out + 1] = { rule = "localisation_undecided", severity = "info", subject = { stage = "localisation" },
                       message = ("suspects left undecided, the budget ran out: %s"):format(table.concat(budget, ", ")),
                       evidence = { undecided = loc.undecided }, remedy = "use a longer --tier or a larger --budget" }
+  end
+  if #either > 0 then
+    out[#out + 1] = { rule = "localisation_undecided", severity = "info", subject = { stage = "localisation" },
+                      message = ("slow, but no other rank of its host was shown good beside it: %s"):format(table.concat(either, ", ")),
+                      evidence = { undecided = loc.undecided },
+                      remedy = "measure again with a longer --tier: a good rank of that host tells the rank from the host" }
   end
   return out
 end

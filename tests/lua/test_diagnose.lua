@@ -671,6 +671,29 @@ function TestLocalise:test_a_2x_rank_under_noise_is_found_by_more_rounds()
   lu.assertTrue(found >= 16, "found in " .. found .. " of 20")
 end
 
+-- A slow host seen as two rank suspects, one of them measured slow and the other left between
+-- (namespace hosts, a weak tbf): no rank of the host is shown good, so the slow one is not named
+-- as a rank (it may be its host); the finding says so, as information.
+function TestLocalise:test_a_rank_with_no_good_rank_of_its_host_is_not_named()
+  local hosts, values, model = job(4, 2, {}, 0.05)
+  local function m(a, b)
+    local f = 1
+    if a == 6 or b == 6 then f = 1.45 end
+    if a == 7 or b == 7 then f = 3 end
+    return model(a, b) * f
+  end
+  for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+  lu.assertEquals({ #loc.hosts, #loc.ranks, #loc.links }, { 0, 0, 0 }, cs.json.encode(loc.tested))
+  local msgs = {}
+  for _, f in ipairs(cs.diagnose.findings(loc)) do msgs[#msgs + 1] = f.severity .. " " .. f.message end
+  lu.assertStrContains(table.concat(msgs, "\n"), "info slow, but no other rank of its host was shown good beside it: rank 7 or host h3")
+end
+
 -- Hosts measured with too few other hosts get no host verdict, and the report says which.
 function TestLocalise:test_under_measured_hosts_are_listed()
   local hosts, values, _, measure = job(6, 1, {})
