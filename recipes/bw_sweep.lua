@@ -4,17 +4,13 @@
 -- separate per-iteration pass (docs/timing.md).
 local cs = require "commscript"
 
-local ALL = cs.collectives  -- every collective the engine benchmarks, in its order
-local OPS = { "all" }
-for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
-
 local recipe = cs.recipe {
   name = "bw_sweep",
-  version = "2.1.1",
+  version = "2.1.2",
   requires = ">=0.1, <1.0",
   summary = "collective bandwidth sweep (nccl-tests table: algbw, busbw, #wrong)",
   options = {
-    ops = { default = "allreduce", help = "collectives to run (comma list, or all)", type = "list", choices = OPS },
+    ops = { default = "allreduce", help = "collectives to run (comma list, or all)", type = "list", choices = cs.collective_choices },
     min = { default = "8", help = "smallest message size", type = "size" },
     max = { default = "32M", help = "largest message size", type = "size" },
     factor = { 2, "multiplicative step between sizes", type = "number", min = 1.0001 },
@@ -34,13 +30,6 @@ local recipe = cs.recipe {
 
 local FLOAT = { float16 = true, bfloat16 = true, float32 = true, float64 = true }
 
-local function expand_ops(list)
-  for _, o in ipairs(list) do
-    if o == "all" then return ALL end
-  end
-  return list
-end
-
 
 function recipe.run(ctx)
   local o = ctx.opt
@@ -50,7 +39,7 @@ function recipe.run(ctx)
   if o.root >= ctx.size then
     cs.raise(cs.exit.bad_input, ("--root %d is not a rank (the job has %d)"):format(o.root, ctx.size), 0)
   end
-  local ops = expand_ops(o.ops)
+  local ops = cs.expand_all(o.ops)
   local dtypes = #o.dtypes > 0 and o.dtypes or { o.dtype }
   for _, dtype in ipairs(dtypes) do
     -- Refused before anything runs (float16/bfloat16 on mpi and gloo), not halfway through.

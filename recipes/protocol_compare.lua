@@ -10,19 +10,15 @@
 -- three calls, and checked like the flat ones (docs/launching.md).
 local cs = require "commscript"
 
-local ALL = cs.collectives  -- every collective the engine benchmarks, in its order
-local OPS = { "all" }
-for _, o in ipairs(ALL) do OPS[#OPS + 1] = o end
-
 local recipe = cs.recipe {
   name = "protocol_compare",
-  version = "1.1.1",
+  version = "1.1.2",
   requires = ">=0.1, <1.0",
   summary = "the same sweep on every backend of the run: time and busbw per size, winner, crossovers",
   options = {
     backends = { default = "all", help = "backends to compare (comma list of mpi, gloo, nccl; all: every one "
                  .. "this run can open)", type = "list", choices = { "all", "mpi", "gloo", "nccl" } },
-    ops = { default = "allreduce", help = "collectives (comma list, or all)", type = "list", choices = OPS },
+    ops = { default = "allreduce", help = "collectives (comma list, or all)", type = "list", choices = cs.collective_choices },
     min = { default = "1K", help = "smallest message size", type = "size" },
     max = { default = "4M", help = "largest message size", type = "size" },
     factor = { 4, "multiplicative step between sizes", type = "number", min = 1.0001 },
@@ -34,13 +30,6 @@ local recipe = cs.recipe {
   },
 }
 
-local function expand(list, all)
-  for _, o in ipairs(list) do
-    if o == "all" then return all end
-  end
-  return list
-end
-
 local function index_of(list, v)
   for i, x in ipairs(list) do if x == v then return i end end
   return nil
@@ -51,7 +40,7 @@ local function choose(ctx, wanted)
   local avail = cs.comm.available()
   if not index_of(avail, ctx.backend) then table.insert(avail, 1, ctx.backend) end
   local out, missing = {}, {}
-  for _, b in ipairs(expand(wanted, avail)) do
+  for _, b in ipairs(cs.expand_all(wanted, avail)) do
     if index_of(avail, b) then
       if not index_of(out, b) then out[#out + 1] = b end
     else
@@ -316,7 +305,7 @@ function recipe.run(ctx)
       table.concat(missing, ","), table.concat(avail, ",")), 0)
   end
   cs.sweep.check_memory(ctx, 2 * o.max, "--max " .. cs.format_size(o.max))
-  local ops = expand(o.ops, ALL)
+  local ops = cs.expand_all(o.ops)
   local sizes = cs.sweep.sizes { min = o.min, max = o.max, factor = o.factor }
 
   -- Open every backend first, so a backend that cannot start is known before any timing.

@@ -26,6 +26,18 @@ local cs = {
   chaos = native.chaos,              -- cs.chaos.inject{kind=, ranks=, ...}, cs.chaos.clear(), cs.chaos.fired()
 }
 
+-- The choices of an option that names collectives: "all", then every name of cs.collectives.
+cs.collective_choices = { "all" }
+for _, o in ipairs(native.collectives) do cs.collective_choices[#cs.collective_choices + 1] = o end
+
+-- A list option's value with "all" in it replaced by the whole list `all` (default cs.collectives).
+function cs.expand_all(list, all)
+  for _, o in ipairs(list) do
+    if o == "all" then return all or native.collectives end
+  end
+  return list
+end
+
 -- Exit codes of the contract, read-only: one table in Lua (stdlib/cs/exit.lua).
 cs.exit = require "cs.exit"
 -- A copy of the codes as a plain table (pairs() sees nothing through the read-only proxy).

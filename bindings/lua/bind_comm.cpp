@@ -533,16 +533,20 @@ int c_pair_bench(lua_State* L) {
 
 // Plain data between ranks (JSON-serialisable values), for orchestration, not timing; the
 // engine exchanges them and counts the traffic (comm/value_exchange.hpp, cs.traffic).
-int c_allgather_value(lua_State* L) {
-  Communicator& c = check_comm(L, 1);
-  luaL_checkany(L, 2);
-  const auto all = allgather_value(c, to_json(L, 2).dump());
+// Pushes a list of the JSON texts `all` as Lua values (entry i is all[i-1]); returns 1.
+int push_json_list(lua_State* L, const std::vector<std::string>& all) {
   lua_createtable(L, static_cast<int>(all.size()), 0);
   for (size_t i = 0; i < all.size(); ++i) {
     push_json(L, nlohmann::json::parse(all[i]));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
   return 1;
+}
+int c_allgather_value(lua_State* L) {
+  Communicator& c = check_comm(L, 1);
+  luaL_checkany(L, 2);
+  const auto all = allgather_value(c, to_json(L, 2).dump());
+  return push_json_list(L, all);
 }
 // gather_value(v, root) -> on root the list of every rank's v (entry i is rank i-1's), nil on
 // the others: what only root needs goes to root alone (O(n) there, O(1) elsewhere).
@@ -555,12 +559,7 @@ int c_gather_value(lua_State* L) {
     lua_pushnil(L);
     return 1;
   }
-  lua_createtable(L, static_cast<int>(all.size()), 0);
-  for (size_t i = 0; i < all.size(); ++i) {
-    push_json(L, nlohmann::json::parse(all[i]));
-    lua_rawseti(L, -2, static_cast<int>(i + 1));
-  }
-  return 1;
+  return push_json_list(L, all);
 }
 int c_broadcast_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);

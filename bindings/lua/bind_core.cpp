@@ -86,23 +86,31 @@ int n_busbw_factor(lua_State* L) {
   lua_pushnumber(L, busbw_factor(check_coll(L, 1), check_nranks(L, 2)));
   return 1;
 }
+// The arguments (op, n, dtype, nranks) of algbw_bytes and count_for_bytes, checked in that order;
+// `negative` is the message for an n below 0.
+struct SizeArgs {
+  Collective c;
+  size_t n;
+  size_t dtype_bytes;
+  int nranks;
+};
+SizeArgs check_size_args(lua_State* L, const char* negative) {
+  const Collective c = check_coll(L, 1);
+  const int64_t n = check_integer(L, 2);
+  if (n < 0) luaL_argerror(L, 2, negative);
+  const DType t = dtype_arg(check_string(L, 3));
+  return {c, static_cast<size_t>(n), dtype_size(t), check_nranks(L, 4)};
+}
 // algbw_bytes(op, count, dtype, nranks)
 int n_algbw_bytes(lua_State* L) {
-  const Collective c = check_coll(L, 1);
-  const int64_t count = check_integer(L, 2);
-  if (count < 0) luaL_argerror(L, 2, "non-negative count expected");
-  const DType t = dtype_arg(check_string(L, 3));
-  lua_pushnumber(L, algbw_bytes(c, static_cast<size_t>(count), dtype_size(t), check_nranks(L, 4)));
+  const SizeArgs a = check_size_args(L, "non-negative count expected");
+  lua_pushnumber(L, algbw_bytes(a.c, a.n, a.dtype_bytes, a.nranks));
   return 1;
 }
 // count_for_bytes(op, bytes, dtype, nranks)
 int n_count_for_bytes(lua_State* L) {
-  const Collective c = check_coll(L, 1);
-  const int64_t bytes = check_integer(L, 2);
-  if (bytes < 0) luaL_argerror(L, 2, "non-negative size expected");
-  const DType t = dtype_arg(check_string(L, 3));
-  lua_pushnumber(
-      L, static_cast<double>(count_for_bytes(c, static_cast<size_t>(bytes), dtype_size(t), check_nranks(L, 4))));
+  const SizeArgs a = check_size_args(L, "non-negative size expected");
+  lua_pushnumber(L, static_cast<double>(count_for_bytes(a.c, a.n, a.dtype_bytes, a.nranks)));
   return 1;
 }
 int n_dtype_size(lua_State* L) {

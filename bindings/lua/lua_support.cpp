@@ -19,18 +19,18 @@ void protect_metatable(lua_State* L) {
   lua_pushliteral(L, "commscript: read-only (an engine metatable)");
   lua_setfield(L, -2, "__metatable");
 }
-}  // namespace
 
-void raise(lua_State* L, ExitCode code, const std::string& message, bool limit) {
-  lua_createtable(L, 0, 3);
+// Pushes a new error object {code=, message=} with room for `fields` fields in all.
+void push_error_object(lua_State* L, ExitCode code, const std::string& message, int fields) {
+  lua_createtable(L, 0, fields);
   lua_pushinteger(L, static_cast<int>(code));
   lua_setfield(L, -2, "code");
   lua_pushlstring(L, message.data(), message.size());
   lua_setfield(L, -2, "message");
-  if (limit) {
-    lua_pushboolean(L, 1);
-    lua_setfield(L, -2, "limit");
-  }
+}
+
+// Gives the error object on top of the stack its shared metatable and raises it.
+[[noreturn]] void raise_error_object(lua_State* L) {
   if (luaL_newmetatable(L, "commscript.error")) {
     lua_pushcfunction(L, error_tostring);
     lua_setfield(L, -2, "__tostring");
@@ -40,14 +40,20 @@ void raise(lua_State* L, ExitCode code, const std::string& message, bool limit) 
   lua_error(L);
   __builtin_unreachable();  // lua_error does not return
 }
+}  // namespace
+
+void raise(lua_State* L, ExitCode code, const std::string& message, bool limit) {
+  push_error_object(L, code, message, 3);
+  if (limit) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "limit");
+  }
+  raise_error_object(L);
+}
 
 void raise_ranks_lost(lua_State* L, const std::string& message, const std::vector<int>& gone) {
   // Built like raise()'s object, plus what a recipe that survives drops needs.
-  lua_createtable(L, 0, 4);
-  lua_pushinteger(L, static_cast<int>(ExitCode::runtime));
-  lua_setfield(L, -2, "code");
-  lua_pushlstring(L, message.data(), message.size());
-  lua_setfield(L, -2, "message");
+  push_error_object(L, ExitCode::runtime, message, 4);
   lua_pushliteral(L, "ranks_lost");
   lua_setfield(L, -2, "kind");
   lua_createtable(L, static_cast<int>(gone.size()), 0);
@@ -56,14 +62,7 @@ void raise_ranks_lost(lua_State* L, const std::string& message, const std::vecto
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
   lua_setfield(L, -2, "gone");
-  if (luaL_newmetatable(L, "commscript.error")) {
-    lua_pushcfunction(L, error_tostring);
-    lua_setfield(L, -2, "__tostring");
-    protect_metatable(L);
-  }
-  lua_setmetatable(L, -2);
-  lua_error(L);
-  __builtin_unreachable();
+  raise_error_object(L);
 }
 
 ExitCode error_code(lua_State* L, int idx) {
@@ -149,51 +148,46 @@ bool has_field(lua_State* L, int idx, const char* key) {
   return r;
 }
 
+// Pushes t[key] of the table at idx and returns true when it is set; raises (field_error) when it
+// is set to a value of another type than `type`; pushes nothing and returns false when nil.
+static bool push_field(lua_State* L, int idx, const char* key, int type, const char* want) {
+  lua_getfield(L, idx, key);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return false;
+  }
+  if (lua_type(L, -1) != type) field_error(L, idx, key, want);
+  return true;
+}
+
 double field_number(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key,
                     double dflt) {
-  lua_getfield(L, idx, key);
-  double v = dflt;
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, idx, key, "number");
-    v = lua_tonumber(L, -1);
-  }
+  if (!push_field(L, idx, key, LUA_TNUMBER, "number")) return dflt;
+  const double v = lua_tonumber(L, -1);
   lua_pop(L, 1);
   return v;
 }
 
 int64_t field_integer(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key,
                       int64_t dflt) {
-  lua_getfield(L, idx, key);
-  int64_t v = dflt;
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, idx, key, "integer");
-    const double d = lua_tonumber(L, -1);
-    if (d != std::floor(d) || std::fabs(d) > 9.007199254740992e15) field_error(L, idx, key, "integer");
-    v = static_cast<int64_t>(d);
-  }
+  if (!push_field(L, idx, key, LUA_TNUMBER, "integer")) return dflt;
+  const double d = lua_tonumber(L, -1);
+  if (d != std::floor(d) || std::fabs(d) > 9.007199254740992e15) field_error(L, idx, key, "integer");
   lua_pop(L, 1);
-  return v;
+  return static_cast<int64_t>(d);
 }
 
 std::string field_string(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key,
                          const std::string& dflt) {
-  lua_getfield(L, idx, key);
-  std::string v = dflt;
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING) field_error(L, idx, key, "string");
-    v = lua_tostring(L, -1);
-  }
+  if (!push_field(L, idx, key, LUA_TSTRING, "string")) return dflt;
+  std::string v = lua_tostring(L, -1);
   lua_pop(L, 1);
   return v;
 }
 
 bool field_bool(lua_State* L, int idx, const char* /*fn: luaL_argerror finds the name*/, const char* key, bool dflt) {
-  lua_getfield(L, idx, key);
-  bool v = dflt;
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TBOOLEAN) field_error(L, idx, key, "boolean");
-    v = lua_toboolean(L, -1);
-  }
+  if (!push_field(L, idx, key, LUA_TBOOLEAN, "boolean")) return dflt;
+  const bool v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
 }

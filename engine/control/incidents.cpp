@@ -270,29 +270,28 @@ void add_flight_files(const nlohmann::json& files) {
   }
 }
 
-void on_abort(ExitCode code, const std::string& full_message) {
+namespace {
+// Records a failure: rank 0 saves it as the run's error; another rank hands it to rank 0 over its
+// heartbeat. Returns true on rank 0 (false too when no run is open).
+bool record_failure(ExitCode code, const std::string& full_message) {
   const std::string message = coord::cap_message(full_message);
   Session* s = g_session.load();
-  if (!s) return;
+  if (!s) return false;
   if (s->rank() == 0) {
     save({{"kind", "error"}, {"rank", 0}, {"exit_code", static_cast<int>(code)}, {"message", message}},
          static_cast<int>(code));
-  } else if (HeartbeatClient* hb = g_heartbeat.load()) {
-    hb->report_failure(static_cast<int>(code), message, kFailureAckMs);
+    return true;
   }
+  if (HeartbeatClient* hb = g_heartbeat.load()) hb->report_failure(static_cast<int>(code), message, kFailureAckMs);
+  return false;
 }
+}  // namespace
+
+void on_abort(ExitCode code, const std::string& full_message) { record_failure(code, full_message); }
 
 void fail_run(ExitCode code, const std::string& full_message) {
-  const std::string message = coord::cap_message(full_message);
-  Session* s = g_session.load();
-  if (!s) return;
-  if (s->rank() == 0) {
-    save({{"kind", "error"}, {"rank", 0}, {"exit_code", static_cast<int>(code)}, {"message", message}},
-         static_cast<int>(code));
-    if (Coordinator* c = g_coordinator.load()) c->cancel_all(static_cast<int>(code));
-  } else if (HeartbeatClient* hb = g_heartbeat.load()) {
-    hb->report_failure(static_cast<int>(code), message, kFailureAckMs);
-  }
+  if (!record_failure(code, full_message)) return;
+  if (Coordinator* c = g_coordinator.load()) c->cancel_all(static_cast<int>(code));
 }
 
 void start_signal_thread() {

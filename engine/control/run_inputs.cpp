@@ -14,6 +14,7 @@
 
 #include "error.hpp"
 #include "json_text.hpp"
+#include "pickle_subset.hpp"
 #include "report.hpp"
 
 extern char** environ;
@@ -115,29 +116,10 @@ std::string read_input_file(const std::string& path, const std::string& what, si
 }
 
 void check_json_depth(const std::string& text, const std::string& what) {
-  size_t depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth)
-        throw InputError(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " +
-                         std::to_string(i) + "); a commscript report nests a few levels");
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
+  size_t at = 0;
+  if (json_nesting_depth(text, kMaxJsonDepth + 1, &at) > kMaxJsonDepth)
+    throw InputError(what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at byte " +
+                     std::to_string(at) + "); a commscript report nests a few levels");
 }
 
 namespace {

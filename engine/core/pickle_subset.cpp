@@ -523,10 +523,11 @@ std::string pickle_subset_to_json(std::string_view data, const PickleLimits& lim
   return std::move(w.out);
 }
 
-size_t json_nesting_depth(std::string_view text, size_t stop_at) {
+size_t json_nesting_depth(std::string_view text, size_t stop_at, size_t* stopped_at) {
   size_t depth = 0, deepest = 0;
   bool in_string = false, escaped = false;
-  for (char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     if (in_string) {
       if (escaped)
         escaped = false;
@@ -540,7 +541,10 @@ size_t json_nesting_depth(std::string_view text, size_t stop_at) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > deepest) deepest = depth;
-      if (deepest >= stop_at) return deepest;
+      if (deepest >= stop_at) {
+        if (stopped_at) *stopped_at = i;
+        return deepest;
+      }
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }

@@ -27,7 +27,8 @@ struct PickleLimits {
 // (NaN and infinities -> null), bool, None -> null.
 std::string pickle_subset_to_json(std::string_view data, const PickleLimits& limits = {});
 
-// The deepest nesting of [ and { in JSON text (outside strings), counting stops at `stop_at`.
-size_t json_nesting_depth(std::string_view text, size_t stop_at);
+// The deepest nesting of [ and { in JSON text (outside strings), counting stops at `stop_at`;
+// when it stops there and `stopped_at` is given, *stopped_at is the byte where it did.
+size_t json_nesting_depth(std::string_view text, size_t stop_at, size_t* stopped_at = nullptr);
 
 }  // namespace cs

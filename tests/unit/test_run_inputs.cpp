@@ -135,6 +135,16 @@ TEST_CASE("baseline: a commscript report's text, or a refusal naming the flag") 
   std::remove(bad.c_str());
 }
 
+TEST_CASE("JSON depth: kMaxJsonDepth levels pass, one more is refused at its byte, strings do not count") {
+  const size_t n = cs::kMaxJsonDepth;
+  CHECK_NOTHROW(cs::check_json_depth(std::string(n, '[') + std::string(n, ']'), "x"));
+  CHECK_NOTHROW(cs::check_json_depth("[\"" + std::string(2 * n, '{') + "\\\"\"]", "x"));
+  CHECK_NOTHROW(cs::check_json_depth(std::string(n * 3, ']') + std::string(n, '['), "x"));
+  CHECK(input_error([&] { cs::check_json_depth("{\"a\":" + std::string(n + 5, '['), "--baseline f"); }) ==
+        "--baseline f: JSON nested deeper than " + std::to_string(n) + " levels (at byte " + std::to_string(n + 4) +
+            "); a commscript report nests a few levels");
+}
+
 TEST_CASE("environment snapshot: the communication prefixes, without credentials") {
   setenv("NCCL_DEBUG", "INFO", 1);
   setenv("NCCL_IB_SECRET_KEY", "hunter2", 1);
