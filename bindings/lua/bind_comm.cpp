@@ -2,9 +2,11 @@
 // stream), split, and plain-data exchange for orchestration between timed regions.
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "bench.hpp"
@@ -319,6 +321,18 @@ void set_num(lua_State* L, const char* k, double v) {
   lua_setfield(L, -2, k);
 }
 
+// Fields of the table on top of the stack from a list of names and values (c_bench's result).
+void set_nums(lua_State* L, std::initializer_list<std::pair<const char*, double>> fields) {
+  for (const auto& [k, v] : fields) set_num(L, k, v);
+}
+
+void set_strings(lua_State* L, std::initializer_list<std::pair<const char*, std::string>> fields) {
+  for (const auto& [k, v] : fields) {
+    lua_pushstring(L, v.c_str());
+    lua_setfield(L, -2, k);
+  }
+}
+
 void set_list(lua_State* L, const char* k, const std::vector<double>& v) {
   lua_createtable(L, static_cast<int>(v.size()), 0);
   for (size_t i = 0; i < v.size(); ++i) {
@@ -385,48 +399,47 @@ int c_bench(lua_State* L) {
   c.verify(op, CallSite{call_site, L});  // once, before the timed loop
   const BenchResult r = bench(c, op, send, recv, spec);
 
-  lua_createtable(L, 0, 32);
-  lua_pushstring(L, std::string(collective_name(coll)).c_str());
-  lua_setfield(L, -2, "op");
-  set_num(L, "bytes", static_cast<double>(op.bytes()));
-  set_num(L, "count", static_cast<double>(count));
-  lua_pushstring(L, std::string(dtype_name(dt)).c_str());
-  lua_setfield(L, -2, "dtype");
-  lua_pushstring(L, collective_reduces(coll) ? std::string(reduce_op_name(redop)).c_str() : "none");
-  lua_setfield(L, -2, "redop");
-  set_num(L, "root", collective_has_root(coll) ? static_cast<double>(root) : -1.0);
+  // The result, from field lists (docs/lua-api.md, comm:bench): names and values side by side.
+  lua_createtable(L, 0, 40);
+  set_strings(L, {{"op", std::string(collective_name(coll))},
+                  {"dtype", std::string(dtype_name(dt))},
+                  {"redop", collective_reduces(coll) ? std::string(reduce_op_name(redop)) : "none"},
+                  {"timing", "loop"}});
   lua_pushboolean(L, inplace);
   lua_setfield(L, -2, "inplace");
-  set_num(L, "ranks", n);
-  set_num(L, "iters", spec.iters);
-  set_num(L, "warmup", spec.warmup);
-  // Headline: whole-loop time / iters, mean (min, max) over ranks; algbw, busbw from time_us.
-  lua_pushstring(L, "loop");
-  lua_setfield(L, -2, "timing");
-  set_num(L, "time_us", r.time_us);
-  set_num(L, "time_rank_min_us", r.time_rank_min_us);
-  set_num(L, "time_rank_max_us", r.time_rank_max_us);
+  set_nums(L, {
+                  {"bytes", static_cast<double>(op.bytes())},
+                  {"count", static_cast<double>(count)},
+                  {"root", collective_has_root(coll) ? static_cast<double>(root) : -1.0},
+                  {"ranks", static_cast<double>(n)},
+                  {"iters", static_cast<double>(spec.iters)},
+                  {"warmup", static_cast<double>(spec.warmup)},
+                  // Headline: whole-loop time / iters, mean (min, max) over ranks; algbw, busbw from time_us.
+                  {"time_us", r.time_us},
+                  {"time_rank_min_us", r.time_rank_min_us},
+                  {"time_rank_max_us", r.time_rank_max_us},
+                  {"algbw", r.algbw},
+                  {"busbw", r.busbw},
+                  {"busbw_factor", busbw_factor(coll, n)},
+                  // Sampled pass: per-iteration times, the slowest rank per iteration.
+                  {"samples", static_cast<double>(spec.samples)},
+                  {"iter_mean_us", r.us.mean},
+                  {"min_us", r.us.min},
+                  {"p50_us", r.us.p50},
+                  {"p95_us", r.us.p95},
+                  {"p99_us", r.us.p99},
+                  {"max_us", r.us.max},
+                  {"stdev_us", r.us.stdev},
+                  {"cv", r.us.cv()},
+                  // The same pass averaged over ranks per iteration (nccl-tests -a 1 per iteration).
+                  {"avg_p50_us", r.us_avg.p50},
+                  {"avg_p99_us", r.us_avg.p99},
+                  {"avg_max_us", r.us_avg.max},
+                  {"avg_cv", r.us_avg.cv()},
+                  {"slowest_rank", static_cast<double>(r.slowest_rank)},
+              });
   set_list(L, "rank_time_us", r.rank_time_us);
-  set_num(L, "algbw", r.algbw);
-  set_num(L, "busbw", r.busbw);
-  set_num(L, "busbw_factor", busbw_factor(coll, n));
-  // Sampled pass: per-iteration times, the slowest rank per iteration.
-  set_num(L, "samples", spec.samples);
-  set_num(L, "iter_mean_us", r.us.mean);
-  set_num(L, "min_us", r.us.min);
-  set_num(L, "p50_us", r.us.p50);
-  set_num(L, "p95_us", r.us.p95);
-  set_num(L, "p99_us", r.us.p99);
-  set_num(L, "max_us", r.us.max);
-  set_num(L, "stdev_us", r.us.stdev);
-  set_num(L, "cv", r.us.cv());
-  // The same pass averaged over ranks per iteration (nccl-tests -a 1 per iteration).
-  set_num(L, "avg_p50_us", r.us_avg.p50);
-  set_num(L, "avg_p99_us", r.us_avg.p99);
-  set_num(L, "avg_max_us", r.us_avg.max);
-  set_num(L, "avg_cv", r.us_avg.cv());
   set_list(L, "rank_mean_us", r.rank_mean_us);
-  set_num(L, "slowest_rank", r.slowest_rank);
   if (r.checked) {
     set_num(L, "wrong", static_cast<double>(r.wrong));
     lua_createtable(L, 0, 3);  // the check's cost outside the timed regions, slowest rank's (bench.hpp)
