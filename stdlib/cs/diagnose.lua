@@ -789,7 +789,7 @@ local function rank_test(c, s)
   else
     for _, g in ipairs(partners(c.order, rh, r, true, 2, nil)) do ps[#ps + 1] = pair(r, g, c.rank_factor) end
   end
-  if #ps > 0 then return { entry = s, what = "rank", pairs = ps } end
+  if #ps > 0 then return { entry = s, what = "rank", pairs = ps, same_host = #others == 0 } end
 end
 
 -- A link's re-test: the link, and each end against a good rank placed as the other end was
@@ -845,6 +845,7 @@ local function judge_rank(c, t)
   verdict(c, e, judged, T, { mate })
   e.verdict.mate = mate
   e.verdict.from_host_test = e.from_host_test
+  e.verdict.same_host = t.same_host or nil  -- its partners on its own host: not its host's fault
   if all_slow then
     local j = judged[1]
     e.partner = j.pair[1] == e.rank and j.pair[2] or j.pair[1]
@@ -889,7 +890,8 @@ local function count_ranks(rank_hosts, h)
 end
 
 -- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence). A
--- rank slow alone is named only beside a good rank of its host (or alone on its host).
+-- rank slow alone is named only beside a good rank of its host, or alone on its host, or slow
+-- with partners of its own host (then its host is no explanation).
 local function group_ranks(c, loc)
   local out, rh = c.out, c.rank_hosts
   local by_host, kept = {}, {}
@@ -902,7 +904,7 @@ local function group_ranks(c, loc)
     local h = rh[r.rank + 1]
     local group = by_host[h]
     local alone = #group < 2
-    if alone and not r.verdict.mate and count_ranks(rh, h) > 1 then
+    if alone and not r.verdict.mate and not r.verdict.same_host and count_ranks(rh, h) > 1 then
       -- no rank of its host shown good beside it: the rank or its host, the re-tests cannot say
       undecided(c, { rank = r.rank, either = h, why = "no good rank of its host beside it: the rank or its host" })
     elseif alone then kept[#kept + 1] = r elseif group[1] == r then

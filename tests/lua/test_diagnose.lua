@@ -694,6 +694,15 @@ function TestLocalise:test_a_rank_with_no_good_rank_of_its_host_is_not_named()
   lu.assertStrContains(table.concat(msgs, "\n"), "info slow, but no other rank of its host was shown good beside it: rank 7 or host h3")
 end
 
+-- On a single host a slow rank is slow with partners of its own host: the host is no
+-- explanation, the rank is named (chaos_slow at 4 ranks on one machine).
+function TestLocalise:test_a_slow_rank_on_a_single_host_is_named()
+  local hosts, values, _, measure = job(1, 4, { rank = 3 }, 0.05)
+  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  lu.assertEquals(ranks_of(loc.ranks), { 3 }, cs.json.encode(loc.tested))
+  lu.assertTrue(loc.ranks[1].verdict.same_host)
+end
+
 -- Hosts measured with too few other hosts get no host verdict, and the report says which.
 function TestLocalise:test_under_measured_hosts_are_listed()
   local hosts, values, _, measure = job(6, 1, {})
