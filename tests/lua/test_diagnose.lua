@@ -460,6 +460,16 @@ local function hosts_of(loc)
   return out
 end
 
+-- localise with the screening values and every re-test from the model m(a, b) (fresh samples)
+local function localise_model(values, hosts, m)
+  for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+  return cs.diagnose.localise(values, hosts, {}, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+end
+
 function TestLocalise:test_names_the_planted_host_rank_and_link_with_their_numbers()
   local hosts, values, _, measure, calls = job(4, 4, { host = "h2", rank = 5, link = { 0, 12 } })
   local loc = cs.diagnose.localise(values, hosts, {}, measure)
@@ -631,12 +641,7 @@ function TestLocalise:test_a_borderline_rank_gets_more_rounds_and_is_not_named()
   for _, x in ipairs { { 1.35, 0 }, { 3, 1 } } do
     local hosts, values, model = job(4, 2, {}, 0.05)
     local function m(a, b) return model(a, b) * ((a == 5 or b == 5) and x[1] or 1) end
-    for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-      local out = {}
-      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-      return out
-    end)
+    local loc = localise_model(values, hosts, m)
     lu.assertEquals(loc.suspects.ranks, 1, "x" .. x[1])
     lu.assertEquals(#loc.ranks, x[2], "x" .. x[1] .. " " .. cs.json.encode(loc.tested))
     lu.assertEquals(#loc.hosts + #loc.links, 0, "x" .. x[1])
@@ -657,14 +662,8 @@ function TestLocalise:test_a_2x_rank_under_noise_is_found_by_more_rounds()
       local spike = u(0, 1) < 0.1 and 2.5 or 1
       return model(a, b) * ((a == 5 or b == 5) and 2.5 or 1) * math.exp(u(-0.5, 0.5)) * spike
     end
-    for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-      local out = {}
-      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-      return out
-    end)
+    local loc = localise_model(values, hosts, m)
     for _, r in ipairs(loc.ranks) do if r.rank == 5 then found = found + 1 else innocent = innocent + 1 end end
-    if os.getenv("CS_DEBUG") then print(seed, cs.json.encode({ hosts_of(loc), ranks_of(loc.ranks), links_of(loc) }), cs.json.encode(loc.tested)) end
     innocent = innocent + #loc.hosts + #loc.links
   end
   lu.assertEquals(innocent, 0)
@@ -682,12 +681,7 @@ function TestLocalise:test_a_rank_with_no_good_rank_of_its_host_is_not_named()
     if a == 7 or b == 7 then f = 3 end
     return model(a, b) * f
   end
-  for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_model(values, hosts, m)
   lu.assertEquals({ #loc.hosts, #loc.ranks, #loc.links }, { 0, 0, 0 }, cs.json.encode(loc.tested))
   local msgs = {}
   for _, f in ipairs(cs.diagnose.findings(loc)) do msgs[#msgs + 1] = f.severity .. " " .. f.message end
