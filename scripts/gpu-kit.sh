@@ -8,7 +8,7 @@
 #                                                LuaJIT, Gloo, toml++, hwloc, ... and libcommscript.so
 #   python/commscript                            the embedding module (ctypes over libcommscript.so)
 #   nccl-tests/*_perf                            nccl-tests built with nvcc for KIT_ARCH (static cudart)
-#   run.sh, compare_nccl_tests.py, KIT           the checks (tests/gpu/run.sh) and what was built
+#   run.sh, compare_nccl_tests.py, torch_copies.py, KIT   the checks (tests/gpu/run.sh) and what was built
 #   check_cost.lua                               the check-cost benchmark (tests/bench), run by run.sh
 #
 #   scripts/gpu-kit.sh [KIT_DIR]     default build-kit/commscript-gpu-kit
@@ -94,7 +94,7 @@ else
   ntv=none
 fi
 
-cp "$ROOT/tests/gpu/run.sh" "$ROOT/tests/gpu/compare_nccl_tests.py" "$ROOT/tests/bench/check_cost.lua" "$KIT/"
+cp "$ROOT/tests/gpu/run.sh" "$ROOT/tests/gpu/compare_nccl_tests.py" "$ROOT/tests/gpu/torch_copies.py" "$ROOT/tests/bench/check_cost.lua" "$KIT/"
 {
   echo "commscript $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
   echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), CUDA $("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_$ARCH"

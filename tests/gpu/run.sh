@@ -91,6 +91,8 @@ summary() {
     IFS='|' read -r st name detail <<<"$r"
     printf '| %-6s | %-34s | %s |\n' "$st" "$name" "$detail"
   done
+  # SAVE=DIR: the run's logs and reports (no tensors) as DIR/gpu-work.tgz, for reading elsewhere.
+  [ -n "${SAVE:-}" ] && tar czf "$SAVE/gpu-work.tgz" -C "$WORK" --exclude='*.bin' . 2>/dev/null
   [ "${KEEP:-0}" = 1 ] && echo "run directories kept in $WORK" || rm -rf "$WORK"
   exit $FAILED
 }
@@ -173,6 +175,17 @@ else
   tail -15 "$WORK/diag.log"
   record FAIL "full_diag, $NP rank(s)" "exit $rc"
 fi
+# What it said about this node: the links, the environment audit, the findings and the score.
+sed -n '/^== links/,/^== probe/p; /^# findings/,/^# stages/p' "$WORK/diag.log" | grep -v '^== ' | sed 's/^/    /'
+echo "    container variables: $(env | grep -E '^(NCCL_VERSION|NV_LIBNCCL|NVIDIA_|CUDA_VERSION|NV_CUDA)' | cut -c1-60 | sort | paste -sd ' ' -)"
+# Issue 22: a healthy node scores "good" and is given no warning.
+nwarn=$(grep -cE '\[(warn|error)\] ' "$WORK/diag.log")
+score=$(grep -m1 '^# score' "$WORK/diag.log" | sed 's/^# score //')
+if [ "$nwarn" -eq 0 ] && echo "$score" | grep -qE '\((good|excellent)\)'; then
+  record PASS "full_diag: healthy node judged good" "$score; no warning"
+else
+  record FAIL "full_diag: healthy node judged good" "${score:-no score}; $nwarn warning(s)"
+fi
 
 # ---- 4. copies ----
 if timeout 300 "$CS" --backend self --out "$WORK/copy" gpu_copy_bw --bytes 64M >"$WORK/copy.log" 2>&1; then
@@ -181,6 +194,33 @@ if timeout 300 "$CS" --backend self --out "$WORK/copy" gpu_copy_bw --bytes 64M >
 else
   tail -15 "$WORK/copy.log"
   record FAIL gpu_copy_bw "see the log above"
+fi
+
+# ---- 4b. the same copies through PyTorch (issue 22 item 4: within 10 % of PyTorch's) ----
+if [ -f "$KIT/torch_copies.py" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  timeout 300 python3 "$KIT/torch_copies.py" 67108864 16 3 "$WORK/torch_copies.json" >"$WORK/torch_copies.log" 2>&1
+  sed 's/^/    /' "$WORK/torch_copies.log"
+  cmp=$(python3 - "$WORK/copy/report.json" "$WORK/torch_copies.json" <<'PY' 2>&1
+import json, sys
+h = json.load(open(sys.argv[1]))["gpu_copy_bw"]["hosts"][0]
+t = json.load(open(sys.argv[2]))
+bad, parts = 0, []
+for mem in ("pinned", "pageable"):
+    for d, short in (("host_to_device", "H2D"), ("device_to_host", "D2H")):
+        ours, theirs = h[d][mem][0], t[mem][d]["events"]
+        r = ours / theirs
+        bad += not (0.9 <= r <= 1.1)
+        parts.append("%s %s %.1f vs torch %.1f (%.2fx; torch host clock %.1f)" % (mem, short, ours, theirs, r, t[mem][d]["host"]))
+print(("ok " if not bad else "bad ") + "; ".join(parts))
+PY
+)
+  if [ "${cmp%% *}" = ok ]; then
+    record PASS "copies vs PyTorch (64 MiB)" "${cmp#ok }"
+  else
+    record FAIL "copies vs PyTorch (64 MiB)" "${cmp#bad }"
+  fi
+else
+  record SKIP "copies vs PyTorch (64 MiB)" "no torch_copies.py in the kit or no CUDA PyTorch here"
 fi
 
 # ---- 5. CUDA events vs the host clock, through the CLI ----
