@@ -94,7 +94,7 @@ else
   ntv=none
 fi
 
-cp "$ROOT/tests/gpu/run.sh" "$ROOT/tests/gpu/compare_nccl_tests.py" "$ROOT/tests/gpu/torch_copies.py" "$ROOT/tests/bench/check_cost.lua" "$KIT/"
+cp "$ROOT/tests/gpu/run.sh" "$ROOT/tests/gpu/compare_nccl_tests.py" "$ROOT/tests/gpu/torch_copies.py" "$ROOT/tests/gpu/torch_fr_dump.py" "$ROOT/tests/bench/check_cost.lua" "$KIT/"
 {
   echo "commscript $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
   echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), CUDA $("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_$ARCH"

@@ -867,13 +867,22 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call, ncclComm
       *call = "ncclReduceScatter";
       return ncclReduceScatter(op.send, op.recv, c, t, rop, nc, stream_);
     case Collective::alltoall: {
-      *call = "ncclSend/ncclRecv (alltoall)";
       const size_t bytes = c * static_cast<size_t>(n) * es;
       const void* src = op.send;
       if (op.send == op.recv) {  // in place: send from a copy
         src = scratch(bytes);
         d2d(const_cast<void*>(src), op.send, bytes);
       }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+      // NCCL 2.28's own all-to-all (what nccl-tests calls): on one rank a single copy, on more the
+      // same send/receive pair per peer as below (enqueue.cc taskAppend, v2.28.9-1).
+      static const bool has_alltoall = nccl_has("ncclAlltoAll");
+      if (has_alltoall) {
+        *call = "ncclAlltoAll";
+        return ncclAlltoAll(src, op.recv, c, t, nc, stream_);
+      }
+#endif
+      *call = "ncclSend/ncclRecv (alltoall)";
       return group([&] {
         for (int p = 0; p < n; ++p) {
           add(ncclSend(at(src, c * static_cast<size_t>(p)), c, t, p, nc, stream_));

@@ -169,6 +169,10 @@ CS_NCCL(ncclAllReduce,
         (p1, p2, p3, p4, p5, p6, p7))
 CS_NCCL(ncclBroadcast, (const void* p1, void* p2, size_t p3, ncclDataType_t p4, int p5, ncclComm_t p6, cudaStream_t p7),
         (p1, p2, p3, p4, p5, p6, p7))
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)  // optional: nccl_has("ncclAlltoAll") before a call
+CS_NCCL(ncclAlltoAll, (const void* p1, void* p2, size_t p3, ncclDataType_t p4, ncclComm_t p5, cudaStream_t p6),
+        (p1, p2, p3, p4, p5, p6))
+#endif
 CS_NCCL(ncclCommAbort, (ncclComm_t p1), (p1))
 CS_NCCL(ncclCommDestroy, (ncclComm_t p1), (p1))
 CS_NCCL(ncclCommFinalize, (ncclComm_t p1), (p1))

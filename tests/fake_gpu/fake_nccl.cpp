@@ -1328,6 +1328,25 @@ ncclResult_t ncclReduceScatter(const void* s, void* r, size_t count, ncclDataTyp
   Work w{Kind::reduce_scatter, s, r, count, t, op};
   return coll(std::move(w), comm, st, "ncclReduceScatter");
 }
+// collectives.cc ncclAlltoAll -> enqueue.cc ncclEnqueueCheck/taskAppend (v2.28.9-1): a count of 0 is
+// discarded; on one rank ncclLaunchOneRank copies count elements (nothing when in place); on more,
+// p2pTaskAppend adds per peer r a send from sendbuff + r*count and a receive into recvbuff + r*count,
+// which run as one group's point-to-point work. Modelled as that send/receive list.
+ncclResult_t ncclAlltoAll(const void* s, void* r, size_t count, ncclDataType_t t, ncclComm_t comm, cudaStream_t st) {
+  Comm* c = reinterpret_cast<Comm*>(comm);
+  if (const ncclResult_t e = check_handle(c, "ncclAlltoAll"); e != ncclSuccess) return e;
+  Work w;
+  w.kind = Kind::p2p;
+  w.type = t;
+  const size_t b = count * type_size(t);
+  if (count && (!s || !r))  // ArgsCheck's NULL-buffer refusal, as for every collective
+    return enqueue_check(c, "ncclAlltoAll", st, Work{Kind::allgather, s, r, count, t});
+  for (int p = 0; count && p < c->n && (c->n > 1 || s != r); ++p) {
+    w.p2p.push_back({true, p, static_cast<const char*>(s) + size_t(p) * b, b});
+    w.p2p.push_back({false, p, static_cast<char*>(r) + size_t(p) * b, b});
+  }
+  return enqueue_check(c, "ncclAlltoAll", st, std::move(w));
+}
 ncclResult_t ncclSend(const void* b, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st) {
   return p2p(true, b, count, t, peer, comm, st);
 }

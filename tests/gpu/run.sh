@@ -15,10 +15,12 @@
 #      stand-in in CI);
 #   2. bw_sweep --backend nccl --ops all, checked (#wrong 0), in float32 and in float16/bfloat16,
 #      on one rank and on every GPU;
-#   3. full_diag --backend nccl; 4. gpu_copy_bw; 5. CUDA-event vs host timing through the CLI;
+#   3. full_diag --backend nccl; 4. gpu_copy_bw and the same copies through PyTorch
+#      (torch_copies.py: within 10 %); 5. CUDA-event vs host timing through the CLI;
 #   6. comm:split on every GPU, and comm:shrink after a dropped rank (elastic_drill, two GPUs or
 #      more); 7. the time from the start of a run to its first operation;
 #   8. the embedding path: `import commscript` under this machine's python3, a run on the GPU;
+#      then a Flight Recorder dump from this machine's PyTorch (torch_fr_dump.py) read by triage;
 #   9. nccl-tests side by side (time and busbw per op and size, out of place) with bw_sweep, and
 #      the wall time of each (bw_sweep within 1.5x of nccl-tests), then the check's cost per size
 #      (tests/bench/check_cost.lua: the memory-speed check against the method it replaced).
@@ -149,11 +151,12 @@ MAXB=64M
 sweep() {  # name np args...
   local name=$1 np=$2
   shift 2
-  local out=$WORK/s$RANDOM
+  local out=$WORK/s$RANDOM t0=$(date +%s.%N)
   launch "$np" 300 "$out.log" --backend nccl --out "$out" bw_sweep --ops all --max "$MAXB" --iters 5 --warmup 2 "$@"
-  local rc=$?
+  local rc=$? wall
+  wall=$(python3 -c "import sys,time; print('%.1f s' % (time.time() - float(sys.argv[1])))" "$t0")
   if [ $rc -eq 0 ] && grep -q '^# Out of bounds values : 0 ' "$out.log"; then
-    record PASS "$name" "$(grep '^# Avg bus bandwidth' "$out.log" | sed 's/^# *//')"
+    record PASS "$name" "$(grep '^# Avg bus bandwidth' "$out.log" | sed 's/^# *//'); wall $wall (to $MAXB, 5 iterations)"
   else
     tail -15 "$out.log"
     record FAIL "$name" "exit $rc; $(grep '^# Out of bounds' "$out.log" | sed 's/^# *//')"
@@ -298,7 +301,7 @@ fi
 
 # ---- 8. embedding under this machine's python3 ----
 port=$((31500 + RANDOM % 1000))
-if RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMMSCRIPT_JOB_TOKEN=kit-$RANDOM$RANDOM \
+if RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMMSCRIPT_JOB_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d " \n") \
   COMMSCRIPT_LIBRARY=$KIT/lib/libcommscript.so PYTHONPATH=$KIT/python timeout 180 python3 - "$WORK/embed" \
   >"$WORK/embed.log" 2>&1 <<'PY'; then
 import sys, commscript
@@ -312,6 +315,22 @@ PY
 else
   tail -15 "$WORK/embed.log"
   record FAIL "embedding (python3 import commscript)" "$(tail -1 "$WORK/embed.log" | cut -c1-120)"
+fi
+
+# ---- 8b. a real Flight Recorder dump from this machine's PyTorch, read by triage ----
+if [ -f "$KIT/torch_fr_dump.py" ] && python3 -c 'import torch.distributed' 2>/dev/null; then
+  timeout 120 python3 "$KIT/torch_fr_dump.py" "$WORK/fr" >"$WORK/fr.log" 2>&1
+  timeout 60 "$CS" --backend self --out "$WORK/tri" triage --paths "$WORK/fr/nccl_trace_rank_0" >"$WORK/tri.log" 2>&1
+  rc=$?
+  sed 's/^/    /' "$WORK/fr.log" "$WORK/tri.log" | head -20
+  line=$(grep -m1 '^  rank 0:' "$WORK/tri.log" | cut -c3-140)
+  if { [ $rc -eq 0 ] || [ $rc -eq 3 ]; } && [ -n "$line" ]; then
+    record PASS "triage of PyTorch's own dump" "exit $rc; $line"
+  else
+    record FAIL "triage of PyTorch's own dump" "exit $rc; $(tail -1 "$WORK/tri.log" | cut -c1-120)"
+  fi
+else
+  record SKIP "triage of PyTorch's own dump" "no torch_fr_dump.py in the kit or no PyTorch here"
 fi
 
 # ---- 9. nccl-tests side by side ----

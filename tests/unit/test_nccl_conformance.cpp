@@ -217,6 +217,30 @@ TEST_CASE("conformance: on one rank a receive from self needs a send to self in 
   CHECK(ncclCommAbort(c) == ncclSuccess);
 }
 
+TEST_CASE("conformance: ncclAlltoAll on one rank copies count elements and leaves an in-place buffer alone",
+          "[.conformance][gpu]") {
+  if (!usable()) return;
+  if (!cs::nccl_has("ncclAlltoAll")) {
+    WARN("this NCCL has no ncclAlltoAll (before 2.28): the backend uses ncclSend/ncclRecv");
+    return;
+  }
+  // enqueue.cc taskAppend: nRanks == 1 -> ncclLaunchOneRank (onerank.cu: a copy, none when dst == src)
+  ncclComm_t c = one_rank(1);
+  Buffers buf;
+  std::vector<int32_t> in(16), out(16, 0);
+  for (int i = 0; i < 16; ++i) in[static_cast<size_t>(i)] = 100 + i;
+  REQUIRE(cudaMemcpy(buf.a, in.data(), 64, cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  REQUIRE(ncclAlltoAll(buf.a, buf.b, 16, ncclInt32, c, buf.stream) == ncclSuccess);
+  REQUIRE(ncclAlltoAll(buf.a, buf.a, 16, ncclInt32, c, buf.stream) == ncclSuccess);
+  REQUIRE(cudaStreamSynchronize(buf.stream) == cudaSuccess);
+  REQUIRE(cudaMemcpy(out.data(), buf.b, 64, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(out == in);
+  REQUIRE(cudaMemcpy(out.data(), buf.a, 64, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(out == in);
+  CHECK(ncclCommAbort(c) == ncclSuccess);
+}
+
 TEST_CASE("conformance: finalize follows the ensure-ready rule, runs in the background, and only once",
           "[.conformance][gpu]") {
   if (!usable()) return;
