@@ -78,7 +78,12 @@ local function scope(diag, opts)
   for _, g in ipairs(diag.groups) do for _, r in ipairs(g.ranks or {}) do if r + 1 > world then world = r + 1 end end end
   local n = (opts.ranks and opts.ranks > 0) and opts.ranks or world
   if n > world then bad(("triage: --ranks %d is more than the customer's %d ranks (the repro scales down, keeping the group shapes)"):format(n, world)) end
-  if n < 2 then bad("triage: --ranks must be at least 2") end
+  if n < 2 then
+    -- a one-rank job (a single-GPU run's dump) has nothing between ranks to reproduce: no repro,
+    -- not a usage error; asking for one rank is one
+    if not (opts.ranks and opts.ranks > 0) then return nil, ("the artifacts show a job of %d rank: a repro needs 2 or more"):format(world) end
+    bad("triage: --ranks must be at least 2")
+  end
   local v = G.verdict
   local keep, map = select_ranks(world, n, v.ranks or {}, groups_with_seq, G)
   return { G = G, v = v, groups_with_seq = groups_with_seq, world = world, n = n, keep = keep, map = map }

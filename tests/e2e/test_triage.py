@@ -227,6 +227,22 @@ class Triage(cs_e2e.TestCase):
         self.assertIn("all 6 operation(s) completed on every rank: the failure did not reproduce", rr.stdout)
 
     # other formats: NCCL RAS JSON and nccl-tests -J, mixed with a log
+    # (2c) a real dump: PyTorch 2.11 + NCCL 2.28.9 on one H200, one rank, six collectives done.
+    # A one-rank job has nothing between ranks to reproduce: no repro, exit 0 (it once failed
+    # with "--ranks must be at least 2", exit 1, on this very dump).
+    def test_real_one_rank_dump(self):
+        r, out = self.triage(fx("real_h200_torch211/nccl_trace_rank_0"))
+        self.assertExit(r, OK)
+        self.assertIn("rank 0: last completed #6 broadcast in [[1048576]] out [[1048576]] Float; in flight nothing",
+                      r.stdout, r.describe())
+        self.assertIn("every collective matched on every rank", r.stdout)
+        self.assertIn("== NCCL 2.28.9", r.stdout)
+        self.assertIn("== repro: none (the artifacts show a job of 1 rank: a repro needs 2 or more)", r.stdout)
+        self.assertFalse(os.path.exists(os.path.join(out, "repro.lua")))
+        # asking for a one-rank repro is still a usage error
+        r, _ = self.triage(fx("real_h200_torch211/nccl_trace_rank_0"), "--ranks", "1")
+        self.assertExit(r, BAD_INPUT)
+
     def test_ras_and_nccl_tests(self):
         r, out = self.triage(fx("ras.json", "nccl_tests.json"))
         self.assertExit(r, HEALTH)

@@ -11,7 +11,8 @@ import os
 import socket
 import sys
 
-os.environ.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
+os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # PyTorch 2.11's name
+os.environ.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")  # before it
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -36,7 +37,8 @@ def main():
     c10d = torch._C._distributed_c10d
     open(os.path.join(out, "nccl_trace_rank_0"), "wb").write(c10d._dump_nccl_trace())
     if hasattr(c10d, "_dump_nccl_trace_json"):
-        open(os.path.join(out, "nccl_trace_rank_0.json"), "w").write(c10d._dump_nccl_trace_json())
+        j = c10d._dump_nccl_trace_json()
+        open(os.path.join(out, "nccl_trace_rank_0.json"), "wb").write(j if isinstance(j, bytes) else j.encode())
     dist.destroy_process_group()
     print("torch %s, NCCL %s: dump of %d bytes in %s" % (torch.__version__, ".".join(map(str, torch.cuda.nccl.version())),
                                                        os.path.getsize(os.path.join(out, "nccl_trace_rank_0")), out))
