@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.3.2",
+  version = "1.3.3",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -240,6 +240,7 @@ local function link_checks(ctx, topology, found)
         copies = nil
       else
         found:add(topo_gpu.check_copies(topology, copies))
+        for _, l in ipairs(topo_gpu.copy_lines(topology, copies)) do ctx.log("links: %s", l) end
       end
     end
   end

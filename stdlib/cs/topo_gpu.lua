@@ -8,6 +8,7 @@
 --   rank_gpus(t)                  -> rank -> {host, gpu} (the GPU each rank uses: CUDA index
 --                                    local_rank % GPUs of its host, as the NCCL backend picks it)
 --   reference(t, copies)          -> { gbps, source, nominal_gbps, nominal, measured_gbps, scope }
+--   copy_lines(t, copies)         -> { "host h: GPU i (bdf) pinned host->GPU x, GPU->host y GB/s: p % ..." }
 --                                    the bus bandwidth a GPU job's path should give, or nil, why
 --   check_links(t [, opts])       -> findings: NVLinks present but down, the ranks' GPUs and NICs
 --                                    on another NUMA node than the ranks' CPUs (not when
@@ -359,6 +360,34 @@ function M.check_copies(t, copies)
               "Check the NVLink error counters and link speeds (nvidia-smi nvlink -e / -s) and the NVSwitch fabric "
               .. "manager (systemctl status nvidia-fabricmanager).")
           end
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- One line per measured GPU of each host: its pinned copies both ways against its PCIe link's
+-- nominal one-way rate, what check_copies judges, so that a healthy link is shown, not only a slow one.
+function M.copy_lines(t, copies)
+  local out = {}
+  for _, name in ipairs(t.host_order or {}) do
+    local c, h = (copies or {})[name], t.hosts[name]
+    if type(c) == "table" then
+      local map = by_cuda_index(h)
+      for i, d in ipairs(c.devices or {}) do
+        local x = map[d.index or (i - 1)]
+        local up = type(c.host_to_device) == "table" and at(c.host_to_device.pinned, i)
+        local down = type(c.device_to_host) == "table" and at(c.device_to_host.pinned, i)
+        if type(up) == "number" and type(down) == "number" then
+          local what = x and label(x.gpu) or ("GPU " .. tostring(d.pci_bus_id or d.index or i - 1))
+          local nom, text = nil, nil
+          if x then nom, text = M.pcie_nominal(x.gpu.pcie) end
+          out[#out + 1] = nom and fmt("host %s: %s pinned host->GPU %.1f, GPU->host %.1f GB/s: %.0f %% and %.0f %% of its "
+              .. "%s's %.1f GB/s one way (healthy from %.0f %%)", name, what, up, down, 100 * up / nom, 100 * down / nom,
+              text, nom, 100 * M.EXPECT.pcie_copy)
+            or fmt("host %s: %s pinned host->GPU %.1f, GPU->host %.1f GB/s (its PCIe link is not known: not judged)",
+              name, what, up, down)
         end
       end
     end

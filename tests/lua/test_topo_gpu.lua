@@ -147,6 +147,21 @@ function TestCopies:test_a_pinned_copy_below_its_pcie_link()
   lu.assertStrContains(f[1].evidence.seed_note, "both directions at once")
 end
 
+function TestCopies:test_each_gpu_gets_a_line_healthy_or_not()
+  -- the H200's link checks (2026-11-27): gen5 x16, 55.0 and 55.1 GB/s pinned
+  local t = job(1, 1)
+  t.hosts.h1.gpus[1].pcie = { gen = 5, width = 16 }
+  local c = { h1 = { host = "h1", devices = { { index = 0 } }, host_to_device = { pinned = { 54.98 } },
+                     device_to_host = { pinned = { 55.08 } } } }
+  lu.assertEquals(G.check_copies(t, c), {})
+  local l = G.copy_lines(t, c)
+  lu.assertEquals(#l, 1)
+  lu.assertEquals(l[1], "host h1: GPU 0 (0000:18:00.0) pinned host->GPU 55.0, GPU->host 55.1 GB/s: 87 % and 87 % of its "
+    .. "PCIe gen5 x16's 63.0 GB/s one way (healthy from 70 %)")
+  t.hosts.h1.gpus[1].pcie = nil
+  lu.assertStrContains(G.copy_lines(t, c)[1], "(its PCIe link is not known: not judged)")
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
