@@ -210,12 +210,18 @@ local function draw_host(name, h, copy, by_dev)
     return nodes[k]
   end
   for _, n in ipairs(T(h.numa)) do node(num(T(n).node)).cpus = str(T(n).cpus) end
-  for _, g in ipairs(gpus) do table.insert(node(g.numa).devs, { gpu = g }) end
-  for _, n in ipairs(nics) do table.insert(node(n.numa).devs, { nic = n }) end
+  -- a device whose NUMA node reads -1 (sysfs: no affinity, as in VMs) sits on the host's only
+  -- node when it has one; beside several it gets a box of its own
+  local only = #T(h.numa) == 1 and num(T(T(h.numa)[1]).node) or nil
+  local function home(k) return ((k == nil or k < 0) and only) or k end
+  for _, g in ipairs(gpus) do table.insert(node(home(g.numa)).devs, { gpu = g }) end
+  for _, n in ipairs(nics) do table.insert(node(home(n.numa)).devs, { nic = n }) end
   table.sort(order)
   local ndev = #gpus + #nics
   if ndev == 0 then return nil end
-  local W = math.max(ndev * (GPU_W + GAP) + 2 * GAP * #order + 20, 300)
+  local W = 20
+  for _, k in ipairs(order) do W = W + math.max(#nodes[k].devs, 1) * (GPU_W + GAP) - GAP + 2 * GAP end
+  W = math.max(W, 300)
   local y_node = Y_NODE
   local any_nv = false
   for _, g in ipairs(gpus) do if (g.nv_active or 0) > 0 or (g.nv_present or 0) > 0 then any_nv = true end end
@@ -227,8 +233,8 @@ local function draw_host(name, h, copy, by_dev)
     local w = math.max(#nd.devs, 1) * (GPU_W + GAP) - GAP
     s[#s + 1] = fmt('<rect x="%d" y="%d" width="%d" height="34" rx="4" fill="#eef3fb" stroke="#4e79a7"/>', x, y_node, w)
     s[#s + 1] = fmt('<text x="%d" y="%d" class="tn">%s</text>', x + 6, y_node + 15,
-      esc(k >= 0 and fmt("NUMA node %d", k) or "NUMA ?"))
-    s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">CPUs %s</text>', x + 6, y_node + 28, esc(nd.cpus or "?"))
+      esc(k >= 0 and fmt("NUMA node %d", k) or "no NUMA affinity"))
+    s[#s + 1] = fmt('<text x="%d" y="%d" class="ts">CPUs %s</text>', x + 6, y_node + 28, esc(nd.cpus or (k >= 0 and "?" or "any")))
     for j, d in ipairs(nd.devs) do
       local dx = x + (j - 1) * (GPU_W + GAP)
       draw_device(s, d, dx, GPU_W, name, by_dev, gx)

@@ -103,6 +103,34 @@ function TestDraw:test_an_hgx_host_is_drawn_with_numbers_and_its_finding()
   lu.assertNotStrContains(s, "[[{")             -- no raw dump
 end
 
+function TestDraw:test_a_vm_gpu_without_numa_affinity_sits_on_the_only_node()
+  -- the H200 VM of 2026-11-27: one NUMA node (CPUs 0-15); sysfs gives the GPU and the NIC -1.
+  -- It was drawn as a "NUMA ?" box beside an empty node 0 cut off at the picture's edge.
+  local h = { name = "vm", ranks = { 0 }, numa = { { node = 0, cpus = "0-15" } },
+              gpus = { { bdf = "0000:00:06.0", cuda_index = 0, name = "NVIDIA H200", numa_node = -1,
+                         pcie = { gen = 5, width = 16, max_gen = 5, max_width = 16 }, nvlinks_active = 0,
+                         nvlinks_present = 0 } },
+              nics = { { name = "eth0", kind = "ethernet", pci = { bdf = "0000:00:03.0", numa_node = -1 } } } }
+  local c = { host = "vm", devices = { { index = 0 } }, host_to_device = { pinned = { 54.3 } },
+              device_to_host = { pinned = { 55.0 } } }
+  local text = page({ h }, {}, { c })
+  save("topo_h200_vm.html", text)
+  local s = topo_section(text)
+  lu.assertNotStrContains(s, "NUMA ?")
+  lu.assertEquals(count(s, ">NUMA node 0<"), 1)
+  lu.assertStrContains(s, "CPUs 0-15")
+  lu.assertStrContains(s, "54.3 / 63.0")
+  -- the picture is as wide as its boxes: one node, two devices
+  local w = tonumber(s:match('<svg class="hostdraw" width="(%d+)"'))
+  local right = 0
+  for x, rw in s:gmatch('<rect x="(%d+)" y="%d+" width="(%d+)"') do right = math.max(right, tonumber(x) + tonumber(rw)) end
+  lu.assertTrue(right <= w, ("a box ends at %d, past the picture's %d"):format(right, w))
+  -- beside two nodes, a device without affinity gets its own box, named so
+  h.numa[2] = { node = 1, cpus = "16-31" }
+  s = topo_section(page({ h }, {}, { c }))
+  lu.assertStrContains(s, "no NUMA affinity")
+end
+
 function TestDraw:test_128_hosts_read_at_a_glance()
   local hosts, cps = {}, {}
   for i = 1, 128 do
