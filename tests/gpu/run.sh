@@ -201,8 +201,8 @@ fi
 
 # ---- 4b. the same copies through PyTorch (issue 22 item 4: within 10 % of PyTorch's) ----
 # Pageable rates move by a quarter between runs on one machine (the CPU's staging copy), so the
-# two tools alternate over 3 runs each and their medians are compared: within 10 %, or within the
-# wider spread of either tool's own rounds.
+# two tools alternate over 3 runs each: their medians within 10 %, or for pageable copies their
+# rounds overlapping.
 if [ -f "$KIT/torch_copies.py" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   for i in 1 2 3; do
     timeout 120 python3 "$KIT/torch_copies.py" 67108864 16 3 "$WORK/torch_copies.$i.json" >"$WORK/torch_copies.$i.log" 2>&1
@@ -220,14 +220,15 @@ for mem in ("pinned", "pageable"):
         a = [h[d][mem][0] for h in ours]
         b = [t[mem][d]["events"] for t in theirs]
         r = statistics.median(a) / statistics.median(b)
-        # within 10 %, or within the tools' own repeatability where that is wider (pageable: the
-        # spread of a tool's rounds, max - min over its median)
-        spread = max((max(x) - min(x)) / statistics.median(x) for x in (a, b))
-        tol = max(0.10, spread)
-        bad += not (abs(r - 1) <= tol)
-        parts.append("%s %s %.1f vs torch %.1f (%.2fx, within %.0f %%; rounds %s vs %s)" % (mem, short,
-                     statistics.median(a), statistics.median(b), r, 100 * tol, "/".join("%.1f" % x for x in a),
-                     "/".join("%.1f" % x for x in b)))
+        # medians within 10 %; pageable copies, whose rates move by a quarter from run to run on
+        # one machine, may instead have the two tools' rounds overlap (one tool's range meets the other's)
+        within = abs(r - 1) <= 0.10
+        overlap = min(a) <= max(b) and min(b) <= max(a)
+        ok = within or (mem == "pageable" and overlap)
+        bad += not ok
+        parts.append("%s %s %.1f vs torch %.1f (%.2fx%s; rounds %s vs %s)" % (mem, short, statistics.median(a),
+                     statistics.median(b), r, "" if within else ", rounds overlap" if ok else ", apart",
+                     "/".join("%.1f" % x for x in a), "/".join("%.1f" % x for x in b)))
 print(("ok " if not bad else "bad ") + "; ".join(parts))
 PY
 )
