@@ -228,7 +228,9 @@ end
 --   factor       a host is slow at max(factor, ...) (below); rank_factor for a rank (its pairs
 --                with each of two partners: one rank alone, descheduled on a busy machine, looks
 --                1.5x slow for seconds), link_factor for a link
---   min_samples  fewer than this (the budget ran out) and the suspect is undecided, not named
+--   min_samples  fewer than this (the budget ran out) and the suspect is undecided, not named,
+--                unless each of its pairs was over `overwhelm` x (and 1 + 2 x margin x the CV)
+--                in every one of at least 2 rounds: then those rounds decide
 --   margin       a suspect is slow when its median ratio to the references exceeds
 --                max(factor, 1 + margin x the references' CV): the references' own spread
 --   max_cv       references noisier than this show nobody good (no link is named), and a run
@@ -240,7 +242,7 @@ end
 --   min_host_partners  other hosts a host needs pairs with for a host verdict
 --   max_suspects ranks and links re-tested at most (the worst first); the rest are counted
 M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 2, rank_factor = 1.5, screen = 1.3,
-              max_samples = 15, open = 1.2,
+              max_samples = 15, open = 1.2, overwhelm = 4,
               screen_link = 2,
               min_host_partners = 3, max_suspects = 32 }
 
@@ -568,6 +570,24 @@ local function statistics(c, ph, which)
       p.refs = #ph.refs[k]
       p.decidable = rr ~= nil and #q >= c.kmin
       p.quiet = ph.cv[k] <= c.max_cv
+    end
+    -- Cut by the budget before min_samples, a suspect whose every pair was over `overwhelm`
+    -- (and 1 + 2 x margin x cv) in each of at least 2 rounds is decided on those rounds, its
+    -- mate and ends with it: a 12x slow rank is not left "undecided" (namespace hosts, a rank at
+    -- 68 Mbit: the sweep and pattern it slowed had spent the budget).
+    local strong, any = true, false
+    for _, p in ipairs(s.pairs) do
+      if not (p.mate or p.is_end) then
+        any = true
+        local floor = math.max(c.overwhelm, 1 + 2 * c.margin * (p.cv or 0))
+        strong = strong and #p.ratios >= 2
+        for _, x in ipairs(p.ratios) do strong = strong and x >= floor end
+      end
+    end
+    if any and strong then
+      for _, p in ipairs(s.pairs) do
+        if not p.decidable and #p.ratios >= 2 then p.decidable, p.early = true, true end
+      end
     end
   end
 end
@@ -952,7 +972,9 @@ end
 --   good (no link named); when nobody is named, `noisy` says the run was too noisy to localise.
 function M.localise(values, rank_hosts, args, measure)
   local c = { rank_hosts = rank_hosts, measure = measure, retests = { planned = 0, run = 0, cut = false, rounds = 0 } }
-  for _, k in ipairs { "factor", "link_factor", "rank_factor", "margin", "max_cv", "max_samples", "open" } do c[k] = opt(args, k) end
+  for _, k in ipairs { "factor", "link_factor", "rank_factor", "margin", "max_cv", "max_samples", "open", "overwhelm" } do
+    c[k] = opt(args, k)
+  end
   c.K, c.kmin, c.cap = opt(args, "samples"), opt(args, "min_samples"), opt(args, "max_suspects")
   local host_sus, loc, order, bad_host, under = M.suspects(#rank_hosts, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
     opt(args, "min_host_partners"), c.cap)

@@ -598,6 +598,39 @@ function TestLocalise:test_budget_cut_hosts_still_decided_links_left_undecided()
   lu.assertStrContains(table.concat(msgs, "\n"), "left undecided, the budget ran out: link 0-12")
 end
 
+-- The budget cut the rank re-tests after 2 rounds (namespace hosts: a rank at 68 Mbit slowed the
+-- sweep and the pattern until they had spent it). A rank 12x slow with both partners in both
+-- rounds, its mate good, is decided on those rounds; at 2.5x two rounds decide nothing.
+function TestLocalise:test_an_overwhelming_rank_is_decided_on_two_rounds_when_the_budget_runs_out()
+  for _, case in ipairs { { x = 12, named = { 3 } }, { x = 2.5, named = {} } } do
+    local hosts, values, model = job(4, 2, {}, 0.05)
+    local function m(a, b) return model(a, b) * ((a == 3 or b == 3) and case.x or 1) end
+    for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+    local free = 0
+    local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
+      if not must then
+        free = free + 1
+        -- the host phase's rounds past min_samples, then 2 rounds of the rank's re-test
+        if free > cs.diagnose.VERDICT.samples - cs.diagnose.VERDICT.min_samples + 2 then return nil end
+      end
+      local out = {}
+      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+      return out
+    end)
+    lu.assertEquals(ranks_of(loc.ranks), case.named, cs.json.encode(loc.tested))
+    lu.assertEquals(#loc.hosts + #loc.links, 0)
+    lu.assertTrue(loc.retests.cut)
+    if case.x == 12 then
+      lu.assertEquals(loc.ranks[1].verdict.rounds, 2)
+      lu.assertTrue(loc.ranks[1].verdict.mate.good)
+    else
+      local undecided = {}
+      for _, u in ipairs(loc.undecided) do if u.rank then undecided[#undecided + 1] = u.rank .. ":" .. u.why end end
+      lu.assertEquals(undecided, { "3:budget" })
+    end
+  end
+end
+
 -- A slow rank beside a good rank of its host, seen by the host's own re-test (the screening took
 -- the host for a suspect): that re-test makes it a rank suspect, and the rank's own re-test
 -- (two partners, its mate shown good) names it.
