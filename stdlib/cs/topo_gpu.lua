@@ -306,64 +306,82 @@ local function nvlink_seed_note(version)
   end
 end
 
-function M.check_copies(t, copies)
-  local out = {}
+-- Calls f(name, c, i, d, x, map) for every measured GPU of every host in host order: c the host's
+-- copies, d its i-th device, x that GPU's topology entry (nil when unknown), map the host's GPUs
+-- by CUDA index.
+local function each_measured_gpu(t, copies, f)
   for _, name in ipairs(t.host_order or {}) do
-    local c, h = (copies or {})[name], t.hosts[name]
+    local c = (copies or {})[name]
     if type(c) == "table" then
-      local map = by_cuda_index(h)
-      for i, d in ipairs(c.devices or {}) do
-        local x = map[d.index or (i - 1)]
-        local nom, nom_text
-        if x then nom, nom_text = M.pcie_nominal(x.gpu.pcie) end
-        if nom then
-          for _, dir in ipairs { { "host_to_device", "host->GPU" }, { "device_to_host", "GPU->host" } } do
-            local v = type(c[dir[1]]) == "table" and at(c[dir[1]].pinned, i)
-            if type(v) == "number" and v < M.EXPECT.pcie_copy * nom then
-              out[#out + 1] = finding("pcie_copy", "warn", name, x.gpu,
-                fmt("host %s: %s pinned %s copy %.1f GB/s, below %.0f %% of its %s's %.1f GB/s one way", name,
-                  label(x.gpu), dir[2], v, 100 * M.EXPECT.pcie_copy, nom_text, nom),
-                { direction = dir[1], memory = "pinned", gbps = v, nominal_gbps = nom, link = nom_text,
-                  expected_gbps = M.EXPECT.pcie_copy * nom, seed_note = pcie_seed_note(x.gpu.pcie) },
-                "Check what shares the link (another GPU or NIC behind the same PCIe switch), the host buffer's "
-                .. "NUMA node (nvidia-smi topo -m), IOMMU/ACS settings and the link's error counters (lspci -vv).")
-            end
-          end
-        end
-      end
-      -- GPU -> GPU over NVLink: the median of each GPU's copies to its NVLink peers, against
-      -- the median of those pairs' nominal rates (a pair without NVLink goes over PCIe)
-      local by_index = {}
-      for idx, y in pairs(map) do by_index[idx] = y end
-      for i, d in ipairs(c.devices or {}) do
-        local x = map[d.index or (i - 1)]
-        local row = at(c.peer, i)
-        if x and type(row) == "table" then
-          local vals, noms, text = {}, {}, nil
-          for j, v in pairs(row) do
-            local y = by_index[(tonumber(j) or 0) - 1]
-            if y and y ~= x and type(v) == "number" then
-              local nom, tx = pair_nominal(h, x, y)
-              if nom and tx:match("^NVLink") then
-                vals[#vals + 1], noms[#noms + 1], text = v, nom, tx
-              end
-            end
-          end
-          local st = require("cs.stats")
-          local m, nom = st.median(vals), st.median(noms)
-          if m and nom and m < M.EXPECT.nvlink_copy * nom then
-            out[#out + 1] = finding("nvlink_copy", "warn", name, x.gpu,
-              fmt("host %s: %s copies to its NVLink peers at %.1f GB/s (median), below %.0f %% of their %s's %.1f GB/s one way",
-                name, label(x.gpu), m, 100 * M.EXPECT.nvlink_copy, text, nom),
-              { gbps = m, nominal_gbps = nom, link = text, expected_gbps = M.EXPECT.nvlink_copy * nom,
-                seed_note = nvlink_seed_note(x.gpu.nvlink_version) },
-              "Check the NVLink error counters and link speeds (nvidia-smi nvlink -e / -s) and the NVSwitch fabric "
-              .. "manager (systemctl status nvidia-fabricmanager).")
-          end
-        end
+      local map = by_cuda_index(t.hosts[name])
+      for i, d in ipairs(c.devices or {}) do f(name, c, i, d, map[d.index or (i - 1)], map) end
+    end
+  end
+end
+
+local function pinned(c, dir, i) return type(c[dir]) == "table" and at(c[dir].pinned, i) end
+
+-- A GPU's pinned copies against its PCIe link
+local function pcie_copy_findings(out, name, c, i, x)
+  local nom, nom_text = M.pcie_nominal(x.gpu.pcie)
+  if not nom then return end
+  for _, dir in ipairs { { "host_to_device", "host->GPU" }, { "device_to_host", "GPU->host" } } do
+    local v = pinned(c, dir[1], i)
+    if type(v) == "number" and v < M.EXPECT.pcie_copy * nom then
+      out[#out + 1] = finding("pcie_copy", "warn", name, x.gpu,
+        fmt("host %s: %s pinned %s copy %.1f GB/s, below %.0f %% of its %s's %.1f GB/s one way", name,
+          label(x.gpu), dir[2], v, 100 * M.EXPECT.pcie_copy, nom_text, nom),
+        { direction = dir[1], memory = "pinned", gbps = v, nominal_gbps = nom, link = nom_text,
+          expected_gbps = M.EXPECT.pcie_copy * nom, seed_note = pcie_seed_note(x.gpu.pcie) },
+        "Check what shares the link (another GPU or NIC behind the same PCIe switch), the host buffer's "
+        .. "NUMA node (nvidia-smi topo -m), IOMMU/ACS settings and the link's error counters (lspci -vv).")
+    end
+  end
+end
+
+-- GPU -> GPU over NVLink: the median of a GPU's copies to its NVLink peers, against the median of
+-- those pairs' nominal rates (a pair without NVLink goes over PCIe)
+local function nvlink_copy_findings(out, name, c, i, x, map, h)
+  local row = at(c.peer, i)
+  if type(row) ~= "table" then return end
+  local vals, noms, text = {}, {}, nil
+  for j, v in pairs(row) do
+    local y = map[(tonumber(j) or 0) - 1]
+    if y and y ~= x and type(v) == "number" then
+      local nom, tx = pair_nominal(h, x, y)
+      if nom and tx:match("^NVLink") then
+        vals[#vals + 1], noms[#noms + 1], text = v, nom, tx
       end
     end
   end
+  local st = require("cs.stats")
+  local m, nom = st.median(vals), st.median(noms)
+  if m and nom and m < M.EXPECT.nvlink_copy * nom then
+    out[#out + 1] = finding("nvlink_copy", "warn", name, x.gpu,
+      fmt("host %s: %s copies to its NVLink peers at %.1f GB/s (median), below %.0f %% of their %s's %.1f GB/s one way",
+        name, label(x.gpu), m, 100 * M.EXPECT.nvlink_copy, text, nom),
+      { gbps = m, nominal_gbps = nom, link = text, expected_gbps = M.EXPECT.nvlink_copy * nom,
+        seed_note = nvlink_seed_note(x.gpu.nvlink_version) },
+      "Check the NVLink error counters and link speeds (nvidia-smi nvlink -e / -s) and the NVSwitch fabric "
+      .. "manager (systemctl status nvidia-fabricmanager).")
+  end
+end
+
+-- Per host, its GPUs' PCIe copy findings, then their NVLink ones.
+function M.check_copies(t, copies)
+  local out, nvlink, host = {}, {}, nil
+  local function flush()
+    for _, f in ipairs(nvlink) do out[#out + 1] = f end
+    nvlink = {}
+  end
+  each_measured_gpu(t, copies, function(name, c, i, _, x, map)
+    if name ~= host then flush(); host = name end
+    if x then
+      pcie_copy_findings(out, name, c, i, x)
+      nvlink_copy_findings(nvlink, name, c, i, x, map, t.hosts[name])
+    end
+  end)
+  flush()
   return out
 end
 
@@ -371,27 +389,18 @@ end
 -- nominal one-way rate, what check_copies judges, so that a healthy link is shown, not only a slow one.
 function M.copy_lines(t, copies)
   local out = {}
-  for _, name in ipairs(t.host_order or {}) do
-    local c, h = (copies or {})[name], t.hosts[name]
-    if type(c) == "table" then
-      local map = by_cuda_index(h)
-      for i, d in ipairs(c.devices or {}) do
-        local x = map[d.index or (i - 1)]
-        local up = type(c.host_to_device) == "table" and at(c.host_to_device.pinned, i)
-        local down = type(c.device_to_host) == "table" and at(c.device_to_host.pinned, i)
-        if type(up) == "number" and type(down) == "number" then
-          local what = x and label(x.gpu) or ("GPU " .. tostring(d.pci_bus_id or d.index or i - 1))
-          local nom, text = nil, nil
-          if x then nom, text = M.pcie_nominal(x.gpu.pcie) end
-          out[#out + 1] = nom and fmt("host %s: %s pinned host->GPU %.1f, GPU->host %.1f GB/s: %.0f %% and %.0f %% of its "
-              .. "%s's %.1f GB/s one way (healthy from %.0f %%)", name, what, up, down, 100 * up / nom, 100 * down / nom,
-              text, nom, 100 * M.EXPECT.pcie_copy)
-            or fmt("host %s: %s pinned host->GPU %.1f, GPU->host %.1f GB/s (its PCIe link is not known: not judged)",
-              name, what, up, down)
-        end
-      end
-    end
-  end
+  each_measured_gpu(t, copies, function(name, c, i, d, x)
+    local up, down = pinned(c, "host_to_device", i), pinned(c, "device_to_host", i)
+    if type(up) ~= "number" or type(down) ~= "number" then return end
+    local what = x and label(x.gpu) or ("GPU " .. tostring(d.pci_bus_id or d.index or i - 1))
+    local nom, text = nil, nil
+    if x then nom, text = M.pcie_nominal(x.gpu.pcie) end
+    out[#out + 1] = nom and fmt("host %s: %s pinned host->GPU %.1f, GPU->host %.1f GB/s: %.0f %% and %.0f %% of its "
+        .. "%s's %.1f GB/s one way (healthy from %.0f %%)", name, what, up, down, 100 * up / nom, 100 * down / nom,
+        text, nom, 100 * M.EXPECT.pcie_copy)
+      or fmt("host %s: %s pinned host->GPU %.1f, GPU->host %.1f GB/s (its PCIe link is not known: not judged)",
+        name, what, up, down)
+  end)
   return out
 end
 
