@@ -158,6 +158,13 @@ class BadInput(cs_e2e.TestCase):
                 version = re.search(r'version\s*=\s*"([0-9.]+)"', f.read()).group(1)
             self.assertRegex(r.stdout, r"(?m)^%s\s+%s\s+\S" % (re.escape(name[:-4]), re.escape(version)))
         self.assertNotIn("does not load", r.stdout)
+        # The README's and docs/reference.md's copies of the list are the list (three had gone stale).
+        rows = [l for l in r.stdout.splitlines()[1:] if l.strip()]
+        for doc in ("README.md", os.path.join("docs", "reference.md")):
+            with open(os.path.join(cs_e2e.REPO, doc)) as f:
+                text = f.read()
+            for row in rows:
+                self.assertIn("    " + row + "\n", text, "%s: its recipe list differs from --list" % doc)
 
     def test_recipe_help(self):
         r = self.cs(["bw_sweep", "--help"], out=False, timeout=30)
