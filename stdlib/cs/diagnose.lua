@@ -536,6 +536,15 @@ local function record_references(c, ph)
   end
 end
 
+-- A pair over max(overwhelm, 1 + 2 x margin x cv) in every one of at least 2 rounds.
+local function overwhelming(c, p)
+  local q = p.ratios or {}
+  if #q < 2 then return false end
+  local floor = math.max(c.overwhelm, 1 + 2 * c.margin * (p.cv or 0))
+  for _, x in ipairs(q) do if x < floor then return false end end
+  return true
+end
+
 -- A phase's statistics: the references of each kind per round their mean (the faster of them
 -- would be biased low: good pairs would look slow), their spread (each pair's samples over its
 -- own median, pooled); each pair of the subjects `which`: its ratios to its kind's references,
@@ -579,9 +588,7 @@ local function statistics(c, ph, which)
     for _, p in ipairs(s.pairs) do
       if not (p.mate or p.is_end) then
         any = true
-        local floor = math.max(c.overwhelm, 1 + 2 * c.margin * (p.cv or 0))
-        strong = strong and #p.ratios >= 2
-        for _, x in ipairs(p.ratios) do strong = strong and x >= floor end
+        strong = strong and overwhelming(c, p)
       end
     end
     if any and strong then
@@ -628,8 +635,9 @@ local function run_phase(c, subjects, must)
   for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do all[#all + 1] = p end end
   for _, p in ipairs(all) do p.samples = {} end
   c.retests.planned = c.retests.planned + c.K * #all
+  local forced = must == true and c.kmin or tonumber(must) or 0
   for k = 1, c.K do
-    if not round(c, ph, all, must and k <= c.kmin) then break end
+    if not round(c, ph, all, k <= forced) then break end
   end
   statistics(c, ph, subjects)
   local active, list = {}, {}
@@ -732,9 +740,14 @@ local function judge_hosts(c, tests, loc)
       c.out.hosts[#c.out.hosts + 1] = h
       named[h.host] = true
     else
-      local slow, good = {}, 0
-      for _, j in ipairs(judged) do
-        if j.slow then slow[#slow + 1] = rank_of(j, true) elseif j.good then good = good + 1 end
+      local slow, good, strong = {}, 0, false
+      for i, j in ipairs(judged) do
+        if j.slow then
+          slow[#slow + 1] = rank_of(j, true)
+          strong = overwhelming(c, t.pairs[i])
+        elseif j.good then
+          good = good + 1
+        end
       end
       if #slow == 1 and good >= 1 and #h.ranks >= 2 then
         local e
@@ -744,6 +757,7 @@ local function judge_hosts(c, tests, loc)
           table.insert(loc.ranks, 1, e)  -- measured evidence: before the screening's suspects
         end
         e.from_host_test = h.host
+        e.overwhelming = strong or nil
       elseif not decidable then
         undecided(c, { host = h.host })
       end
@@ -989,7 +1003,16 @@ function M.localise(values, rank_hosts, args, measure)
   -- 2. ranks and links
   clear_hosts(c, host_sus, loc, named_host)
   local tests = rank_link_tests(c, loc, named_host)
-  run_phase(c, tests, false)
+  -- a rank its host's re-test showed overwhelming (a pair over `overwhelm` in every round) first,
+  -- with 2 rounds the budget does not cut (the two decide it: statistics), then the others: such
+  -- a rank slows every round it is in, and the rounds before had spent the budget (namespace
+  -- hosts, a rank at 68 Mbit: its re-test never ran)
+  local strong, rest = {}, {}
+  for _, t in ipairs(tests) do
+    if t.entry.overwhelming then strong[#strong + 1] = t else rest[#rest + 1] = t end
+  end
+  run_phase(c, strong, 2)
+  run_phase(c, rest, false)
   -- a rank whose own re-test (against other ranks) came out above the factor is not shown good
   -- by any of the same rounds: a link at its end is not named (a slow rank is not its links)
   local not_good = {}

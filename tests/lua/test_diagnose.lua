@@ -598,11 +598,15 @@ function TestLocalise:test_budget_cut_hosts_still_decided_links_left_undecided()
   lu.assertStrContains(table.concat(msgs, "\n"), "left undecided, the budget ran out: link 0-12")
 end
 
--- The budget cut the rank re-tests after 2 rounds (namespace hosts: a rank at 68 Mbit slowed the
--- sweep and the pattern until they had spent it). A rank 12x slow with both partners in both
--- rounds, its mate good, is decided on those rounds; at 2.5x two rounds decide nothing.
+-- The budget cut the rank re-tests (namespace hosts: a rank at 68 Mbit slowed the sweep and the
+-- pattern until they had spent it). A rank 12x slow with both partners in every round, its mate
+-- good, is decided on 2 rounds: cut after 2 of its own rounds, or with no round left at all once
+-- the host verdicts' min_samples are done (its host's re-test showed it overwhelming: its own
+-- re-test comes first, with 2 rounds the budget does not cut). At 2.5x two rounds decide nothing.
 function TestLocalise:test_an_overwhelming_rank_is_decided_on_two_rounds_when_the_budget_runs_out()
-  for _, case in ipairs { { x = 12, named = { 3 } }, { x = 2.5, named = {} } } do
+  local V = cs.diagnose.VERDICT
+  for _, case in ipairs { { x = 12, free = V.samples - V.min_samples + 2, named = { 3 } }, { x = 12, free = 0, named = { 3 } },
+                          { x = 2.5, free = V.samples - V.min_samples + 2, named = {} }, { x = 2.5, free = 0, named = {} } } do
     local hosts, values, model = job(4, 2, {}, 0.05)
     local function m(a, b) return model(a, b) * ((a == 3 or b == 3) and case.x or 1) end
     for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
@@ -610,23 +614,24 @@ function TestLocalise:test_an_overwhelming_rank_is_decided_on_two_rounds_when_th
     local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
       if not must then
         free = free + 1
-        -- the host phase's rounds past min_samples, then 2 rounds of the rank's re-test
-        if free > cs.diagnose.VERDICT.samples - cs.diagnose.VERDICT.min_samples + 2 then return nil end
+        if free > case.free then return nil end
       end
       local out = {}
       for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
       return out
     end)
-    lu.assertEquals(ranks_of(loc.ranks), case.named, cs.json.encode(loc.tested))
-    lu.assertEquals(#loc.hosts + #loc.links, 0)
-    lu.assertTrue(loc.retests.cut)
+    local what = ("%gx, %d free rounds: %s"):format(case.x, case.free, cs.json.encode(loc.tested))
+    lu.assertEquals(ranks_of(loc.ranks), case.named, what)
+    lu.assertEquals(#loc.hosts + #loc.links, 0, what)
+    lu.assertTrue(loc.retests.cut, what)
     if case.x == 12 then
-      lu.assertEquals(loc.ranks[1].verdict.rounds, 2)
-      lu.assertTrue(loc.ranks[1].verdict.mate.good)
+      -- the 2 rounds the budget does not cut, and the free ones the host phase left
+      lu.assertEquals(loc.ranks[1].verdict.rounds, case.free == 0 and 2 or 4, what)
+      lu.assertTrue(loc.ranks[1].verdict.mate.good, what)
     else
       local undecided = {}
       for _, u in ipairs(loc.undecided) do if u.rank then undecided[#undecided + 1] = u.rank .. ":" .. u.why end end
-      lu.assertEquals(undecided, { "3:budget" })
+      lu.assertEquals(undecided, { "3:budget" }, what)
     end
   end
 end
