@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "cuda_support.hpp"
+#include "cuda_device.hpp"
 #include "elementwise.hpp"
 #include "error.hpp"
 #include "gpu_libs.hpp"
