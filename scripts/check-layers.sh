@@ -12,4 +12,13 @@ if [ -n "$bad" ]; then
   printf '  %s\n' "$bad" >&2
   exit 1
 fi
-echo "check-layers: no engine include leaves its layer's folder"
+# Built with CUDA or not is chosen by engine/CMakeLists.txt (each layer's CUDA half or its
+# cuda_absent.cpp); only the backends (engine/comm) and the tests may test the macro.
+cuda=$(git grep -n -E 'COMMSCRIPT_HAVE_NCCL' -- 'engine/*.cpp' 'engine/*.hpp' 'engine/*.h' 'bindings/*.cpp' \
+  'bindings/*.hpp' 'bindings/*.h' ':!engine/comm/*' || true)
+if [ -n "$cuda" ]; then
+  echo "check-layers: COMMSCRIPT_HAVE_NCCL outside the backends (let engine/CMakeLists.txt pick a CUDA half or cuda_absent.cpp):" >&2
+  printf '  %s\n' "$cuda" >&2
+  exit 1
+fi
+echo "check-layers: no engine include leaves its layer's folder; no CUDA switch outside the backends"

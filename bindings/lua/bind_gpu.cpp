@@ -78,9 +78,7 @@ void register_gpu(lua_State* L) {
   lua_pushvalue(L, -3);
   lua_setfield(L, -2, "cs.gpu");
   lua_pop(L, 3);
-#ifdef COMMSCRIPT_HAVE_NCCL
-  set_gpu_probe(probe_gpus);
-#endif
+  set_gpu_probe(probe_gpus);  // without CUDA a probe that adds nothing (host/cuda_absent.cpp)
 }
 
 }  // namespace cs::lua

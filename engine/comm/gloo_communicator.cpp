@@ -329,7 +329,7 @@ void GlooCommunicator::run_point_to_point(const Op& op, std::chrono::millisecond
   std::unique_ptr<gloo::transport::UnboundBuffer> sb, rb;
   if (op.coll != Collective::sendrecv) p2p_header(op, slot, cz * esz, to);
   void* rptr = op.recv;
-  if (op.coll == Collective::sendrecv && op.send == op.recv) {
+  if (op.coll == Collective::sendrecv && op.in_place(rank_)) {
     scratch_.resize(cz * esz);
     rptr = scratch_.data();
   }
@@ -353,10 +353,11 @@ void GlooCommunicator::run_typed(const Op& op, std::chrono::milliseconds to) {
   const size_t n = static_cast<size_t>(size_);
   T* s = static_cast<T*>(op.send);
   T* r = static_cast<T*>(op.recv);
+  const bool inplace = op.in_place(rank_);
   switch (op.coll) {
     case Collective::allreduce: {
       gloo::AllreduceOptions o(ctx_);
-      if (s != r) o.setInput(s, cz);  // in place: the output is the input
+      if (!inplace) o.setInput(s, cz);  // in place: the output is the input
       o.setOutput(r, cz);
       o.setReduceFunction(reduce_fn<T>(op.redop));
       o.setTimeout(to);
@@ -372,7 +373,7 @@ void GlooCommunicator::run_typed(const Op& op, std::chrono::milliseconds to) {
         out = reinterpret_cast<T*>(scratch_.data());
       }
       gloo::ReduceOptions o(ctx_);
-      if (s != out) o.setInput(s, cz);
+      if (!inplace) o.setInput(s, cz);
       o.setOutput(out, cz);
       o.setRoot(op.root);
       o.setReduceFunction(reduce_fn<T>(op.redop));
@@ -383,7 +384,7 @@ void GlooCommunicator::run_typed(const Op& op, std::chrono::milliseconds to) {
     }
     case Collective::broadcast: {
       gloo::BroadcastOptions o(ctx_);
-      if (rank_ == op.root && s != r) o.setInput(s, cz);
+      if (rank_ == op.root && !inplace) o.setInput(s, cz);
       o.setOutput(r, cz);
       o.setRoot(op.root);
       o.setTimeout(to);
@@ -392,7 +393,7 @@ void GlooCommunicator::run_typed(const Op& op, std::chrono::milliseconds to) {
     }
     case Collective::allgather: {
       gloo::AllgatherOptions o(ctx_);
-      if (reinterpret_cast<char*>(s) != at(r, cz * static_cast<size_t>(rank_), op.dtype)) o.setInput(s, cz);
+      if (!inplace) o.setInput(s, cz);
       o.setOutput(r, cz * n);
       o.setTimeout(to);
       gloo::allgather(o);
@@ -422,7 +423,7 @@ void GlooCommunicator::run_typed(const Op& op, std::chrono::milliseconds to) {
     }
     case Collective::alltoall: {
       T* in = s;
-      if (s == r) {  // Gloo has no in-place all-to-all: send from a copy
+      if (inplace) {  // Gloo has no in-place all-to-all: send from a copy
         scratch_.resize(cz * n * esz);
         std::memcpy(scratch_.data(), s, cz * n * esz);
         in = reinterpret_cast<T*>(scratch_.data());

@@ -193,13 +193,14 @@ void MpiCommunicator::run(const Op& op) {
   const size_t cz = op.count;
   // Either the blocking call, or the nonblocking one and a polled wait.
   auto go = [&](const char* call, auto&& blocking, auto&& start) { blocking_or_polled(op, call, blocking, start); };
+  const bool inplace = op.in_place(rank_);
   switch (op.coll) {
     case Collective::barrier:
       go(
           "MPI_Barrier", [&] { return MPI_Barrier(comm_); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
       break;
     case Collective::allreduce: {
-      const void* sb = op.send == op.recv ? MPI_IN_PLACE : op.send;
+      const void* sb = inplace ? MPI_IN_PLACE : op.send;
       go(
           "MPI_Allreduce", [&] { return MPI_Allreduce(sb, op.recv, c, t, mpi_op(op.redop), comm_); },
           [&](MPI_Request* r) { return MPI_Iallreduce(sb, op.recv, c, t, mpi_op(op.redop), comm_, r); });
@@ -207,7 +208,6 @@ void MpiCommunicator::run(const Op& op) {
       break;
     }
     case Collective::reduce: {
-      const bool inplace = rank_ == op.root && op.send == op.recv;
       const void* sb = inplace ? MPI_IN_PLACE : op.send;
       go(
           "MPI_Reduce", [&] { return MPI_Reduce(sb, op.recv, c, t, mpi_op(op.redop), op.root, comm_); },
@@ -216,13 +216,12 @@ void MpiCommunicator::run(const Op& op) {
       break;
     }
     case Collective::broadcast:
-      if (rank_ == op.root && op.send != op.recv) std::memcpy(op.recv, op.send, cz * dtype_size(op.dtype));
+      if (rank_ == op.root && !inplace) std::memcpy(op.recv, op.send, cz * dtype_size(op.dtype));
       go(
           "MPI_Bcast", [&] { return MPI_Bcast(op.recv, c, t, op.root, comm_); },
           [&](MPI_Request* r) { return MPI_Ibcast(op.recv, c, t, op.root, comm_, r); });
       break;
     case Collective::allgather: {
-      const bool inplace = op.send == at(op.recv, cz * static_cast<size_t>(rank_), op.dtype);
       const void* sb = inplace ? MPI_IN_PLACE : op.send;
       go(
           "MPI_Allgather", [&] { return MPI_Allgather(sb, c, t, op.recv, c, t, comm_); },
@@ -231,7 +230,6 @@ void MpiCommunicator::run(const Op& op) {
     }
     case Collective::reduce_scatter: {
       char* mine = at(op.send, cz * static_cast<size_t>(rank_), op.dtype);
-      const bool inplace = op.recv == mine;
       // NCCL's in-place result lives at send + rank*count; MPI's at the start of the buffer.
       const void* sb = inplace ? MPI_IN_PLACE : op.send;
       void* rb = inplace ? op.send : op.recv;
@@ -243,14 +241,13 @@ void MpiCommunicator::run(const Op& op) {
       break;
     }
     case Collective::alltoall: {
-      const void* sb = op.send == op.recv ? MPI_IN_PLACE : op.send;
+      const void* sb = inplace ? MPI_IN_PLACE : op.send;
       go(
           "MPI_Alltoall", [&] { return MPI_Alltoall(sb, c, t, op.recv, c, t, comm_); },
           [&](MPI_Request* r) { return MPI_Ialltoall(sb, c, t, op.recv, c, t, comm_, r); });
       break;
     }
     case Collective::gather: {
-      const bool inplace = rank_ == op.root && op.send == at(op.recv, cz * static_cast<size_t>(rank_), op.dtype);
       const void* sb = inplace ? MPI_IN_PLACE : op.send;
       go(
           "MPI_Gather", [&] { return MPI_Gather(sb, c, t, op.recv, c, t, op.root, comm_); },
@@ -258,7 +255,6 @@ void MpiCommunicator::run(const Op& op) {
       break;
     }
     case Collective::scatter: {
-      const bool inplace = rank_ == op.root && op.recv == at(op.send, cz * static_cast<size_t>(rank_), op.dtype);
       void* rb = inplace ? MPI_IN_PLACE : op.recv;
       go(
           "MPI_Scatter", [&] { return MPI_Scatter(op.send, c, t, rb, c, t, op.root, comm_); },
@@ -278,11 +274,12 @@ void MpiCommunicator::run_point_to_point(const Op& op) {
   const int c = as_int(op.count, op);
   const size_t cz = op.count;
   MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  const bool inplace = op.in_place(rank_);
   auto go = [&](const char* call, auto&& blocking, auto&& start) { blocking_or_polled(op, call, blocking, start); };
   switch (op.coll) {
     case Collective::sendrecv:
       if (op.blocking) {
-        if (op.send == op.recv)
+        if (inplace)
           check(MPI_Sendrecv_replace(op.recv, c, t, op.peer, op.tag, op.recv_peer, op.tag, comm_, MPI_STATUS_IGNORE),
                 "MPI_Sendrecv_replace");
         else
@@ -291,8 +288,8 @@ void MpiCommunicator::run_point_to_point(const Op& op) {
                 "MPI_Sendrecv");
       } else {
         // In place: receive into scratch (MPI 3 has no nonblocking sendrecv_replace), then copy.
-        std::vector<char> scratch(op.send == op.recv ? cz * dtype_size(op.dtype) : 0);
-        void* rb = op.send == op.recv ? scratch.data() : op.recv;
+        std::vector<char> scratch(inplace ? cz * dtype_size(op.dtype) : 0);
+        void* rb = inplace ? scratch.data() : op.recv;
         check(MPI_Irecv(rb, c, t, op.recv_peer, op.tag, comm_, &req[0]), "MPI_Irecv");
         check(MPI_Isend(op.send, c, t, op.peer, op.tag, comm_, &req[1]), "MPI_Isend");
         wait(req, 2, op, "MPI_Sendrecv");
@@ -337,7 +334,8 @@ double MpiCommunicator::time_loop_us(const Op& op, size_t iters) {
   const MPI_Comm cm = comm_;
   const MPI_Datatype t = op.coll == Collective::barrier ? MPI_BYTE : mpi_type(op.dtype);
   const int c = as_int(op.count, op);
-  const void* sb = op.send == op.recv ? MPI_IN_PLACE : op.send;
+  const bool inplace = op.in_place(rank_);
+  const void* sb = inplace ? MPI_IN_PLACE : op.send;  // used only where in place is one buffer
   void* rb = op.recv;
   // Each case is what run() calls for the op, with nothing left to decide per call; ops that
   // need work around the call (avg's division, NCCL's in-place layouts, the root's copy) are
@@ -354,11 +352,11 @@ double MpiCommunicator::time_loop_us(const Op& op, size_t iters) {
       return loop_steps(&step, 1, iters,
                         [=](const Op&) { check(MPI_Alltoall(sb, c, t, rb, c, t, cm), "MPI_Alltoall"); });
     case Collective::allgather:
-      if (op.send == at(op.recv, op.count * static_cast<size_t>(rank_), op.dtype)) break;  // in place
+      if (inplace) break;
       return loop_steps(&step, 1, iters,
                         [=, s = op.send](const Op&) { check(MPI_Allgather(s, c, t, rb, c, t, cm), "MPI_Allgather"); });
     case Collective::sendrecv:
-      if (op.send == op.recv) break;
+      if (inplace) break;
       return loop_steps(&step, 1, iters, [=, to = op.peer, from = op.recv_peer, tag = op.tag](const Op&) {
         check(MPI_Sendrecv(sb, c, t, to, tag, rb, c, t, from, tag, cm, MPI_STATUS_IGNORE), "MPI_Sendrecv");
       });

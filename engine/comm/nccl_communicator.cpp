@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "cuda_support.hpp"
+#include "cuda_device.hpp"
 #include "elementwise.hpp"
 #include "error.hpp"
 #include "gpu_libs.hpp"
@@ -869,7 +869,7 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call, ncclComm
     case Collective::alltoall: {
       const size_t bytes = c * static_cast<size_t>(n) * es;
       const void* src = op.send;
-      if (op.send == op.recv) {  // in place: send from a copy
+      if (op.in_place(rank_)) {  // in place: send from a copy
         src = scratch(bytes);
         d2d(const_cast<void*>(src), op.send, bytes);
       }
@@ -917,7 +917,7 @@ ncclResult_t NcclCommunicator::enqueue(const Op& op, const char** call, ncclComm
     case Collective::sendrecv: {
       *call = "ncclSend/ncclRecv (sendrecv)";
       const void* src = op.send;
-      if (op.send == op.recv) {  // in place: send from a copy
+      if (op.in_place(rank_)) {  // in place: send from a copy
         src = scratch(c * es);
         d2d(const_cast<void*>(src), op.send, c * es);
       }

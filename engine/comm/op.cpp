@@ -13,6 +13,8 @@ size_t Op::bytes() const {
   return std::max(n.send, n.recv) * dtype_size(dtype);
 }
 
+bool Op::in_place(int rank) const { return op_in_place(coll, send, recv, count * dtype_size(dtype), rank, root); }
+
 static std::string where(const Communicator& c, Collective coll) {
   return std::string(collective_name(coll)) + " on communicator '" + c.name() + "'";
 }

@@ -31,6 +31,9 @@ struct Op {
   void* recv = nullptr;
 
   size_t bytes() const;  // nccl-tests' "size": max(send, recv) bytes of this rank
+  // Whether this call is in place on `rank` (core/collective's op_in_place: NCCL's layout, the
+  // root rule). Backends ask this and compare no pointers themselves.
+  bool in_place(int rank) const;
 };
 
 class Communicator;

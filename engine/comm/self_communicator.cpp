@@ -34,7 +34,7 @@ void SelfCommunicator::run(const Op& op) {
     }
     default:
       // With one rank every result equals the rank's own input (avg divides by 1).
-      if (op.send != op.recv) std::memmove(op.recv, op.send, bytes);
+      if (!op.in_place(0)) std::memmove(op.recv, op.send, bytes);
       return;
   }
 }

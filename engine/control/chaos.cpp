@@ -316,18 +316,13 @@ namespace {
 // Flips bits of one byte of a receive buffer, in host or (under --backend nccl) GPU memory: the
 // operation has completed, so a device byte is read, flipped and written back synchronously.
 void flip(unsigned char* p, unsigned char mask) {
-#ifdef COMMSCRIPT_HAVE_NCCL
-  cudaPointerAttributes at{};
-  if (cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeDevice) {
+  if (is_device_memory(p)) {
     unsigned char b = 0;
-    cuda_check(cudaMemcpy(&b, p, 1, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    copy_memory(&b, p, 1);
     b ^= mask;
-    cuda_check(cudaMemcpy(p, &b, 1, cudaMemcpyHostToDevice), "cudaMemcpy");
-    cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+    copy_memory(p, &b, 1);
     return;
   }
-  cudaGetLastError();
-#endif
   *p ^= mask;
 }
 }  // namespace

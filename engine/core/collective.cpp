@@ -88,6 +88,22 @@ InPlace collective_in_place(Collective c) {
   return f->recv_n ? InPlace::send_in_recv : InPlace::recv_in_send;
 }
 
+bool op_in_place(Collective c, const void* send, const void* recv, size_t chunk_bytes, int rank, int root) {
+  if (collective_has_root(c) && rank != root) return false;
+  // As addresses: the offset is compared, never dereferenced (and may lie past a null pointer).
+  const auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  const uintptr_t mine = chunk_bytes * static_cast<uintptr_t>(std::max(rank, 0));
+  switch (collective_in_place(c)) {
+    case InPlace::send_in_recv:
+      return s == r + mine;
+    case InPlace::recv_in_send:
+      return r == s + mine;
+    case InPlace::same:
+      break;
+  }
+  return s == r;
+}
+
 size_t count_for_bytes(Collective c, size_t bytes, size_t elem_size, int nranks) {
   const size_t n = static_cast<size_t>(std::max(nranks, 1));
   const size_t elems = bytes / elem_size;

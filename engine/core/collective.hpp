@@ -53,6 +53,13 @@ Counts collective_counts(Collective c, size_t count, int nranks);
 enum class InPlace : uint8_t { same, send_in_recv, recv_in_send };
 InPlace collective_in_place(Collective c);
 
+// Whether a call whose buffers start at `send` and `recv` is in place on `rank`, by the layout
+// above: the smaller buffer at rank x chunk_bytes in the larger (chunk_bytes: the per-call count
+// x the element size), or one buffer for both. A rooted collective is in place only on its root
+// (MPI_IN_PLACE is the root's alone; the other ranks' buffers say nothing). Every backend asks
+// this rather than comparing its pointers itself.
+bool op_in_place(Collective c, const void* send, const void* recv, size_t chunk_bytes, int rank, int root);
+
 // The per-call count for a message of `bytes` (nccl-tests: size = max(send, recv) bytes).
 size_t count_for_bytes(Collective c, size_t bytes, size_t elem_size, int nranks);
 

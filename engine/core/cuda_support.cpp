@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "error.hpp"
-#include "gpu_libs.hpp"
 #include "host_name.hpp"
 
 namespace cs {
@@ -130,58 +129,5 @@ int early_device(const LauncherLocal& local, int count, const char* device_env, 
 
 void set_preselected_device(int device) { g_preselected = device; }
 int preselected_device() { return g_preselected; }
-
-#ifndef COMMSCRIPT_HAVE_NCCL
-
-CudaProbe cuda_probe() { return {0, "built without CUDA"}; }
-
-#else
-
-std::string cuda_error_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
-
-void cuda_check(cudaError_t e, const char* call) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();  // reset the thread's last error, so the next call does not report it again
-  throw Error(ExitCode::runtime, std::string(call) + " failed: " + cuda_error_text(e));
-}
-
-DeviceGuard::DeviceGuard(int device) {
-  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-  if (previous_ != device) cuda_check(cudaSetDevice(device), "cudaSetDevice");
-}
-
-DeviceGuard::~DeviceGuard() {
-  int now = -1;
-  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
-}
-
-CudaProbe cuda_probe() {
-  CudaProbe p;
-  if (const GpuLib& rt = cudart_lib(); !rt.loaded) {
-    p.error = rt.why;
-    return p;
-  }
-  const cudaError_t e = cudaGetDeviceCount(&p.count);
-  if (e != cudaSuccess) {
-    p.count = 0;
-    p.error = cuda_error_text(e);
-    cudaGetLastError();
-    if (e == cudaErrorInsufficientDriver) {
-      // CUDA says the same with no driver at all and with one too old: tell them apart.
-      int drv = 0, rt = 0;
-      cudaDriverGetVersion(&drv);
-      cudaRuntimeGetVersion(&rt);
-      auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
-      if (drv <= 0)
-        p.error = "no NVIDIA driver is installed (libcuda.so.1 not found; " + p.error + ")";
-      else
-        p.error = "the NVIDIA driver is too old: it supports CUDA " + ver(drv) +
-                  ", this commscript's runtime is CUDA " + ver(rt) + " (update the driver; " + p.error + ")";
-    }
-  }
-  return p;
-}
-
-#endif
 
 }  // namespace cs

@@ -2,15 +2,15 @@
 // The CUDA side shared by the device code of the engine (tensors, the NCCL backend, GPU
 // topology): probing for devices, error checks, the current-device guard.
 //
-// Everything here compiles without CUDA: then there is no device, and cuda_probe() says why.
+// Everything here compiles without CUDA and declares no CUDA type: then there is no device,
+// cuda_probe() says why, and the memory functions below are those of host memory. What needs
+// CUDA's types (error checks, the device guard) is in cuda_device.hpp, for the files only a CUDA
+// build compiles. engine/CMakeLists.txt picks the definitions: cuda_device.cpp with CUDA,
+// cuda_absent.cpp without; no source outside the backends tests the build.
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#ifdef COMMSCRIPT_HAVE_NCCL
-#include <cuda_runtime_api.h>
-#endif
 
 namespace cs {
 
@@ -67,22 +67,14 @@ int early_device(const LauncherLocal& local, int count, const char* device_env, 
 void set_preselected_device(int device);
 int preselected_device();
 
-#ifdef COMMSCRIPT_HAVE_NCCL
-// Throws Error(runtime) "<call>: <cudaGetErrorName>: <cudaGetErrorString>" unless e is success.
-void cuda_check(cudaError_t e, const char* call);
-std::string cuda_error_text(cudaError_t e);
-
-// Makes `device` current for its lifetime and restores the previous one.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device);
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-};
-#endif
+// Memory the CUDA runtime owns (pinned host and device memory). Without CUDA there is none:
+// nothing is device memory, copy_memory is memcpy and zero_device_memory returns false.
+bool is_device_memory(const void* p);  // cudaPointerGetAttributes says device memory
+// cudaMemcpy(cudaMemcpyDefault), then the legacy stream synchronized (cuda_device.hpp,
+// settle_legacy_stream): the bytes have landed when it returns. Not for timed regions.
+void copy_memory(void* dst, const void* src, size_t n);
+bool zero_device_memory(void* p, size_t n);  // cudaMemset to 0, settled; false without CUDA
+void free_pinned_memory(void* p);            // cudaFreeHost
+void free_device_memory(void* p);            // cudaFree
 
 }  // namespace cs

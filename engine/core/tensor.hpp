@@ -4,8 +4,8 @@
 // Where the storage lives: ordinary host memory (the default, what the MPI and self backends
 // use), page-locked host memory (cudaHostAlloc: what host<->device copies need to run at link
 // speed) or the memory of one CUDA device (what the NCCL backend needs). Pinned and device
-// tensors exist only in a build with CUDA (COMMSCRIPT_HAVE_NCCL); elsewhere asking for one is an
-// InputError. get/set/fill work everywhere: on a device tensor they copy through the host, so
+// tensors exist only in a build with CUDA (tensor_cuda.cpp); elsewhere asking for one is an
+// InputError (cuda_absent.cpp). get/set/fill work everywhere: on a device tensor they copy through the host, so
 // they are for setting up and checking, never for timed regions.
 #include <cstddef>
 #include <cstdint>

@@ -1,9 +1,5 @@
 #include "gpu_topology.hpp"
 
-#include "cuda_support.hpp"
-#include "host_name.hpp"
-
-#ifdef COMMSCRIPT_HAVE_NCCL
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -13,42 +9,13 @@
 #include <map>
 #include <vector>
 
+#include "cuda_device.hpp"
+#include "host_name.hpp"
 #include "topology.hpp"
-#endif
 
 namespace cs {
 
 using json = nlohmann::json;
-
-std::string topology_level_name(int level) {
-  switch (level) {
-    case 0:
-      return "internal";
-    case 10:
-      return "PIX";
-    case 20:
-      return "PXB";
-    case 30:
-      return "PHB";
-    case 40:
-      return "NODE";
-    case 50:
-      return "SYS";
-    default:
-      return "";
-  }
-}
-
-#ifndef COMMSCRIPT_HAVE_NCCL
-
-json gpu_topology(const GpuTopologyOptions&, std::string* error) {
-  if (error) *error = "built without CUDA";
-  return json::object();
-}
-
-void probe_gpus(json&, json&) {}
-
-#else
 
 namespace {
 
@@ -443,7 +410,5 @@ void probe_gpus(json& gpus, json& gpu_links) {
       gpu_links.push_back(std::move(l));
     }
 }
-
-#endif
 
 }  // namespace cs

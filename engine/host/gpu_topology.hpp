@@ -2,7 +2,8 @@
 // The GPUs of this host as CUDA and NVML see them: name, PCI bus id, PCIe link (sysfs), NUMA
 // node, memory, peer access between every pair, and NVLink state per GPU and per pair. NVML is
 // loaded at run time (dlopen "libnvidia-ml.so.1") when present, so the binary needs no driver
-// to start. Built only with CUDA (COMMSCRIPT_HAVE_NCCL); elsewhere there is no driver to ask.
+// to start. Built only with CUDA (gpu_topology.cpp); elsewhere there is no driver to ask
+// (cuda_absent.cpp). topology_level_name is in topology.cpp, for both builds.
 #include <nlohmann/json.hpp>
 #include <string>
 

@@ -31,6 +31,7 @@
 #include <regex>
 #include <sstream>
 
+#include "gpu_topology.hpp"
 #include "host_name.hpp"
 #include "int_list.hpp"
 
@@ -524,6 +525,26 @@ json hwloc_summary() {
 #endif
 
 }  // namespace
+
+// gpu_topology.hpp's, here because both builds need it (gpu_topology.cpp is CUDA's alone).
+std::string topology_level_name(int level) {
+  switch (level) {
+    case 0:
+      return "internal";
+    case 10:
+      return "PIX";
+    case 20:
+      return "PXB";
+    case 30:
+      return "PHB";
+    case 40:
+      return "NODE";
+    case 50:
+      return "SYS";
+    default:
+      return "";
+  }
+}
 
 void set_gpu_probe(GpuProbe probe) {
   std::lock_guard<std::mutex> lock(g_probe_mu);

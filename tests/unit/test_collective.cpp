@@ -103,6 +103,48 @@ TEST_CASE("collective_in_place: NCCL's in-place layout, the smaller buffer insid
   }
 }
 
+TEST_CASE("op_in_place: every collective's in-place and out-of-place buffers, the root rule", "[collective]") {
+  // Two buffers of 4 ranks x 16 bytes; chunk: one rank's part (count x element size).
+  alignas(16) static char a[64], b[64];
+  constexpr size_t chunk = 16;
+  const int rank = 2, root = 2, other = 1;
+  auto in_place = [&](Collective c, const void* s, const void* r, int me, int rt) {
+    return cs::op_in_place(c, s, r, chunk, me, rt);
+  };
+  // The smaller buffer inside the larger, at rank x chunk; anywhere else is out of place.
+  for (Collective c : {Collective::allgather, Collective::gather}) {
+    INFO(cs::collective_name(c));
+    CHECK(in_place(c, a + rank * chunk, a, rank, root));
+    CHECK_FALSE(in_place(c, a, a, rank, root));          // rank 2's part is not at the start
+    CHECK_FALSE(in_place(c, a + chunk, a, rank, root));  // another rank's part
+    CHECK_FALSE(in_place(c, b, a, rank, root));
+    CHECK(in_place(c, a, a, 0, 0));  // rank 0's part is the start
+  }
+  for (Collective c : {Collective::reduce_scatter, Collective::scatter}) {
+    INFO(cs::collective_name(c));
+    CHECK(in_place(c, a, a + rank * chunk, rank, root));
+    CHECK_FALSE(in_place(c, a + rank * chunk, a, rank, root));  // the layout the other way round
+    CHECK_FALSE(in_place(c, a, a, rank, root));
+    CHECK_FALSE(in_place(c, a, b, rank, root));
+  }
+  for (Collective c : {Collective::allreduce, Collective::broadcast, Collective::reduce, Collective::alltoall,
+                       Collective::sendrecv, Collective::send, Collective::recv, Collective::barrier}) {
+    INFO(cs::collective_name(c));
+    CHECK(in_place(c, a, a, rank, root));
+    CHECK_FALSE(in_place(c, a, b, rank, root));
+    CHECK_FALSE(in_place(c, a + rank * chunk, a, rank, root));  // an offset makes two buffers
+  }
+  // A rooted collective is in place on its root only; elsewhere the same layout is not.
+  CHECK_FALSE(in_place(Collective::gather, a + other * chunk, a, other, root));
+  CHECK_FALSE(in_place(Collective::scatter, a, a + other * chunk, other, root));
+  CHECK_FALSE(in_place(Collective::reduce, a, a, other, root));
+  CHECK_FALSE(in_place(Collective::broadcast, a, a, other, root));
+  // The others ignore the root argument.
+  CHECK(in_place(Collective::allgather, a + other * chunk, a, other, root));
+  CHECK(in_place(Collective::reduce_scatter, a, a + other * chunk, other, root));
+  CHECK(in_place(Collective::allreduce, a, a, other, root));
+}
+
 TEST_CASE("count_for_bytes: the message size is max(send, recv) bytes", "[collective]") {
   CHECK(cs::count_for_bytes(Collective::allreduce, 1 << 20, 4, 8) == 262144);
   CHECK(cs::count_for_bytes(Collective::allgather, 1 << 20, 4, 8) == 32768);
