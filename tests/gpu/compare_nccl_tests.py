@@ -39,7 +39,12 @@ def nccl_tests_busbw(text):
 def commscript_busbw(lines, op, dtype):
     out = {}
     for line in lines:
-        r = json.loads(line)
+        try:  # a killed run's last line may be cut short: it says nothing, the rest still counts
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(r, dict):
+            continue
         if r.get("op") == op and r.get("dtype", "float32") == dtype and r.get("placement") == "out-of-place" \
                 and "busbw" in r:
             out[int(r["bytes"])] = (float(r.get("time_us", 0)), float(r["busbw"]))

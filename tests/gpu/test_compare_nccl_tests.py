@@ -69,6 +69,20 @@ class CompareNcclTests(unittest.TestCase):
         finally:
             shutil.rmtree(work)
 
+    def test_a_cut_results_line_is_skipped_not_a_traceback(self):
+        work = tempfile.mkdtemp()
+        try:
+            for f in os.listdir(FIX):
+                shutil.copy(os.path.join(FIX, f), work)
+            path = os.path.join(work, "bw_sweep.results.jsonl")
+            with open(path, "a") as f:
+                f.write('{"op": "allreduce", "bytes": 2\n[1, 2]\n')  # a line cut short, a non-object
+            rc, rows = run(work, path)
+            self.assertEqual(rc, 1)  # the H200 run's alltoall, as before
+            self.assertIn("beyond", rows[("alltoall", 1 << 28)])
+        finally:
+            shutil.rmtree(work)
+
     def test_a_missing_size_fails(self):
         work = tempfile.mkdtemp()
         try:
