@@ -19,6 +19,19 @@ FIX = os.path.join(HERE, "..", "fixtures", "gpu", "h200-1gpu")
 OPS = "allreduce,allgather,reduce_scatter,broadcast,reduce,alltoall,sendrecv"
 
 
+class FixtureCopy:
+    """A temporary copy of the fixture, to edit: `with FixtureCopy() as (work, results): ...`."""
+
+    def __enter__(self):
+        self.work = tempfile.mkdtemp()
+        for f in os.listdir(FIX):
+            shutil.copy(os.path.join(FIX, f), self.work)
+        return self.work, os.path.join(self.work, "bw_sweep.results.jsonl")
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.work)
+
+
 def run(work, jsonl):
     out = io.StringIO()
     with redirect_stdout(out):
@@ -51,12 +64,8 @@ class CompareNcclTests(unittest.TestCase):
         self.assertNotIn("beyond", rows[("broadcast", 1 << 27)])
 
     def test_alltoall_at_nccl_tests_speed_passes(self):
-        work = tempfile.mkdtemp()
-        try:
-            for f in os.listdir(FIX):
-                shutil.copy(os.path.join(FIX, f), work)
+        with FixtureCopy() as (work, path):
             nt = cmp.nccl_tests_rows(open(os.path.join(FIX, "nt-alltoall.log")).read())
-            path = os.path.join(work, "bw_sweep.results.jsonl")
             lines = []
             for line in open(path):
                 r = json.loads(line)
@@ -66,35 +75,21 @@ class CompareNcclTests(unittest.TestCase):
             open(path, "w").write("\n".join(lines) + "\n")
             rc, rows = run(work, path)
             self.assertEqual(rc, 0, [v for v in rows.values() if "beyond" in v])
-        finally:
-            shutil.rmtree(work)
 
     def test_a_cut_results_line_is_skipped_not_a_traceback(self):
-        work = tempfile.mkdtemp()
-        try:
-            for f in os.listdir(FIX):
-                shutil.copy(os.path.join(FIX, f), work)
-            path = os.path.join(work, "bw_sweep.results.jsonl")
+        with FixtureCopy() as (work, path):
             with open(path, "a") as f:
                 f.write('{"op": "allreduce", "bytes": 2\n[1, 2]\n')  # a line cut short, a non-object
             rc, rows = run(work, path)
             self.assertEqual(rc, 1)  # the H200 run's alltoall, as before
             self.assertIn("beyond", rows[("alltoall", 1 << 28)])
-        finally:
-            shutil.rmtree(work)
 
     def test_a_missing_size_fails(self):
-        work = tempfile.mkdtemp()
-        try:
-            for f in os.listdir(FIX):
-                shutil.copy(os.path.join(FIX, f), work)
-            path = os.path.join(work, "bw_sweep.results.jsonl")
+        with FixtureCopy() as (work, path):
             keep = [l for l in open(path) if not (json.loads(l)["op"] == "allreduce" and json.loads(l)["bytes"] == 1 << 28)]
             open(path, "w").write("".join(keep))
             _, rows = run(work, path)
             self.assertIn("missing on one side", rows[("allreduce", 1 << 28)])
-        finally:
-            shutil.rmtree(work)
 
 
 if __name__ == "__main__":
