@@ -53,23 +53,31 @@ size_t tensor_bytes(DType dtype, size_t count) {
   return count * es;
 }
 
-Tensor Tensor::host(DType dtype, size_t count) {
-  const size_t bytes = tensor_bytes(dtype, count);
+void require_host_memory(size_t bytes, const char* what) {
   const size_t avail = host_memory_available();
   if (avail && bytes > avail)
-    throw InputError("cannot allocate a " + format_size(bytes) + "B tensor: this host has only " +
+    throw InputError("cannot allocate a " + format_size(bytes) + "B " + what + ": this host has only " +
                      format_size(avail / 1048576 * 1048576) + "B available");
+}
+
+Tensor Tensor::adopt(std::shared_ptr<Storage> st, DType dtype, size_t count) {
+  Tensor t;
+  t.storage_ = std::move(st);
+  t.count_ = count;
+  t.dtype_ = dtype;
+  return t;
+}
+
+Tensor Tensor::host(DType dtype, size_t count) {
+  const size_t bytes = tensor_bytes(dtype, count);
+  require_host_memory(bytes, "tensor");
   auto st = std::make_shared<Storage>();
   const size_t alloc = ((bytes ? bytes : 1) + 63) / 64 * 64;
   st->ptr = std::aligned_alloc(64, alloc);
   if (!st->ptr) throw InputError("cannot allocate a " + format_size(bytes) + "B tensor: out of memory");
   std::memset(st->ptr, 0, alloc);
   st->bytes = bytes;
-  Tensor t;
-  t.storage_ = std::move(st);
-  t.count_ = count;
-  t.dtype_ = dtype;
-  return t;
+  return adopt(std::move(st), dtype, count);
 }
 
 // Tensor::pinned and Tensor::on_device: tensor_cuda.cpp in a build with CUDA, cuda_absent.cpp

@@ -58,6 +58,8 @@ class Tensor {
 
  private:
   struct Storage;
+  // A tensor of `count` elements over storage just allocated (host, pinned or device).
+  static Tensor adopt(std::shared_ptr<Storage> st, DType dtype, size_t count);
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;  // in elements
   size_t count_ = 0;

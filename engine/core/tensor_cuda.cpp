@@ -13,10 +13,7 @@ namespace cs {
 
 Tensor Tensor::pinned(DType dtype, size_t count) {
   const size_t bytes = tensor_bytes(dtype, count);
-  const size_t avail = host_memory_available();
-  if (avail && bytes > avail)
-    throw InputError("cannot allocate a " + format_size(bytes) + "B pinned tensor: this host has only " +
-                     format_size(avail / 1048576 * 1048576) + "B available");
+  require_host_memory(bytes, "pinned tensor");
   require_cuda_devices("pinned tensor");
   auto st = std::make_shared<Storage>();
   const cudaError_t e = cudaHostAlloc(&st->ptr, bytes ? bytes : 1, cudaHostAllocPortable);
@@ -29,11 +26,7 @@ Tensor Tensor::pinned(DType dtype, size_t count) {
   st->location = MemLocation::pinned;
   std::memset(st->ptr, 0, bytes ? bytes : 1);
   st->bytes = bytes;
-  Tensor t;
-  t.storage_ = std::move(st);
-  t.count_ = count;
-  t.dtype_ = dtype;
-  return t;
+  return adopt(std::move(st), dtype, count);
 }
 
 Tensor Tensor::on_device(DType dtype, size_t count, int device) {
@@ -61,11 +54,7 @@ Tensor Tensor::on_device(DType dtype, size_t count, int device) {
   st->bytes = bytes;
   cuda_check(cudaMemset(st->ptr, 0, bytes ? bytes : 1), "cudaMemset");
   settle_legacy_stream();
-  Tensor t;
-  t.storage_ = std::move(st);
-  t.count_ = count;
-  t.dtype_ = dtype;
-  return t;
+  return adopt(std::move(st), dtype, count);
 }
 
 }  // namespace cs

@@ -22,4 +22,8 @@ struct Tensor::Storage {
 // count x the dtype's size; InputError when that overflows.
 size_t tensor_bytes(DType dtype, size_t count);
 
+// InputError "cannot allocate a <size>B <what>: this host has only <free>B available" when the
+// host (or its cgroup) cannot give `bytes`; what: "tensor", "pinned tensor".
+void require_host_memory(size_t bytes, const char* what);
+
 }  // namespace cs
