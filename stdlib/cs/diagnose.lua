@@ -227,10 +227,13 @@ end
 --   samples      re-measurements of every suspect pair and of every reference pair, interleaved
 --   factor       a host is slow at max(factor, ...) (below); rank_factor for a rank (its pairs
 --                with each of two partners: one rank alone, descheduled on a busy machine, looks
---                1.5x slow for seconds), link_factor for a link
+--                1.5x slow for seconds), link_factor for a link (the same: its two ends shown
+--                good with others are what tells a link from a rank or a host; at 2 a 480 Mbit
+--                link on a 1 Gbit fabric, 1.9-2.1x alone, could never be named)
 --   min_samples  fewer than this (the budget ran out) and the suspect is undecided, not named,
 --                unless each of its pairs was over `overwhelm` x (and 1 + 2 x margin x the CV)
---                in every one of at least 2 rounds: then those rounds decide
+--                in every one of at least 2 rounds: then those rounds decide; a rank its host's
+--                re-test pointed to gets min_samples rounds past the budget
 --   margin       a suspect is slow when its median ratio to the references exceeds
 --                max(factor, 1 + margin x the references' CV): the references' own spread
 --   max_cv       references noisier than this show nobody good (no link is named), and a run
@@ -238,12 +241,15 @@ end
 --   screen       the screening's factor: hosts and ranks whose pattern median is this many
 --                times the fleet's are re-tested (lower than `factor`: pairs measured many at
 --                once dilute a fault that pairs measured alone show; the verdict decides);
---                screen_link the same for links (the verdict needs link_factor)
+--                screen_link the same for links (1.75: a 496 Mbit link measured 2.06x in the
+--                pattern, under 2x of one end's own median, and was never re-tested)
 --   min_host_partners  other hosts a host needs pairs with for a host verdict
 --   max_suspects ranks and links re-tested at most (the worst first); the rest are counted
-M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 2, rank_factor = 1.5, screen = 1.3,
-              max_samples = 15, open = 1.2, overwhelm = 4,
-              screen_link = 2,
+--   references   reference pairs of each path kind measured in every round (distinct good ranks
+--                where there are enough); a round's reference is their median
+M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 1.5, rank_factor = 1.5, screen = 1.3,
+              max_samples = 15, open = 1.2, overwhelm = 4, references = 4,
+              screen_link = 1.75,
               min_host_partners = 3, max_suspects = 32 }
 
 local function opt(args, k) local v = args[k]; if v == nil then v = M.VERDICT[k] end; return v end
@@ -545,20 +551,24 @@ local function overwhelming(c, p)
   return true
 end
 
--- A phase's statistics: the references of each kind per round their mean (the faster of them
--- would be biased low: good pairs would look slow), their spread (each pair's samples over its
--- own median, pooled); each pair of the subjects `which`: its ratios to its kind's references,
--- round by round, and its effect.
+-- A phase's statistics: the references of each kind per round their median (of up to
+-- `references` pairs: the faster of two would be biased low, making good pairs look slow; the
+-- mean of two carries either one's spike, making slow pairs look good: on namespace hosts a
+-- 383 Mbit link measured 2.4x alone came out 1.57x against the mean of two), their spread
+-- (each pair's samples over its own median, pooled); each pair of the subjects `which`: its
+-- ratios to its kind's references, round by round, and its effect.
 local function statistics(c, ph, which)
   for k, ps in pairs(ph.refs) do
-    local per, pooled = {}, {}
+    local rounds, per, pooled = {}, {}, {}
     for _, p in ipairs(ps) do
       local m = median(p.samples)
       for r, x in ipairs(p.samples) do
-        per[r] = (per[r] or 0) + x / #ps
+        rounds[r] = rounds[r] or {}
+        table.insert(rounds[r], x)
         if m and m > 0 then pooled[#pooled + 1] = x / m end
       end
     end
+    for r, xs in ipairs(rounds) do per[r] = median(xs) end
     ph.ref_round[k], ph.cv[k], ph.rcv[k] = per, M.spread(pooled), M.robust_cv(pooled)
   end
   for _, s in ipairs(which) do
@@ -627,7 +637,7 @@ local function run_phase(c, subjects, must)
   for _, s in ipairs(subjects) do for _, p in ipairs(s.pairs) do kinds[kind(c, p[1], p[2])] = true end end
   for _, k in ipairs { "inter", "intra" } do
     if kinds[k] then
-      ph.refs[k] = reference_pairs(c.order, c.rank_hosts, k == "intra", 2)
+      ph.refs[k] = reference_pairs(c.order, c.rank_hosts, k == "intra", c.references)
       for _, p in ipairs(ph.refs[k]) do p.ref = k; refl[#refl + 1] = p end
     end
   end
@@ -773,17 +783,33 @@ local function clear_hosts(c, host_sus, loc, named_host)
   local suspect_rank = {}
   for _, s in ipairs(loc.ranks) do suspect_rank[s.rank] = true end
   for _, l in ipairs(loc.pairs) do suspect_rank[l.a], suspect_rank[l.b] = true, true end
-  local returned, seen_link = {}, {}
+  local returned, seen_link, n = {}, {}, #c.rank_hosts
+  local function add(l, h)
+    local ba, bb = c.bad_host[c.rank_hosts[l.a + 1]], c.bad_host[c.rank_hosts[l.b + 1]]
+    local other = ba ~= h and ba or bb ~= h and bb
+    local key = l.a * (n + 1) + l.b
+    if not seen_link[key] and not (other and named_host[other.host]) then
+      seen_link[key] = true
+      returned[#returned + 1] = l
+      suspect_rank[l.a], suspect_rank[l.b] = true, true
+      return true
+    end
+  end
+  for _, l in ipairs(loc.pairs) do seen_link[l.a * (n + 1) + l.b] = true end
   for _, h in ipairs(host_sus) do
     if not named_host[h.host] then
-      for _, l in ipairs(h.link_suspects or {}) do
-        local ba, bb = c.bad_host[c.rank_hosts[l.a + 1]], c.bad_host[c.rank_hosts[l.b + 1]]
-        local other = ba ~= h and ba or bb ~= h and bb
-        if not seen_link[l] and not (other and named_host[other.host]) then
-          seen_link[l] = true
-          returned[#returned + 1] = l
-          suspect_rank[l.a], suspect_rank[l.b] = true, true
-        end
+      for _, l in ipairs(h.link_suspects or {}) do add(l, h) end
+      -- its slowest evidence pairs over screen_link x the fleet (at most 2), but none of a rank
+      -- its re-test pointed to (that rank explains them): a host slow only towards another
+      -- host is a slow link between them (namespace hosts: a 480 Mbit link made its end's ranks
+      -- rank suspects, so its pairs were no link suspects, and the host, good with the others,
+      -- was cleared)
+      local fleet, added, pointed = loc.fleet_median or 0, 0, {}
+      for _, r in ipairs(loc.ranks) do if r.from_host_test == h.host then pointed[r.rank] = true end end
+      for _, e in ipairs(h.links or {}) do
+        if added >= 2 or not (fleet > 0 and e[3] > c.screen_link * fleet) then break end
+        local a, b = math.min(e[1], e[2]), math.max(e[1], e[2])
+        if not (pointed[a] or pointed[b]) and add({ a = a, b = b, value = e[3], score = e[3] / fleet }, h) then added = added + 1 end
       end
     end
   end
@@ -986,10 +1012,10 @@ end
 --   good (no link named); when nobody is named, `noisy` says the run was too noisy to localise.
 function M.localise(values, rank_hosts, args, measure)
   local c = { rank_hosts = rank_hosts, measure = measure, retests = { planned = 0, run = 0, cut = false, rounds = 0 } }
-  for _, k in ipairs { "factor", "link_factor", "rank_factor", "margin", "max_cv", "max_samples", "open", "overwhelm" } do
+  for _, k in ipairs { "factor", "link_factor", "rank_factor", "margin", "max_cv", "max_samples", "open", "overwhelm", "references" } do
     c[k] = opt(args, k)
   end
-  c.K, c.kmin, c.cap = opt(args, "samples"), opt(args, "min_samples"), opt(args, "max_suspects")
+  c.K, c.kmin, c.cap, c.screen_link = opt(args, "samples"), opt(args, "min_samples"), opt(args, "max_suspects"), opt(args, "screen_link")
   local host_sus, loc, order, bad_host, under = M.suspects(#rank_hosts, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
     opt(args, "min_host_partners"), c.cap)
   c.order, c.bad_host = order, bad_host
@@ -1004,15 +1030,23 @@ function M.localise(values, rank_hosts, args, measure)
   clear_hosts(c, host_sus, loc, named_host)
   local tests = rank_link_tests(c, loc, named_host)
   -- a rank its host's re-test showed overwhelming (a pair over `overwhelm` in every round) first,
-  -- with 2 rounds the budget does not cut (the two decide it: statistics), then the others: such
-  -- a rank slows every round it is in, and the rounds before had spent the budget (namespace
-  -- hosts, a rank at 68 Mbit: its re-test never ran)
+  -- with 2 rounds the budget does not cut (the two decide it: statistics), then the rest; a rank
+  -- its host's re-test pointed to that the budget then cut before min_samples gets min_samples
+  -- rounds of its own the budget does not cut. Such a rank slows every round it is in, and the
+  -- rounds before had spent the budget (namespace hosts: a rank at 68 Mbit, and one at 345 Mbit
+  -- after a pattern round stalled for 27 s, were left undecided with their host's re-test
+  -- already pointing at them)
   local strong, rest = {}, {}
   for _, t in ipairs(tests) do
     if t.entry.overwhelming then strong[#strong + 1] = t else rest[#rest + 1] = t end
   end
   run_phase(c, strong, 2)
   run_phase(c, rest, false)
+  local cut = {}
+  for _, t in ipairs(rest) do
+    if t.entry.from_host_test and t.what == "rank" and not t.pairs[1].decidable then cut[#cut + 1] = t end
+  end
+  run_phase(c, cut, true)
   -- a rank whose own re-test (against other ranks) came out above the factor is not shown good
   -- by any of the same rounds: a link at its end is not named (a slow rank is not its links)
   local not_good = {}
