@@ -922,8 +922,15 @@ local function judge_rank(c, t)
   end
 end
 
+-- Whether an end's own rank re-test came out slow with a partner other than the link's other end
+-- (`not_good`: rank -> its slow partners): a slow rank is not its links.
+local function blocked(not_good, r, other)
+  for x in pairs(not_good[r] or {}) do if x ~= other then return true end end
+  return false
+end
+
 -- A link named when slow (at link_factor) while both ends are shown good with others by the
--- same rounds, and neither end's own rank re-test came out slow (`not_good`).
+-- same rounds, and neither end's own rank re-test came out slow with anyone else (`not_good`).
 local function judge_link(c, t, not_good)
   local e = t.entry
   local link = judge(c, t.pairs[1], threshold(c, t.pairs[1], c.link_factor))
@@ -933,7 +940,7 @@ local function judge_link(c, t, not_good)
   ea.cv, eb.cv = t.pairs[2].cv, t.pairs[3].cv
   verdict(c, e, { link }, link.threshold, { ea, eb })
   e.verdict.ends = { ea, eb }
-  if link.slow and ea.good and eb.good and not not_good[e.a] and not not_good[e.b] then
+  if link.slow and ea.good and eb.good and not blocked(not_good, e.a, e.b) and not blocked(not_good, e.b, e.a) then
     e.retest = link.median_us
     local ref = c.out.references[t.pairs[1].kind]
     e.reference = ref and ref.median_us
@@ -941,6 +948,49 @@ local function judge_link(c, t, not_good)
   elseif not (t.pairs[1].decidable and t.pairs[2].decidable and t.pairs[3].decidable) then
     undecided(c, { pair = { e.a, e.b } })
   end
+end
+
+-- Ranks whose own re-test (against other ranks) came out at the factor or above: rank -> the
+-- partners it was slow with. No same round shows such a rank good.
+local function slow_partners(c, tests)
+  local out = {}
+  for _, t in ipairs(tests) do
+    if t.what == "rank" then
+      local r = t.entry.rank
+      for _, p in ipairs(t.pairs) do
+        if not p.mate and (p.effect or median(p.ratios or {}) or 0) >= c.factor then
+          out[r] = out[r] or {}
+          out[r][p[1] == r and p[2] or p[1]] = true
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- Links a re-test pointed to: a pair a host or rank re-test measured slow while that host or
+-- rank was not named (its other pair good) and neither end is named (at most 2, not already a
+-- link suspect). A rank slow with one partner and good with another is neither a slow rank nor
+-- nothing: on namespace hosts a 383 Mbit link between hosts 3 and 5 came out as host 5's pair
+-- with a rank of host 3, and a 480 Mbit one as rank 13's pair with its partner on the far host.
+local function pointed_links(c, htests, tests)
+  local named, seen, out, n = {}, {}, {}, #c.rank_hosts
+  for _, r in ipairs(c.out.ranks) do named[r.rank] = true end
+  for _, h in ipairs(c.out.hosts) do for _, r in ipairs(h.ranks) do named[r] = true end end
+  for _, t in ipairs(tests) do if t.what == "link" then seen[t.entry.a * (n + 1) + t.entry.b] = true end end
+  local function consider(p, f)
+    if #out >= 2 or p.mate or p.is_end or p.ref or not p.decidable or named[p[1]] or named[p[2]] then return end
+    local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
+    if seen[a * (n + 1) + b] or not judge(c, p, threshold(c, p, f)).slow then return end
+    seen[a * (n + 1) + b] = true
+    local t = link_test(c, { a = a, b = b, value = median(p.samples), score = p.effect, pointed = true })
+    if t then out[#out + 1] = t end
+  end
+  for _, t in ipairs(htests) do for _, p in ipairs(t.pairs) do consider(p, c.factor) end end
+  for _, t in ipairs(tests) do
+    if t.what == "rank" then for _, p in ipairs(t.pairs) do consider(p, c.rank_factor) end end
+  end
+  return out
 end
 
 local function count_ranks(rank_hosts, h)
@@ -1047,19 +1097,14 @@ function M.localise(values, rank_hosts, args, measure)
     if t.entry.from_host_test and t.what == "rank" and not t.pairs[1].decidable then cut[#cut + 1] = t end
   end
   run_phase(c, cut, true)
-  -- a rank whose own re-test (against other ranks) came out above the factor is not shown good
-  -- by any of the same rounds: a link at its end is not named (a slow rank is not its links)
-  local not_good = {}
-  for _, t in ipairs(tests) do
-    if t.what == "rank" then
-      for _, p in ipairs(t.pairs) do
-        if not p.mate and (p.effect or median(p.ratios or {}) or 0) >= c.factor then not_good[t.entry.rank] = true end
-      end
-    end
-  end
+  local not_good = slow_partners(c, tests)
   for _, t in ipairs(tests) do
     if t.what == "rank" then judge_rank(c, t) else judge_link(c, t, not_good) end
   end
+  -- the links those re-tests pointed to, with min_samples rounds the budget does not cut
+  local pointed = pointed_links(c, htests, tests)
+  run_phase(c, pointed, true)
+  for _, t in ipairs(pointed) do judge_link(c, t, not_good) end
   group_ranks(c, loc)
   -- References noisier than max_cv: a suspect is still named when its effect clears the
   -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)

@@ -683,7 +683,8 @@ function TestLocalise:test_a_rank_slow_only_in_its_hosts_retest_is_not_named()
     return out
   end)
   lu.assertEquals({ #loc.hosts, #loc.ranks, #loc.links }, { 0, 0, 0 }, cs.json.encode(loc.tested))
-  lu.assertEquals(batches, 2 * cs.diagnose.VERDICT.samples)
+  -- the host's, the rank's, and the pair the host's re-test saw slow, re-tested as a link
+  lu.assertEquals(batches, 3 * cs.diagnose.VERDICT.samples)
 end
 
 -- A rank 1.35x slow with everyone is a suspect (the screening's 1.3) but below the factor: its
@@ -806,6 +807,36 @@ function TestLocalise:test_a_cleared_hosts_slow_pairs_to_one_host_are_link_suspe
     local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
       local out = {}
       for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (across(p[1], p[2]) and 2 or 1) end
+      return out
+    end)
+    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.tested })
+    lu.assertEquals({ #loc.hosts, #loc.ranks }, { 0, 0 }, what)
+    lu.assertTrue(#loc.links >= 1, what)
+    for _, l in ipairs(loc.links) do lu.assertTrue(across(l.a, l.b), what) end
+  end
+end
+
+-- A slow link seen only through re-tests (namespace hosts, 8 x 2: a 383 Mbit link between
+-- hosts 3 and 5; host 5 a screening suspect, its re-test's partner a rank of host 3): host 5's
+-- re-test points to one of its ranks, whose own re-test is slow with its partner on host 3 and
+-- good with another. Neither a host nor a rank: the pairs those re-tests saw slow are re-tested
+-- as links, and a link between the two hosts is named, nobody else.
+function TestLocalise:test_links_the_retests_pointed_to_are_named()
+  for seed = 1, 10 do
+    local hosts, values, model = job(8, 2, {}, 0.1, seed)
+    local function across(a, b)
+      local ha, hb = hosts[a + 1], hosts[b + 1]
+      return (ha == "h3" and hb == "h5") or (ha == "h5" and hb == "h3")
+    end
+    for _, p in ipairs(values) do
+      local ha, hb = hosts[p[1] + 1], hosts[p[2] + 1]
+      if across(p[1], p[2]) then p[3] = p[3] * 1.6
+      elseif (ha == "h5" or hb == "h5") and ha ~= hb then p[3] = p[3] * 1.4  -- host 5 a suspect
+      elseif ha == "h3" or hb == "h3" then p[3] = p[3] * 0.7 end  -- host 3's ranks the first partners
+    end
+    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+      local out = {}
+      for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (across(p[1], p[2]) and 2.4 or 1) end
       return out
     end)
     local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.tested })
