@@ -542,6 +542,15 @@ local function record_references(c, ph)
   end
 end
 
+-- A pair with at least one round, each above its threshold (its first look's).
+local function above_all(c, p)
+  local q = p.ratios or {}
+  if #q < 1 then return false end
+  local T = threshold(c, p, p.f or c.factor)
+  for _, x in ipairs(q) do if x <= T then return false end end
+  return true
+end
+
 -- A pair over max(overwhelm, 1 + 2 x margin x cv) in every one of at least 2 rounds.
 local function overwhelming(c, p)
   local q = p.ratios or {}
@@ -1082,7 +1091,8 @@ function M.localise(values, rank_hosts, args, measure)
   -- a rank its host's re-test showed overwhelming (a pair over `overwhelm` in every round) first,
   -- with 2 rounds the budget does not cut (the two decide it: statistics), then the rest; a rank
   -- its host's re-test pointed to that the budget then cut before min_samples gets min_samples
-  -- rounds of its own the budget does not cut. Such a rank slows every round it is in, and the
+  -- rounds of its own the budget does not cut, as do 2 more suspects whose pair was above its
+  -- threshold in every round the budget let it have (a 383 Mbit link at 1.9x in its 2 rounds). Such a rank slows every round it is in, and the
   -- rounds before had spent the budget (namespace hosts: a rank at 68 Mbit, and one at 345 Mbit
   -- after a pattern round stalled for 27 s, were left undecided with their host's re-test
   -- already pointing at them)
@@ -1092,9 +1102,13 @@ function M.localise(values, rank_hosts, args, measure)
   end
   run_phase(c, strong, 2)
   run_phase(c, rest, false)
-  local cut = {}
+  local cut, promising = {}, 0
   for _, t in ipairs(rest) do
-    if t.entry.from_host_test and t.what == "rank" and not t.pairs[1].decidable then cut[#cut + 1] = t end
+    local p = t.pairs[1]
+    if not p.decidable then
+      if t.entry.from_host_test and t.what == "rank" then cut[#cut + 1] = t
+      elseif promising < 2 and above_all(c, p) then cut[#cut + 1] = t; promising = promising + 1 end
+    end
   end
   run_phase(c, cut, true)
   local not_good = slow_partners(c, tests)

@@ -631,6 +631,31 @@ function TestLocalise:test_a_rank_its_hosts_retest_pointed_to_is_decided_when_th
   end
 end
 
+-- A link the budget cut after 2 rounds, above its threshold in both (namespace hosts: a 383 Mbit
+-- link at 1.9x), gets min_samples rounds past the budget and is named; with no round at all it
+-- stays undecided.
+function TestLocalise:test_a_link_above_its_threshold_in_every_round_the_budget_let_it_have_is_decided()
+  for _, case in ipairs { { free = 2, links = { { 1, 5 } } }, { free = 0, links = {} } } do
+    local hosts, values, model = job(8, 1, {}, 0.05)
+    local function m(a, b) return model(a, b) * ((math.min(a, b) == 1 and math.max(a, b) == 5) and 2.5 or 1) end
+    for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+    local free = 0
+    local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)  -- 2.5x: not overwhelming
+      if not must then
+        free = free + 1
+        if free > case.free then return nil end
+      end
+      local out = {}
+      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+      return out
+    end)
+    local what = ("%d free rounds: %s"):format(case.free, cs.json.encode({ loc.tested, loc.undecided }))
+    lu.assertEquals(links_of(loc), case.links, what)
+    lu.assertEquals(#loc.hosts + #loc.ranks, 0, what)
+    if case.free == 0 then lu.assertEquals(loc.undecided[1].why, "budget", what) end
+  end
+end
+
 -- A rank the screening alone suspected (no host re-test pointed to it) gets no rounds past the
 -- budget: undecided, and the findings say so.
 function TestLocalise:test_a_screening_rank_suspect_is_undecided_when_the_budget_runs_out()
