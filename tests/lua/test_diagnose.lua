@@ -470,6 +470,20 @@ local function localise_model(values, hosts, m)
   end)
 end
 
+-- localise with every re-test from m(a, b), the budget spent after `free` rounds it may cut
+local function localise_budget(values, hosts, m, free)
+  local used = 0
+  return cs.diagnose.localise(values, hosts, {}, function(batch, must)
+    if not must then
+      used = used + 1
+      if used > free then return nil end
+    end
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+end
+
 function TestLocalise:test_names_the_planted_host_rank_and_link_with_their_numbers()
   local hosts, values, _, measure, calls = job(4, 4, { host = "h2", rank = 5, link = { 0, 12 } })
   local loc = cs.diagnose.localise(values, hosts, {}, measure)
@@ -612,16 +626,7 @@ function TestLocalise:test_a_rank_its_hosts_retest_pointed_to_is_decided_when_th
     local hosts, values, model = job(4, 2, {}, 0.05)
     local function m(a, b) return model(a, b) * ((a == 3 or b == 3) and case.x or 1) end
     for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
-    local free = 0
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
-      if not must then
-        free = free + 1
-        if free > case.free then return nil end
-      end
-      local out = {}
-      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-      return out
-    end)
+    local loc = localise_budget(values, hosts, m, case.free)
     local what = ("%gx, %d free rounds: %s"):format(case.x, case.free, cs.json.encode(loc.tested))
     lu.assertEquals(ranks_of(loc.ranks), { 3 }, what)
     lu.assertEquals(#loc.hosts + #loc.links, 0, what)
@@ -639,16 +644,7 @@ function TestLocalise:test_a_link_above_its_threshold_in_every_round_the_budget_
     local hosts, values, model = job(8, 1, {}, 0.05)
     local function m(a, b) return model(a, b) * ((math.min(a, b) == 1 and math.max(a, b) == 5) and 2.5 or 1) end
     for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
-    local free = 0
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)  -- 2.5x: not overwhelming
-      if not must then
-        free = free + 1
-        if free > case.free then return nil end
-      end
-      local out = {}
-      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-      return out
-    end)
+    local loc = localise_budget(values, hosts, m, case.free)  -- 2.5x: not overwhelming
     local what = ("%d free rounds: %s"):format(case.free, cs.json.encode({ loc.tested, loc.undecided }))
     lu.assertEquals(links_of(loc), case.links, what)
     lu.assertEquals(#loc.hosts + #loc.ranks, 0, what)
@@ -813,6 +809,27 @@ function TestLocalise:test_a_link_under_2x_with_good_ends_is_named()
   lu.assertTrue(found >= 18, "found in " .. found .. " of 20")
 end
 
+-- 8 hosts x 2 with every pair between hosts x and y `alone` times slower in the re-tests, the
+-- screening values scaled by screen(host a, host b, between x and y): exactly links between x
+-- and y are named, at least one, and no host or rank.
+local function names_only_links_between(x, y, seed, screen, alone)
+  local hosts, values, model = job(8, 2, {}, 0.1, seed)
+  local function across(a, b)
+    local ha, hb = hosts[a + 1], hosts[b + 1]
+    return (ha == x and hb == y) or (ha == y and hb == x)
+  end
+  for _, p in ipairs(values) do p[3] = p[3] * screen(hosts[p[1] + 1], hosts[p[2] + 1], across(p[1], p[2])) end
+  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (across(p[1], p[2]) and alone or 1) end
+    return out
+  end)
+  local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.tested })
+  lu.assertEquals({ #loc.hosts, #loc.ranks }, { 0, 0 }, what)
+  lu.assertTrue(#loc.links >= 1, what)
+  for _, l in ipairs(loc.links) do lu.assertTrue(across(l.a, l.b), what) end
+end
+
 -- A host slow only towards one other host is a slow link between them (namespace hosts, a 480
 -- Mbit htb between hosts 6 and 7 of 8 x 2): the screening took host 6 for a suspect and its
 -- ranks for rank suspects, so none of its pairs was a link suspect; its re-test against other
@@ -820,24 +837,10 @@ end
 -- links, and one of the slow host pair's links is named, nobody else.
 function TestLocalise:test_a_cleared_hosts_slow_pairs_to_one_host_are_link_suspects()
   for seed = 1, 10 do
-    local hosts, values, model = job(8, 2, {}, 0.1, seed)
-    local function across(a, b)
-      local ha, hb = hosts[a + 1], hosts[b + 1]
-      return (ha == "h6" and hb == "h7") or (ha == "h7" and hb == "h6")
-    end
-    for _, p in ipairs(values) do
-      local on6 = hosts[p[1] + 1] == "h6" or hosts[p[2] + 1] == "h6"
-      if across(p[1], p[2]) then p[3] = p[3] * 2.2 elseif on6 and hosts[p[1] + 1] ~= hosts[p[2] + 1] then p[3] = p[3] * 1.4 end
-    end
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-      local out = {}
-      for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (across(p[1], p[2]) and 2 or 1) end
-      return out
-    end)
-    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.tested })
-    lu.assertEquals({ #loc.hosts, #loc.ranks }, { 0, 0 }, what)
-    lu.assertTrue(#loc.links >= 1, what)
-    for _, l in ipairs(loc.links) do lu.assertTrue(across(l.a, l.b), what) end
+    names_only_links_between("h6", "h7", seed, function(ha, hb, across)
+      if across then return 2.2 end
+      return (ha == "h6" or hb == "h6") and ha ~= hb and 1.4 or 1  -- host 6 a suspect
+    end, 2)
   end
 end
 
@@ -848,26 +851,11 @@ end
 -- as links, and a link between the two hosts is named, nobody else.
 function TestLocalise:test_links_the_retests_pointed_to_are_named()
   for seed = 1, 10 do
-    local hosts, values, model = job(8, 2, {}, 0.1, seed)
-    local function across(a, b)
-      local ha, hb = hosts[a + 1], hosts[b + 1]
-      return (ha == "h3" and hb == "h5") or (ha == "h5" and hb == "h3")
-    end
-    for _, p in ipairs(values) do
-      local ha, hb = hosts[p[1] + 1], hosts[p[2] + 1]
-      if across(p[1], p[2]) then p[3] = p[3] * 1.6
-      elseif (ha == "h5" or hb == "h5") and ha ~= hb then p[3] = p[3] * 1.4  -- host 5 a suspect
-      elseif ha == "h3" or hb == "h3" then p[3] = p[3] * 0.7 end  -- host 3's ranks the first partners
-    end
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-      local out = {}
-      for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (across(p[1], p[2]) and 2.4 or 1) end
-      return out
-    end)
-    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.tested })
-    lu.assertEquals({ #loc.hosts, #loc.ranks }, { 0, 0 }, what)
-    lu.assertTrue(#loc.links >= 1, what)
-    for _, l in ipairs(loc.links) do lu.assertTrue(across(l.a, l.b), what) end
+    names_only_links_between("h3", "h5", seed, function(ha, hb, across)
+      if across then return 1.6 end
+      if (ha == "h5" or hb == "h5") and ha ~= hb then return 1.4 end  -- host 5 a suspect
+      return (ha == "h3" or hb == "h3") and 0.7 or 1  -- host 3's ranks the first partners
+    end, 2.4)
   end
 end
 
