@@ -1092,10 +1092,10 @@ function M.localise(values, rank_hosts, args, measure)
   -- with 2 rounds the budget does not cut (the two decide it: statistics), then the rest; a rank
   -- its host's re-test pointed to that the budget then cut before min_samples gets min_samples
   -- rounds of its own the budget does not cut, as do 2 more suspects whose pair was above its
-  -- threshold in every round the budget let it have (a 383 Mbit link at 1.9x in its 2 rounds). Such a rank slows every round it is in, and the
-  -- rounds before had spent the budget (namespace hosts: a rank at 68 Mbit, and one at 345 Mbit
-  -- after a pattern round stalled for 27 s, were left undecided with their host's re-test
-  -- already pointing at them)
+  -- threshold in every round the budget let it have. Such a suspect slows every round it is in,
+  -- and the rounds before had spent the budget (namespace hosts: a rank at 68 Mbit, and one at
+  -- 345 Mbit after a pattern round stalled for 27 s, were left undecided with their host's
+  -- re-test already pointing at them; a 383 Mbit link at 1.9x got 2 rounds)
   local strong, rest = {}, {}
   for _, t in ipairs(tests) do
     if t.entry.overwhelming then strong[#strong + 1] = t else rest[#rest + 1] = t end
