@@ -294,6 +294,9 @@ local function sign_tail(m, k)
   return p / 2 ^ k
 end
 
+-- One number per unordered pair a < b of n ranks (a set's key).
+local function pair_key(n, a, b) return a * (n + 1) + b end
+
 -- A pair slow against both of its ends' own medians is a link suspect even when an end is a
 -- rank suspect (localize leaves those out: a slow rank's pairs are slow, but not slower than
 -- its others; a slow link's are, and noise that made its end a suspect must not hide it).
@@ -301,13 +304,13 @@ local function more_link_suspects(n, values, loc, link_factor)
   local fleet = loc.fleet_median
   if fleet and fleet > 0 then
     local listed = {}
-    for _, l in ipairs(loc.pairs) do listed[l.a * (n + 1) + l.b] = true end
+    for _, l in ipairs(loc.pairs) do listed[pair_key(n, l.a, l.b)] = true end
     for _, p in ipairs(values) do
       local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
       local own = math.max(loc.scores[a + 1] or 0, loc.scores[b + 1] or 0) * fleet
-      if p[3] > link_factor * fleet and p[3] > link_factor * own and not listed[a * (n + 1) + b] then
+      if p[3] > link_factor * fleet and p[3] > link_factor * own and not listed[pair_key(n, a, b)] then
         loc.pairs[#loc.pairs + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet }
-        listed[a * (n + 1) + b] = true
+        listed[pair_key(n, a, b)] = true
       end
     end
   end
@@ -495,6 +498,9 @@ local function threshold(c, p, f)
   return math.max(f * (1 + se), 1 + c.margin * se)
 end
 
+-- A pair's effect: its median over the references' (statistics), else its median ratio.
+local function effect_of(p) return p.effect or median(p.ratios or {}) or 0 end
+
 -- The statistics of one pair at threshold T: slow / good, and the numbers. Slow: the effect
 -- above T, and in the first look all rounds but one above T, in the second 60 % of the rounds
 -- slower than the references (the median's test is the decision; this keeps one run of spikes
@@ -507,7 +513,7 @@ local function judge(c, p, T)
     if x > T then above = above + 1 end
     if x > 1 then over = over + 1 end
   end
-  local eff = p.effect or median(q) or 0
+  local eff = effect_of(p)
   local n = #q
   local rounds_ok = n <= c.K and above >= n - 1 or n > c.K and over >= math.ceil(0.6 * n)
   return { slow = p.decidable and eff > T and rounds_ok,
@@ -521,7 +527,7 @@ end
 -- between `open` and twice the factor.
 local function open_pair(c, p)
   if not p.decidable then return false end
-  local m = p.effect or median(p.ratios) or 0
+  local m = effect_of(p)
   if p.mate or p.is_end then return m >= c.open and m < 2 * c.factor end  -- good or not?
   return not judge(c, p, threshold(c, p, p.f or c.factor)).slow and m >= c.open
 end
@@ -542,22 +548,20 @@ local function record_references(c, ph)
   end
 end
 
--- A pair with at least one round, each above its threshold (its first look's).
-local function above_all(c, p)
+-- A pair over `floor` in every one of at least k rounds.
+local function every_round_over(p, k, floor)
   local q = p.ratios or {}
-  if #q < 1 then return false end
-  local T = threshold(c, p, p.f or c.factor)
-  for _, x in ipairs(q) do if x <= T then return false end end
+  if #q < k then return false end
+  for _, x in ipairs(q) do if x <= floor then return false end end
   return true
 end
 
+-- A pair over its threshold (its first look's) in every round it had, at least one.
+local function above_all(c, p) return every_round_over(p, 1, threshold(c, p, p.f or c.factor)) end
+
 -- A pair over max(overwhelm, 1 + 2 x margin x cv) in every one of at least 2 rounds.
 local function overwhelming(c, p)
-  local q = p.ratios or {}
-  if #q < 2 then return false end
-  local floor = math.max(c.overwhelm, 1 + 2 * c.margin * (p.cv or 0))
-  for _, x in ipairs(q) do if x < floor then return false end end
-  return true
+  return every_round_over(p, 2, math.max(c.overwhelm, 1 + 2 * c.margin * (p.cv or 0)))
 end
 
 -- A phase's statistics: the references of each kind per round their median (of up to
@@ -796,7 +800,7 @@ local function clear_hosts(c, host_sus, loc, named_host)
   local function add(l, h)
     local ba, bb = c.bad_host[c.rank_hosts[l.a + 1]], c.bad_host[c.rank_hosts[l.b + 1]]
     local other = ba ~= h and ba or bb ~= h and bb
-    local key = l.a * (n + 1) + l.b
+    local key = pair_key(n, l.a, l.b)
     if not seen_link[key] and not (other and named_host[other.host]) then
       seen_link[key] = true
       returned[#returned + 1] = l
@@ -804,7 +808,7 @@ local function clear_hosts(c, host_sus, loc, named_host)
       return true
     end
   end
-  for _, l in ipairs(loc.pairs) do seen_link[l.a * (n + 1) + l.b] = true end
+  for _, l in ipairs(loc.pairs) do seen_link[pair_key(n, l.a, l.b)] = true end
   for _, h in ipairs(host_sus) do
     if not named_host[h.host] then
       for _, l in ipairs(h.link_suspects or {}) do add(l, h) end
@@ -967,7 +971,7 @@ local function slow_partners(c, tests)
     if t.what == "rank" then
       local r = t.entry.rank
       for _, p in ipairs(t.pairs) do
-        if not p.mate and (p.effect or median(p.ratios or {}) or 0) >= c.factor then
+        if not p.mate and effect_of(p) >= c.factor then
           out[r] = out[r] or {}
           out[r][p[1] == r and p[2] or p[1]] = true
         end
@@ -986,12 +990,12 @@ local function pointed_links(c, htests, tests)
   local named, seen, out, n = {}, {}, {}, #c.rank_hosts
   for _, r in ipairs(c.out.ranks) do named[r.rank] = true end
   for _, h in ipairs(c.out.hosts) do for _, r in ipairs(h.ranks) do named[r] = true end end
-  for _, t in ipairs(tests) do if t.what == "link" then seen[t.entry.a * (n + 1) + t.entry.b] = true end end
+  for _, t in ipairs(tests) do if t.what == "link" then seen[pair_key(n, t.entry.a, t.entry.b)] = true end end
   local function consider(p, f)
-    if #out >= 2 or p.mate or p.is_end or p.ref or not p.decidable or named[p[1]] or named[p[2]] then return end
+    if #out >= 2 or p.mate or p.is_end or not p.decidable or named[p[1]] or named[p[2]] then return end
     local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
-    if seen[a * (n + 1) + b] or not judge(c, p, threshold(c, p, f)).slow then return end
-    seen[a * (n + 1) + b] = true
+    if seen[pair_key(n, a, b)] or not judge(c, p, threshold(c, p, f)).slow then return end
+    seen[pair_key(n, a, b)] = true
     local t = link_test(c, { a = a, b = b, value = median(p.samples), score = p.effect, pointed = true })
     if t then out[#out + 1] = t end
   end
