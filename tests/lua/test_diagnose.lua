@@ -507,6 +507,32 @@ function TestLocalise:test_names_the_planted_host_rank_and_link_with_their_numbe
   lu.assertEquals(calls.batches, 2 * cs.diagnose.VERDICT.samples)
 end
 
+-- Each round's reference is the median of four reference pairs of distinct good ranks, one of
+-- them spiking: recomputed here from the pairs' own samples (the mean of two carried a spike).
+function TestLocalise:test_each_rounds_reference_is_the_median_of_four_pairs()
+  local hosts, values, model, measure = job(4, 4, { link = { 0, 12 } }, 0.05)
+  local u = rng(11)
+  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)  -- the re-tests spike, one in five
+    local out = measure(batch)
+    for i = 1, #out do out[i] = out[i] * (u(0, 1) < 0.2 and 3 or 1) end
+    return out
+  end)
+  local ref = loc.references.inter
+  lu.assertEquals(#ref.pairs, cs.diagnose.VERDICT.references)
+  local ranks = {}
+  for _, p in ipairs(ref.pairs) do ranks[p.a], ranks[p.b] = true, true end
+  local distinct = 0
+  for _ in pairs(ranks) do distinct = distinct + 1 end
+  lu.assertEquals(distinct, 2 * #ref.pairs)
+  for r, x in ipairs(ref.samples) do
+    local xs = {}
+    for _, p in ipairs(ref.pairs) do xs[#xs + 1] = p.samples_us[r] end
+    table.sort(xs)
+    lu.assertAlmostEquals(x, (xs[2] + xs[3]) / 2, 1e-9)
+  end
+  lu.assertEquals(links_of(loc), { { 0, 12 } })
+end
+
 function TestLocalise:test_healthy_names_nobody_and_retests_nothing()
   local hosts, values, _, measure, calls = job(4, 4, {})
   local loc = cs.diagnose.localise(values, hosts, {}, measure)
