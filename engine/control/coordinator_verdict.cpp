@@ -231,6 +231,11 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
     } else if (unheard && (same_op || past)) {
       arrived.push_back(i);  // its last beat, before rank 0 froze, had it there
       continue;
+    } else if (unheard && s.progress_ns >= ranks[0].last_hb_ns - progress_window) {
+      // Behind, but starting operations when rank 0 froze: its last beat is stale (a tight loop
+      // runs dozens of barriers between two beats), and nothing was heard from it since.
+      arrived.push_back(i);
+      continue;
     } else if (ranks[0].frozen_ns >= kSilentNs && i != 0 && b.in_flight && b.comm == rb.comm && no < ref_no &&
                !silent(s, now)) {
       // Rank 0 was found frozen: a live rank still in an earlier collective of the same
