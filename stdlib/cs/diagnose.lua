@@ -791,17 +791,27 @@ end
 
 -- A suspect host not named is cleared: its ranks (other than suspects) become partners, the
 -- least trusted, its suspect ranks are judged as ranks (one slow rank can make its host look
--- slow on the screening) and its slow links return as link suspects.
-local function clear_hosts(c, host_sus, loc, named_host)
+-- slow on the screening) and its slow links return as link suspects (not those its re-test
+-- showed good).
+local function clear_hosts(c, host_sus, loc, named_host, htests)
   local suspect_rank = {}
   for _, s in ipairs(loc.ranks) do suspect_rank[s.rank] = true end
   for _, l in ipairs(loc.pairs) do suspect_rank[l.a], suspect_rank[l.b] = true, true end
   local returned, seen_link, n = {}, {}, #c.rank_hosts
+  -- the pairs the host re-tests showed good: no link suspects (their ends stay partners)
+  local good_pair = {}
+  for _, t in ipairs(htests) do
+    for _, p in ipairs(t.pairs) do
+      if judge(c, p, threshold(c, p, c.factor)).good then
+        good_pair[pair_key(n, p[1], p[2])] = true
+      end
+    end
+  end
   local function add(l, h)
     local ba, bb = c.bad_host[c.rank_hosts[l.a + 1]], c.bad_host[c.rank_hosts[l.b + 1]]
     local other = ba ~= h and ba or bb ~= h and bb
     local key = pair_key(n, l.a, l.b)
-    if not seen_link[key] and not (other and named_host[other.host]) then
+    if not seen_link[key] and not good_pair[key] and not (other and named_host[other.host]) then
       seen_link[key] = true
       returned[#returned + 1] = l
       suspect_rank[l.a], suspect_rank[l.b] = true, true
@@ -1090,7 +1100,7 @@ function M.localise(values, rank_hosts, args, measure)
   run_phase(c, htests, true)
   local named_host = judge_hosts(c, htests, loc)
   -- 2. ranks and links
-  clear_hosts(c, host_sus, loc, named_host)
+  clear_hosts(c, host_sus, loc, named_host, htests)
   local tests = rank_link_tests(c, loc, named_host)
   -- a rank its host's re-test showed overwhelming (a pair over `overwhelm` in every round) first,
   -- with 2 rounds the budget does not cut (the two decide it: statistics), then the rest; a rank

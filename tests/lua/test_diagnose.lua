@@ -885,6 +885,31 @@ function TestLocalise:test_links_the_retests_pointed_to_are_named()
   end
 end
 
+-- A cleared host's evidence pairs that its own re-test measured good are no link suspects, and
+-- ranks shown good by the host re-tests stay partners (CI, 8 namespace hosts x 1, an 80 Mbit
+-- link between hosts 1 and 5 on a loaded machine: both ends were host suspects, both cleared;
+-- their slow screening pairs with ranks 2 and 7, measured good by those re-tests, came back as
+-- link suspects, which took 2 and 7, the only partners left, from everyone: every link,
+-- the planted one included, was left undecided, "no good partner for its ends").
+function TestLocalise:test_a_slow_link_between_two_host_suspects_is_named_on_a_noisy_screening()
+  for seed = 1, 10 do
+    local hosts, values, model = job(8, 1, {}, 0.1, seed)
+    local function slow(a, b) return (a == 1 and b == 5) or (a == 5 and b == 1) end
+    local noisy = { ["1-7"] = 2.2, ["1-2"] = 2.3, ["5-7"] = 2.1, ["3-5"] = 2.2, ["0-3"] = 2.0, ["4-6"] = 2.0,
+                    ["0-1"] = 1.9, ["5-6"] = 1.9 }
+    for _, p in ipairs(values) do
+      p[3] = p[3] * (slow(p[1], p[2]) and 12 or noisy[p[1] .. "-" .. p[2]] or 1)
+    end
+    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+      local out = {}
+      for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (slow(p[1], p[2]) and 12 or 1) end
+      return out
+    end)
+    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.undecided })
+    lu.assertEquals({ hosts_of(loc), ranks_of(loc.ranks), links_of(loc) }, { {}, {}, { { 1, 5 } } }, what)
+  end
+end
+
 -- Precision over seeds, with noise and spikes: no innocent is ever named.
 function TestLocalise:test_no_innocent_named_over_seeds()
   for seed = 1, 40 do
