@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.3.4",
+  version = "1.3.5",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -59,12 +59,14 @@ local RETEST_ITERS, RETEST_WARMUP = 3, 1
 local STRAGGLER_MAX_BYTES = 65536
 -- The budget's shares (rank 0's clock): the pattern ends by SHARE.pattern of it, leaving the
 -- rest to localisation (its re-tests are repeated measurements: a statistical verdict); the
--- sweep ends where the pattern's estimated time (a probe round before the sweep, x PROBE_FACTOR
--- per round, x the full plan's rounds), at most SHARE.pattern_max of the budget, would still
--- fit, and on several hosts never later than SHARE.sweep_max of the budget: a cheap pattern leaves
--- the sweep most of it, a slow fabric caps the sweep so that the pattern and localisation run.
+-- sweep ends where the pattern's estimated time (its first round, measured before the sweep,
+-- x PROBE_FACTOR per round, x the full plan's other rounds), at most SHARE.pattern_max of the
+-- budget, would still fit, and on several hosts never later than SHARE.sweep_max of the budget:
+-- a cheap pattern leaves the sweep most of it, a slow fabric caps the sweep so that the pattern
+-- and localisation run. (The probe was a pair_bench round x 3: a pattern round took 3-6x that
+-- on namespace hosts, 9-35x at 16 ranks, so the sweep took the pattern's time.)
 local SHARE = { pattern = 0.7, pattern_max = 0.55, sweep_max = { quick = 0.5, standard = 0.6, long = 0.7 } }
-local PROBE_FACTOR = 3
+local PROBE_FACTOR = 1.25
 -- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
 -- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least
 -- BOUND_RATIO times as long) and consistent (busbw within BOUND_SPREAD of each other): larger
@@ -154,13 +156,16 @@ end
 
 -- The rank x rank matrix (its plan fitted to what is left of the pattern's share), then
 -- localisation from its pair times (suspects re-tested alone; the host-level re-tests always).
+local function matrix_args(tier, st)
+  return { bytes = tier.pair_bytes, window = MATRIX.window, iters = MATRIX.iters, repeats = MATRIX.repeats,
+           lat_iters = MATRIX.lat_iters, stages = st, pair = { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, repeats = tier.repeats } }
+end
+
 local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
   st:begin("pattern")
   local left = SHARE.pattern * tier.budget - elapsed()
-  local margs = { bytes = tier.pair_bytes, window = MATRIX.window, iters = MATRIX.iters, repeats = MATRIX.repeats,
-                  lat_iters = MATRIX.lat_iters, budget_s = math.max(left, 0),
-                  deadline = t0 + SHARE.pattern * tier.budget,
-                  stages = st, pair = { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, repeats = tier.repeats } }
+  local margs = matrix_args(tier, st)
+  margs.budget_s, margs.deadline, margs.first = math.max(left, 0), t0 + SHARE.pattern * tier.budget, tier.first_round
   if left <= 0 then
     -- nothing left of the pattern's share: the host-level plan still runs (a slow host is named)
     margs.plan, margs.light = cs.p2p.host_plan(ctx.hosts), true
@@ -259,26 +264,23 @@ local function tier_of(ctx)
   return tier
 end
 
--- 3. a probe: one round of pairs (the pair value, once) says what the pattern will cost, hence
--- how much of the budget the sweep may take. Returns tier with sweep_deadline (seconds from the
--- start). Collective.
+-- 3. a probe: the pattern's first round, measured as the pattern measures it (and kept: the
+-- pattern does not measure it again), says what the pattern's other rounds will cost, hence how
+-- much of the budget the sweep may take. Returns tier with sweep_deadline (seconds from the
+-- start) and first_round. Collective.
 local function probe(ctx, tier, elapsed, st)
-  local probe_s = 0
+  local first, probe_s = nil, 0
   if ctx.size >= 2 then
-    local tp = cs.now()
-    local round = cs.p2p.full_plan(ctx.size)[1]
-    local peer = cs.pairs.partner(round, ctx.rank)
-    if peer then ctx.comm:pair_bench { peer = peer, bytes = tier.pair_bytes, iters = LOCALISE_ITERS, warmup = 2 } end
-    ctx.comm:barrier()
-    probe_s = cs.now() - tp
+    first = cs.p2p.first_round(ctx, matrix_args(tier, nil))
+    probe_s = first.round_s
   end
-  local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) or 0
+  local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) - 1 or 0
   local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
     + (1 - SHARE.pattern) * tier.budget
   -- the cap where hosts are to be told apart (one host: the probe prices the pattern well)
   local sweep_deadline = math.min(math.max(tier.budget - reserve - elapsed(), 0) + elapsed(),
     ctx.nhosts > 1 and SHARE.sweep_max[ctx.opt.tier] * tier.budget or math.huge)
-  tier = setmetatable({ sweep_deadline = sweep_deadline }, { __index = tier })
+  tier = setmetatable({ sweep_deadline = sweep_deadline, first_round = first }, { __index = tier })
   st:info("probe_s", probe_s)
   st:info("sweep_deadline_s", tier.sweep_deadline)
   return tier
@@ -354,8 +356,8 @@ function recipe.run(ctx)
   ctx.log("environment: %s audited on rank 0, %s", cs.text.plural(e.audited or 0, "variable"),
     cs.text.plural(#e.findings, "finding"))
 
-  -- 3. a probe: one round of pairs (the pair value, once) says what the pattern will cost,
-  -- hence how much of the budget the sweep may take
+  -- 3. a probe: the pattern's first round says what the pattern will cost, hence how much of
+  -- the budget the sweep may take
   stage("probe")
   tier = probe(ctx, tier, elapsed, st)
 

@@ -19,6 +19,7 @@
 --   host_plan(rank_hosts)          the inter-host rounds, one rank pair per host pair (fewer ranks
 --                                  busy at once: less noise where hosts share cores)
 --
+-- first_round(ctx, args) -> { mine, round_s }: the full plan's round 1 as matrix measures it.
 -- round_robin(ctx, args) -> on rank 0 a list of { a, b, value } for every pair of the plan
 --   (args.plan, default full_plan), repeated args.repeats times (default 1) keeping the smallest
 --   value (noise only adds time); {} on the other ranks.
@@ -298,14 +299,15 @@ local function measure_round(ctx, round, args, light, mine)
 end
 
 -- rank 0 after round i: stop when args.deadline passed; after round 1 of the full plan, when the
--- other rounds would not fit args.budget_s, the reduced plan to switch to (kind, cycles, reason)
-local function decide(ctx, args, plan, rounds, i, t0)
+-- other rounds would not fit args.budget_s, the reduced plan to switch to (kind, cycles, reason).
+-- round_s: round 1's time when measured before the call (args.first), else now - t0.
+local function decide(ctx, args, plan, rounds, i, t0, round_s)
   local now = native.now()
   local decision = { stop = args.deadline ~= nil and now > args.deadline }
   if i == 1 and not args.plan and args.budget_s and #rounds > 1 then
-    local round_s = now - t0
+    local left = args.budget_s - (now - t0)
+    round_s = round_s or now - t0
     plan.round_s = round_s
-    local left = args.budget_s - round_s
     if (#rounds - 1) * round_s > left then
       local c = M.plan_rounds(ctx.hosts, 1)
       -- the later rounds are light (about half a full one: no latency, no streams)
@@ -331,6 +333,19 @@ local function switched_rounds(ctx, round, decision)
   local rounds = { round }
   for _, r in ipairs(next_rounds) do rounds[#rounds + 1] = r end
   return rounds
+end
+
+-- first_round(ctx, args) -> { mine, round_s }: round 1 of the full plan, measured as matrix(ctx,
+-- args) measures it (collective), for matrix's args.first: what the pattern will cost, priced by
+-- the pattern's own round, and not measured twice.
+function M.first_round(ctx, args)
+  local t = native.now()
+  local mine = {}
+  if ctx.size >= 2 then
+    measure_round(ctx, M.full_plan(ctx.size)[1], args, false, mine)
+    ctx.comm:barrier()
+  end
+  return { mine = mine, round_s = native.now() - t }
 end
 
 -- rank 0: every rank's rows (all) into bw[a][b] (GB/s, a sent to b: the best), lat[a][b] (us,
@@ -384,7 +399,9 @@ end
 -- or, when not even one cycle fits, host_plan; with args.pair, the rounds after the switch are
 -- light (plan.light): only the pair value, no latency or bandwidth (those pairs stay empty in
 -- bw and lat). args.deadline (cs.now() seconds) stops the
--- rounds wherever they are. args.stages (cs.stages) gets the count "rounds".
+-- rounds wherever they are. args.stages (cs.stages) gets the count "rounds". args.first
+-- (first_round's): round 1, measured before the call, is not measured again; its round_s
+-- prices the plan.
 function M.matrix(ctx, args)
   local n, me = ctx.size, ctx.rank
   local t0 = native.now()
@@ -396,15 +413,20 @@ function M.matrix(ctx, args)
   -- a reduced plan measures only the pair value, once, in its later rounds (args.light: all of them)
   local light = args.light == true and args.pair ~= nil
   local i = 0
+  local first = args.first  -- round 1 of the full plan, measured before the call (first_round)
+  if first then for _, row in ipairs(first.mine) do mine[#mine + 1] = row end end
   while i < #rounds do
     i = i + 1
     local round = rounds[i]
-    measure_round(ctx, round, args, light, mine)
-    ctx.comm:barrier()  -- rounds do not overlap
+    local given = i == 1 and first and not args.plan
+    if not given then
+      measure_round(ctx, round, args, light, mine)
+      ctx.comm:barrier()  -- rounds do not overlap
+    end
     done = done + 1
     if args.stages then args.stages:count("rounds", 1) end
     local decision = false
-    if me == 0 then decision = decide(ctx, args, plan, rounds, i, t0) end
+    if me == 0 then decision = decide(ctx, args, plan, rounds, i, t0, given and first.round_s or nil) end
     if i == 1 or args.deadline then decision = ctx.comm:broadcast_value(decision, 0) end
     if decision and decision.kind then
       rounds = switched_rounds(ctx, round, decision)

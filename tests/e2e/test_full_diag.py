@@ -185,6 +185,17 @@ class FullDiag(cs_e2e.TestCase):
                 self.assertEqual(m["latency_us"][a][b], m["latency_us"][b][a])
         pairs = sorted((x["a"], x["b"]) for x in rep["results"] if x.get("kind") == "pair")
         self.assertEqual(pairs, [(a, b) for a in range(n) for b in range(a + 1, n)])
+        # The probe is the pattern's first round, measured once: it priced the pattern (its time
+        # is the plan's round_s), and the pattern measured only the other rounds, each as many
+        # operations as the probe's (every rank in every round of the full plan). Before: a
+        # pair_bench round priced the pattern at a third to a thirtieth of its cost, and the
+        # sweep took the pattern's time on namespace hosts.
+        stages = {x["name"]: x for x in rep["cost"]["stages"]}
+        plan = m["plan"]
+        self.assertEqual(plan["kind"], "full")
+        self.assertEqual(stages["probe"]["info"]["probe_s"], plan["round_s"])
+        self.assertEqual(stages["pattern"]["rank0"]["ops"],
+                         (plan["rounds_run"] - 1) * stages["probe"]["rank0"]["ops"], (stages["probe"], stages["pattern"]))
         return m
 
     def check_scorecard(self, rep, sweep, matrix, n):
