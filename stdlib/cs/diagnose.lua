@@ -779,7 +779,7 @@ local function judge_hosts(c, tests, loc)
           e = { rank = slow[1], score = h.score, median = h.median }
           table.insert(loc.ranks, 1, e)  -- measured evidence: before the screening's suspects
         end
-        e.from_host_test = h.host
+        e.from_host_test = h.host  -- (its host's other ranks shown good there)
         e.overwhelming = strong or nil
       elseif not decidable then
         undecided(c, { host = h.host })
@@ -908,7 +908,11 @@ local function rank_link_tests(c, loc, named_host)
   return tests
 end
 
--- A rank named when slow with each partner and its mate shown good.
+-- A rank named when slow with each partner and its mate shown good; or, for a rank its host's
+-- re-test pointed to (its mate good there), its mate's pair at most 1/MATE_FAR of each of its
+-- own: no host makes one rank 12x slow and the other 1.6x (namespace hosts: a rank at 68 Mbit
+-- was left "the rank or its host" beside a mate at 1.62x, 3 rounds the budget allowed).
+local MATE_FAR = 3
 local function judge_rank(c, t)
   local e = t.entry
   local T = threshold(c, t.pairs[1], c.rank_factor)
@@ -917,13 +921,15 @@ local function judge_rank(c, t)
     local j = judge(c, p, threshold(c, p, p.mate and c.factor or c.rank_factor))
     j.cv = p.cv
     decidable = decidable and p.decidable
-    if p.mate then
-      mate = j
-      all_slow = all_slow and j.good  -- the mate must be shown good
-    else
+    if p.mate then mate = j else
       judged[#judged + 1] = j
       all_slow = all_slow and j.slow
     end
+  end
+  if mate and not mate.good then  -- the mate must be shown good, or be far less slow
+    local far = e.from_host_test ~= nil and mate.ratio > 0
+    for _, j in ipairs(judged) do far = far and j.ratio >= MATE_FAR * mate.ratio end
+    all_slow = all_slow and far
   end
   verdict(c, e, judged, T, { mate })
   e.verdict.mate = mate

@@ -910,6 +910,35 @@ function TestLocalise:test_a_slow_link_between_two_host_suspects_is_named_on_a_n
   end
 end
 
+-- A rank its host's re-test pointed to (slow there, its mate good with another host) is named
+-- when its own re-test, cut by the budget, finds it slow with every partner and its mate's pair
+-- there far less slow than its own, though not shown good (namespace hosts, 4 x 2, rank 0 at 68
+-- Mbit, 12-16x: its host's re-test had rank 1 good at 0.98x; in its own re-test, 3 rounds, rank
+-- 1's pair came out 1.62x, and rank 0 was left "the rank or its host"). A mate as slow as half
+-- the rank's pairs still blocks it (its host may be slow).
+function TestLocalise:test_a_rank_its_host_test_pointed_to_is_named_beside_a_mate_far_less_slow()
+  for _, case in ipairs { { mate = 1.65, named = { 0 } }, { mate = 7, named = {} } } do
+    for seed = 1, 5 do
+      local hosts, values, model = job(4, 2, { rank = 0 }, 0.1, seed)
+      local batches = 0
+      local function m(a, b) return model(a, b) * ((a == 0 or b == 0) and 4 or 1) end
+      for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+      local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
+        if not must then return nil end  -- the budget was spent before localisation
+        batches = batches + 1
+        local out = {}
+        for i, p in ipairs(batch) do
+          -- rank 1 after its host's re-test (3 rounds)
+          out[i] = m(p[1], p[2]) * (batches > 3 and (p[1] == 1 or p[2] == 1) and case.mate or 1)
+        end
+        return out
+      end)
+      local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.tested, loc.undecided })
+      lu.assertEquals({ hosts_of(loc), ranks_of(loc.ranks), links_of(loc) }, { {}, case.named, {} }, what)
+    end
+  end
+end
+
 -- Precision over seeds, with noise and spikes: no innocent is ever named.
 function TestLocalise:test_no_innocent_named_over_seeds()
   for seed = 1, 40 do
