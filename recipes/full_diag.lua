@@ -63,9 +63,11 @@ local STRAGGLER_MAX_BYTES = 65536
 -- x PROBE_FACTOR per round, x the full plan's other rounds), at most SHARE.pattern_max of the
 -- budget, would still fit, and on several hosts never later than SHARE.sweep_max of the budget:
 -- a cheap pattern leaves the sweep most of it, a slow fabric caps the sweep so that the pattern
--- and localisation run. (The probe was a pair_bench round x 3: a pattern round took 3-6x that
--- on namespace hosts, 9-35x at 16 ranks, so the sweep took the pattern's time.)
-local SHARE = { pattern = 0.7, pattern_max = 0.55, sweep_max = { quick = 0.5, standard = 0.6, long = 0.7 } }
+-- and localisation run, but the sweep gets SHARE.sweep_min of the budget after the probe
+-- whatever the pattern would take (it adapts its plan to what is left). (The probe was a
+-- pair_bench round x 3: a pattern round took 3-6x that on namespace hosts, 9-35x at 16 ranks, so
+-- the sweep took the pattern's time.)
+local SHARE = { pattern = 0.7, pattern_max = 0.55, sweep_min = 0.2, sweep_max = { quick = 0.5, standard = 0.6, long = 0.7 } }
 local PROBE_FACTOR = 1.25
 -- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
 -- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least
@@ -278,7 +280,7 @@ local function probe(ctx, tier, elapsed, st)
   local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
     + (1 - SHARE.pattern) * tier.budget
   -- the cap where hosts are to be told apart (one host: the probe prices the pattern well)
-  local sweep_deadline = math.min(math.max(tier.budget - reserve - elapsed(), 0) + elapsed(),
+  local sweep_deadline = math.min(math.max(tier.budget - reserve - elapsed(), SHARE.sweep_min * tier.budget) + elapsed(),
     ctx.nhosts > 1 and SHARE.sweep_max[ctx.opt.tier] * tier.budget or math.huge)
   tier = setmetatable({ sweep_deadline = sweep_deadline, first_round = first }, { __index = tier })
   st:info("probe_s", probe_s)
