@@ -763,13 +763,13 @@ local function judge_hosts(c, tests, loc)
       c.out.hosts[#c.out.hosts + 1] = h
       named[h.host] = true
     else
-      local slow, good, strong = {}, 0, false
+      local slow, good, strong, good_ratio = {}, 0, false, nil
       for i, j in ipairs(judged) do
         if j.slow then
           slow[#slow + 1] = rank_of(j, true)
           strong = overwhelming(c, t.pairs[i])
         elseif j.good then
-          good = good + 1
+          good, good_ratio = good + 1, math.min(good_ratio or j.ratio, j.ratio)
         end
       end
       if #slow == 1 and good >= 1 and #h.ranks >= 2 then
@@ -779,7 +779,8 @@ local function judge_hosts(c, tests, loc)
           e = { rank = slow[1], score = h.score, median = h.median }
           table.insert(loc.ranks, 1, e)  -- measured evidence: before the screening's suspects
         end
-        e.from_host_test = h.host  -- (its host's other ranks shown good there)
+        e.from_host_test = h.host
+        e.host_mate_ratio = good_ratio  -- its host's other ranks shown good there, at this ratio
         e.overwhelming = strong or nil
       elseif not decidable then
         undecided(c, { host = h.host })
@@ -911,7 +912,9 @@ end
 -- A rank named when slow with each partner and its mate shown good; or, for a rank its host's
 -- re-test pointed to (its mate good there), its mate's pair at most 1/MATE_FAR of each of its
 -- own: no host makes one rank 12x slow and the other 1.6x (namespace hosts: a rank at 68 Mbit
--- was left "the rank or its host" beside a mate at 1.62x, 3 rounds the budget allowed).
+-- was left "the rank or its host" beside a mate at 1.62x, 3 rounds the budget allowed). Without
+-- a mate in its re-test (none left: an end of a link suspect), its host's re-test's good mate
+-- counts when that far below it (verdict.host_mate, for group_ranks).
 local MATE_FAR = 3
 local function judge_rank(c, t)
   local e = t.entry
@@ -926,14 +929,16 @@ local function judge_rank(c, t)
       all_slow = all_slow and j.slow
     end
   end
-  if mate and not mate.good then  -- the mate must be shown good, or be far less slow
-    local far = e.from_host_test ~= nil and mate.ratio > 0
-    for _, j in ipairs(judged) do far = far and j.ratio >= MATE_FAR * mate.ratio end
-    all_slow = all_slow and far
+  local function far(x)  -- every pair of the rank at least MATE_FAR x
+    if not (e.from_host_test and x and x > 0) then return false end
+    for _, j in ipairs(judged) do if j.ratio < MATE_FAR * x then return false end end
+    return true
   end
+  if mate and not mate.good then all_slow = all_slow and far(mate.ratio) end  -- shown good, or far less slow
   verdict(c, e, judged, T, { mate })
   e.verdict.mate = mate
   e.verdict.from_host_test = e.from_host_test
+  e.verdict.host_mate = not mate and far(e.host_mate_ratio) or nil
   e.verdict.same_host = t.same_host or nil  -- its partners on its own host: not its host's fault
   if all_slow then
     local j = judged[1]
@@ -1029,8 +1034,9 @@ local function count_ranks(rank_hosts, h)
 end
 
 -- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence). A
--- rank slow alone is named only beside a good rank of its host, or alone on its host, or slow
--- with partners of its own host (then its host is no explanation).
+-- rank slow alone is named only beside a good rank of its host (in its own re-test, or, far
+-- less slow than it, in its host's, which pointed to it), or alone on its host, or slow with
+-- partners of its own host (then its host is no explanation).
 local function group_ranks(c, loc)
   local out, rh = c.out, c.rank_hosts
   local by_host, kept = {}, {}
@@ -1043,7 +1049,7 @@ local function group_ranks(c, loc)
     local h = rh[r.rank + 1]
     local group = by_host[h]
     local alone = #group < 2
-    if alone and not r.verdict.mate and not r.verdict.same_host and count_ranks(rh, h) > 1 then
+    if alone and not (r.verdict.mate or r.verdict.host_mate or r.verdict.same_host) and count_ranks(rh, h) > 1 then
       -- no rank of its host shown good beside it: the rank or its host, the re-tests cannot say
       undecided(c, { rank = r.rank, either = h, why = "no good rank of its host beside it: the rank or its host" })
     elseif alone then kept[#kept + 1] = r elseif group[1] == r then

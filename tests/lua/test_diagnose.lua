@@ -939,6 +939,26 @@ function TestLocalise:test_a_rank_its_host_test_pointed_to_is_named_beside_a_mat
   end
 end
 
+-- A rank its host's re-test pointed to is named without a mate in its own re-test when that
+-- host re-test showed the mate good (namespace hosts 4 x 2, rank 0 at 68 Mbit: its mate, rank
+-- 1, good at 0.90x with rank 2 there, was also an end of a slow screening pair (1, 6) and so no
+-- one's partner; rank 0, slow with both of its partners at 11-14x, was left "no good rank of its
+-- host beside it: the rank or its host").
+function TestLocalise:test_a_rank_its_host_test_pointed_to_needs_no_second_mate()
+  for seed = 1, 5 do
+    local hosts, values, model = job(4, 2, { rank = 0 }, 0.1, seed)
+    local function m(a, b) return model(a, b) * ((a == 0 or b == 0) and 4 or 1) end
+    for _, p in ipairs(values) do p[3] = m(p[1], p[2]) * ((p[1] == 1 and p[2] == 6) and 2.2 or 1) end
+    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+      local out = {}
+      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+      return out
+    end)
+    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.tested, loc.undecided })
+    lu.assertEquals({ hosts_of(loc), ranks_of(loc.ranks), links_of(loc) }, { {}, { 0 }, {} }, what)
+  end
+end
+
 -- Precision over seeds, with noise and spikes: no innocent is ever named.
 function TestLocalise:test_no_innocent_named_over_seeds()
   for seed = 1, 40 do
