@@ -959,6 +959,34 @@ function TestLocalise:test_a_rank_its_host_test_pointed_to_needs_no_second_mate(
   end
 end
 
+-- Fewer rounds than `samples` (the budget cut them): every one must be above the threshold; one
+-- below is tolerated from `samples` rounds on (namespace hosts 8 x 2, quick: nine link suspects
+-- cut to 3 rounds each, and an innocent link named at 1.83x, 2 of its 3 rounds above 1.5).
+function TestLocalise:test_a_link_cut_to_three_rounds_needs_all_three_above()
+  for _, case in ipairs { { f = { 2, 2, 1 }, named = {} }, { f = { 2, 2, 2 }, named = { { 0, 2 } } } } do
+    for seed = 1, 5 do
+      local hosts, values, model = job(8, 1, {}, 0.1, seed)
+      local function link(a, b) return a == 0 and b == 2 end
+      for _, p in ipairs(values) do p[3] = p[3] * (link(p[1], p[2]) and 2 or 1) end
+      local used, k = 0, 0
+      local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
+        if not must then
+          used = used + 1
+          if used > 3 then return nil end
+        end
+        local out = {}
+        for i, p in ipairs(batch) do
+          out[i] = model(p[1], p[2])
+          if link(p[1], p[2]) then k = k + 1; out[i] = out[i] * case.f[(k - 1) % 3 + 1] end
+        end
+        return out
+      end)
+      local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.tested, loc.undecided })
+      lu.assertEquals({ hosts_of(loc), ranks_of(loc.ranks), links_of(loc) }, { {}, {}, case.named }, what)
+    end
+  end
+end
+
 -- Precision over seeds, with noise and spikes: no innocent is ever named.
 function TestLocalise:test_no_innocent_named_over_seeds()
   for seed = 1, 40 do
