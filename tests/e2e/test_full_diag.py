@@ -291,6 +291,22 @@ class FullDiag(cs_e2e.TestCase):
             r = self.diag("healthy #%d, --max 256K" % i, ["--tier", "quick"] + SMALL)
             self.check_healthy(r, 262144)
 
+    def test_a_slow_pattern_leaves_the_sweep_its_floor(self):
+        """A probe round slowed to ~3 s (a chaos delay on rank 1's first send: the probe's ping-pong) prices the
+        pattern past the budget (--budget 10): the sweep still gets 20 % of the budget after the
+        probe, and measures (before: its deadline was the probe's end, and it measured nothing)."""
+        chaos = 'chaos=[{kind="delay", ranks=[1], ms=3000, ops=["send"], limit=1}]'
+        r = self.diag("slow probe", ["--budget", "10"] + SMALL, pre=["--set", chaos])
+        self.assertIn(r.rc, (cs_e2e.OK, cs_e2e.HEALTH), r.describe())
+        rep = r.report()
+        stages = rep["cost"]["stages"]
+        names = [x["name"] for x in stages]
+        probe = stages[names.index("probe")]
+        self.assertGreater(probe["info"]["probe_s"], 2.5, probe)
+        probe_end = sum(x["seconds"] for x in stages[:names.index("probe") + 1])
+        self.assertGreaterEqual(probe["info"]["sweep_deadline_s"], probe_end + 0.2 * 10 - 0.05, (probe_end, probe))
+        self.assertGreater(len([x for x in rep["results"] if x.get("kind") == "sweep"]), 0, r.describe())
+
     def test_slow_rank_is_named_and_no_other(self):
         chaos = 'chaos=[{kind="slow", ranks=[1], factor=4, ops=["sendrecv"]}]'
         r = self.diag("chaos slow rank 1", SMALL, pre=["--set", chaos])
