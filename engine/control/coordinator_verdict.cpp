@@ -180,6 +180,13 @@ nlohmann::json missing_of_rank(const nlohmann::json& v, size_t rank) {
   return nullptr;
 }
 
+// Rank i connected, alive and silent, its last beat no earlier than rank 0's (give or take
+// kSilentNs): when rank 0 froze, the coordinator (in its process) stopped hearing it then.
+bool unheard_since_root(const Ranks& ranks, size_t i, int64_t now) {
+  const RankView& s = ranks[i];
+  return i != 0 && s.hello && !s.dead && silent(s, now) && s.last_hb_ns >= ranks[0].last_hb_ns - kSilentNs;
+}
+
 // The verdict judged from rank `stuck`'s operation, `after_s` into the wait.
 nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64_t now, double run_timeout_s) {
   const RankView& ref = ranks[static_cast<size_t>(stuck)];
@@ -212,8 +219,7 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
     // Past it: a later number, or the same one and no longer in it (finished, or in a send or
     // receive after it).
     const bool past = b.comm == rb.comm && (no > ref_no || (!by_seq && no == ref_no && !same_op));
-    const bool unheard = root_frozen && i != 0 && s.hello && !s.dead && silent(s, now) &&
-                         s.last_hb_ns >= ranks[0].last_hb_ns - kSilentNs;
+    const bool unheard = root_frozen && unheard_since_root(ranks, i, now);
     if (!s.hello) {
       who["state"] = "never connected";
     } else if (s.dead) {
@@ -228,12 +234,9 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
                           : "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) +
                                 " ms (stopped or frozen; rank 0 runs the coordinator, which stopped with it, so the "
                                 "other ranks were not heard meanwhile)";
-    } else if (unheard && (same_op || past)) {
-      arrived.push_back(i);  // its last beat, before rank 0 froze, had it there
-      continue;
-    } else if (unheard && s.progress_ns >= ranks[0].last_hb_ns - progress_window) {
-      // Behind, but starting operations when rank 0 froze: its last beat is stale (a tight loop
-      // runs dozens of barriers between two beats), and nothing was heard from it since.
+    } else if (unheard && (same_op || past || s.progress_ns >= ranks[0].last_hb_ns - progress_window)) {
+      // Its last beat, before rank 0 froze, had it there, or starting operations then (behind:
+      // a stale beat, as a tight loop runs dozens of barriers between two), and nothing since.
       arrived.push_back(i);
       continue;
     } else if (ranks[0].frozen_ns >= kSilentNs && i != 0 && b.in_flight && b.comm == rb.comm && no < ref_no &&
