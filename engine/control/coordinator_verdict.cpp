@@ -180,11 +180,17 @@ nlohmann::json missing_of_rank(const nlohmann::json& v, size_t rank) {
   return nullptr;
 }
 
-// Rank i connected, alive and silent, its last beat no earlier than rank 0's (give or take
-// kSilentNs): when rank 0 froze, the coordinator (in its process) stopped hearing it then.
+// When rank 0 froze: its last beat, or, resumed and beating again, the start of the clock jump
+// its coordinator found (frozen_ns).
+int64_t root_froze_ns(const RankView& r0, int64_t now) {
+  return r0.frozen_ns >= kSilentNs ? std::min(r0.last_hb_ns, now - r0.frozen_ns) : r0.last_hb_ns;
+}
+
+// Rank i connected, alive and silent, its last beat no earlier than rank 0 froze (give or take
+// kSilentNs): the coordinator (in rank 0's process) stopped hearing it then.
 bool unheard_since_root(const Ranks& ranks, size_t i, int64_t now) {
   const RankView& s = ranks[i];
-  return i != 0 && s.hello && !s.dead && silent(s, now) && s.last_hb_ns >= ranks[0].last_hb_ns - kSilentNs;
+  return i != 0 && s.hello && !s.dead && silent(s, now) && s.last_hb_ns >= root_froze_ns(ranks[0], now) - kSilentNs;
 }
 
 // The verdict judged from rank `stuck`'s operation, `after_s` into the wait.
@@ -234,7 +240,7 @@ nlohmann::json verdict_from(const Ranks& ranks, int stuck, double after_s, int64
                           : "no heartbeat for " + std::to_string((now - s.last_hb_ns) / 1000000) +
                                 " ms (stopped or frozen; rank 0 runs the coordinator, which stopped with it, so the "
                                 "other ranks were not heard meanwhile)";
-    } else if (unheard && (same_op || past || s.progress_ns >= ranks[0].last_hb_ns - progress_window)) {
+    } else if (unheard && (same_op || past || s.progress_ns >= root_froze_ns(ranks[0], now) - progress_window)) {
       // Its last beat, before rank 0 froze, had it there, or starting operations then (behind:
       // a stale beat, as a tight loop runs dozens of barriers between two), and nothing since.
       arrived.push_back(i);

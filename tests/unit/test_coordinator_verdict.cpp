@@ -546,3 +546,26 @@ TEST_CASE("verdict: rank 0 found frozen by its coordinator is named, whatever it
   const auto w = timeout_verdict(r, ref, now, 3);
   CHECK(missing_of(w, 0).is_null());
 }
+
+TEST_CASE("verdict: resumed rank 0 beats again; ranks unheard since it froze are not stuck", "[coordinator]") {
+  // The rank whose deadline passed resumed rank 0 (SIGCONT) and the verdict came before the
+  // others' backlog was read: rank 0's and rank 1's beats are fresh, ranks 2 and 3 were last heard
+  // just before rank 0 froze (8 s ago, frozen_ns 7.9 s), in earlier barriers of a tight loop and
+  // starting operations then. Named before: "missing ranks: 0, 2, 3 (stuck)" (CI, 1 of 10 runs
+  // under load). A rank quiet for 5 s before the freeze is still named.
+  Ranks r = world(4, 4);
+  const int64_t now = kT0 + 30 * 1000 * kMs;
+  const int64_t froze = now - 7926 * kMs;
+  apply_beat(r[0], in_op(58, 9000, 3, 58), now - 50 * kMs);
+  apply_beat(r[1], in_op(61, 9000, 3, 61), now - 50 * kMs);
+  apply_beat(r[2], in_op(31, 1, 3, 31), froze - 92 * kMs);
+  apply_beat(r[3], in_op(58, 1, 3, 58), froze - 89 * kMs);
+  r[0].frozen_ns = 7926 * kMs;
+  const auto v = timeout_verdict(r, 1, now, 3);
+  REQUIRE(v["missing"].size() == 1);
+  CHECK(v["missing"][0]["rank"] == 0);
+  r[2].last_hb_ns = r[2].progress_ns = froze - 5000 * kMs;  // quiet since 5 s before
+  const auto w = timeout_verdict(r, 1, now, 3);
+  CHECK(!missing_of(w, 2).is_null());
+  CHECK(missing_of(w, 3).is_null());
+}
