@@ -349,7 +349,10 @@ class FullDiag(cs_e2e.TestCase):
         self.assertTrue(m, late[0]["message"])
         self.assertAlmostEqual(int(m.group(1)), ev["lateness_us"], delta=0.51)  # printed with %.0f
         for f in bad:
-            self.assertEqual(ranks_named(f["subject"]), {2}, f)
+            # (a loaded machine may make localisation's references too noisy for a verdict: that
+            # finding names nobody, and says so; ctest -j2 had one at CV 0.77)
+            if not f["message"].startswith("measurements too noisy to localise"):
+                self.assertEqual(ranks_named(f["subject"]), {2}, f)
 
     def test_fail_below(self):
         # 100 is the highest threshold the CLI takes: any total below it (all but a perfect run) fails
