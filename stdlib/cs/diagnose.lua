@@ -486,7 +486,8 @@ local function kind(c, a, b) return c.rank_hosts[a + 1] == c.rank_hosts[b + 1] a
 
 -- The threshold of a pair judged at factor f after n rounds. The first look (n <= samples):
 -- max(f, 1 + margin x cv), cv the references' spread per sample, with all rounds but one above
--- it (all, below `samples` rounds): a verdict clear without statistics. The second look (more rounds): max(f x (1 + SE),
+-- it (all, below `samples` rounds): a verdict clear without statistics. The second look (more
+-- rounds): max(f x (1 + SE),
 -- 1 + margin x SE), SE the standard error of the effect (a median over n rounds against the
 -- references' median: 1.2533 x cv x sqrt(1/n + 1/(refs x n)), cv robust): significantly above
 -- the references, and a standard error above f (an effect of 1.54 +- 0.1 is not shown to be
@@ -505,7 +506,8 @@ local function effect_of(p) return p.effect or median(p.ratios or {}) or 0 end
 -- above T, and in the first look all rounds but one above T (every one when the budget cut
 -- them below `samples`: 2 of 3 is no evidence, and with nine suspects one innocent link at
 -- 1.83x had it), in the second 60 % of the rounds slower than the references (the median's
--- test is the decision; this keeps one run of spikes from making it). Good: the effect below the plain factor (not the noise-widened T: noise must
+-- test is the decision; this keeps one run of spikes from making it). Good: the effect below the
+-- plain factor (not the noise-widened T: noise must
 -- not make a slow pair look good), with references quiet enough to say so.
 local function judge(c, p, T)
   local q = p.ratios or {}
@@ -1092,7 +1094,8 @@ end
 --      link_factor) while both of its ends are shown good with others by the same rounds.
 --   Slow: the median over rounds of (pair / references of the same kind in that round) exceeds
 --   T = max(factor, 1 + margin x cv) with cv the references' robust CV, in all rounds but at
---   most one (in all of them when the budget cut them below `samples`). Good: that median below T and at most half the rounds above it, with references
+--   most one (in all of them when the budget cut them below `samples`). Good: that median below
+--   T and at most half the rounds above it, with references
 --   no noisier than max_cv. The finding carries the samples, medians, cv, T, the margin and a
 --   confidence (1 - the sign test's p-value). References with cv above max_cv: nothing is shown
 --   good (no link named); when nobody is named, `noisy` says the run was too noisy to localise.
