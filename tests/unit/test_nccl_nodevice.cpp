@@ -5,6 +5,7 @@
 //
 // The cases tagged [.gpu] are hidden: they need an NVIDIA GPU and tests/gpu/run.sh runs them
 // (commscript_unit_tests "[gpu]"). Without a device they say so and check nothing.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "copy_bw.hpp"
 #include "cuda_support.hpp"
@@ -444,19 +446,28 @@ TEST_CASE("GPU: CUDA-event times agree with the host clock", "[.gpu]") {
   auto c = one_rank();
   const size_t count = size_t{64} << 20 >> 2;  // 64 MiB of float32
   cs::BenchBuffers b = cs::bench_buffers(*c, Collective::allreduce, count, DType::float32, false);
-  const cs::Op op = cs::make_op(*c, Collective::allreduce, b.send, b.recv, ReduceOp::sum, 0, -1, -1, count);
-  cs::BenchSpec spec;
-  spec.iters = 20;
-  spec.check = false;
+  cs::Op op = cs::make_op(*c, Collective::allreduce, b.send, b.recv, ReduceOp::sum, 0, -1, -1, count);
+  op.blocking = true;  // as bench() times it
   REQUIRE(c->device_timing());
-  const cs::BenchResult ev = cs::bench(*c, op, b.send, b.recv, spec);
-  c->set_event_timing(false);
-  REQUIRE_FALSE(c->device_timing());
-  const cs::BenchResult host = cs::bench(*c, op, b.send, b.recv, spec);
-  WARN("allreduce 64 MiB, 1 rank: CUDA events p50 " << ev.us.p50 << " us, host clock p50 " << host.us.p50 << " us");
-  CHECK(ev.us.p50 > 0);
-  CHECK(ev.us.p50 <= host.us.p50 * 1.05);  // the device time is inside the host's
-  CHECK(ev.us.p50 >= host.us.p50 * 0.5);   // and most of it at this size
+  // Both clocks on the same operations: the device time of one operation lies inside the host's
+  // interval around it. (Two separate runs, one per clock, disagree on a loaded machine: CI
+  // once measured the event run's median 12% above a later host-clock run's.)
+  c->timed_execute_us(op);  // warm-up
+  std::vector<double> ev, host;
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double e = c->timed_execute_us(op);
+    const double h = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    INFO("iteration " << i << ": CUDA events " << e << " us, host clock " << h << " us");
+    CHECK(e > 0);
+    CHECK(e <= h * 1.001 + 2);  // events are stamped inside the host's interval (float ms rounding)
+    ev.push_back(e);
+    host.push_back(h);
+  }
+  std::sort(ev.begin(), ev.end());
+  std::sort(host.begin(), host.end());
+  WARN("allreduce 64 MiB, 1 rank: CUDA events p50 " << ev[10] << " us, host clock p50 " << host[10] << " us");
+  CHECK(ev[10] >= host[10] * 0.5);  // and most of it at this size
 }
 
 TEST_CASE("GPU: a receive nobody sends ends within the deadline, aborts the communicator and names the operation",
