@@ -1,11 +1,12 @@
 #pragma once
 // How a rank that waits for an operation by polling (the MPI and NCCL backends' untimed calls)
-// paces its polls: every poll at once for the first millisecond (an operation that completes
-// at once is seen at once), yielding after the first 1000; then a sleep between polls that
-// grows with the wait: 50 us up to 10 ms, 200 us up to 100 ms, 1 ms after that, so that the
-// wake-up lag stays within 5 % of the time already waited. A rank idle in a barrier while one
-// pair is measured must not take the CPU from that pair: with 14 of 16 ranks polling every
-// 50 us on 2 cores, the idle ranks used most of the machine (docs/timing.md).
+// paces its polls: every poll at once for the first 200 us (an operation that completes at
+// once is seen at once), yielding after the first 1000; then a sleep between polls of a
+// twentieth of the time already waited (10 us at 200 us, 1 ms at 20 ms, at most 10 ms from
+// 200 ms on), so that the wake-up lag stays within 5 % of the wait and a wait of T costs about
+// 20 ln(T / 200 us) polls. Waiting ranks must leave the CPU to the ones that measure: on 2
+// cores, 13 of 16 ranks idle in short barriers while one pair was measured doubled that pair's
+// time, and a poll of an MPI barrier there costs about 30 us (docs/timing.md).
 #include <sched.h>
 #include <time.h>
 
@@ -14,10 +15,9 @@
 namespace cs {
 
 inline long poll_sleep_ns(double waited_s) {
-  if (waited_s <= 1e-3) return 0;
-  if (waited_s <= 1e-2) return 50000;
-  if (waited_s <= 1e-1) return 200000;
-  return 1000000;
+  if (waited_s <= 2e-4) return 0;
+  const double ns = waited_s * 1e9 / 20;
+  return ns >= 1e7 ? 10000000 : static_cast<long>(ns);
 }
 
 inline void pause_poll(double waited_s, unsigned polls) {

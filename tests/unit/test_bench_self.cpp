@@ -535,17 +535,24 @@ TEST_CASE("collective numbers: sends and receives do not count, in single calls 
   CHECK(cs::Progress::instance().current().cseq == 14);
 }
 
-TEST_CASE("poll pacing: no sleep in the first millisecond, then a sleep that grows and stays within 5 % of the wait",
+TEST_CASE("poll pacing: no sleep in the first 200 us, then a sleep that grows and stays within 5 % of the wait",
           "[bench]") {
   CHECK(cs::poll_sleep_ns(0) == 0);
-  CHECK(cs::poll_sleep_ns(0.001) == 0);
+  CHECK(cs::poll_sleep_ns(0.0002) == 0);
+  CHECK(cs::poll_sleep_ns(0.0003) > 0);
   long last = 0;
-  for (double w = 0.0011; w < 3600; w *= 1.07) {
+  double polls = 0;  // polls of a 1 s wait, at the paced rate
+  for (double w = 0.00021; w < 3600; w *= 1.01) {
     const long ns = cs::poll_sleep_ns(w);
     CHECK(ns > 0);
     CHECK(ns >= last);  // never shorter as the wait grows
     CHECK(static_cast<double>(ns) * 1e-9 <= 0.05 * w);
+    if (w < 1) polls += w * 0.01 / (static_cast<double>(ns) * 1e-9);
     last = ns;
   }
-  CHECK(last == 1000000);  // at most 1 ms between polls
+  CHECK(last == 10000000);  // at most 10 ms between polls
+  // a 1 s wait: 20 ln(200 ms / 200 us) + 0.8 s / 10 ms = 218 paced polls (the pacing before:
+  // about 1530 after a millisecond of polls without a pause)
+  CHECK(polls > 200);
+  CHECK(polls < 240);
 }
