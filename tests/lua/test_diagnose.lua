@@ -507,6 +507,39 @@ function TestLocalise:test_names_the_planted_host_rank_and_link_with_their_numbe
   lu.assertEquals(calls.batches, 2 * cs.diagnose.VERDICT.samples)
 end
 
+-- Where a pair stands in a round matters on a loaded host (the ranks done with the round wait
+-- at its end, and their fresh waits poll hardest): here the last third of every round takes
+-- 1.7x. A link at 2.2x must still be named, and nobody else (nine link suspects, 40 pairs a
+-- round): references that all
+-- stood at the end of the rounds (the rotation by 3 kept the adjacent four there for most
+-- rounds) made it 1.3x (namespace hosts, 8 x 2 ranks: a 480 Mbit link at 1.55x, not named).
+function TestLocalise:test_references_spread_through_the_round()
+  local hosts = {}
+  for r = 0, 31 do hosts[r + 1] = "h" .. math.floor(r / 4) end
+  local u = rng(3)
+  local function m(a, b)
+    local f = hosts[a + 1] == hosts[b + 1] and 20 or 100
+    if (a == 0 and b == 12) or (a == 12 and b == 0) then f = f * 1.9 end
+    return f * u(0.95, 1.05)
+  end
+  local values = {}
+  for a = 0, 31 do for b = a + 1, 31 do values[#values + 1] = { a, b, m(a, b) } end end
+  -- and eight more link suspects, slow in the pattern only (noise): a round of 40 pairs
+  for _, p in ipairs { { 1, 5 }, { 2, 9 }, { 6, 13 }, { 16, 20 }, { 17, 24 }, { 21, 28 }, { 25, 30 }, { 3, 29 } } do
+    for _, v in ipairs(values) do
+      if v[1] == math.min(p[1], p[2]) and v[2] == math.max(p[1], p[2]) then v[3] = v[3] * 2 end
+    end
+  end
+  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) * (3 * i > 2 * #batch and 1.7 or 1) end
+    return out
+  end)
+  lu.assertEquals(links_of(loc), { { 0, 12 } })
+  lu.assertEquals(hosts_of(loc), {})
+  lu.assertEquals(ranks_of(loc.ranks), {})
+end
+
 -- Each round's reference is the median of four reference pairs of distinct good ranks, one of
 -- them spiking: recomputed here from the pairs' own samples (the mean of two carried a spike).
 function TestLocalise:test_each_rounds_reference_is_the_median_of_four_pairs()
