@@ -26,7 +26,7 @@ def main(argv):
     if reason:
         print("idle_wait_netns.py: %s" % reason, file=sys.stderr)
         return 1
-    ns = T.Namespaces(prefix="cs-iw", subnet="10.81.0")
+    ns = T.Namespaces()
     ns.netns("down", "--stale")
     ns.up(8, {"kind": "none"})
     bench = os.path.join(T.REPO, "tests", "bench", "idle_wait_pair.lua")
@@ -41,7 +41,7 @@ def main(argv):
                         "--mca", "mpi_yield_when_idle", "1", "-x", "OMPI_MCA_rtc=^hwloc", "--oversubscribe",
                         "--host", hosts, "-np", "16", b, "--out", "/tmp/cs-idle-wait", bench, "--bytes", a.bytes]
                 p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                                   env=ns.env(), timeout=300)
+                                   env=ns.env(), timeout=120)
                 lines = [l for l in p.stdout.splitlines() if l.startswith("idle_wait_pair:")]
                 print("%s: %s" % (b, lines[0] if lines else "failed (exit %s): %s" % (p.returncode, p.stderr[-500:])),
                       flush=True)

@@ -1,10 +1,10 @@
 -- What short waits of idle ranks cost a pair measured alone (full_diag's re-tests: one pair
 -- measures while every other rank waits in a barrier, a few milliseconds, then the next pair).
 -- Ranks 0 and 1 time `--rounds` pair_bench samples (`--bytes`, 3 iterations, their min_us)
--- twice: first with the other ranks waiting in one barrier for the whole phase (the baseline:
--- a long wait; the samples start after 0.3 s, once the waiting polls are far apart), then
--- with a barrier of every rank after each sample (the re-tests' case: each wait a few
--- milliseconds). Prints both medians and their ratio (engine/core/poll_wait.hpp paces the
+-- twice: first with the other ranks waiting in one barrier for the whole phase (the
+-- baseline: a long wait; the samples start after --settle samples, once the waiting polls are
+-- far apart), then with a barrier of every rank after each sample (the re-tests' case: each
+-- wait a few milliseconds). Prints both medians and their ratio (engine/core/poll_wait.hpp paces the
 -- waiting ranks' polls). On namespace hosts: scripts/idle_wait_netns.py.
 --   mpirun -np 16 --oversubscribe build/commscript tests/bench/idle_wait_pair.lua
 local cs = require "commscript"
@@ -12,6 +12,7 @@ local recipe = cs.recipe {
   name = "idle_wait_pair",
   version = "1.0.0",
   options = { rounds = { 40, "samples per phase" },
+              settle = { 100, "samples before the first phase's" },
               bytes = { default = "256K", help = "pair message", type = "size" } },
 }
 
@@ -23,10 +24,9 @@ function recipe.run(ctx)
   end
   local long, short = {}, {}
   c:barrier()
-  if me <= 1 then
-    local t0 = cs.now()
-    while cs.now() - t0 < 0.3 do sample() end  -- the waiting ranks' polls settle
-  end
+  -- the waiting ranks' polls settle first (a count both ranks of the pair agree on: a time
+  -- limit on each rank's own clock would leave one of them waiting for a sample that never comes)
+  for _ = 1, o.settle do sample() end
   for i = 1, o.rounds do long[i] = sample() end
   c:barrier()
   for i = 1, o.rounds do
