@@ -30,16 +30,11 @@ def main(argv):
     ns.netns("down", "--stale")
     ns.up(8, {"kind": "none"})
     bench = os.path.join(T.REPO, "tests", "bench", "idle_wait_pair.lua")
-    subnet = ns.subnet + ".0/24"
-    hosts = ",".join("%s:%d" % (ns.host(i), k) for i, k in enumerate([1, 1, 3, 3, 2, 2, 2, 2]))
+    slots = list(enumerate([1, 1, 3, 3, 2, 2, 2, 2]))
     try:
         for _ in range(a.runs):
             for b in a.binaries:
-                argv = ["bash", T.NETNS, "run", "mpirun", "--mca", "plm_rsh_agent", T.AGENT,
-                        "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "rtc", "^hwloc", "--mca", "btl", "tcp,self",
-                        "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet,
-                        "--mca", "mpi_yield_when_idle", "1", "-x", "OMPI_MCA_rtc=^hwloc", "--oversubscribe",
-                        "--host", hosts, "-np", "16", b, "--out", "/tmp/cs-idle-wait", bench, "--bytes", a.bytes]
+                argv = T.launch_argv(ns, "mpirun", slots) + [b, "--out", "/tmp/cs-idle-wait", bench, "--bytes", a.bytes]
                 p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                                    env=ns.env(), timeout=120)
                 lines = [l for l in p.stdout.splitlines() if l.startswith("idle_wait_pair:")]

@@ -225,16 +225,22 @@ def visible(cfg, rep, where):
     return round(med(bad) / med(good), 2)
 
 
-def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
-    """One namespace run of cfg (ns.up first). Returns (rc or None on timeout, seconds, report or {})."""
-    n, sizes = cfg["hosts"], cfg["sizes"]
+def launch_argv(ns, mpirun, slots):
+    """mpirun over namespace hosts through the rsh agent (btl tcp on the hosts' subnet), with
+    `slots` [(host index, ranks)] in that order: rank numbers follow it."""
     subnet = ns.subnet + ".0/24"
-    argv = ["bash", NETNS, "run", mpirun,
+    return ["bash", NETNS, "run", mpirun,
             "--mca", "plm_rsh_agent", AGENT, "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "rtc", "^hwloc", "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet,
             "--mca", "mpi_yield_when_idle", "1", "-x", "OMPI_MCA_rtc=^hwloc", "--oversubscribe",
-            "--host", ",".join("%s:%d" % (ns.host(i), sizes[i]) for i in range(n)), "-np", str(sum(sizes))]
+            "--host", ",".join("%s:%d" % (ns.host(h), k) for h, k in slots), "-np", str(sum(k for _, k in slots))]
+
+
+def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
+    """One namespace run of cfg (ns.up first). Returns (rc or None on timeout, seconds, report or {})."""
+    n, sizes = cfg["hosts"], cfg["sizes"]
+    argv = launch_argv(ns, mpirun, [(i, sizes[i]) for i in range(n)])
     if os.environ.get("COMMSCRIPT_STDLIB"):
         argv += ["-x", "COMMSCRIPT_STDLIB"]
     argv += [binary, "--out", out_dir]
@@ -285,14 +291,8 @@ def alone(cfg, ns, binary, mpirun, timeout=120):
     else:
         ends = [f["host"] if f["kind"] == "host" else where[f["rank"]]]
     hosts = ends + [h for h in range(n) if h not in ends][:3 - len(ends)]
-    subnet = ns.subnet + ".0/24"
     out_dir = tempfile.mkdtemp(prefix="cs-truth-alone-")
-    argv = ["bash", NETNS, "run", mpirun,
-            "--mca", "plm_rsh_agent", AGENT, "--mca", "plm_rsh_no_tree_spawn", "1",
-            "--mca", "rtc", "^hwloc", "--mca", "btl", "tcp,self",
-            "--mca", "btl_tcp_if_include", subnet, "--mca", "oob_tcp_if_include", subnet,
-            "--mca", "mpi_yield_when_idle", "1", "-x", "OMPI_MCA_rtc=^hwloc", "--oversubscribe",
-            "--host", ",".join("%s:1" % ns.host(h) for h in hosts), "-np", "3", binary, "--out", out_dir]
+    argv = launch_argv(ns, mpirun, [(h, 1) for h in hosts]) + [binary, "--out", out_dir]
     if f["kind"] == "rank":
         argv += ["--set", 'chaos=[{kind="slow", ranks=[0], factor=%g, ops=["sendrecv"]}]' % f["factor"]]
     argv += [os.path.join(REPO, "scripts", "truth_alone.lua"), "--bytes", "256K" if cfg["tier"] == "quick" else "1M"]
