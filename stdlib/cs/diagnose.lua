@@ -487,10 +487,9 @@ local function kind(c, a, b) return c.rank_hosts[a + 1] == c.rank_hosts[b + 1] a
 -- The threshold of a pair judged at factor f after n rounds. The first look (n <= samples):
 -- max(f, 1 + margin x cv), cv the references' spread per sample, with all rounds but one above
 -- it (all, below `samples` rounds): a verdict clear without statistics. The second look (more
--- rounds): max(f x (1 + SE),
--- 1 + margin x SE), SE the standard error of the effect (a median over n rounds against the
--- references' median: 1.2533 x cv x sqrt(1/n + 1/(refs x n)), cv robust): significantly above
--- the references, and a standard error above f (an effect of 1.54 +- 0.1 is not shown to be
+-- rounds): max(f x (1 + SE), 1 + margin x SE), SE the standard error of the effect (a median
+-- over n rounds against the references' median: 1.2533 x cv x sqrt(1/n + 1/(refs x n)), cv
+-- robust): significantly above the references, and a standard error above f (an effect of 1.54 +- 0.1 is not shown to be
 -- over 1.5: on namespace hosts such a pair was an innocent mate of a slow rank).
 local function threshold(c, p, f)
   local n = #(p.ratios or {})
@@ -507,8 +506,8 @@ local function effect_of(p) return p.effect or median(p.ratios or {}) or 0 end
 -- them below `samples`: 2 of 3 is no evidence, and with nine suspects one innocent link at
 -- 1.83x had it), in the second 60 % of the rounds slower than the references (the median's
 -- test is the decision; this keeps one run of spikes from making it). Good: the effect below the
--- plain factor (not the noise-widened T: noise must
--- not make a slow pair look good), with references quiet enough to say so.
+-- plain factor (not the noise-widened T: noise must not make a slow pair look good), with
+-- references quiet enough to say so.
 local function judge(c, p, T)
   local q = p.ratios or {}
   local above, over = 0, 0
@@ -626,10 +625,10 @@ local function statistics(c, ph, which)
 end
 
 -- The references spread evenly through a round's pairs, not all at its start: where a pair
--- stands in the round matters (the first pairs after the round's broadcast share the CPU with
--- every rank that just went to wait), and the rounds' rotation by 3 kept adjacent references
--- near the start for several rounds (namespace hosts, 8 x 2 ranks: the references measured
--- 1.2-1.5x the links' own ends, and a slow link's ratio came out 1.55 instead of about 2).
+-- stands in a round can matter on a loaded host, and the rounds' rotation by 3 kept adjacent
+-- references together near one end of the round for most rounds (namespace hosts, 8 x 2
+-- ranks: a slow link's own ends measured 0.64-0.75x the references, and the link 1.55x
+-- instead of about 2).
 local function interleave(refs, subjects)
   local out, nr, ns = {}, #refs, #subjects
   local j = 1
