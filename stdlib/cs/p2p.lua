@@ -192,23 +192,26 @@ end
 --   args.bytes, args.retest_iters or args.iters iterations: its min_us), the others idle at a
 --   barrier; the values are gathered to rank 0. Rounds stop once rank 0's clock is past
 --   args.deadline (cs.now() seconds; none: no limit), except the first rounds of the host
---   verdicts, which always run. The verdict is broadcast (O(suspects) per rank). args also
+--   verdicts, which always run. The rescreen's rounds (more link suspects than the re-tests
+--   take) measure their disjoint pairs at once, one barrier per round. The verdict is broadcast (O(suspects) per rank). args also
 --   carries the verdict's options (cs.diagnose.VERDICT: samples, margin, max_cv, factor,
---   link_factor, ...); args.stages (cs.stages) gets the count "retests".
+--   link_factor, ...); args.stages (cs.stages) gets the counts "retests" and "rescreened".
 function M.localise(ctx, values, rank_hosts, args)
   check_op(args)
   local D = require "cs.diagnose"
   local margs = { bytes = args.bytes, iters = args.retest_iters or args.iters or 10, warmup = args.warmup }
-  local function exec(batch)  -- collective: every rank, the same batch
+  local function exec(batch, together)  -- collective: every rank, the same batch
     local mine = {}
     for i, p in ipairs(batch) do
       if ctx.rank == p[1] or ctx.rank == p[2] then
         local v = pair_value(ctx.comm, ctx.rank == p[1] and p[2] or p[1], margs)
         if ctx.rank == math.min(p[1], p[2]) then mine[#mine + 1] = { i, v } end
+        if together then break end  -- disjoint pairs (checked on rank 0): this rank's only one
       end
-      ctx.comm:barrier()  -- each re-test alone
+      if not together then ctx.comm:barrier() end  -- each re-test alone
     end
-    if args.stages then args.stages:count("retests", #batch) end
+    if together then ctx.comm:barrier() end  -- the rescreen's round: its pairs at once
+    if args.stages then args.stages:count(together and "rescreened" or "retests", #batch) end
     local all = ctx.comm:gather_value(mine, 0)
     if ctx.rank ~= 0 then return nil end
     local out = {}
@@ -217,17 +220,24 @@ function M.localise(ctx, values, rank_hosts, args)
   end
   local out = false
   if ctx.rank == 0 then
-    out = D.localise(values or {}, rank_hosts, args, function(batch, must)
+    out = D.localise(values or {}, rank_hosts, args, function(batch, must, together)
       if not must and args.deadline and native.now() > args.deadline then return nil end
-      ctx.comm:broadcast_value({ batch = batch }, 0)
-      return exec(batch)
+      if together then  -- a rank in two pairs of one round would wait for a partner forever
+        local seen = {}
+        for _, p in ipairs(batch) do
+          if seen[p[1]] or seen[p[2]] or p[1] == p[2] then error("cs.p2p.localise: a rescreen round's pairs overlap", 2) end
+          seen[p[1]], seen[p[2]] = true, true
+        end
+      end
+      ctx.comm:broadcast_value({ batch = batch, together = together or nil }, 0)
+      return exec(batch, together)
     end)
     ctx.comm:broadcast_value({ done = true }, 0)
   else
     while true do
       local msg = ctx.comm:broadcast_value(false, 0)
       if msg.done then break end
-      exec(msg.batch)
+      exec(msg.batch, msg.together)
     end
   end
   return ctx.comm:broadcast_value(out, 0)

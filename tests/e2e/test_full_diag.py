@@ -487,6 +487,45 @@ class FullDiag(cs_e2e.TestCase):
         self.assertTrue(any("'bogus' is not one of quick, standard, long" in l for l in r.cs_error_lines()), r.describe())
 
 
+
+class Rescreen(cs_e2e.TestCase):
+    """cs.p2p.localise's rescreen over MPI: more link suspects than max_suspects, re-measured
+    together in rounds of disjoint pairs (one barrier a round), on 12 ranks given 12 hosts."""
+
+    def test_rescreen_rounds_run_together_over_mpi(self):
+        body = """
+  local hosts = {}
+  for r = 0, 11 do hosts[r + 1] = "h" .. r end
+  local values = {}
+  for a = 0, 11 do
+    for b = a + 1, 11 do
+      -- two perfect matchings slow 3x in the made-up pattern: 12 link suspects, every rank in two
+      -- of its 11 pairs (a host slow with a quarter of its pairs would be a host suspect)
+      local slow = (b - a == 1 and a % 2 == 0) or (b - a == 6)
+      values[#values + 1] = { a, b, slow and 300 or 100 }
+    end
+  end
+  local loc = cs.p2p.localise(ctx, ctx.rank == 0 and values or {}, hosts,
+    { bytes = 4096, iters = 3, retest_iters = 3, max_suspects = 3 })
+  ctx.log("RESCREEN %s", cs.json.encode(loc.suspects.rescreen))
+"""
+        path = self.recipe("rescreen_probe", body)
+        r = self.cs(["--trusted", path], np=12, timeout=120)
+        self.assertExit(r, cs_e2e.OK)
+        m = re.search(r"RESCREEN (\{.*\})", r.stdout)
+        self.assertTrue(m, r.describe())
+        rs = json.loads(m.group(1))
+        self.assertEqual(rs["screened"], 12)
+        self.assertEqual(rs["candidates"], 12)
+        self.assertEqual(rs["kept"], 3)
+        self.assertEqual(len(rs["stages"]), 1)
+        st = rs["stages"][0]
+        self.assertEqual((st["pairs"], st["samples"]), (12, 2))
+        # 12 pairs, every rank in two: 2 to 3 rounds of disjoint pairs (first fit), twice
+        self.assertGreaterEqual(st["rounds"], 2 * 2)
+        self.assertLessEqual(st["rounds"], 2 * 3)
+
+
 T0 = time.monotonic()
 _SHARED = tempfile.mkdtemp(prefix="cs-e2e-fd-")
 
