@@ -4,7 +4,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "chaos_slow",
-  version = "1.1.3",
+  version = "1.1.4",
   requires = ">=0.1, <1.0",
   summary = "self-test: a slowed rank's links must be localised to it",
   options = cs.selftest.options {
