@@ -427,12 +427,14 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
   table.sort(links, function(x, y) return x.score > y.score end)
   local cap, screened = max_suspects or M.VERDICT.max_suspects, #links
   if narrow and #links > cap then
-    local sus_rank, wide = {}, {}
+    -- the screened links, and every other pair over narrow.floor with no end a rank suspect's
+    local sus_rank, wide, listed = {}, {}, {}
     for _, r in ipairs(loc.ranks) do sus_rank[r.rank] = true end
+    for i, l in ipairs(links) do wide[i] = l; listed[pair_key(n, math.min(l.a, l.b), math.max(l.a, l.b))] = true end
     local fleet = loc.fleet_median or 0
     for _, p in ipairs(values) do
       local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
-      if p[3] > narrow.floor * fleet and not sus_rank[a] and not sus_rank[b]
+      if p[3] > narrow.floor * fleet and not sus_rank[a] and not sus_rank[b] and not listed[pair_key(n, a, b)]
         and not bad_host[rank_hosts[a + 1]] and not bad_host[rank_hosts[b + 1]] then
         wide[#wide + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet }
       end
