@@ -997,7 +997,7 @@ local HOST_MATE_FAR = 2
 local function judge_rank(c, t)
   local e = t.entry
   local T = threshold(c, t.pairs[1], c.rank_factor)
-  local judged, all_slow, decidable, mate = {}, true, true, nil
+  local judged, all_slow, all_good, decidable, mate = {}, true, true, true, nil
   for _, p in ipairs(t.pairs) do
     local j = judge(c, p, threshold(c, p, p.mate and c.factor or c.rank_factor))
     j.cv = p.cv
@@ -1005,8 +1005,10 @@ local function judge_rank(c, t)
     if p.mate then mate = j else
       judged[#judged + 1] = j
       all_slow = all_slow and j.slow
+      all_good = all_good and j.good
     end
   end
+  t.cleared = all_good and #judged > 0 or nil  -- good with every partner: its slow pairs were links
   local function far(x, k)  -- every pair of the rank at least k x
     if not (e.from_host_test and x and x > 0) then return false end
     for _, j in ipairs(judged) do if j.ratio < k * x then return false end end
@@ -1102,6 +1104,38 @@ local function pointed_links(c, htests, tests)
   for _, t in ipairs(htests) do for _, p in ipairs(t.pairs) do consider(p, c.factor) end end
   for _, t in ipairs(tests) do
     if t.what == "rank" then for _, p in ipairs(t.pairs) do consider(p, c.rank_factor) end end
+  end
+  return out
+end
+
+-- A rank suspect its re-test cleared (good with every partner) was a suspect because of some of
+-- its pattern pairs: its slowest over screen_link x the fleet (at most 2, none of a named
+-- rank or host, none already re-tested as a link) are re-tested as links (namespace hosts, 8 x 2
+-- ranks, one pair per host pair: a 480 Mbit link, 2.04x in the pattern, made its end a rank
+-- suspect, so it was no link suspect; the rank was cleared and the link never re-tested).
+local function cleared_rank_links(c, tests, already)
+  local fleet = c.loc.fleet_median or 0
+  local cleared, named, seen, n = {}, {}, {}, #c.rank_hosts
+  for _, t in ipairs(tests) do if t.what == "rank" and t.cleared then cleared[t.entry.rank] = true end end
+  if not next(cleared) or fleet <= 0 then return {} end
+  for _, r in ipairs(c.out.ranks) do named[r.rank] = true end
+  for _, h in ipairs(c.out.hosts) do for _, r in ipairs(h.ranks) do named[r] = true end end
+  for _, t in ipairs(tests) do if t.what == "link" then seen[pair_key(n, t.entry.a, t.entry.b)] = true end end
+  for _, t in ipairs(already) do seen[pair_key(n, t.entry.a, t.entry.b)] = true end
+  local cands = {}
+  for _, p in ipairs(c.values) do
+    local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
+    if (cleared[a] or cleared[b]) and p[3] > c.screen_link * fleet and not named[a] and not named[b]
+      and not seen[pair_key(n, a, b)] then
+      cands[#cands + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet, pointed = true }
+    end
+  end
+  table.sort(cands, function(x, y) return x.score > y.score end)
+  local out = {}
+  for _, l in ipairs(cands) do
+    if #out >= 2 then break end
+    local t = link_test(c, l)
+    if t then out[#out + 1] = t; seen[pair_key(n, l.a, l.b)] = true end
   end
   return out
 end
@@ -1284,7 +1318,7 @@ function M.localise(values, rank_hosts, args, measure)
                                run = function(wide, pool, info) return rescreen(c, wide, pool, info) end } or nil
   local host_sus, loc, order, bad_host, under = M.suspects(#rank_hosts, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
     opt(args, "min_host_partners"), c.cap, narrow)
-  c.order, c.bad_host = order, bad_host
+  c.order, c.bad_host, c.loc, c.values = order, bad_host, loc, values
   local out = { hosts = {}, ranks = {}, links = {}, references = {}, undecided = {}, under_measured = under, tested = {},
                 suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs + loc.skipped_links, rescreen = loc.rescreen } }
   c.out = out
@@ -1324,6 +1358,7 @@ function M.localise(values, rank_hosts, args, measure)
   end
   -- the links those re-tests pointed to, with min_samples rounds the budget does not cut
   local pointed = pointed_links(c, htests, tests)
+  for _, t in ipairs(cleared_rank_links(c, tests, pointed)) do pointed[#pointed + 1] = t end
   run_phase(c, pointed, true)
   for _, t in ipairs(pointed) do judge_link(c, t, not_good) end
   group_ranks(c, loc)

@@ -956,6 +956,29 @@ function TestLocalise:test_a_rank_beside_a_mate_its_hosts_retest_showed_good_is_
   lu.assertTrue(loc.ranks[1].verdict.host_mate)
 end
 
+-- A 2x link whose end's other pairs were noisy in the pattern (1.5x): the end is a rank suspect,
+-- so the link is no link suspect (localize leaves out a suspect's pairs, and 2x is not 1.75x
+-- its median). The rank's re-test clears it; its slow pattern pair is then re-tested as a link
+-- and named (namespace hosts, one pair per host pair: a 480 Mbit link, 2.04x in the pattern,
+-- made its end a rank suspect and was never re-tested).
+function TestLocalise:test_a_cleared_ranks_slow_pattern_pair_is_retested_as_a_link()
+  local hosts, values, model = job(8, 2, {}, 0.05)
+  local function m(a, b) return model(a, b) * ((math.min(a, b) == 13 and math.max(a, b) == 14) and 2 or 1) end
+  for _, p in ipairs(values) do
+    p[3] = m(p[1], p[2])
+    if (p[1] == 13 or p[2] == 13) and p[1] + p[2] ~= 27 then p[3] = p[3] * 1.5 end  -- noise in the pattern only
+  end
+  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+  lu.assertEquals({ loc.suspects.hosts, loc.suspects.ranks, loc.suspects.links }, { 0, 1, 0 })
+  lu.assertEquals(links_of(loc), { { 13, 14 } }, cs.json.encode(loc.tested))
+  lu.assertAlmostEquals(loc.links[1].verdict.pairs[1].ratio, 2, 0.2)
+  lu.assertEquals(#loc.hosts + #loc.ranks, 0)
+end
+
 -- On a single host a slow rank is slow with partners of its own host: the host is no
 -- explanation, the rank is named (chaos_slow at 4 ranks on one machine).
 function TestLocalise:test_a_slow_rank_on_a_single_host_is_named()
