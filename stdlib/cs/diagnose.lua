@@ -1051,7 +1051,7 @@ local function judge_rank(c, t)
   if mate and not mate.good then all_slow = all_slow and far(mate.ratio, MATE_FAR) end  -- shown good, or far less slow
   verdict(c, e, judged, T, { mate })
   e.verdict.mate = mate
-  e.verdict.pooled = t.pooled  -- its pairs' samples together (pooled_slow), when judged so
+  e.verdict.pooled = t.pooled  -- pooled_slow's numbers, where it judged them (second look)
   e.verdict.from_host_test = e.from_host_test
   local hm = e.host_mate_ratio
   e.verdict.host_mate = not mate and (far(hm, MATE_FAR) or hm and hm < c.open and far(hm, HOST_MATE_FAR)) or nil
