@@ -342,13 +342,51 @@ local function under_measured(values, rank_hosts, names, min_host_partners)
   return under
 end
 
--- suspects(n, values, rank_hosts, factor, link_factor [, min_host_partners]) -> host_sus, loc,
+-- Ranks sorted in place by their screening score (scores[rank + 1]), the lowest first, ties by rank.
+local function best_first(ranks, scores)
+  table.sort(ranks, function(x, y)
+    local sx, sy = scores[x + 1] or 0, scores[y + 1] or 0
+    if sx ~= sy then return sx < sy end
+    return x < y
+  end)
+end
+
+-- More link suspects than max_suspects: the ones narrow.run keeps of a wider list (the screened
+-- links, and every other pair over narrow.floor with no end a rank suspect's nor on a suspect
+-- host, at most narrow.per_rank x n, the worst first), with a pool of good ranks for references.
+local function narrow_links(n, values, rank_hosts, loc, bad_host, links, narrow)
+  local sus_rank, wide, listed = {}, {}, {}
+  for _, r in ipairs(loc.ranks) do sus_rank[r.rank] = true end
+  for i, l in ipairs(links) do wide[i] = l; listed[pair_key(n, math.min(l.a, l.b), math.max(l.a, l.b))] = true end
+  local fleet = loc.fleet_median or 0
+  for _, p in ipairs(values) do
+    local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
+    if p[3] > narrow.floor * fleet and not sus_rank[a] and not sus_rank[b] and not listed[pair_key(n, a, b)]
+      and not bad_host[rank_hosts[a + 1]] and not bad_host[rank_hosts[b + 1]] then
+      wide[#wide + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet }
+    end
+  end
+  table.sort(wide, function(x, y) return x.score > y.score end)
+  for i = #wide, narrow.per_rank * n + 1, -1 do wide[i] = nil end
+  local pool = {}  -- ranks a rescreen round's references may use: no suspect's, best first
+  for r = 0, n - 1 do
+    if not sus_rank[r] and not bad_host[rank_hosts[r + 1]] then pool[#pool + 1] = r end
+  end
+  best_first(pool, loc.scores)
+  loc.rescreen = { screened = #links, candidates = #wide }
+  return narrow.run(wide, pool, loc.rescreen)
+end
+
+-- suspects(n, values, rank_hosts, factor, link_factor [, min_host_partners, max_suspects,
+--   narrow]) -> host_sus, loc,
 --   order, bad_host, under. The screening of a pattern (no verdict yet): host suspects
 --   (localize_hosts, plus every host that is one end of slow links to two or more other hosts:
 --   such links are that host's evidence, not links), rank and link suspects (localize), the
 --   ranks trusted as partners and references (outside every suspect, ends of suspect links
 --   included), best score first, and the hosts with pairs to fewer than min_host_partners other
---   hosts (under-measured: no host verdict on them).
+--   hosts (under-measured: no host verdict on them). At most max_suspects links are kept; with
+--   more, narrow = { floor, per_rank, run(wide, pool, info) -> kept } chooses them from the
+--   pairs over floor (localise: rescreen()), loc.rescreen its numbers.
 function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partners, max_suspects, narrow)
   local host_sus = M.localize_hosts(values, rank_hosts, { factor = factor })
   local loc = M.localize(n, values, { factor = factor, link_factor = link_factor })
@@ -426,33 +464,7 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
   -- with more than that and narrow (rescreen()), the ones it keeps of a wider list
   table.sort(links, function(x, y) return x.score > y.score end)
   local cap, screened = max_suspects or M.VERDICT.max_suspects, #links
-  if narrow and #links > cap then
-    -- the screened links, and every other pair over narrow.floor with no end a rank suspect's
-    local sus_rank, wide, listed = {}, {}, {}
-    for _, r in ipairs(loc.ranks) do sus_rank[r.rank] = true end
-    for i, l in ipairs(links) do wide[i] = l; listed[pair_key(n, math.min(l.a, l.b), math.max(l.a, l.b))] = true end
-    local fleet = loc.fleet_median or 0
-    for _, p in ipairs(values) do
-      local a, b = math.min(p[1], p[2]), math.max(p[1], p[2])
-      if p[3] > narrow.floor * fleet and not sus_rank[a] and not sus_rank[b] and not listed[pair_key(n, a, b)]
-        and not bad_host[rank_hosts[a + 1]] and not bad_host[rank_hosts[b + 1]] then
-        wide[#wide + 1] = { a = a, b = b, value = p[3], score = p[3] / fleet }
-      end
-    end
-    table.sort(wide, function(x, y) return x.score > y.score end)
-    for i = #wide, narrow.per_rank * n + 1, -1 do wide[i] = nil end
-    local pool = {}  -- ranks a rescreen round's references may use: no suspect's, best first
-    for r = 0, n - 1 do
-      if not sus_rank[r] and not bad_host[rank_hosts[r + 1]] then pool[#pool + 1] = r end
-    end
-    table.sort(pool, function(x, y)
-      local sx, sy = loc.scores[x + 1] or 0, loc.scores[y + 1] or 0
-      if sx ~= sy then return sx < sy end
-      return x < y
-    end)
-    loc.rescreen = { screened = screened, candidates = #wide }
-    links = narrow.run(wide, pool, loc.rescreen)
-  end
+  if narrow and #links > cap then links = narrow_links(n, values, rank_hosts, loc, bad_host, links, narrow) end
   loc.skipped_links = math.max(screened - cap, 0)
   if loc.rescreen then loc.skipped_links = screened - math.min(#links, cap) end
   for i = #links, cap + 1, -1 do links[i] = nil end
@@ -463,11 +475,7 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
   for r = 0, n - 1 do
     if not bad_rank[r] and not bad_host[rank_hosts[r + 1]] then order[#order + 1] = r end
   end
-  table.sort(order, function(x, y)
-    local sx, sy = loc.scores[x + 1] or 0, loc.scores[y + 1] or 0
-    if sx ~= sy then return sx < sy end
-    return x < y
-  end)
+  best_first(order, loc.scores)
   local under = under_measured(values, rank_hosts, names, min_host_partners)
   return host_sus, loc, order, bad_host, under
 end
