@@ -626,15 +626,21 @@ local function statistics(c, ph, which)
       end
     end
     for r, xs in ipairs(rounds) do per[r] = median(xs) end
-    if #ps < 3 then
-      -- one or two reference pairs: a round's median would be the mean of two, carrying either
-      -- one's spike; every round gets the median of all their samples instead (namespace hosts,
-      -- 8 x 2 ranks, two references spiking to 1.6x in 2 of 5 rounds each: a 480 Mbit link,
-      -- 2.1x alone, came out 1.43x and its ends 0.63x)
+    if #ps == 2 then
+      -- two reference pairs: a round's median would be their mean, carrying either one's spike;
+      -- each round takes the one nearer (in ratio) to the median of all their samples instead,
+      -- which keeps a round that slowed both (namespace hosts, 8 x 2 ranks, two references
+      -- spiking to 1.6x in 2 of 5 rounds each: a 480 Mbit link, 2.1x alone, came out 1.43x and
+      -- its ends 0.63x). The median of all their samples for every round instead named a link
+      -- on one loaded host where whole rounds slowed (chaos_slow --factor 1, 4 ranks).
       local all = {}
       for _, p in ipairs(ps) do for _, x in ipairs(p.samples) do all[#all + 1] = x end end
       local level = median(all)
-      for r = 1, #per do per[r] = level end
+      for r, xs in ipairs(rounds) do
+        if #xs == 2 and level and level > 0 and xs[1] > 0 and xs[2] > 0 then
+          per[r] = math.abs(math.log(xs[1] / level)) <= math.abs(math.log(xs[2] / level)) and xs[1] or xs[2]
+        end
+      end
     end
     ph.ref_round[k], ph.cv[k], ph.rcv[k] = per, M.spread(pooled), M.robust_cv(pooled)
   end

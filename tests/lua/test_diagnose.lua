@@ -620,9 +620,9 @@ end
 
 -- Two reference pairs only (6 hosts x 1 rank, a link's ends left out), each spiking to 2.2x in
 -- two of five rounds, in different rounds: a round's median of two is their mean (1.6x in four
--- rounds), so a 2.5x link came out about 1.56x. The median of all their samples is the level
--- instead: the link's effect is its own 2.5x, its ends about 1x.
-function TestLocalise:test_two_references_are_pooled_not_averaged_per_round()
+-- rounds), so a 2.5x link came out about 1.56x. Each round takes the one nearer the median of
+-- all their samples instead: the link's effect is its own 2.5x, its ends about 1x.
+function TestLocalise:test_of_two_references_each_round_takes_the_one_not_spiking()
   local hosts = {}
   for r = 0, 5 do hosts[r + 1] = "h" .. r end
   local u = rng(17)
