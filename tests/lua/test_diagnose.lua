@@ -460,14 +460,19 @@ local function hosts_of(loc)
   return out
 end
 
--- localise with the screening values and every re-test from the model m(a, b) (fresh samples)
-local function localise_model(values, hosts, m)
-  for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+-- localise with the screening values as given and every re-test from the model m(a, b)
+local function localise_with(values, hosts, m)
   return cs.diagnose.localise(values, hosts, {}, function(batch)
     local out = {}
     for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
     return out
   end)
+end
+
+-- localise with the screening values and every re-test from the model m(a, b) (fresh samples)
+local function localise_model(values, hosts, m)
+  for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+  return localise_with(values, hosts, m)
 end
 
 -- localise with every re-test from m(a, b), the budget spent after `free` rounds it may cut
@@ -513,15 +518,22 @@ end
 -- round): references that all
 -- stood at the end of the rounds (the rotation by 3 kept the adjacent four there for most
 -- rounds) made it 1.3x (namespace hosts, 8 x 2 ranks: a 480 Mbit link at 1.55x, not named).
-function TestLocalise:test_references_spread_through_the_round()
+-- n ranks, 4 per host; the model of a pair's time (20 us on a host, 100 across) with the link
+-- a-b slowed `factor` times, +/- 5 % noise (seeded).
+local function one_link(n, a, b, factor, seed)
   local hosts = {}
-  for r = 0, 31 do hosts[r + 1] = "h" .. math.floor(r / 4) end
-  local u = rng(3)
-  local function m(a, b)
-    local f = hosts[a + 1] == hosts[b + 1] and 20 or 100
-    if (a == 0 and b == 12) or (a == 12 and b == 0) then f = f * 1.9 end
+  for r = 0, n - 1 do hosts[r + 1] = "h" .. math.floor(r / 4) end
+  local u = rng(seed)
+  local function m(x, y)
+    local f = hosts[x + 1] == hosts[y + 1] and 20 or 100
+    if (x == a and y == b) or (x == b and y == a) then f = f * factor end
     return f * u(0.95, 1.05)
   end
+  return hosts, m
+end
+
+function TestLocalise:test_references_spread_through_the_round()
+  local hosts, m = one_link(32, 0, 12, 1.9, 3)
   local values = {}
   for a = 0, 31 do for b = a + 1, 31 do values[#values + 1] = { a, b, m(a, b) } end end
   -- and eight more link suspects, slow in the pattern only (noise): a round of 40 pairs
@@ -545,14 +557,7 @@ end
 -- noise (the link was never re-tested: 1024 ranks in the model, 3 of 8 such links missed); the
 -- rescreen measures the wide list again, many pairs at once, and the link is among those kept.
 function TestLocalise:test_the_rescreen_finds_a_link_below_the_retested_ones()
-  local hosts = {}
-  for r = 0, 63 do hosts[r + 1] = "h" .. math.floor(r / 4) end
-  local u = rng(7)
-  local function m(a, b)
-    local f = hosts[a + 1] == hosts[b + 1] and 20 or 100
-    if (a == 5 and b == 41) or (a == 41 and b == 5) then f = f * 2.2 end
-    return f * u(0.95, 1.05)
-  end
+  local hosts, m = one_link(64, 5, 41, 2.2, 7)
   local values, noisy = {}, 0
   for a = 0, 63 do
     for b = a + 1, 63 do
@@ -608,11 +613,7 @@ function TestLocalise:test_a_rank_split_in_the_first_look_gets_more_rounds()
   for _, p in ipairs(values) do
     p[3] = model(p[1], p[2]) * ((p[1] == 3 or p[2] == 3) and 2.2 or 1)
   end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_with(values, hosts, m)
   lu.assertEquals(ranks_of(loc.ranks), { 3 })
   lu.assertEquals(#loc.hosts + #loc.links, 0)
   lu.assertEquals(loc.ranks[1].verdict.rounds, cs.diagnose.VERDICT.max_samples)
@@ -640,11 +641,7 @@ function TestLocalise:test_of_two_references_each_round_takes_the_one_not_spikin
   end
   local values = {}
   for a = 0, 5 do for b = a + 1, 5 do values[#values + 1] = { a, b, (a == 0 and b == 1 and 250 or 100) * u(0.98, 1.02) } end end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_with(values, hosts, m)
   lu.assertEquals(#loc.references.inter.pairs, 2)
   lu.assertEquals(links_of(loc), { { 0, 1 } })
   local v = loc.links[1].verdict
@@ -945,11 +942,7 @@ function TestLocalise:test_a_rank_beside_a_mate_its_hosts_retest_showed_good_is_
     p[3] = m(p[1], p[2])
     if p[1] == 1 and (p[2] == 5 or p[2] == 6) then p[3] = p[3] * 2 end  -- noise in the pattern only
   end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_with(values, hosts, m)
   lu.assertEquals(ranks_of(loc.ranks), { 0 }, cs.json.encode(loc.tested))
   lu.assertEquals(#loc.hosts + #loc.links, 0)
   lu.assertNil(loc.ranks[1].verdict.mate)
@@ -968,11 +961,7 @@ function TestLocalise:test_a_cleared_ranks_slow_pattern_pair_is_retested_as_a_li
     p[3] = m(p[1], p[2])
     if (p[1] == 13 or p[2] == 13) and p[1] + p[2] ~= 27 then p[3] = p[3] * 1.5 end  -- noise in the pattern only
   end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_with(values, hosts, m)
   lu.assertEquals({ loc.suspects.hosts, loc.suspects.ranks, loc.suspects.links }, { 0, 1, 0 })
   lu.assertEquals(links_of(loc), { { 13, 14 } }, cs.json.encode(loc.tested))
   lu.assertAlmostEquals(loc.links[1].verdict.pairs[1].ratio, 2, 0.2)
@@ -999,11 +988,7 @@ function TestLocalise:test_a_rank_is_judged_by_its_pairs_samples_together()
     return x * (other == first and 2.3 or 1.5)
   end
   for _, p in ipairs(values) do p[3] = model(p[1], p[2]) * ((p[1] == 5 or p[2] == 5) and 2 or 1) end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_with(values, hosts, m)
   lu.assertEquals(ranks_of(loc.ranks), { 5 }, cs.json.encode(loc.tested))
   lu.assertEquals(#loc.hosts + #loc.links, 0)
   local v = loc.ranks[1].verdict
@@ -1173,11 +1158,7 @@ function TestLocalise:test_a_rank_its_host_test_pointed_to_needs_no_second_mate(
     local hosts, values, model = job(4, 2, { rank = 0 }, 0.1, seed)
     local function m(a, b) return model(a, b) * ((a == 0 or b == 0) and 4 or 1) end
     for _, p in ipairs(values) do p[3] = m(p[1], p[2]) * ((p[1] == 1 and p[2] == 6) and 2.2 or 1) end
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
-      local out = {}
-      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-      return out
-    end)
+    local loc = localise_with(values, hosts, m)
     local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.tested, loc.undecided })
     lu.assertEquals({ hosts_of(loc), ranks_of(loc.ranks), links_of(loc) }, { {}, { 0 }, {} }, what)
   end
