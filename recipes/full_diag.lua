@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.3.7",
+  version = "1.4.0",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -44,17 +44,14 @@ local recipe = cs.recipe {
   },
 }
 
--- The rank x rank matrix (cs.p2p.matrix): messages in flight per pair, timed exchanges per
--- pair, latency round trips per pair. Localisation's pair values (sendrecv, measured in the
--- matrix's rounds) and its re-tests: iterations each, the best of the tier's repeats.
-local MATRIX = { window = 4, iters = 3, repeats = 1, lat_iters = 50 }
-local LOCALISE_ITERS = 10
--- Each of localisation's re-test samples (cs.diagnose.localise: every suspect and its
--- references re-measured VERDICT.samples times, interleaved, up to max_samples): pair_bench
--- iterations (its min) after RETEST_WARMUP: the verdict's statistics are over rounds, so a
--- sample need not be steady on its own, and on 8 namespace hosts the budget, not the noise,
--- left most suspects undecided (docs/scale.md)
-local RETEST_ITERS, RETEST_WARMUP = 3, 1
+-- The rank x rank matrix (cs.p2p.matrix): messages in flight per pair (window), latency round
+-- trips per pair. What decides "slow" is sustained (docs/scale.md, "The statistic that
+-- decides"): each pair streams both ways, SUSTAINED.drain bytes untimed first (a shaper's token
+-- bucket up to that size is emptied: a bucket that holds a message or a few hid a 30x slow host
+-- from the best single exchange), then SUSTAINED.timed bytes timed. Localisation's pair value is
+-- the slower direction's time per message, and its re-tests measure the same way.
+local MATRIX = { window = 4, repeats = 1, lat_iters = 50 }
+local SUSTAINED = { drain = 4194304, timed = 2097152 }
 -- Straggler votes are taken over the all-reduces up to this size (arrival dominates there).
 local STRAGGLER_MAX_BYTES = 65536
 -- The budget's shares (rank 0's clock): the pattern ends by SHARE.pattern of it, leaving the
@@ -159,11 +156,12 @@ end
 -- The rank x rank matrix (its plan fitted to what is left of the pattern's share), then
 -- localisation from its pair times (suspects re-tested alone; the host-level re-tests always).
 local function matrix_args(tier, st)
-  return { bytes = tier.pair_bytes, window = MATRIX.window, iters = MATRIX.iters, repeats = MATRIX.repeats,
-           lat_iters = MATRIX.lat_iters, stages = st, pair = { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, repeats = tier.repeats } }
+  local per_iter = tier.pair_bytes * MATRIX.window
+  return { bytes = tier.pair_bytes, window = MATRIX.window, repeats = MATRIX.repeats, lat_iters = MATRIX.lat_iters, stages = st,
+           warmup = math.ceil(SUSTAINED.drain / per_iter), iters = math.ceil(SUSTAINED.timed / per_iter) }
 end
 
-local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
+local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   st:begin("pattern")
   local left = SHARE.pattern * tier.budget - elapsed()
   local margs = matrix_args(tier, st)
@@ -192,16 +190,23 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st)
   end
   st:begin("localisation")
   local loc = { hosts = {}, ranks = {}, links = {} }
+  -- the matrix's own evidence (rank 0's): rows or columns far off, the ranks the sweep waited
+  -- for and the worst rank are re-tested whatever the screen says, and never end in silence
+  local ev = ctx.rank == 0 and cs.evidence.off(matrix.bw, ctx.hosts) or nil
   if ctx.size >= 4 or ctx.nhosts >= 3 then
-    loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts,
-      { bytes = tier.pair_bytes, iters = LOCALISE_ITERS, retest_iters = RETEST_ITERS, warmup = RETEST_WARMUP, deadline = t0 + tier.budget,
-        stages = st })
+    local la = matrix_args(tier, st)
+    la.stream, la.deadline, la.force = true, t0 + tier.budget, ev and cs.evidence.force(ev, stragglers)
+    loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts, la)
     st:info("retests", loc.retests)
     if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
       ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
                                        under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,
-                                       noisy = loc.noisy or false })
+                                       noisy = loc.noisy or false, forced = la.force })
     end
+  end
+  if ev then
+    cs.evidence.annotate(loc, ev, ctx.hosts)
+    loc.unconfirmed = cs.evidence.unconfirmed(ev, loc, ctx.hosts, tier.pair_bytes)
   end
   return matrix, loc
 end
@@ -372,7 +377,7 @@ function recipe.run(ctx)
   if ctx.size >= 2 then
     ctx.log("== pattern and localisation (%.1f s)", elapsed())
     local matrix
-    matrix, loc = pattern_and_localisation(ctx, tier, elapsed, t0, st)
+    matrix, loc = pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
     if ctx.rank == 0 then measured.matrix = matrix end
   end
 
@@ -389,6 +394,7 @@ function recipe.run(ctx)
   stage("rules")
   if ctx.rank == 0 then
     found:add(cs.diagnose.findings(loc))  -- what localisation could not say: too noisy, under-measured, undecided
+    found:add(loc.unconfirmed or {})  -- what the matrix showed and the re-tests did not confirm
     found:add(cs.rules.evaluate({ size = ctx.size, rank_hosts = ctx.hosts, oversubscribed = cs.topo.oversubscribed(topology),
                                   sweep = measured.sweep, stragglers = stragglers, localisation = loc, scorecard = card,
                                   baseline = ctx.baseline, thresholds = ctx.config.thresholds or {} }, rules))

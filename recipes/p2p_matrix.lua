@@ -6,7 +6,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "p2p_matrix",
-  version = "1.1.5",
+  version = "1.2.0",
   requires = ">=0.1, <1.0",
   summary = "latency and bandwidth of every rank pair, as an N x N matrix, with localisation",
   options = {
@@ -64,16 +64,23 @@ function recipe.run(ctx)
     ctx.log("# one-to-many (scatter from 0) %.3f GB/s, many-to-one (gather to 0) %.3f GB/s", fan_out.algbw, fan_in.algbw)
   end
 
-  -- Localisation from exchange times (the fastest of repeated round-robin rounds: noise only
-  -- adds time): full_diag's (cs.p2p.localise), suspects re-measured several times, interleaved
-  -- with reference pairs, before they are named.
-  local args = { op = "sendrecv", bytes = ctx.opt.bytes, iters = 10, repeats = 3 }
-  local loc = cs.p2p.localise(ctx, cs.p2p.round_robin(ctx, args), hosts, args)
+  -- Localisation from what the matrix measured (full_diag's: cs.p2p.localise): each pair's
+  -- slower direction streaming, suspects re-measured the same way several times, interleaved
+  -- with reference pairs, before they are named; the matrix's rows or columns far off are
+  -- re-tested whatever the screen says, and end as a verdict or a "not confirmed" finding.
+  local ev = ctx.rank == 0 and cs.evidence.off(m.bw, hosts) or nil
+  local args = { stream = true, bytes = ctx.opt.bytes, window = ctx.opt.window, iters = ctx.opt.iters, warmup = 1,
+                 force = ev and cs.evidence.force(ev, {}) }
+  local loc = cs.p2p.localise(ctx, m.pairs, hosts, args)
+  if ev then
+    cs.evidence.annotate(loc, ev, hosts)
+    for _, f in ipairs(cs.evidence.unconfirmed(ev, loc, hosts, ctx.opt.bytes)) do ctx.report:finding(f) end
+  end
   local run = { size = n, rank_hosts = hosts, localisation = loc }
   if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
     ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
                                      under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,
-                                     noisy = loc.noisy or false })
+                                     noisy = loc.noisy or false, forced = args.force })
   end
   for _, f in ipairs(cs.diagnose.findings(loc)) do ctx.report:finding(f) end
   for _, f in ipairs(cs.rules.evaluate(run)) do ctx.report:finding(f) end

@@ -38,10 +38,17 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plant  # noqa: E402  (scripts/plant.py: the faults planted from outside)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NETNS = os.path.join(REPO, "scripts", "netns_hosts.sh")
 AGENT = os.path.join(REPO, "scripts", "rsh_netns.sh")
-KINDS = ("host", "link", "rank", "none")
+KINDS = ("bucket", "link", "flap", "stutter", "cpu", "two", "none")
+HOST_KINDS = ("bucket", "flap", "two")
+RANK_KINDS = ("stutter", "cpu")
+MODEL_KINDS = ("host", "link", "rank", "none")  # scripts/scale_model.sh --plant
+BURSTS = (16384, 65536, 262144, 1048576, 4194304)
 BASE_RATE = "1gbit"
 
 
@@ -63,11 +70,9 @@ class Namespaces:
                               timeout=timeout, universal_newlines=True, env=self.env())
 
     def up(self, n, fault):
-        """n hosts at BASE_RATE with the fault's throttle (a host or a link; none for a rank)."""
+        """n hosts at BASE_RATE, a slow link's htb in place (the other shapes: plant.Planter)."""
         args = ["up", str(n), "--rate", BASE_RATE]
-        if fault["kind"] == "host":
-            args += ["--throttle", str(fault["host"]), fault["rate"]]
-        elif fault["kind"] == "link":
+        if fault["kind"] == "link":
             args += ["--throttle-link", str(fault["hosts"][0]), str(fault["hosts"][1]), fault["rate"]]
         r = self.netns(*args)
         if r.returncode != 0:
@@ -111,26 +116,36 @@ def placement(sizes):
 
 
 def choose(seed, hosts_choices, slots_choices, tiers, kind=None):
-    """The seeded configuration of one run: hosts, ranks per host, tier, fault."""
+    """The seeded configuration of one run: hosts, ranks per host, tier, fault (its shape by turn,
+    seed % 7, its parameters drawn: scripts/plant.py)."""
     rnd = random.Random(seed)
     n, slots, tier = rnd.choice(hosts_choices), rnd.choice(slots_choices), rnd.choice(tiers)
-    kind = kind or KINDS[seed % 4]
+    kind = kind or KINDS[seed % len(KINDS)]
     rate_mbit = rnd.randint(50, 500)
     fault = {"kind": kind, "rate": "%dmbit" % rate_mbit, "rate_mbit": rate_mbit}
     sizes = [slots] * n
-    if kind == "host":
-        fault["host"] = rnd.randrange(n)
+    if kind in HOST_KINDS:
+        fault["burst"] = rnd.choice(BURSTS)
+        fault["dir"] = rnd.choice(("send", "recv", "both"))
+        if kind == "two":
+            fault["hosts"] = sorted(rnd.sample(range(n), 2))
+        else:
+            fault["host"] = rnd.randrange(n)
+        if kind == "flap":
+            fault["on_s"] = round(rnd.uniform(1.5, 4.0), 1)
+            fault["off_s"] = round(rnd.uniform(1.5, 4.0), 1)
     elif kind == "link":
         fault["hosts"] = sorted(rnd.sample(range(n), 2))
-    elif kind == "rank":
-        # a rank verdict needs another rank on its host: with one rank per host, the slow rank's
-        # host gets a second rank (the job has n + 1 ranks)
-        h = rnd.randrange(n)
-        if slots == 1:
-            sizes[h] = 2
-        first = sum(sizes[:h])
-        fault["rank"] = first + rnd.randrange(sizes[h])
-        fault["factor"] = max(2.0, min(20.0, round(1000.0 / rate_mbit, 1)))
+    elif kind in RANK_KINDS:
+        fault["rank"] = rnd.randrange(n * slots)
+        if kind == "stutter":
+            fault["every_ms"] = rnd.randint(50, 200)
+            fault["stop_ms"] = round(fault["every_ms"] * rnd.uniform(0.5, 0.8))
+        else:
+            fault["quota"] = round(rnd.uniform(0.05, 0.3), 2)
+    for k in ("rate", "rate_mbit"):
+        if kind in RANK_KINDS + ("none",):
+            fault.pop(k)
     return {"seed": seed, "hosts": n, "slots": slots, "sizes": sizes, "tier": tier, "fault": fault}
 
 
@@ -138,7 +153,7 @@ def named_of(rep, where, ns):
     """Who the report names: hosts, ranks, links (host index pairs and rank pairs), stragglers,
     and whether localisation said it was too noisy."""
     host_index = {ns.host(i): i for i in range(64)}
-    out = {"hosts": [], "ranks": [], "links": [], "stragglers": [], "noisy": None, "other": []}
+    out = {"hosts": [], "ranks": [], "links": [], "stragglers": [], "noisy": None, "other": [], "unconfirmed": []}
     for f in rep.get("findings", []):
         s, rule = f.get("subject") or {}, f.get("rule")
         if rule == "slow_host":
@@ -151,6 +166,9 @@ def named_of(rep, where, ns):
             out["stragglers"].append(s.get("rank"))
         elif rule == "localisation_noisy":
             out["noisy"] = f.get("message")
+        elif rule == "not_confirmed":
+            out["unconfirmed"].append(host_index.get(s.get("host"), s.get("host")) if s.get("rank") is None
+                                      else ("rank", s.get("rank")))
         elif f.get("severity") in ("warn", "error") and (s.get("rank") is not None or s.get("host") or s.get("pair")):
             out["other"].append(rule)
     return out
@@ -162,27 +180,38 @@ def score(cfg, named, where):
     f = cfg["fault"]
     sizes = cfg["sizes"]
     ok_hosts, ok_ranks, ok_links = set(), set(), set()
-    if f["kind"] == "host":
-        ok_hosts.add(f["host"])
-        if sizes[f["host"]] == 1:
-            ok_ranks.update(r for r, h in enumerate(where) if h == f["host"])
-    elif f["kind"] == "rank":
-        ok_ranks.add(f["rank"])
+    planted = []  # each planted fault's set of right answers (hosts, ranks): all must be named
+    if f["kind"] in HOST_KINDS:
+        for h in (f["hosts"] if f["kind"] == "two" else [f["host"]]):
+            right = {("h", h)}
+            if sizes[h] == 1:
+                right.update(("r", r) for r, x in enumerate(where) if x == h)
+            planted.append(right)
+    elif f["kind"] in RANK_KINDS:
+        right = {("r", f["rank"])}
         if sizes[where[f["rank"]]] == 1:
-            ok_hosts.add(where[f["rank"]])
+            right.add(("h", where[f["rank"]]))
+        planted.append(right)
+    for right in planted:
+        ok_hosts.update(x for k, x in right if k == "h")
+        ok_ranks.update(x for k, x in right if k == "r")
     link_hosts = tuple(f["hosts"]) if f["kind"] == "link" else None
-    correct = False
+    said = {("h", h) for h in named["hosts"]} | {("r", r) for r in named["ranks"]}
+    # an intermittent fault may be named as such: a "not confirmed" warning naming it
+    if f["kind"] == "flap":
+        said |= {("r", u[1]) if isinstance(u, (list, tuple)) else ("h", u) for u in named.get("unconfirmed", [])}
+    correct = bool(planted) and all(right & said for right in planted)
     innocent = []
     for h in named["hosts"]:
-        if h in ok_hosts:
-            correct = True
-        else:
+        if h not in ok_hosts:
             innocent.append("host %s" % h)
     for r in named["ranks"]:
-        if r in ok_ranks:
-            correct = True
-        else:
+        if r not in ok_ranks:
             innocent.append("rank %s" % r)
+    for u in named.get("unconfirmed", []):
+        k, x = ("r", u[1]) if isinstance(u, (list, tuple)) else ("h", u)
+        if x not in (ok_ranks if k == "r" else ok_hosts):
+            innocent.append("not confirmed %s %s" % (k, x))
     # a straggler on the slow host, or the slow rank, is late because of the fault: not innocent
     # (and not the localisation's verdict either)
     for r in named["stragglers"]:
@@ -205,9 +234,9 @@ def visible(cfg, rep, where):
     pairs = [(r["a"], r["b"], r["min_us"]) for r in rep.get("results", []) if r.get("kind") == "pair" and "min_us" in r]
 
     def hit(a, b):
-        if f["kind"] == "host":
-            return f["host"] in (where[a], where[b])
-        if f["kind"] == "rank":
+        if f["kind"] in HOST_KINDS:
+            return bool({where[a], where[b]} & set(f["hosts"] if f["kind"] == "two" else [f["host"]]))
+        if f["kind"] in RANK_KINDS:
             return f["rank"] in (a, b)
         if f["kind"] == "link":
             return sorted((where[a], where[b])) == f["hosts"]
@@ -218,8 +247,9 @@ def visible(cfg, rep, where):
         return xs[len(xs) // 2] if xs else None
     if f["kind"] == "none" or not pairs:
         return None
-    bad = [v for a, b, v in pairs if hit(a, b) and where[a] != where[b]]
-    good = [v for a, b, v in pairs if not hit(a, b) and where[a] != where[b]]
+    inter = cfg["hosts"] > 1 and f["kind"] not in RANK_KINDS
+    bad = [v for a, b, v in pairs if hit(a, b) and (where[a] != where[b] or not inter)]
+    good = [v for a, b, v in pairs if not hit(a, b) and (where[a] != where[b] or not inter)]
     if not bad or not good:
         return None
     return round(med(bad) / med(good), 2)
@@ -244,9 +274,6 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
     if os.environ.get("COMMSCRIPT_STDLIB"):
         argv += ["-x", "COMMSCRIPT_STDLIB"]
     argv += [binary, "--out", out_dir]
-    f = cfg["fault"]
-    if f["kind"] == "rank":
-        argv += ["--set", 'chaos=[{kind="slow", ranks=[%d], factor=%g, ops=["sendrecv"]}]' % (f["rank"], f["factor"])]
     if recipe == "full_diag":
         argv += ["full_diag", "--tier", cfg["tier"], "--max", "64K", "--budget", "20" if cfg["tier"] == "quick" else "60"]
     else:
@@ -254,6 +281,7 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
         # speed after an idle moment; the pair times would hide the fault
         argv += ["p2p_matrix", "--bytes", "256K", "--iters", "1", "--lat_iters", "5", "--repeats", "1", "--window", "1"]
     t0 = time.monotonic()
+    planter = plant.Planter(ns, cfg["fault"], placement(sizes), BASE_RATE).start()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=ns.env(), start_new_session=True)
     try:
@@ -266,6 +294,8 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
             pass
         so, se = p.communicate()
         rc = None
+    finally:
+        planter.stop()
     elapsed = time.monotonic() - t0
     rep = {}
     path = os.path.join(out_dir, "report.json")
@@ -316,13 +346,24 @@ def alone(cfg, ns, binary, mpirun, timeout=120):
     return {"ratio": round(mb / mg, 2) if mb and mg else None, "samples_us": s}
 
 
+def culprit_s(rep):
+    """Seconds from the run's start to the end of localisation (its verdict), from the report's
+    stage costs; None without them."""
+    total = 0.0
+    for s in (rep.get("cost") or {}).get("stages", []):
+        total += s["seconds"]
+        if s["name"] == "localisation":
+            return round(total, 1)
+    return None
+
+
 def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
     """Set up, run and score one seed; the hosts are taken down again."""
     out_dir = tempfile.mkdtemp(prefix="cs-truth-")
     try:
         ns.up(cfg["hosts"], cfg["fault"])
         rc, elapsed, rep, tail = run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout)
-        truth = alone(cfg, ns, binary, mpirun)
+        truth = alone(cfg, ns, binary, mpirun) if cfg["fault"]["kind"] == "link" else None
     finally:
         ns.down()
     where = placement(cfg["sizes"])
@@ -334,7 +375,8 @@ def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
                reference_samples={k: [p.get("samples_us") for p in (v.get("pairs") or [])] for k, v in refs.items()},
                localisation={k: (rep.get("localisation") or {}).get(k) for k in ("suspects", "retests", "tested", "undecided")},
                plan=(rep.get("matrix") or {}).get("plan"),
-               stages=[(s["name"], round(s["seconds"], 2)) for s in (rep.get("cost") or {}).get("stages", [])])
+               stages=[(s["name"], round(s["seconds"], 2)) for s in (rep.get("cost") or {}).get("stages", [])],
+               culprit_s=culprit_s(rep))
     if rc not in (0, 3):
         row["tail"] = tail
     if keep:
@@ -347,7 +389,7 @@ def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
 def model_seed(seed, args):
     """One run of the scale model with a seeded fault (factor 1000/rate)."""
     rnd = random.Random(seed)
-    kind = KINDS[seed % 4]
+    kind = MODEL_KINDS[seed % 4]
     rate = rnd.randint(50, 500)
     factor = max(2.0, min(20.0, round(1000.0 / rate, 1)))
     cmd = [os.path.join(REPO, "scripts", "scale_model.sh"), "--ranks", str(args.ranks), "--hosts", str(args.hosts),
@@ -382,9 +424,10 @@ def model_seed(seed, args):
 def table(rows):
     """Precision and recall with their counts, over all runs and per fault kind."""
     lines = ["| fault | runs | precision (no innocent named) | recall (planted named) | recall where visible "
-             "| recall where >= 1.5x alone | too noisy |",
-             "|---|---|---|---|---|---|---|"]
-    for kind in KINDS + ("all",):
+             "| recall where >= 1.5x alone | too noisy | median s to the verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    kinds = [k for k in KINDS + MODEL_KINDS if any(r["fault"]["kind"] == k for r in rows)]
+    for kind in kinds + ["all"]:
         rs = [r for r in rows if kind == "all" or r["fault"]["kind"] == kind]
         if not rs:
             continue
@@ -404,8 +447,10 @@ def table(rows):
         shown = [r for r in faulty if "sizes" not in r or ((r.get("alone") or {}).get("ratio") or 0) >= 1.5]
         afound = sum(1 for r in shown if r["correct"])
         arec = ("%.2f (%d/%d)" % (afound / len(shown), afound, len(shown))) if shown else "-"
-        lines.append("| %s | %d | %.2f (%d/%d) | %s | %s | %s | %d |" % (kind, len(rs), clean / len(rs), clean, len(rs),
-                                                                      rec, vrec, arec, noisy))
+        secs = sorted(r["culprit_s"] for r in rs if r.get("culprit_s") is not None)
+        med = ("%.0f" % secs[len(secs) // 2]) if secs else "-"
+        lines.append("| %s | %d | %.2f (%d/%d) | %s | %s | %s | %d | %s |" % (kind, len(rs), clean / len(rs), clean,
+                                                                           len(rs), rec, vrec, arec, noisy, med))
     return "\n".join(lines)
 
 

@@ -387,9 +387,43 @@ end
 --   hosts (under-measured: no host verdict on them). At most max_suspects links are kept; with
 --   more, narrow = { floor, per_rank, run(wide, pool, info) -> kept } chooses them from the
 --   pairs over floor (localise: rescreen()), loc.rescreen its numbers.
-function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partners, max_suspects, narrow)
+-- force = { hosts = {h...}, ranks = {r...} }: suspects whatever the screen says (cs.evidence.force:
+-- the matrix's rows and columns far off, the ranks the collectives waited for); a host only
+-- with 3 hosts or more (a host verdict needs two others), else its ranks.
+local function add_forced(force, host_sus, loc, rank_hosts)
+  if not force then return end
+  local have, nhosts, ranks_of = {}, 0, {}
+  for r, h in ipairs(rank_hosts) do
+    if not ranks_of[h] then ranks_of[h] = {}; nhosts = nhosts + 1 end
+    table.insert(ranks_of[h], r - 1)
+  end
+  for _, h in ipairs(host_sus) do have[h.host] = true end
+  local ranks = {}
+  for _, r in ipairs(force.ranks or {}) do ranks[#ranks + 1] = r end
+  for _, h in ipairs(force.hosts or {}) do
+    if ranks_of[h] and nhosts < 3 then
+      for _, r in ipairs(ranks_of[h]) do ranks[#ranks + 1] = r end
+    elseif ranks_of[h] and not have[h] then
+      host_sus[#host_sus + 1] = { host = h, ranks = ranks_of[h], score = 0, median = 0, reference = loc.fleet_median or 0,
+                                  forced = true }
+      have[h] = true
+    end
+  end
+  local listed = {}
+  for _, r in ipairs(loc.ranks) do listed[r.rank] = true end
+  for _, r in ipairs(ranks) do
+    if r >= 0 and r < #rank_hosts and not listed[r] and not have[rank_hosts[r + 1]] then
+      local score = loc.scores[r + 1] or 0
+      loc.ranks[#loc.ranks + 1] = { rank = r, score = score, median = score * (loc.fleet_median or 0), forced = true }
+      listed[r] = true
+    end
+  end
+end
+
+function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partners, max_suspects, narrow, force)
   local host_sus = M.localize_hosts(values, rank_hosts, { factor = factor })
   local loc = M.localize(n, values, { factor = factor, link_factor = link_factor })
+  add_forced(force, host_sus, loc, rank_hosts)
   local bad_host, bad_rank = {}, {}
   for _, h in ipairs(host_sus) do bad_host[h.host] = h; h.links = {} end
   -- a suspect host's evidence: its slowest pairs with other hosts (at most 16)
@@ -1366,7 +1400,7 @@ function M.localise(values, rank_hosts, args, measure)
   local narrow = measure and { floor = opt(args, "rescreen"), per_rank = opt(args, "rescreen_per_rank"),
                                run = function(wide, pool, info) return rescreen(c, wide, pool, info) end } or nil
   local host_sus, loc, order, bad_host, under = M.suspects(#rank_hosts, values, rank_hosts, opt(args, "screen"), opt(args, "screen_link"),
-    opt(args, "min_host_partners"), c.cap, narrow)
+    opt(args, "min_host_partners"), c.cap, narrow, args.force)
   c.order, c.bad_host, c.loc, c.values = order, bad_host, loc, values
   local out = { hosts = {}, ranks = {}, links = {}, references = {}, undecided = {}, under_measured = under, tested = {},
                 suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs + loc.skipped_links, rescreen = loc.rescreen } }

@@ -16,21 +16,81 @@ local function color(t)  -- 0 = bad (red) .. 0.5 yellow .. 1 = good (green)
   return fmt("#%02x%02x%02x", c(1), c(2), c(3))
 end
 
-local function heatmap(v, n, o, id)
+-- Colours against the fleet's median, not the range: within OFF_GREEN of the median is green,
+-- OFF_RED times worse (or more) red, log-scaled between, and better than the median green: a
+-- healthy fleet with one noisy pair stays green, only what is off stands out.
+local OFF_GREEN, OFF_RED = 1.25, 4
+local function against_median(med, higher)
+  return function(x)
+    if not (med and med > 0 and x and x > 0) then return 0.5 end
+    local worse = higher and med / x or x / med
+    if worse <= OFF_GREEN then return 1 end
+    return math.max(0, 1 - math.log(worse / OFF_GREEN) / math.log(OFF_RED / OFF_GREEN))
+  end
+end
+
+-- The ranks localisation re-tested, named or found off and not confirmed (report.json's findings
+-- and localisation): rank -> "verdict" | "unconfirmed" | "suspect", marked on the heatmap.
+local MARK = { verdict = "#b2182b", unconfirmed = "#ef8a62", suspect = "#4393c3" }
+local function marks_of(r)
+  local m = {}
+  local function put(rank, k)
+    rank = num(rank)
+    if rank and rank % 1 == 0 and (m[rank] ~= "verdict") and not (k == "suspect" and m[rank]) then m[rank] = k end
+  end
+  local loc = T(r.localisation)
+  for _, t in ipairs(T(loc.tested)) do
+    if type(t) == "table" then
+      put(t.rank, "suspect")
+      for _, p in ipairs(T(t.pairs)) do
+        if type(p) == "table" and t.host == nil and t.rank == nil and not p.shown_good then put(p.a, "suspect"); put(p.b, "suspect") end
+      end
+    end
+  end
+  for _, x in ipairs(T(T(loc.forced).ranks)) do put(x, "suspect") end
+  for _, f in ipairs(T(r.findings)) do
+    local s = type(f) == "table" and T(f.subject) or {}
+    local k = (f.rule == "slow_host" or f.rule == "slow_rank" or f.rule == "slow_link") and "verdict"
+      or (f.rule == "not_confirmed" and "unconfirmed") or nil
+    if k then
+      put(s.rank, k)
+      for _, x in ipairs(T(s.ranks)) do put(x, k) end
+      for _, x in ipairs(T(s.pair)) do put(x, k) end
+    end
+  end
+  return m
+end
+
+local function mark_lines(marks, n, ML, MT, C)
+  local out = {}
+  for rank, k in pairs(marks) do
+    if rank >= 0 and rank < n then
+      local dash = k == "verdict" and "" or ' stroke-dasharray="4 3"'
+      out[#out + 1] = fmt('<rect class="mark %s" x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s" stroke-width="2"%s><title>rank %d: %s</title></rect>',
+        k, ML, MT + C * rank, C * n, C, MARK[k], dash, rank, k)
+      out[#out + 1] = fmt('<rect class="mark %s" x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s" stroke-width="2"%s/>',
+        k, ML + C * rank, MT, C, C * n, MARK[k], dash)
+    end
+  end
+  return concat(out)
+end
+
+local function heatmap(v, n, o, id, marks)
   if n > 128 then return fmt('<p class="note">%d x %d: too large to draw here; the values are in report.json</p>', n, n) end
   local vals = {}
   for i = 1, n do for j = 1, n do if i ~= j and mcell(v[i], j) then vals[#vals + 1] = mcell(v[i], j) end end end
   if #vals == 0 then return "" end
   table.sort(vals)
   local lo, hi = vals[1], vals[#vals]
-  local function good(x) local t = hi > lo and (x - lo) / (hi - lo) or 0.5; return o.higher and t or 1 - t end
+  local med = vals[floor((#vals + 1) / 2)]
+  local good = against_median(med, o.higher)
   local C = math.max(4, math.min(56, floor(480 / n)))
   local ML, MT = 44, 34
   local lstep = ceil(16 / C)
   local W, H = math.max(ML + C * n + 10, ML + 250), MT + C * n + 62
   local out = { fmt('<svg class="heatmap" width="%d" height="%d" viewBox="0 0 %d %d" role="img">', W, H, W, H) }
   out[#out + 1] = fmt('<defs><linearGradient id="%s">', id)
-  for k = 0, 4 do out[#out + 1] = fmt('<stop offset="%d%%" stop-color="%s"/>', k * 25, color(o.higher and k / 4 or 1 - k / 4)) end
+  for k = 0, 4 do out[#out + 1] = fmt('<stop offset="%d%%" stop-color="%s"/>', k * 25, color(k / 4)) end
   out[#out + 1] = "</linearGradient></defs>"
   out[#out + 1] = fmt('<text x="%d" y="12" class="axis">%s</text>', ML, esc(o.cols))
   for i = 1, n do
@@ -53,16 +113,22 @@ local function heatmap(v, n, o, id)
       end
     end
   end
+  if marks then out[#out + 1] = mark_lines(marks, n, ML, MT, C) end
   out[#out + 1] = fmt('<text transform="translate(12,%.1f) rotate(-90)" text-anchor="middle" class="axis">%s</text>', MT + C * n / 2, esc(o.rows))
   local ly = MT + C * n + 18
   out[#out + 1] = fmt('<rect x="%d" y="%d" width="200" height="12" fill="url(#%s)" stroke="#999"/>', ML, ly, id)
-  out[#out + 1] = fmt('<text x="%d" y="%d" class="tick">%s</text><text x="%d" y="%d" text-anchor="end" class="tick">%s</text>',
-    ML, ly + 26, esc(fnum(lo)), ML + 200, ly + 26, esc(fnum(hi)))
-  out[#out + 1] = fmt('<text x="%d" y="%d" text-anchor="middle" class="tick">%s, %s is better</text>', ML + 100, ly + 40,
+  out[#out + 1] = fmt('<text x="%d" y="%d" class="tick">%gx worse</text><text x="%d" y="%d" text-anchor="end" class="tick">median %s</text>',
+    ML, ly + 26, OFF_RED, ML + 200, ly + 26, esc(fnum(med)))
+  out[#out + 1] = fmt('<text x="%d" y="%d" text-anchor="middle" class="tick">%s, %s is better; against the median</text>', ML + 100, ly + 40,
     esc(o.unit), o.higher and "higher" or "lower")
   out[#out + 1] = "</svg>"
+  local legend = ""
+  if marks and next(marks) then
+    legend = '<p class="note">outlined rows and columns: <span style="color:#b2182b">named</span>, '
+      .. '<span style="color:#ef8a62">off in the matrix, not confirmed</span>, <span style="color:#4393c3">re-tested, cleared</span></p>'
+  end
   return concat(out) .. fmt('<p class="note">%d values: min %s, median %s, max %s %s</p>', #vals, esc(fnum(lo)),
-    esc(fnum(vals[floor((#vals + 1) / 2)])), esc(fnum(hi)), esc(o.unit))
+    esc(fnum(med)), esc(fnum(hi)), esc(o.unit)) .. legend
 end
 
 -- ---- host view (more ranks than a rank x rank map can draw) --------------------------------
@@ -166,14 +232,14 @@ end
 -- The heat map of the host groups' medians (medv, by cell; vals: them sorted) and its note.
 local function hostmap_svg(o, id, ng, per, medv, vals, label)
   local lo, hi = vals[1], vals[#vals]
-  local function good(x) local t = hi > lo and (x - lo) / (hi - lo) or 0.5; return o.higher and t or 1 - t end
+  local good = against_median(vals[floor((#vals + 1) / 2)], o.higher)
   local C = math.max(3, math.min(40, floor(640 / ng)))
   local ML, MT = 44, 34
   local W, H = math.max(ML + C * ng + 10, ML + 250), MT + C * ng + 62
   local target = per == 1 and "hd-" or "hg-"
   local out = { fmt('<svg class="heatmap hostmap" width="%d" height="%d" viewBox="0 0 %d %d" role="img">', W, H, W, H) }
   out[#out + 1] = fmt('<defs><linearGradient id="%s">', id)
-  for k = 0, 4 do out[#out + 1] = fmt('<stop offset="%d%%" stop-color="%s"/>', k * 25, color(o.higher and k / 4 or 1 - k / 4)) end
+  for k = 0, 4 do out[#out + 1] = fmt('<stop offset="%d%%" stop-color="%s"/>', k * 25, color(k / 4)) end
   out[#out + 1] = "</linearGradient></defs>"
   out[#out + 1] = fmt('<text x="%d" y="12" class="axis">%s (click a row: its detail)</text>', ML, esc(per == 1 and "host" or fmt("host groups of %d", per)))
   local lstep = ceil(16 / C)
@@ -195,8 +261,8 @@ local function hostmap_svg(o, id, ng, per, medv, vals, label)
   end
   local ly = MT + C * ng + 18
   out[#out + 1] = fmt('<rect x="%d" y="%d" width="200" height="12" fill="url(#%s)" stroke="#999"/>', ML, ly, id)
-  out[#out + 1] = fmt('<text x="%d" y="%d" class="tick">%s</text><text x="%d" y="%d" text-anchor="end" class="tick">%s</text>',
-    ML, ly + 26, esc(fnum(lo)), ML + 200, ly + 26, esc(fnum(hi)))
+  out[#out + 1] = fmt('<text x="%d" y="%d" class="tick">%gx worse</text><text x="%d" y="%d" text-anchor="end" class="tick">median %s</text>',
+    ML, ly + 26, OFF_RED, ML + 200, ly + 26, esc(fnum(vals[floor((#vals + 1) / 2)])))
   out[#out + 1] = fmt('<text x="%d" y="%d" text-anchor="middle" class="tick">%s, %s is better; cell: median over the hosts\' pairs</text>',
     ML + 100, ly + 40, esc(o.unit), o.higher and "higher" or "lower")
   out[#out + 1] = "</svg>"
@@ -347,7 +413,7 @@ local function matrix(r)
   end
   for i, h in ipairs(maps) do
     out[#out + 1] = "<div><h3>" .. esc(h.o.what .. (h.o.unit ~= "" and " (" .. h.o.unit .. ")" or "")) .. "</h3>"
-      .. heatmap(h.v, h.n, h.o, "hmgrad" .. i) .. "</div>"
+      .. heatmap(h.v, h.n, h.o, "hmgrad" .. i, i == 1 and marks_of(r) or nil) .. "</div>"
   end
   return section("matrix", "Rank x rank matrix", '<p class="note">each cell\'s value is in its tooltip</p><div class="maps">' .. concat(out, "\n") .. "</div>")
 end

@@ -115,7 +115,31 @@ local function check_op(args)
   end
 end
 
+-- Both directions of a pair streamed in turn (the lower rank sends first): this rank's view of
+-- the GB/s it sent and the GB/s it received. args: bytes (256K), window (8), iters (5), warmup (1).
+-- A warm-up of window x bytes x warmup drains a shaper's bucket up to that size before the timed
+-- iterations, so a token bucket that holds a message or a few cannot hide its rate.
+local function stream_both(comm, me, peer, args)
+  local sent, recv
+  for first = 1, 0, -1 do
+    local sender = (first == 1) == (me < peer)
+    local g = comm:stream { peer = peer, sender = sender, bytes = args.bytes or 262144, window = args.window or 8,
+                            iters = args.iters or 5, warmup = args.warmup or 1 }
+    if sender then sent = g else recv = g end
+  end
+  return sent, recv
+end
+
+-- A pair's sustained value (localisation's statistic, docs/scale.md): the time one message of
+-- args.bytes takes at the slower direction's streaming rate, in us (larger is worse).
+local function stream_value(comm, me, peer, args)
+  local sent, recv = stream_both(comm, me, peer, args)
+  return (args.bytes or 262144) / math.min(sent, recv) / 1e3
+end
+M.stream_value = stream_value
+
 local function pair_value(comm, peer, args)
+  if args.stream then return stream_value(comm, comm:rank(), peer, args) end
   local best
   for _ = 1, args.repeats_inner or 1 do
     local r = comm:pair_bench { peer = peer, bytes = args.bytes, iters = args.iters or 10, warmup = args.warmup or 2 }
@@ -200,6 +224,9 @@ function M.localise(ctx, values, rank_hosts, args)
   check_op(args)
   local D = require "cs.diagnose"
   local margs = { bytes = args.bytes, iters = args.retest_iters or args.iters or 10, warmup = args.warmup }
+  if args.stream then  -- the re-tests measure what the pattern measured: both directions streamed
+    margs = { bytes = args.bytes, stream = true, window = args.window, iters = args.iters, warmup = args.warmup }
+  end
   local function exec(batch, together)  -- collective: every rank, the same batch
     local mine = {}
     for i, p in ipairs(batch) do
@@ -274,28 +301,27 @@ function M.matrix_report(m, bytes)
            latency_us = dense(m.lat), bytes = bytes }
 end
 
--- one pair: ping-pong latency (p50 us) and the GB/s this rank sent streaming (nil when it only received)
-local function measure_pair(comm, me, peer, args)
-  local l = comm:pingpong { peer = peer, bytes = args.lat_bytes or 8, iters = args.lat_iters or 100, warmup = 10 }
-  local sent
-  for first = 1, 0, -1 do  -- the lower rank sends first, then the other
-    local sender = (first == 1) == (me < peer)
-    local g = comm:stream { peer = peer, sender = sender, bytes = args.bytes or 262144, window = args.window or 8,
-                            iters = args.iters or 5, warmup = 1 }
-    if sender then sent = g end
+-- one pair: ping-pong latency (p50 us; false when light) and the GB/s this rank sent and
+-- received streaming (stream_both)
+local function measure_pair(comm, me, peer, args, light)
+  local lat = false
+  if not light then
+    lat = comm:pingpong { peer = peer, bytes = args.lat_bytes or 8, iters = args.lat_iters or 100, warmup = 10 }.p50_us
   end
-  return l.p50_us, sent
+  local sent, recv = stream_both(comm, me, peer, args)
+  return lat, sent, recv
 end
 
--- this rank's share of one round, args.repeats times: { partner, lat_us, GB/s sent, pair value }
--- appended to mine (lat and GB/s false when light, the pair value false without args.pair)
+-- this rank's share of one round, args.repeats times: { partner, lat_us, GB/s sent, pair value,
+-- GB/s received } appended to mine (lat false when light; with args.pair, the streams only when
+-- not light and the pair value from pair_bench, else the pair value false)
 local function measure_round(ctx, round, args, light, mine)
   local me = ctx.rank
   for _ = 1, args.repeats or 1 do
     local peer = pairs_mod.partner(round, me)
     if peer then
-      local lat, bw = false, false
-      if not light then lat, bw = measure_pair(ctx.comm, me, peer, args) end
+      local lat, bw, rbw = false, false, false
+      if not (light and args.pair) then lat, bw, rbw = measure_pair(ctx.comm, me, peer, args, light) end
       local pv = false
       if args.pair then
         for _ = 1, args.pair.repeats or 1 do
@@ -303,7 +329,7 @@ local function measure_round(ctx, round, args, light, mine)
           if not pv or x < pv then pv = x end
         end
       end
-      mine[#mine + 1] = { peer, lat, bw, pv }
+      mine[#mine + 1] = { peer, lat, bw, pv, rbw }
     end
   end
 end

@@ -40,6 +40,21 @@ local function also(r)
   return table.concat(out)
 end
 
+-- which way a named host or rank is slow, from the matrix's streams (cs.evidence.annotate):
+-- "; slow sending: 0.035 GB/s against the fleet's 1.05"
+local function direction(x)
+  local d, f = x.direction, x.fleet_gbs or {}
+  if d == "sending" and x.send_gbs and f.send then
+    return ("; slow sending: %.3g GB/s against the fleet's %.3g"):format(x.send_gbs, f.send)
+  elseif d == "receiving" and x.recv_gbs and f.recv then
+    return ("; slow receiving: %.3g GB/s against the fleet's %.3g"):format(x.recv_gbs, f.recv)
+  elseif d == "both" and x.send_gbs and x.recv_gbs and f.send and f.recv then
+    return ("; slow both ways: sends %.3g, receives %.3g GB/s against the fleet's %.3g, %.3g"):format(x.send_gbs, x.recv_gbs,
+      f.send, f.recv)
+  end
+  return ""
+end
+
 M.builtin = {
   {
     id = "corruption", severity = "error",
@@ -83,8 +98,9 @@ M.builtin = {
     check = culprits("hosts", function(_, h)
       return {
         subject = { host = h.host, ranks = h.ranks },
-        message = ("host %s is slow with every other host: its pairs take %.1fx the fleet's median (%.1f vs %.1f us)%s"):format(
-          h.host, h.score, h.median, h.reference, h.retest and (", confirmed alone against " .. h.retest.partner_host) or ""),
+        message = ("host %s is slow with every other host: its pairs take %.1fx the fleet's median (%.1f vs %.1f us)%s%s"):format(
+          h.host, h.score, h.median, h.reference, h.retest and (", confirmed alone against " .. h.retest.partner_host) or "",
+          direction(h)),
         evidence = h,
       }
     end),
@@ -95,8 +111,8 @@ M.builtin = {
     check = culprits("ranks", function(run, r)
       return {
         subject = { rank = r.rank, host = host_of(run, r.rank) },
-        message = ("rank %d is slow with every partner: %.1fx the fleet's median pair time; alone with rank %d it took %.1f us against %.1f us between two good ranks%s"):format(
-          r.rank, r.score, r.partner or -1, r.value or 0, r.reference or 0, also(r)),
+        message = ("rank %d is slow with every partner: %.1fx the fleet's median pair time; alone with rank %d it took %.1f us against %.1f us between two good ranks%s%s"):format(
+          r.rank, r.score, r.partner or -1, r.value or 0, r.reference or 0, also(r), direction(r)),
         evidence = r,
       }
     end),

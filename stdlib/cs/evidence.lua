@@ -1,0 +1,226 @@
+-- What the run's own matrix says, held against localisation's verdict (docs/scale.md, "The
+-- statistic that decides"). Pure functions over plain tables: no communication.
+--
+-- off(bw, rank_hosts, factor) -> { ranks = {...}, hosts = {...}, fleet_send, fleet_recv, worst }
+--   bw[a][b]: GB/s rank a-1 sent to b-1 streaming (cs.p2p.matrix). Each rank's send rate is the
+--   median of its row over ranks of other hosts (every other rank on one host), its receive rate
+--   the median of its column; the fleet's, the median of those. A rank is off when the fleet's
+--   rate is at least `factor` (OFF_FACTOR) times its own in either direction; a host when all
+--   its ranks are off (several ranks), its entry then standing for them. worst: the rank with
+--   the lowest rate either way (the scorecard's balance names the same kind of rank), re-tested
+--   when WORST_FACTOR off.
+-- direction(entry) -> "sending" | "receiving" | "both": which way an entry's rates are slow.
+-- force(ev, stragglers) -> { ranks = {r...}, hosts = {h...} }: the suspects localisation must
+--   re-test whatever its screen says (the matrix's off rows and columns, the ranks the sweep's
+--   collectives waited for, the worst rank).
+-- annotate(loc, ev): the direction and rates of each named host and rank (entry.direction,
+--   entry.send_gbs, entry.recv_gbs, entry.fleet_gbs).
+-- unconfirmed(ev, loc, stragglers, bytes) -> findings for what the evidence showed and the verdict
+--   did not name: never silence (rule "not_confirmed", warn: maybe intermittent).
+local stats = require "cs.stats"
+local M = {}
+
+M.OFF_FACTOR = 3      -- a matrix row or column this many times off the fleet's median is a suspect
+M.DIRECTION = 1.5     -- one direction at least this much slower, the other not: that direction
+M.WORST_FACTOR = 1.5  -- the worst rank is re-tested when at least this far off (the verdict's factor)
+
+local median = stats.median
+
+local function rates(bw, rank_hosts)
+  local n, hosts = #rank_hosts, {}
+  for _, h in ipairs(rank_hosts) do hosts[h] = true end
+  local one_host = next(hosts, next(hosts)) == nil
+  local send, recv = {}, {}
+  for a = 1, n do
+    local s, r = {}, {}
+    for b = 1, n do
+      if a ~= b and (one_host or rank_hosts[a] ~= rank_hosts[b]) then
+        if bw[a] and bw[a][b] then s[#s + 1] = bw[a][b] end
+        if bw[b] and bw[b][a] then r[#r + 1] = bw[b][a] end
+      end
+    end
+    send[a], recv[a] = median(s), median(r)
+  end
+  return send, recv
+end
+
+local function values(t, n)
+  local out = {}
+  for i = 1, n do if t[i] then out[#out + 1] = t[i] end end
+  return out
+end
+
+local function ratio(fleet, own) return (fleet and own and own > 0) and fleet / own or nil end
+
+function M.direction(e)
+  local s, r = e.send_ratio or 1, e.recv_ratio or 1
+  if s >= M.DIRECTION and r < M.DIRECTION then return "sending" end
+  if r >= M.DIRECTION and s < M.DIRECTION then return "receiving" end
+  return "both"
+end
+
+local function rank_entry(ev, a, rank_hosts)
+  local e = { rank = a - 1, host = rank_hosts[a], send_gbs = ev.send[a], recv_gbs = ev.recv[a],
+              send_ratio = ratio(ev.fleet_send, ev.send[a]), recv_ratio = ratio(ev.fleet_recv, ev.recv[a]) }
+  e.ratio = math.max(e.send_ratio or 0, e.recv_ratio or 0)
+  e.direction = M.direction(e)
+  return e
+end
+
+-- the hosts whose every rank is off (with at least two ranks), merged into one entry each
+local function off_hosts(ev, rank_hosts)
+  local by = {}
+  for _, e in ipairs(ev.ranks) do
+    by[e.host] = by[e.host] or {}
+    table.insert(by[e.host], e)
+  end
+  local count = {}
+  for _, h in ipairs(rank_hosts) do count[h] = (count[h] or 0) + 1 end
+  local hosts, ranks = {}, {}
+  for _, e in ipairs(ev.ranks) do
+    local group = by[e.host]
+    if count[e.host] >= 2 and #group == count[e.host] then
+      if group[1] == e then
+        local s, r, list = {}, {}, {}
+        for _, x in ipairs(group) do s[#s + 1], r[#r + 1], list[#list + 1] = x.send_gbs, x.recv_gbs, x.rank end
+        local h = { host = e.host, ranks = list, send_gbs = median(s), recv_gbs = median(r) }
+        h.send_ratio, h.recv_ratio = ratio(ev.fleet_send, h.send_gbs), ratio(ev.fleet_recv, h.recv_gbs)
+        h.ratio = math.max(h.send_ratio or 0, h.recv_ratio or 0)
+        h.direction = M.direction(h)
+        hosts[#hosts + 1] = h
+      end
+    else
+      ranks[#ranks + 1] = e
+    end
+  end
+  return hosts, ranks
+end
+
+function M.off(bw, rank_hosts, factor)
+  factor = factor or M.OFF_FACTOR
+  local n = #rank_hosts
+  local ev = { ranks = {}, hosts = {}, factor = factor }
+  ev.send, ev.recv = rates(bw, rank_hosts)
+  ev.fleet_send, ev.fleet_recv = median(values(ev.send, n)), median(values(ev.recv, n))
+  local lowest
+  for a = 1, n do
+    local e = rank_entry(ev, a, rank_hosts)
+    if e.ratio >= factor then ev.ranks[#ev.ranks + 1] = e end
+    if e.ratio > 0 and (not lowest or e.ratio > lowest.ratio) then lowest = e end
+  end
+  ev.worst = lowest
+  ev.hosts, ev.ranks = off_hosts(ev, rank_hosts)
+  return ev
+end
+
+function M.force(ev, stragglers)
+  local f, seen = { ranks = {}, hosts = {} }, {}
+  for _, h in ipairs(ev.hosts) do f.hosts[#f.hosts + 1] = h.host; for _, r in ipairs(h.ranks) do seen[r] = true end end
+  local function add(r) if r and not seen[r] then seen[r] = true; f.ranks[#f.ranks + 1] = r end end
+  for _, e in ipairs(ev.ranks) do add(e.rank) end
+  for _, s in ipairs(stragglers or {}) do add(s.rank) end
+  if ev.worst and ev.worst.ratio >= M.WORST_FACTOR then add(ev.worst.rank) end
+  return f
+end
+
+-- the evidence entry of a host or rank, if any (a host's ranks' own entries when it has none)
+local function rates_of(ev, rank_hosts, host, rank)
+  for _, h in ipairs(ev.hosts) do if h.host == host then return h end end
+  if rank then return rank_entry(ev, rank + 1, rank_hosts) end
+  local s, r = {}, {}
+  for a, h in ipairs(rank_hosts) do
+    if h == host then s[#s + 1], r[#r + 1] = ev.send[a], ev.recv[a] end
+  end
+  local e = { send_gbs = median(s), recv_gbs = median(r) }
+  e.send_ratio, e.recv_ratio = ratio(ev.fleet_send, e.send_gbs), ratio(ev.fleet_recv, e.recv_gbs)
+  e.direction = M.direction(e)
+  return e
+end
+
+function M.annotate(loc, ev, rank_hosts)
+  for _, list in ipairs { loc.hosts or {}, loc.ranks or {} } do
+    for _, x in ipairs(list) do
+      local e = rates_of(ev, rank_hosts, x.host or rank_hosts[x.rank + 1], x.host == nil and x.rank or nil)
+      x.direction, x.send_gbs, x.recv_gbs = e.direction, e.send_gbs, e.recv_gbs
+      x.fleet_gbs = { send = ev.fleet_send, recv = ev.fleet_recv }
+    end
+  end
+end
+
+-- what the re-tests found for a host or rank (report's localisation.tested): the slowest of its
+-- pairs as a ratio to the references and as GB/s (bytes per message / median us)
+local function retested(loc, host, rank, bytes)
+  local best
+  for _, t in ipairs(loc.tested or {}) do
+    if (host and t.host == host) or (rank and t.rank == rank) then
+      for _, p in ipairs(t.pairs or {}) do
+        if not p.shown_good and p.ratio and (not best or p.ratio > best.ratio) then
+          best = { ratio = p.ratio, gbs = p.median_us and p.median_us > 0 and bytes / p.median_us / 1e3 or nil }
+        end
+      end
+    end
+  end
+  return best
+end
+
+local function named(loc, host, rank)
+  for _, h in ipairs(loc.hosts or {}) do
+    if h.host == host then return true end
+  end
+  for _, r in ipairs(loc.ranks or {}) do
+    if r.rank == rank then return true end
+  end
+  return false
+end
+
+local function rate_text(e)
+  local d = e.direction
+  if d == "sending" then return ("sends at %.3g GB/s (the fleet: %.3g)"):format(e.send_gbs, e.fleet_send) end
+  if d == "receiving" then return ("receives at %.3g GB/s (the fleet: %.3g)"):format(e.recv_gbs, e.fleet_recv) end
+  return ("sends at %.3g and receives at %.3g GB/s (the fleet: %.3g, %.3g)"):format(e.send_gbs or 0, e.recv_gbs or 0,
+    e.fleet_send or 0, e.fleet_recv or 0)
+end
+
+local function unconfirmed_finding(e, what, subject, rt, loc)
+  local after
+  if rt then
+    after = ("re-tested alone: %.2fx the reference pairs%s"):format(rt.ratio, rt.gbs and (", %.3g GB/s"):format(rt.gbs) or "")
+  else
+    local why = "not re-tested"
+    for _, u in ipairs(loc.undecided or {}) do
+      if (e.host and u.host == e.host) or (e.rank and u.rank == e.rank) then why = "re-test left undecided (" .. tostring(u.why) .. ")" end
+    end
+    after = why
+  end
+  return { rule = "not_confirmed", severity = "warn", subject = subject,
+           message = ("%s %s in the pattern, %.1fx off; %s: not confirmed, maybe intermittent"):format(what, rate_text(e), e.ratio, after),
+           evidence = { pattern = { send_gbs = e.send_gbs, recv_gbs = e.recv_gbs, fleet_send_gbs = e.fleet_send,
+                                    fleet_recv_gbs = e.fleet_recv, ratio = e.ratio, direction = e.direction },
+                        retest = rt or false },
+           remedy = "measure again (a longer --tier); watch that host's link counters for flaps or bursts of drops" }
+end
+
+function M.unconfirmed(ev, loc, rank_hosts, bytes)
+  local out = {}
+  for _, h in ipairs(ev.hosts) do
+    if not named(loc, h.host, nil) then
+      local any = false
+      for _, r in ipairs(h.ranks) do any = any or named(loc, nil, r) end
+      if not any then
+        h.fleet_send, h.fleet_recv = ev.fleet_send, ev.fleet_recv
+        out[#out + 1] = unconfirmed_finding(h, "host " .. h.host, { host = h.host, ranks = h.ranks },
+          retested(loc, h.host, nil, bytes), loc)
+      end
+    end
+  end
+  for _, e in ipairs(ev.ranks) do
+    if not named(loc, rank_hosts[e.rank + 1], e.rank) then
+      e.fleet_send, e.fleet_recv = ev.fleet_send, ev.fleet_recv
+      out[#out + 1] = unconfirmed_finding(e, ("rank %d (host %s)"):format(e.rank, e.host), { rank = e.rank, host = e.host },
+        retested(loc, nil, e.rank, bytes), loc)
+    end
+  end
+  return out
+end
+
+return M

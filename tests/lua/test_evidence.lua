@@ -1,0 +1,187 @@
+-- LuaUnit tests of stdlib/cs/evidence.lua: the run's own matrix held against localisation's
+-- verdict (a row or column 3x off is always re-tested and never ends in silence), the
+-- direction of a slow host, and the forced suspects in cs.diagnose.localise.
+-- Run: commscript --backend self --trusted tests/lua/test_evidence.lua
+local cs = require "commscript"
+local lu = require "luaunit"
+
+local recipe = cs.recipe {
+  name = "test_evidence",
+  version = "0.1.0",
+  summary = "LuaUnit tests of cs.evidence",
+}
+
+-- a seeded 31-bit LCG: uniform(lo, hi)
+local function rng(seed)
+  local x = seed
+  return function(lo, hi)
+    x = (x * 1103515245 + 12345) % 2147483648
+    return lo + (hi - lo) * (x / 2147483648)
+  end
+end
+
+-- n ranks, `per` per host (h0, h1, ...); bw[a][b] GB/s a -> b: 1.0 +/- 10 %, with slow(a, b) ->
+-- a factor dividing it
+local function job(n, per, slow, seed)
+  local hosts, bw = {}, {}
+  local u = rng(seed or 1)
+  for r = 0, n - 1 do hosts[r + 1] = "h" .. math.floor(r / per) end
+  for a = 1, n do
+    bw[a] = {}
+    for b = 1, n do
+      if a ~= b then bw[a][b] = u(0.9, 1.1) / (slow and slow(a - 1, b - 1) or 1) end
+    end
+  end
+  return hosts, bw
+end
+
+-- the pattern's pair values as the best single exchange saw them (a bucket hid the fault): 100 us
+-- +/- 5 % everywhere; re-tests from m(a, b) (default: healthy too)
+local function values_of(n, seed)
+  local u, out = rng(seed or 7), {}
+  for a = 0, n - 1 do for b = a + 1, n - 1 do out[#out + 1] = { a, b, 100 * u(0.95, 1.05) } end end
+  return out
+end
+
+local function localise(values, hosts, force, m)
+  local u = rng(11)
+  m = m or function() return 100 * u(0.95, 1.05) end
+  return cs.diagnose.localise(values, hosts, { force = force }, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+end
+
+local function tested(loc, rank, host)
+  for _, t in ipairs(loc.tested) do
+    if (rank and t.rank == rank) or (host and t.host == host) then return t end
+  end
+end
+
+TestEvidence = {}
+
+-- The first case of issue 32: 4 hosts x 1 rank, h3 sends at 1/30 of the others' rate through a
+-- token bucket that held one pattern message; the best single exchanges showed nothing.
+function TestEvidence:test_a_row_30x_off_is_a_suspect_and_ends_as_a_finding()
+  local hosts, bw = job(4, 1, function(a) return a == 3 and 30 or 1 end)
+  local ev = cs.evidence.off(bw, hosts)
+  lu.assertEquals(#ev.ranks, 1)
+  local e = ev.ranks[1]
+  lu.assertEquals(e.rank, 3)
+  lu.assertEquals(e.direction, "sending")
+  -- the ratio is the fleet's median send rate over the rank's: recomputed from the matrix
+  local row = { bw[4][1], bw[4][2], bw[4][3] }
+  table.sort(row)
+  lu.assertAlmostEquals(e.send_gbs, row[2], 1e-12)
+  lu.assertAlmostEquals(e.ratio, ev.fleet_send / row[2], 1e-9)
+  lu.assertTrue(e.ratio > 25 and e.ratio < 37, tostring(e.ratio))
+  local force = cs.evidence.force(ev, {})
+  lu.assertEquals(force.ranks, { 3 })
+  -- re-tested although its pattern pairs looked healthy; the re-test clears it: a finding, not silence
+  local values = values_of(4)
+  lu.assertEquals(localise(values, hosts, nil).tested, {}, "without the evidence nobody is a suspect")
+  local loc = localise(values, hosts, force)
+  lu.assertNotNil(tested(loc, 3), "rank 3 re-tested")
+  lu.assertEquals(#loc.hosts + #loc.ranks + #loc.links, 0)
+  local f = cs.evidence.unconfirmed(ev, loc, hosts, 262144)
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].rule, "not_confirmed")
+  lu.assertEquals(f[1].severity, "warn")
+  lu.assertEquals(f[1].subject.rank, 3)
+  lu.assertStrContains(f[1].message, ("sends at %.3g GB/s"):format(e.send_gbs))
+  lu.assertStrContains(f[1].message, "re-tested alone: ")
+  lu.assertStrContains(f[1].message, "not confirmed, maybe intermittent")
+  -- the re-test's GB/s is the pair's median time per message: bytes / us / 1e3
+  local rt = f[1].evidence.retest
+  local t = tested(loc, 3)
+  local worst
+  for _, p in ipairs(t.pairs) do if not p.shown_good and (not worst or p.ratio > worst.ratio) then worst = p end end
+  lu.assertAlmostEquals(rt.gbs, 262144 / worst.median_us / 1e3, 1e-9)
+end
+
+function TestEvidence:test_a_confirmed_slow_sender_is_named_with_its_direction()
+  local hosts, bw = job(4, 1, function(a) return a == 2 and 30 or 1 end)
+  local ev = cs.evidence.off(bw, hosts)
+  local u = rng(3)
+  local loc = localise(values_of(4), hosts, cs.evidence.force(ev, {}), function(a, b)
+    return 100 * u(0.95, 1.05) * ((a == 2 or b == 2) and 30 or 1)
+  end)
+  lu.assertEquals(#loc.hosts + #loc.ranks, 1, "rank 2 (alone on h2) named")
+  cs.evidence.annotate(loc, ev, hosts)
+  local x = loc.hosts[1] or loc.ranks[1]
+  lu.assertEquals(x.direction, "sending")
+  lu.assertEquals(cs.evidence.unconfirmed(ev, loc, hosts, 262144), {})
+  local msgs = cs.rules.evaluate { size = 4, rank_hosts = hosts, localisation = loc }
+  local found = false
+  for _, m in ipairs(msgs) do
+    if m.rule == "slow_host" or m.rule == "slow_rank" then
+      lu.assertStrContains(m.message, "slow sending")
+      found = true
+    end
+  end
+  lu.assertTrue(found)
+end
+
+function TestEvidence:test_receiving_only_and_both_ways()
+  local hosts, bw = job(6, 1, function(_, b) return b == 4 and 8 or 1 end)
+  local ev = cs.evidence.off(bw, hosts)
+  lu.assertEquals(#ev.ranks, 1)
+  lu.assertEquals(ev.ranks[1].rank, 4)
+  lu.assertEquals(ev.ranks[1].direction, "receiving")
+  hosts, bw = job(6, 1, function(a, b) return (a == 1 or b == 1) and 5 or 1 end)
+  ev = cs.evidence.off(bw, hosts)
+  lu.assertEquals(ev.ranks[1].direction, "both")
+end
+
+function TestEvidence:test_a_host_whose_ranks_are_all_off_is_one_entry()
+  local hosts, bw = job(8, 2, function(a) return math.floor(a / 2) == 1 and 4 or 1 end)
+  local ev = cs.evidence.off(bw, hosts)
+  lu.assertEquals(#ev.ranks, 0)
+  lu.assertEquals(#ev.hosts, 1)
+  lu.assertEquals(ev.hosts[1].host, "h1")
+  lu.assertEquals(ev.hosts[1].ranks, { 2, 3 })
+  local force = cs.evidence.force(ev, {})
+  lu.assertEquals(force.hosts, { "h1" })
+  local loc = localise(values_of(8), hosts, force)
+  lu.assertNotNil(tested(loc, nil, "h1"), "host h1 re-tested")
+  local f = cs.evidence.unconfirmed(ev, loc, hosts, 262144)
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].subject.host, "h1")
+end
+
+-- below the setting (3x) nothing is forced by the matrix; a healthy fleet yields nothing at all
+function TestEvidence:test_healthy_and_below_the_setting()
+  for seed = 1, 20 do
+    local hosts, bw = job(8, 2, nil, seed)
+    local ev = cs.evidence.off(bw, hosts)
+    lu.assertEquals(#ev.ranks + #ev.hosts, 0, "seed " .. seed)
+    lu.assertEquals(cs.evidence.force(ev, {}), { ranks = {}, hosts = {} }, "seed " .. seed)
+  end
+  local hosts, bw = job(4, 1, function(a) return a == 1 and 2.5 or 1 end)
+  local ev = cs.evidence.off(bw, hosts)
+  lu.assertEquals(#ev.ranks, 0)
+  lu.assertEquals(ev.worst.rank, 1, "the worst rank")
+  lu.assertEquals(cs.evidence.force(ev, {}).ranks, { 1 }, "the worst rank, 2.5x off, is re-tested")
+end
+
+-- the ranks the sweep's collectives waited for (a CPU-starved rank) are re-tested even when the
+-- matrix shows nothing
+function TestEvidence:test_stragglers_are_re_tested()
+  local hosts, bw = job(4, 1, nil, 5)
+  local ev = cs.evidence.off(bw, hosts)
+  local force = cs.evidence.force(ev, { { rank = 2, lateness = 4000 } })
+  lu.assertEquals(force.ranks, { 2 })
+  local u = rng(9)
+  local loc = localise(values_of(4), hosts, force, function(a, b) return 100 * u(0.95, 1.05) * ((a == 2 or b == 2) and 6 or 1) end)
+  lu.assertEquals(#loc.hosts + #loc.ranks, 1, "the straggler re-tested and found slow")
+end
+
+function recipe.run(ctx)
+  local runner = lu.LuaUnit.new()
+  runner:setOutputType("text")
+  local fails = runner:runSuiteByInstances { { "TestEvidence", TestEvidence } }
+  if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
+end
+
+return recipe
