@@ -1,6 +1,6 @@
 -- The main job: is the fabric healthy, and if not, which rank, host, link or setting is to
 -- blame, with the evidence and what to do (docs/full_diag-and-scorecard.md). The flow:
---   topology -> environment -> bandwidth sweep -> pattern -> localisation -> scorecard
+--   topology -> environment -> cpu -> bandwidth sweep -> pattern -> localisation -> scorecard
 -- The helpers are stdlib functions (docs/stdlib.md): cs.diagnose.straggler_vote,
 -- cs.scorecard.inputs, cs.rules.from_config, cs.findings, cs.p2p (plans, matrix, localise),
 -- cs.stages (what each stage cost: report key "cost", docs/scale-cost.md).
@@ -49,9 +49,12 @@ local recipe = cs.recipe {
 -- decides"): each pair streams both ways, SUSTAINED.drain bytes untimed first (a shaper's token
 -- bucket up to that size is emptied: a bucket that holds a message or a few hid a 30x slow host
 -- from the best single exchange), then SUSTAINED.timed bytes timed. Localisation's pair value is
--- the slower direction's time per message, and its re-tests measure the same way.
+-- the slower direction's time per message; its re-tests stream the same way, in the direction
+-- the matrix found slower (half the bytes of both).
 local MATRIX = { window = 4, repeats = 1, lat_iters = 50 }
-local SUSTAINED = { drain = 4194304, timed = 2097152 }
+local SUSTAINED = { drain = 4194304, timed = 1048576 }
+-- The detour probe's seconds per sample (cs.detour: SAMPLES of them, every rank at once).
+local DETOUR_SECONDS = { quick = 0.1, standard = 0.2, long = 0.4 }
 -- Straggler votes are taken over the all-reduces up to this size (arrival dominates there).
 local STRAGGLER_MAX_BYTES = 65536
 -- The budget's shares (rank 0's clock): the pattern ends by SHARE.pattern of it, leaving the
@@ -196,6 +199,7 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   if ctx.size >= 4 or ctx.nhosts >= 3 then
     local la = matrix_args(tier, st)
     la.stream, la.deadline, la.force = true, t0 + tier.budget, ev and cs.evidence.force(ev, stragglers)
+    la.bw = ctx.rank == 0 and matrix.bw or nil  -- re-tests stream the way the matrix found slower
     loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts, la)
     st:info("retests", loc.retests)
     if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
@@ -362,6 +366,17 @@ function recipe.run(ctx)
   found:add(e.findings)
   ctx.log("environment: %s audited on rank 0, %s", cs.text.plural(e.audited or 0, "variable"),
     cs.text.plural(#e.findings, "finding"))
+
+  -- 2b. CPU: does every rank run when it asks to (cs.detour: a rank starved by a CPU quota or
+  -- stopped from outside slows every collective for everyone alike, so the sweep cannot tell)
+  stage("cpu")
+  local shares = cs.detour.measure(ctx, { seconds = DETOUR_SECONDS[ctx.opt.tier] })
+  if ctx.rank == 0 then
+    local starved = cs.detour.judge(shares, ctx.hosts)
+    ctx.report:set("cpu", { shares = shares, starved = starved, seconds = DETOUR_SECONDS[ctx.opt.tier] })
+    found:add(cs.detour.findings(starved))
+    ctx.log("cpu: %s starved of CPU", cs.text.plural(#starved, "rank"))
+  end
 
   -- 3. a probe: the pattern's first round says what the pattern will cost, hence how much of
   -- the budget the sweep may take

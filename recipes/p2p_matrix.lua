@@ -70,7 +70,7 @@ function recipe.run(ctx)
   -- re-tested whatever the screen says, and end as a verdict or a "not confirmed" finding.
   local ev = ctx.rank == 0 and cs.evidence.off(m.bw, hosts) or nil
   local args = { stream = true, bytes = ctx.opt.bytes, window = ctx.opt.window, iters = ctx.opt.iters, warmup = 1,
-                 force = ev and cs.evidence.force(ev, {}) }
+                 force = ev and cs.evidence.force(ev, {}), bw = ctx.rank == 0 and m.bw or nil }
   local loc = cs.p2p.localise(ctx, m.pairs, hosts, args)
   if ev then
     cs.evidence.annotate(loc, ev, hosts)

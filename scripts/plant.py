@@ -39,8 +39,9 @@ class Planter:
     """Plants fault (see the module's doc) on the namespace set ns (truth_harness.Namespaces),
     whose links run at base_rate (tbf, netns_hosts.sh --rate)."""
 
-    def __init__(self, ns, fault, where=None, base_rate="1gbit"):
+    def __init__(self, ns, fault, where=None, base_rate="1gbit", binary=None):
         self.ns, self.fault, self.base = ns, fault, base_rate
+        self.binary = os.path.realpath(binary) if binary else None  # the ranks' executable
         self.where = where  # rank -> host index (the rank shapes look for it there)
         self.stop_ev = threading.Event()
         self.threads = []
@@ -99,8 +100,8 @@ class Planter:
                 return  # the hosts are gone
 
     def rank_pid(self, timeout=60):
-        """The pid of the fault's rank: a commscript process in its host's namespace whose
-        environment says OMPI_COMM_WORLD_RANK=R."""
+        """The pid of the fault's rank: a process of the ranks' executable in its host's namespace
+        whose environment says OMPI_COMM_WORLD_RANK=R."""
         want = ("OMPI_COMM_WORLD_RANK=%d" % self.fault["rank"]).encode()
         netns = self.host_ns(self.where[self.fault["rank"]])
         deadline = time.monotonic() + timeout
@@ -109,9 +110,8 @@ class Planter:
                                universal_newlines=True)
             for pid in r.stdout.split():
                 try:
-                    with open("/proc/%s/cmdline" % pid, "rb") as fh:
-                        if b"commscript" not in fh.read().split(b"\0")[0]:
-                            continue
+                    if self.binary and os.path.realpath("/proc/%s/exe" % pid) != self.binary:
+                        continue
                     with open("/proc/%s/environ" % pid, "rb") as fh:
                         if want in fh.read().split(b"\0"):
                             return int(pid)

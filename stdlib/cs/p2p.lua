@@ -138,7 +138,24 @@ local function stream_value(comm, me, peer, args)
 end
 M.stream_value = stream_value
 
-local function pair_value(comm, peer, args)
+-- One direction of a pair streamed (from `sender`): the time one message of args.bytes takes at
+-- that rate, in us, as this rank measured it.
+local function stream_from(comm, me, peer, sender, args)
+  local g = comm:stream { peer = peer, sender = me == sender, bytes = args.bytes or 262144, window = args.window or 8,
+                          iters = args.iters or 5, warmup = args.warmup or 1 }
+  return (args.bytes or 262144) / g / 1e3
+end
+
+-- the direction a re-test of {a, b} streams: the slower one in the matrix bw (rank 0's), nil
+-- (both) where the matrix has not both
+local function slower_from(bw, a, b)
+  local ab, ba = bw and bw[a + 1] and bw[a + 1][b + 1], bw and bw[b + 1] and bw[b + 1][a + 1]
+  if not (ab and ba) then return nil end
+  return ab <= ba and a or b
+end
+
+local function pair_value(comm, peer, args, from)
+  if args.stream and from then return stream_from(comm, comm:rank(), peer, from, args) end
   if args.stream then return stream_value(comm, comm:rank(), peer, args) end
   local best
   for _ = 1, args.repeats_inner or 1 do
@@ -224,14 +241,14 @@ function M.localise(ctx, values, rank_hosts, args)
   check_op(args)
   local D = require "cs.diagnose"
   local margs = { bytes = args.bytes, iters = args.retest_iters or args.iters or 10, warmup = args.warmup }
-  if args.stream then  -- the re-tests measure what the pattern measured: both directions streamed
+  if args.stream then  -- the re-tests measure what the pattern measured: streams, the slower way
     margs = { bytes = args.bytes, stream = true, window = args.window, iters = args.iters, warmup = args.warmup }
   end
-  local function exec(batch, together)  -- collective: every rank, the same batch
+  local function exec(batch, together, from)  -- collective: every rank, the same batch
     local mine = {}
     for i, p in ipairs(batch) do
       if ctx.rank == p[1] or ctx.rank == p[2] then
-        local v = pair_value(ctx.comm, ctx.rank == p[1] and p[2] or p[1], margs)
+        local v = pair_value(ctx.comm, ctx.rank == p[1] and p[2] or p[1], margs, from and from[i] or nil)
         if ctx.rank == math.min(p[1], p[2]) then mine[#mine + 1] = { i, v } end
         if together then break end  -- disjoint pairs (checked on rank 0): this rank's only one
       end
@@ -256,15 +273,20 @@ function M.localise(ctx, values, rank_hosts, args)
           seen[p[1]], seen[p[2]] = true, true
         end
       end
-      ctx.comm:broadcast_value({ batch = batch, together = together or nil }, 0)
-      return exec(batch, together)
+      local from
+      if args.stream and args.bw then  -- each pair streams the way the matrix found slower
+        from = {}
+        for i, p in ipairs(batch) do from[i] = slower_from(args.bw, p[1], p[2]) or false end
+      end
+      ctx.comm:broadcast_value({ batch = batch, together = together or nil, from = from }, 0)
+      return exec(batch, together, from)
     end)
     ctx.comm:broadcast_value({ done = true }, 0)
   else
     while true do
       local msg = ctx.comm:broadcast_value(false, 0)
       if msg.done then break end
-      exec(msg.batch, msg.together)
+      exec(msg.batch, msg.together, msg.from)
     end
   end
   return ctx.comm:broadcast_value(out, 0)

@@ -1,0 +1,96 @@
+-- Does every rank get the CPU it asks for? A detour probe (the HPC "selfish detour" / fixed work
+-- quantum method): every rank spins on the clock at once, and whatever gap between two reads is
+-- longer than DETOUR_S is time it did not run. A rank held to a fraction of a CPU by a cgroup
+-- quota, stopped from outside (SIGSTOP, a debugger, a freezer) or crowded out by a noisy
+-- neighbour runs a much smaller share of the probe's wall time than the others. Such a rank slows
+-- every collective equally for everyone (all wait for it, and its own clock runs on while it is
+-- stopped), so neither arrival times nor pair times single it out (docs/scale.md).
+--
+-- sample(seconds) -> fraction of the wall time this process ran, longest gap (s). Not collective.
+-- measure(ctx, args) -> on rank 0, per rank (1-based) the list of its samples' fractions; nil
+--   elsewhere. Collective: args.samples (5) probes of args.seconds (0.2) each, every rank at once
+--   between two barriers.
+-- judge(fractions, rank_hosts, opts) -> list of { rank, host, ran, fleet, ratio, above, samples }:
+--   a rank is starved when, in each sample, the fleet's median fraction over its own is at least
+--   opts.factor (FACTOR) in all samples but one, and over the samples' medians too. Pure.
+-- findings(starved) -> warn findings, rule "starved_rank".
+local stats = require "cs.stats"
+local M = {}
+
+M.DETOUR_S = 1e-4  -- a gap between two clock reads longer than this: the process did not run
+M.FACTOR = 2       -- the fleet's median share of the CPU over a rank's, for "starved"
+M.SAMPLES, M.SECONDS = 5, 0.2
+
+function M.sample(seconds)
+  local now = require("commscript.native").now
+  local t0 = now()
+  local last, lost, longest = t0, 0, 0
+  while last - t0 < seconds do
+    local t = now()
+    local d = t - last
+    if d > M.DETOUR_S then
+      lost = lost + d
+      if d > longest then longest = d end
+    end
+    last = t
+  end
+  return 1 - lost / (last - t0), longest
+end
+
+function M.measure(ctx, args)
+  args = args or {}
+  local mine = {}
+  for i = 1, args.samples or M.SAMPLES do
+    ctx.comm:barrier()
+    mine[i] = M.sample(args.seconds or M.SECONDS)
+  end
+  ctx.comm:barrier()
+  local all = ctx.comm:gather_value(mine, 0)
+  if ctx.rank ~= 0 then return nil end
+  return all
+end
+
+local function at(list, i)
+  local out = {}
+  for r, s in ipairs(list) do if s[i] then out[#out + 1] = s[i] end end
+  return out
+end
+
+function M.judge(fractions, rank_hosts, opts)
+  opts = opts or {}
+  local factor = opts.factor or M.FACTOR
+  local out = {}
+  if not fractions or #fractions < 3 then return out end  -- two ranks: no fleet to compare with
+  local k = #fractions[1]
+  local fleet = {}
+  for i = 1, k do fleet[i] = stats.median(at(fractions, i)) end
+  local fleet_all = stats.median(fleet)
+  for r, s in ipairs(fractions) do
+    local above = 0
+    for i = 1, k do
+      if s[i] and fleet[i] and fleet[i] >= factor * math.max(s[i], 1e-3) then above = above + 1 end
+    end
+    local ran = stats.median(s)
+    if ran and fleet_all and above >= k - 1 and fleet_all >= factor * math.max(ran, 1e-3) then
+      out[#out + 1] = { rank = r - 1, host = rank_hosts and rank_hosts[r], ran = ran, fleet = fleet_all,
+                        ratio = fleet_all / math.max(ran, 1e-3), above = above, samples = s }
+    end
+  end
+  return out
+end
+
+function M.findings(starved)
+  local out = {}
+  for _, s in ipairs(starved or {}) do
+    out[#out + 1] = {
+      rule = "starved_rank", severity = "warn", subject = { rank = s.rank, host = s.host },
+      message = ("rank %d%s ran %.0f%% of the time while every rank spun on the clock, the fleet's median %.0f%% (%.1fx, in %d of %d samples): starved of CPU or stopped from outside"):format(
+        s.rank, s.host and (" (host " .. tostring(s.host) .. ")") or "", 100 * s.ran, 100 * s.fleet, s.ratio, s.above, #s.samples),
+      evidence = { ran = s.ran, fleet = s.fleet, ratio = s.ratio, samples = s.samples, factor = M.FACTOR, detour_s = M.DETOUR_S },
+      remedy = "check that rank's CPU quota and cgroup (cpu.cfs_quota_us, cpu.max), its binding, and what else runs on its cores",
+    }
+  end
+  return out
+end
+
+return M
