@@ -15,8 +15,9 @@
 --   collectives waited for, the worst rank).
 -- annotate(loc, ev): the direction and rates of each named host and rank (entry.direction,
 --   entry.send_gbs, entry.recv_gbs, entry.fleet_gbs).
--- unconfirmed(ev, loc, stragglers, bytes) -> findings for what the evidence showed and the verdict
---   did not name: never silence (rule "not_confirmed", warn: maybe intermittent).
+-- unconfirmed(ev, loc, rank_hosts, bytes) -> findings for what the evidence showed and the verdict
+--   did not name: never silence (rule "not_confirmed", warn: maybe intermittent); and for a host
+--   or rank the re-tests found slow in some rounds only (intermittent).
 local stats = require "cs.stats"
 local M = {}
 
@@ -200,14 +201,46 @@ local function unconfirmed_finding(e, what, subject, rt, loc)
            remedy = "measure again (a longer --tier); watch that host's link counters for flaps or bursts of drops" }
 end
 
+-- A host or rank the re-tests measured slow in some rounds and not in others (every one of its
+-- pairs above the threshold in at least INTERMITTENT.above of INTERMITTENT.rounds or more
+-- rounds, too few for a verdict): intermittent, not silence.
+M.INTERMITTENT = { above = 2, rounds = 4 }
+local function intermittent(loc, rank_hosts, out, seen)
+  for _, t in ipairs(loc.tested or {}) do
+    local subject = t.host or t.rank
+    local host = t.host or (t.rank and rank_hosts[t.rank + 1])
+    if subject ~= nil and t.pair == nil and not seen[subject] and not seen[host] and not named(loc, t.host, t.rank) then
+      local n, worst = 0, nil
+      for _, p in ipairs(t.pairs or {}) do
+        if not p.shown_good then
+          if not (p.above >= M.INTERMITTENT.above and p.rounds >= M.INTERMITTENT.rounds) then n = -1; break end
+          n = n + 1
+          if not worst or p.ratio > worst.ratio then worst = p end
+        end
+      end
+      if n > 0 then
+        seen[subject], seen[host] = true, true
+        local what = t.host and ("host " .. t.host) or ("rank %d (host %s)"):format(t.rank, tostring(rank_hosts[t.rank + 1]))
+        out[#out + 1] = { rule = "not_confirmed", severity = "warn",
+          subject = t.host and { host = t.host } or { rank = t.rank, host = rank_hosts[t.rank + 1] },
+          message = ("%s: intermittent; its pairs re-tested alone were above the threshold (%.2fx) in %d of %d rounds, not in the others (median %.2fx): not confirmed as slow"):format(
+            what, t.threshold or 0, worst.above, worst.rounds, worst.ratio),
+          evidence = { retest = t, intermittent = true },
+          remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters) and measure again" }
+      end
+    end
+  end
+end
+
 function M.unconfirmed(ev, loc, rank_hosts, bytes)
-  local out = {}
+  local out, seen = {}, {}
   for _, h in ipairs(ev.hosts) do
     if not named(loc, h.host, nil) then
       local any = false
       for _, r in ipairs(h.ranks) do any = any or named(loc, nil, r) end
       if not any then
         h.fleet_send, h.fleet_recv = ev.fleet_send, ev.fleet_recv
+        seen[h.host] = true
         out[#out + 1] = unconfirmed_finding(h, "host " .. h.host, { host = h.host, ranks = h.ranks },
           retested(loc, h.host, nil, bytes), loc)
       end
@@ -216,10 +249,12 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
   for _, e in ipairs(ev.ranks) do
     if not named(loc, rank_hosts[e.rank + 1], e.rank) then
       e.fleet_send, e.fleet_recv = ev.fleet_send, ev.fleet_recv
+      seen[e.rank] = true
       out[#out + 1] = unconfirmed_finding(e, ("rank %d (host %s)"):format(e.rank, e.host), { rank = e.rank, host = e.host },
         retested(loc, nil, e.rank, bytes), loc)
     end
   end
+  intermittent(loc, rank_hosts, out, seen)
   return out
 end
 

@@ -177,6 +177,33 @@ function TestEvidence:test_stragglers_are_re_tested()
   lu.assertEquals(#loc.hosts + #loc.ranks, 1, "the straggler re-tested and found slow")
 end
 
+-- A host slow in some re-test rounds and not in others (a flapping link): not a verdict, an
+-- "intermittent" finding naming it; a steady healthy fleet gets none.
+function TestEvidence:test_a_host_slow_in_some_rounds_only_is_intermittent()
+  local hosts = { "h0", "h1", "h2", "h3" }
+  local values = values_of(4)
+  values[1][3], values[4][3], values[5][3] = 400, 400, 400  -- rank 1's pairs slow in the pattern
+  local u, calls = rng(13), 0
+  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    calls = calls + 1
+    local on = calls % 3 == 1  -- one round in three
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = 100 * u(0.95, 1.05) * ((on and (p[1] == 1 or p[2] == 1)) and 4 or 1) end
+    return out
+  end)
+  lu.assertEquals(#loc.hosts + #loc.ranks + #loc.links, 0, "slow in a third of the rounds: no verdict")
+  local ev = cs.evidence.off({ {}, {}, {}, {} }, hosts)
+  local f = cs.evidence.unconfirmed(ev, loc, hosts, 262144)
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].rule, "not_confirmed")
+  lu.assertTrue(f[1].subject.host == "h1" or f[1].subject.rank == 1, tostring(f[1].message))
+  lu.assertStrContains(f[1].message, "intermittent")
+  -- steady (always slow): a verdict, no intermittent finding
+  local loc2 = localise(values, hosts, nil, function(a, b) return 100 * u(0.95, 1.05) * ((a == 1 or b == 1) and 4 or 1) end)
+  lu.assertEquals(#loc2.hosts + #loc2.ranks, 1)
+  lu.assertEquals(cs.evidence.unconfirmed(ev, loc2, hosts, 262144), {})
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
