@@ -469,7 +469,7 @@ function M.matrix(ctx, args)
   local mine = {}  -- { partner, lat_us, GB/s sent } per round this rank took part in
   local done, cut = 0, false
   -- a reduced plan measures only the pair value, once, in its later rounds (args.light: all of them)
-  local light = args.light == true and args.pair ~= nil
+  local light = args.light == true
   local i = 0
   local first = args.first  -- round 1 of the full plan, measured before the call (first_round)
   if first then for _, row in ipairs(first.mine) do mine[#mine + 1] = row end end
@@ -489,7 +489,7 @@ function M.matrix(ctx, args)
     if decision and decision.kind then
       rounds = switched_rounds(ctx, round, decision)
       plan.kind, plan.reason, plan.cycles = decision.kind, decision.reason, decision.cycles
-      light = args.pair ~= nil  -- with a pair value to measure, the later rounds measure only it
+      light = true  -- the later rounds measure only what localisation takes (no latency)
       plan.light = light
     end
     if decision and decision.stop then cut = i < #rounds; break end
