@@ -1,7 +1,8 @@
 """report.html of the 1024-rank synthetic run (scripts/scale_model.sh) opened in headless
 Chromium: the DOM it builds has the host x host maps (one cell per host pair) and the host
 details. Exits 77 (ctest: skipped) with a message when no Chromium is installed
-(apt-get install --no-install-recommends chromium: about 120 MB to download, 410 MB on disk)."""
+(apt-get install --no-install-recommends chromium: about 120 MB to download, 410 MB on disk),
+1 instead when CS_REQUIRE_BROWSER=1 (.ci/run)."""
 import os
 import re
 import shutil
@@ -17,9 +18,12 @@ def main():
     browser = next((b for b in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome")
                     if b and shutil.which(b)), None)
     if not browser:
-        print("SKIPPED: no Chromium found (chromium, chromium-browser, google-chrome or $CHROMIUM); "
-              "install it with apt-get install --no-install-recommends chromium to run this check")
-        return 77
+        # CI (.ci/run) installs Chromium and sets CS_REQUIRE_BROWSER=1: a skip there is a failure.
+        required = os.environ.get("CS_REQUIRE_BROWSER") == "1"
+        print("%s: no Chromium found (chromium, chromium-browser, google-chrome or $CHROMIUM); "
+              "install it with apt-get install --no-install-recommends chromium to run this check%s"
+              % ("FAILED" if required else "SKIPPED", " (CS_REQUIRE_BROWSER=1)" if required else ""))
+        return 1 if required else 77
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out")
         p = subprocess.run([os.path.join(REPO, "scripts", "scale_model.sh"), "--ranks", "1024", "--hosts", "128",
