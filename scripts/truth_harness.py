@@ -430,7 +430,10 @@ def table(rows):
     lines = ["| fault | runs | precision (no innocent named) | recall (planted named) | recall where visible "
              "| recall where >= 1.5x alone | too noisy | median s to the verdict |",
              "|---|---|---|---|---|---|---|---|"]
-    kinds = [k for k in KINDS + MODEL_KINDS if any(r["fault"]["kind"] == k for r in rows)]
+    kinds = []
+    for k in KINDS + MODEL_KINDS:
+        if k not in kinds and any(r["fault"]["kind"] == k for r in rows):
+            kinds.append(k)
     for kind in kinds + ["all"]:
         rs = [r for r in rows if kind == "all" or r["fault"]["kind"] == kind]
         if not rs:
