@@ -96,6 +96,9 @@ function M.load(paths)
       bad(p .. ": no such file or directory")
     end
   end
+  -- Memory is what triage watches (docs/triage.md, "Memory"): the collector starts a cycle when
+  -- the heap has grown by a tenth since the last one (Lua's default waits for it to double).
+  collectgarbage("setpause", 110)
   local out = {}
   for _, f in ipairs(files) do out[#out + 1] = P.read(f) end
   return out
@@ -650,6 +653,9 @@ function M.diagnose(arts, opts)
     for _, p in ipairs(t.progress) do if p.rank > maxrank then maxrank = p.rank end end
   end
   if not world and maxrank >= 0 then world = maxrank + 1; diag.world_at = "the highest rank seen" end
+  if world and world > P.MAX_RANKS then
+    bad(("triage: a world of %s ranks (%s): more than the %d triage reads"):format(tostring(world), tostring(diag.world_at), P.MAX_RANKS))
+  end
   diag.world = world
   if #dumps > 0 then analyse_fr(dumps, diag) end
   local has_wd = false
