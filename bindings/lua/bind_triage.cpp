@@ -60,7 +60,7 @@ class LuaBuilder : public PickleEvents {
   void start(size_t reader_bytes, size_t max_memory) override {
     budget_ = max_memory > reader_bytes ? max_memory - reader_bytes : 0;
   }
-  // A string: its header and text (its slot: see leaf).
+  // Leaves: each counts its slot in its container (see leaf), a string also its header and text.
   void null() override {
     leaf([&] { lua_pushnil(L_); }, 0);
   }
