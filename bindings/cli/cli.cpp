@@ -27,6 +27,7 @@
 #include "error.hpp"
 #include "job.hpp"
 #include "recipe_run.hpp"
+#include "triage_input.hpp"
 #include "versions.hpp"
 
 namespace cs {
@@ -192,7 +193,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
     if (prints_early()) std::fprintf(stderr, "commscript: %s\n(see commscript --help)\n", e.what());
     return 1;
   }
-  a.rest = app.remaining();
+  a.rest = triage::recipe_words(app.remaining());                       // `triage LOG DIR`: positional paths as --paths
   if (a.insecure_plane) setenv("COMMSCRIPT_JOB_TOKEN", "insecure", 1);  // read by the launch (launch_env.cpp)
   if (!act && (a.version || a.list)) return 0;
   if (a.version) {

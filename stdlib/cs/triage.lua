@@ -96,6 +96,10 @@ function M.load(paths)
       bad(p .. ": no such file or directory")
     end
   end
+  -- Memory is what triage watches (docs/triage.md, "Memory"): the collector starts a cycle when
+  -- the heap has grown by a tenth since the last one (Lua's default waits for it to double),
+  collectgarbage("setpause", 110)
+  collectgarbage("setstepmul", 1000)  -- and ends it before the heap grows much more
   local out = {}
   for _, f in ipairs(files) do out[#out + 1] = P.read(f) end
   return out
@@ -103,15 +107,16 @@ end
 
 -- ---------------------------------------------------------------- Flight Recorder analysis
 
+-- The record of an entry is the entry's own table, given the record's fields (a second table
+-- per entry took a third of triage's memory on large dumps; docs/triage.md, "Memory").
 local function fr_record(e, path, idx, group_size)
-  local rec = {
-    seq = e.collective_seq_id, name = fr_type(e.profiling_name), profiling_name = e.profiling_name,
-    in_sizes = e.input_sizes, out_sizes = e.output_sizes, in_dtypes = e.input_dtypes, out_dtypes = e.output_dtypes,
-    state = e.state, timeout_ms = type(e.timeout_ms) == "number" and e.timeout_ms or nil,
-    p2p = e.is_p2p == true or (e.profiling_name:find(":send ", 1, true) or e.profiling_name:find(":recv ", 1, true)) ~= nil,
-    time = type(e.time_created_ns) == "number" and e.time_created_ns or nil, record_id = e.record_id,
-    at = ("%s: entry %d (record_id %d)"):format(path, idx - 1, e.record_id),
-  }
+  local rec = e
+  rec.seq, rec.name = e.collective_seq_id, fr_type(e.profiling_name)
+  rec.in_sizes, rec.out_sizes, rec.in_dtypes, rec.out_dtypes = e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes
+  rec.timeout_ms = type(e.timeout_ms) == "number" and e.timeout_ms or nil
+  rec.p2p = e.is_p2p == true or (e.profiling_name:find(":send ", 1, true) or e.profiling_name:find(":recv ", 1, true)) ~= nil
+  rec.time = type(e.time_created_ns) == "number" and e.time_created_ns or nil
+  rec.at = ("%s: entry %d (record_id %d)"):format(path, idx - 1, e.record_id)
   -- duration_ms: the GPU time of the call, inserted by the writer only once measured
   local d = e.duration_ms
   if type(d) == "number" and d == d and d >= 0 and d < 1e12 then rec.duration = d end
@@ -650,6 +655,9 @@ function M.diagnose(arts, opts)
     for _, p in ipairs(t.progress) do if p.rank > maxrank then maxrank = p.rank end end
   end
   if not world and maxrank >= 0 then world = maxrank + 1; diag.world_at = "the highest rank seen" end
+  if world and world > P.MAX_RANKS then
+    bad(("triage: a world of %s ranks (%s): more than the %d triage reads"):format(tostring(world), tostring(diag.world_at), P.MAX_RANKS))
+  end
   diag.world = world
   if #dumps > 0 then analyse_fr(dumps, diag) end
   local has_wd = false

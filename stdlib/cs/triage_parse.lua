@@ -68,6 +68,12 @@ local ENTRY_FIELDS = {
   state = "string", process_group = "pair",
 }
 
+-- Every field of an entry triage reads: the engine builds only these of a dump's entries (a
+-- dump's stack frames and the rest are never made into Lua tables; bind_triage.cpp).
+local KEEP_FIELDS = { "seq_id", "timeout_ms", "time_created_ns", "duration_ms", "is_p2p" }
+for k in pairs(ENTRY_FIELDS) do KEEP_FIELDS[#KEEP_FIELDS + 1] = k end
+table.sort(KEEP_FIELDS)
+
 local function check_entry(path, i, e)
   if type(e) ~= "table" then bad(("%s: entry %d is not a dict"):format(path, i)) end
   -- Dumps before version 2.2 number collectives as seq_id, and before 2.3 have no dtypes.
@@ -99,13 +105,25 @@ local function check_entry(path, i, e)
   end
 end
 
--- Parses pg_config's "ranks" (ranks_str: "[0, 1, 2]").
+-- The most ranks a job triage reads may have (the repro and its loops are sized by the world).
+M.MAX_RANKS = 1048576
+
+-- Parses pg_config's "ranks" (ranks_str: "[0, 1, 2]"): whole numbers 0 <= r < MAX_RANKS.
 local function parse_ranks(path, s)
-  if type(s) == "table" then return s end
-  if type(s) ~= "string" or #s > 1000000 then bad(path .. ": pg_config ranks is not a list") end
   local out = {}
-  for d in s:gmatch("%-?%d+") do out[#out + 1] = tonumber(d) end
-  if not s:match("^%s*%[[%d,%s%-]*%]%s*$") then bad(("%s: pg_config ranks '%s' is not a list of ranks"):format(path, s:sub(1, 80))) end
+  if type(s) == "table" then
+    for i, r in ipairs(s) do out[i] = r end
+  elseif type(s) ~= "string" or #s > 1000000 then
+    bad(path .. ": pg_config ranks is not a list")
+  else
+    if not s:match("^%s*%[[%d,%s%-]*%]%s*$") then bad(("%s: pg_config ranks %q is not a list of ranks"):format(path, s:sub(1, 80))) end
+    for d in s:gmatch("%-?%d+") do out[#out + 1] = tonumber(d) end
+  end
+  for _, r in ipairs(out) do
+    if not is_int(r) or r < 0 or r >= M.MAX_RANKS then
+      bad(("%s: pg_config ranks: %s is not a rank (a whole number from 0 to %d)"):format(path, tostring(r):sub(1, 40), M.MAX_RANKS - 1))
+    end
+  end
   return out
 end
 
@@ -128,6 +146,7 @@ function M.flight_recorder(path, d, encoding)
     bad(("%s: cannot tell the rank from the file name (PyTorch names dumps <prefix><rank>, e.g. nccl_trace_rank_3)"):format(path))
   end
   local rank = tonumber(digits)
+  if rank >= M.MAX_RANKS then bad(("%s: rank %s (from the file name) is beyond %d"):format(path, digits:sub(1, 40), M.MAX_RANKS - 1)) end
   local entries = nn(d.entries) or {}
   if type(entries) ~= "table" then bad(path .. ": 'entries' is not a list") end
   for i, e in ipairs(entries) do check_entry(path, i, e) end
@@ -368,7 +387,7 @@ local function decode_json(path, data)
   if native.triage_json_depth(data, MAX_JSON_DEPTH + 1) > MAX_JSON_DEPTH then
     bad(("%s: JSON nested deeper than %d levels (no artifact triage reads is)"):format(path, MAX_JSON_DEPTH))
   end
-  local ok, d = pcall(native.json_decode, data)
+  local ok, d = pcall(native.triage_json, data, KEEP_FIELDS)
   if not ok then
     if type(d) == "table" and rawget(d, "limit") == true then error(d, 0) end  -- engine limits pass
     local m = type(d) == "table" and d.message or tostring(d)
@@ -381,8 +400,8 @@ end
 -- Calls an engine function on `path`'s data; its refusal (exit 1) is re-raised naming the file
 -- instead of this module's line.
 local function engine(path, f, ...)
-  local ok, r = pcall(f, ...)
-  if ok then return r end
+  local ok, r, r2 = pcall(f, ...)
+  if ok then return r, r2 end
   if type(r) == "table" and rawget(r, "limit") == true then error(r, 0) end
   local msg = type(r) == "table" and tostring(r.message) or tostring(r)
   msg = msg:gsub("^[^:]*triage_parse%.lua:%d+: ", "")
@@ -393,12 +412,10 @@ end
 
 -- Reads one file and returns its artifact table (kind = fr | text | ras | nccl_tests).
 function M.read(path)
-  local data = engine(path, native.triage_read, path)
+  -- a pickle comes back decoded (its bytes never reach Lua), anything else as its bytes
+  local kind, data = engine(path, native.triage_load, path, KEEP_FIELDS)
+  if kind == "pickle" then return M.flight_recorder(path, data, "pickle") end
   local first = data:match("^%s*(.)")
-  if data:byte(1) == 0x80 then
-    local json = engine(path, native.triage_unpickle, data)
-    return M.flight_recorder(path, decode_json(path, json), "pickle")
-  end
   -- A JSON document: an object, or an array of arrays/objects/strings (logs start with "[rank0]:"
   -- or "[2026-...]" too, so a '[' alone does not make JSON).
   local json_array = first == "[" and data:match("^%s*%[%s*[%[{\"%]]") ~= nil and data:match("%]%s*$") ~= nil

@@ -10,18 +10,85 @@ local T = require "cs.triage"
 local M = {}
 local bad = P.bad
 
-local function lua_str(s) return (("%q"):format(tostring(s)):gsub("\\\n", "\\n")) end
+-- ---------------------------------------------------------------- the one writer
+-- Every value from the artifacts that reaches repro.lua or repro.toml (names, descriptions,
+-- file paths, op names, verdict lines, variables) goes through lua_str or toml_str, and only
+-- there; comments hold fixed text or such a quoted value, never raw input: a newline, "]]" or
+-- "--[[" in a customer's process-group name or directory name stays data (issue 30, class 1).
 
-local function toml_str(s)
-  s = tostring(s):gsub("\\", "\\\\"):gsub('"', '\\"'):gsub("[%z\1-\31\127]", function(c)
-    return ("\\u%04x"):format(c:byte())
-  end)
-  return '"' .. s .. '"'
+-- A Lua string literal of any bytes: printable ASCII as itself, except " and \, and every other
+-- byte (control, DEL, non-ASCII) as \ddd with three digits (so a digit after it stays a digit).
+-- The literal is ASCII on one line: it cannot end a comment or a string early.
+local function lua_str(s)
+  return '"' .. tostring(s):gsub('[%z\1-\31"\\\127-\255]', function(c) return ("\\%03d"):format(c:byte()) end) .. '"'
 end
 
+-- The code point of the valid UTF-8 sequence at s[i] (no overlong forms, no surrogates, at most
+-- U+10FFFF) and its length, or nil.
+local function utf8_at(s, i)
+  local c = s:byte(i)
+  local n, min, cp
+  if c >= 0xc2 and c <= 0xdf then n, min, cp = 2, 0x80, c - 0xc0
+  elseif c >= 0xe0 and c <= 0xef then n, min, cp = 3, 0x800, c - 0xe0
+  elseif c >= 0xf0 and c <= 0xf4 then n, min, cp = 4, 0x10000, c - 0xf0
+  else return nil end
+  for k = 1, n - 1 do
+    local b = s:byte(i + k)
+    if not b or b < 0x80 or b > 0xbf then return nil end
+    cp = cp * 64 + (b - 0x80)
+  end
+  if cp < min or cp > 0x10ffff or (cp >= 0xd800 and cp <= 0xdfff) then return nil end
+  return cp, n
+end
+
+local TOML_ESC = { ['"'] = '\\"', ["\\"] = "\\\\" }
+
+-- A TOML basic string of any bytes, in ASCII: " and \ escaped, every control character as
+-- \uXXXX, valid UTF-8 as the \uXXXX or \UXXXXXXXX of its code point, and a byte that is not
+-- part of valid UTF-8 as the code point of its value (TOML holds text, not bytes: such a byte
+-- reads back as its Latin-1 character).
+local function toml_str(s)
+  s = tostring(s)
+  if not s:find("[%z\1-\31\127-\255]") then return '"' .. s:gsub('["\\]', TOML_ESC) .. '"' end
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local c = s:byte(i)
+    if c >= 0x20 and c < 0x7f then
+      out[#out + 1] = TOML_ESC[string.char(c)] or string.char(c)
+      i = i + 1
+    else
+      local cp, len = nil, 1
+      if c >= 0x80 then cp, len = utf8_at(s, i) end
+      cp, len = cp or c, len or 1
+      out[#out + 1] = cp > 0xffff and ("\\U%08X"):format(cp) or ("\\u%04X"):format(cp)
+      i = i + len
+    end
+  end
+  return '"' .. table.concat(out) .. '"'
+end
+
+-- A TOML key: bare when it is one of A-Za-z0-9_-, else quoted by toml_str.
+local function toml_key(k)
+  k = tostring(k)
+  return k:match("^[%w_%-]+$") and k or toml_str(k)
+end
+
+-- A note from the artifacts for a comment or a `customer` field: at most `max` bytes of it
+-- (the names a repro replays are kept whole, in GROUPS), quoted by `quote`.
+local NOTE_MAX = 1000
+local function note(quote, s, max)
+  s = tostring(s)
+  max = max or NOTE_MAX
+  if #s > max then s = s:sub(1, max) .. ("... (%d bytes in all)"):format(#s) end
+  return quote(s)
+end
+
+M.lua_str, M.toml_str = lua_str, toml_str
+
+-- A list of ranks (numbers only: %d refuses anything else).
 local function list(t)
   local p = {}
-  for _, x in ipairs(t) do p[#p + 1] = tostring(x) end
+  for _, x in ipairs(t) do p[#p + 1] = ("%d"):format(x) end
   return table.concat(p, ", ")
 end
 
@@ -295,6 +362,12 @@ local function member(g, rank)
 end
 
 function recipe.run(ctx)
+  -- The groups and the planted chaos name ranks of a job of RANKS ranks: on any other number
+  -- the sequence would not be the customer's (a rank named by chaos may not even exist).
+  if ctx.size ~= RANKS then
+    cs.raise(cs.exit.bad_input, ("this repro was written for %d ranks, not %d: run it with mpirun -np %d, or write one for %d ranks by running triage again on the same artifacts with --ranks %d"):format(
+      RANKS, ctx.size, RANKS, ctx.size, ctx.size))
+  end
   -- One communicator per group, each split from the world (ranks outside a group get nil).
   local comms = {}
   for i, g in ipairs(GROUPS) do
@@ -402,27 +475,30 @@ local function repro_lua(b, opts)
   local fail_rec, skipped, unkept, timeout, chaos_note, slow = b.fail_rec, b.skipped, b.unkept, b.timeout, b.chaos_note, b.slow
   local L = {}
   local function w(fmt, ...) L[#L + 1] = select("#", ...) > 0 and fmt:format(...) or fmt end
-  w("-- repro.lua: written by `commscript triage` from the customer's artifacts:")
+  w("-- repro.lua: written by `commscript triage` from the customer's artifacts. Every text taken")
+  w("-- from them is a quoted string here, in these comments too. The artifacts:")
   for i, s in ipairs(opts.sources or {}) do
     if i > 12 then w("--   ... and %d more", #opts.sources - 12); break end
-    w("--   %s", s)
+    w("--   %s", note(lua_str, s))
   end
-  w("-- What they show: %s", T.verdict_line(G))
-  if v.fr_trace then w("--   (fr_trace: %s)", v.fr_trace) end
+  w("-- What they show:")
+  w("--   %s", note(lua_str, T.verdict_line(G)))
+  if v.fr_trace then w("--   fr_trace: %s", note(lua_str, v.fr_trace)) end
   w("-- This recipe replays the last %d collective(s) before the failure on %d rank(s) (the customer ran %d; customer", #seq, n, world)
   w("-- rank -> rank here: %s).", (function()
     local p = {}
-    for _, r in ipairs(keep) do p[#p + 1] = r .. "->" .. map[r] end
+    for _, r in ipairs(keep) do p[#p + 1] = ("%d->%d"):format(r, map[r]) end
     return table.concat(p, ", ")
   end)())
   if skipped > 0 then w("-- %d coalescing record(s) in that window are left out.", skipped) end
   if unkept > 0 then w("-- %d point-to-point transfer(s) with a rank not kept here are left out.", unkept) end
   w("-- repro.toml sets the customer's timeout (%g s) and plants the failure as chaos:", timeout)
-  w("--   %s", chaos_note or "nothing planted")
-  w("-- Run it (exit 5 when it reproduces; --timeout 5 shortens the wait):")
+  w("--   %s", chaos_note and note(lua_str, chaos_note) or "nothing planted")
+  w("-- Run it on %d ranks (it refuses any other number; exit 5 when it reproduces; --timeout 5 shortens the wait):", n)
   w("--   mpirun -np %d commscript --config repro.toml repro.lua", n)
   w("-- Without the planted fault (does the fabric alone reproduce it?):")
   w("--   mpirun -np %d commscript --config repro.toml --set 'chaos=[]' repro.lua", n)
+  w("-- For another number of ranks, run triage again on the same artifacts with --ranks N.")
   w("-- GROUPS and SEQUENCE are plain data: edit them, and send the files back.")
   w("local cs = require \"commscript\"")
   w("")
@@ -430,8 +506,11 @@ local function repro_lua(b, opts)
   w("  name = \"repro_triage\",")
   w("  version = \"1.0.0\",")
   w("  requires = \">=0.1, <1.0\",")
-  w("  summary = %s,", lua_str("replay of a customer's collective sequence (" .. (v.kind or "?") .. ")"))
+  w("  summary = %s,", lua_str("replay of a customer's collective sequence (" .. tostring(v.kind or "?") .. ")"))
   w("}")
+  w("")
+  w("-- The number of ranks this repro was written for (--ranks of triage).")
+  w("local RANKS = %d", n)
   w("")
   w("-- Process groups: the ranks of this job in each (their customer ranks in the comment).")
   w("local GROUPS = {")
@@ -451,14 +530,14 @@ local function repro_lua(b, opts)
     local gsize = #groups[it.gi].ranks
     if it.transfer then
       w("  { group = %d, op = \"send\", from = %d, to = %d, count = %d, dtype = %s, customer = %s },", it.gi, it.from, it.to,
-        it.transfer.count, lua_str(it.rec.dtype or "float32"), lua_str(("%s (customer ranks %d -> %d) @ %s"):format(
-          it.rec.profiling_name, it.transfer.src, it.transfer.dst, tostring(it.rec.at))))
+        it.transfer.count, lua_str(it.rec.dtype or "float32"), note(lua_str, ("%s (customer ranks %d -> %d) @ %s"):format(
+          tostring(it.rec.profiling_name), it.transfer.src, it.transfer.dst, tostring(it.rec.at))))
     else
       -- alltoall keeps the customer's count per peer; the others their count per rank
       local c = T.count_of(it.rec, it.rec.op == "alltoall" and #groups[it.gi].g.ranks or gsize)
       local mark = it.rec == fail_rec and "  -- <- the failure" or ""
       w("  { group = %d, op = %s, count = %d, dtype = %s, customer = %s },%s", it.gi, lua_str(it.rec.op), c or 0,
-        lua_str(it.rec.dtype or "float32"), lua_str(T.rec_text(it.rec) .. " @ " .. tostring(it.rec.at)), mark)
+        lua_str(it.rec.dtype or "float32"), note(lua_str, T.rec_text(it.rec) .. " @ " .. tostring(it.rec.at)), mark)
     end
   end
   w("}")
@@ -481,11 +560,13 @@ local function repro_toml(b, diag)
   local G, timeout, chaos, chaos_note, rules = b.G, b.timeout, b.chaos, b.chaos_note, b.rules
   local Tm = {}
   local function t(fmt, ...) Tm[#Tm + 1] = select("#", ...) > 0 and fmt:format(...) or fmt end
-  t("# repro.toml: written by `commscript triage`; the config of repro.lua.")
-  t("# %s", T.verdict_line(G))
+  t("# repro.toml: written by `commscript triage`; the config of repro.lua. Every text taken from")
+  t("# the customer's artifacts is a quoted string here, in these comments too.")
+  t("# %s", note(toml_str, T.verdict_line(G)))
   t("")
   t("[run]")
-  t("# the customer's collective timeout (Timeout(ms)=%s); --timeout on the command line overrides it", G.timeout_ms and tostring(G.timeout_ms) or "?")
+  t("# the customer's collective timeout (Timeout(ms)=%s); --timeout on the command line overrides it",
+    type(G.timeout_ms) == "number" and ("%.17g"):format(G.timeout_ms) or "?")
   t("timeout = %g", timeout)
   t("seed = 1")
   local names = {}
@@ -499,12 +580,13 @@ local function repro_toml(b, diag)
     t("# recorded from the customer's job (read by NCCL; harmless on the MPI backend)")
     for _, k in ipairs(names) do
       local risky = k:match("PLUGIN") or k:match("FILE") or k:match("PATH") or k:match("LIB") or k:match("DIR")
-      t("%s%s = %s  # %s", risky and "# " or "", k, toml_str(diag.env[k]), tostring(diag.env_at[k]))
+      t("%s%s = %s  # %s", risky and "# " or "", toml_key(k), toml_str(diag.env[k]), note(toml_str, diag.env_at[k]))
     end
   end
   t("")
   if chaos then
-    t("# The observed failure, planted: %s.", chaos_note)
+    t("# The observed failure, planted:")
+    t("#   %s", note(toml_str, chaos_note))
     t("# Remove the [[chaos]] table(s), or run with --set 'chaos=[]', to run the sequence without it.")
     for _, rule in ipairs(rules) do
       t("[[chaos]]")
@@ -522,7 +604,8 @@ local function repro_toml(b, diag)
       if rule.op then t("op = %s", toml_str(rule.op)) end
     end
   else
-    t("# No chaos planted: %s", chaos_note or "no failure seen")
+    t("# No chaos planted:")
+    t("#   %s", chaos_note and note(toml_str, chaos_note) or "no failure seen")
   end
   return table.concat(Tm, "\n") .. "\n"
 end
@@ -540,7 +623,9 @@ function M.build(diag, opts)
   b.rules = chaos_rules(b)
   warn_earlier_match(b)
   local G = b.G
-  b.timeout = (opts.timeout and opts.timeout > 0) and opts.timeout or (G.timeout_ms and G.timeout_ms / 1000) or 300
+  local t = (opts.timeout and opts.timeout > 0) and opts.timeout or (G.timeout_ms and G.timeout_ms / 1000) or 300
+  if type(t) ~= "number" or t ~= t or t <= 0 then t = 300 end
+  b.timeout = math.min(t, 7 * 86400)  -- the engine's longest deadline
   return { lua = repro_lua(b, opts), toml = repro_toml(b, diag),
     summary = { ranks = b.n, customer_ranks = b.world, collectives = #b.seq, chaos = b.rules[1], rules = b.rules, note = b.chaos_note,
       timeout = b.timeout, group = G.name, kind = b.v.kind } }

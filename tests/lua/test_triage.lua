@@ -212,6 +212,129 @@ function TestText:test_nothing_recognised()
   lu.assertStrContains(e.message, "nothing recognised")
 end
 
+-- ---------------------------------------------------------------- the one writer (issue 30, class 1)
+-- Customer strings reach repro.lua and repro.toml only as quoted data: each hostile name below
+-- (every byte 0-255, "]]", "]=]", '"""', "'''", newlines, "--[[", code after a newline, a
+-- [[chaos]] table after a newline, 1 MB of "]]\n\"") is a process group's name and desc, part of
+-- an op's profiling name, the dump's directory, and a variable's value and file; each generated
+-- repro.lua must load, run its top level touching no global but `require`, and hold the name
+-- exactly in GROUPS; each repro.toml line must be a fixed header, a comment without control
+-- characters or a key = value of the writer's. (tests/e2e/test_triage.py runs the same through
+-- the binary, luajit, commscript --check and Python's tomllib.)
+local function all_bytes()
+  local b = {}
+  for i = 0, 255 do b[#b + 1] = string.char(i) end
+  return table.concat(b)
+end
+local HOSTILE = {
+  all_bytes(), "]]", "]=]", "]==]", '"""', "'''", "\n", "\r\n", "--[[", "\\", "\\\n", "\0",
+  "x\nos.exit(70)\n--", "x]]os.exit(70)--[[", '"\n[[chaos]]\nkind = "exit"\ncode = 70\n#',
+  "\226\128\168\255\254\192\128\237\160\128", string.rep(']]\n"', 262144),
+}
+
+-- The dumps of a 3-rank job whose rank 1 never joins all-reduce #2, every name `s`.
+local function hostile_diag(s)
+  local d = {}
+  local dir = s:gsub("/", "_"):sub(1, 200) .. "/"
+  for r = 0, 2 do
+    local function e(rid, seq, state)
+      local x = entry(rid, seq, "all_reduce" .. s:gsub("[ /]", ""):sub(1, 300), { { 8 } }, { { 8 } }, state)
+      x.process_group = { s, s }
+      return x
+    end
+    local es = { e(0, 1, "completed") }
+    if r ~= 1 then es[2] = e(1, 2, "started") end
+    d[#d + 1] = P.flight_recorder(dir .. "trace_rank_" .. r, { version = "2.10", entries = es,
+      pg_config = { [s] = { desc = s, ranks = "[0, 1, 2]" } } }, "pickle")
+  end
+  local v = s:gsub("[\r\n]", "")
+  d[#d + 1] = P.text(dir .. "env.sh", "export NCCL_SOCKET_IFNAME=" .. v .. "\nexport NCCL_NET_PLUGIN=" .. v .. "\n")
+  return T.diagnose(d), dir
+end
+
+-- Loads repro.lua and runs its top level with only `require "commscript"` reachable; returns
+-- its upvalues by name (GROUPS, SEQUENCE, RANKS, ...), the globals it touched and the recipe.
+local function load_repro(text)
+  local chunk, err = loadstring(text, "=repro.lua")
+  lu.assertNotNil(chunk, err)
+  local touched = {}
+  local stub = { recipe = function(decl) return { decl = decl } end }
+  local env = setmetatable({}, {
+    __index = function(_, k)
+      touched[#touched + 1] = k
+      if k == "require" then return function(name) assert(name == "commscript", name); return stub end end
+      return nil
+    end,
+    __newindex = function(_, k) touched[#touched + 1] = "=" .. tostring(k) end })
+  setfenv(chunk, env)
+  local ok, recipe = pcall(chunk)
+  lu.assertTrue(ok, tostring(recipe))
+  local up = {}
+  for i = 1, 100 do
+    local name, v = debug.getupvalue(recipe.run, i)
+    if not name then break end
+    up[name] = v
+  end
+  return up, touched, recipe
+end
+
+local TOML_LINE = { "^$", "^%[run%]$", "^%[env%]$", "^%[%[chaos%]%]$", "^# [ -~]*$",
+  '^[%w_]+ = "[ -~]*"  # "[ -~]*"$', '^# [%w_]+ = "[ -~]*"  # "[ -~]*"$', "^[%w_]+ = [%w%.%-%+]+$",
+  '^[%w_]+ = "[%w_]+"$', "^ranks = %[[%d, ]*%]$", '^ops = %[[%w_", ]*%]$' }
+
+TestWriter = {}
+function TestWriter:test_quoting_functions_round_trip_every_byte()
+  for _, s in ipairs(HOSTILE) do
+    local q = R.lua_str(s)
+    lu.assertNil(q:find("[%z\1-\31\127-\255]"))
+    lu.assertEquals(loadstring("return " .. q)(), s)
+    lu.assertNil(R.toml_str(s):find("[%z\1-\31\127-\255]"))
+  end
+  lu.assertEquals(R.toml_str('a"\\\n\0'), '"a\\"\\\\\\u000A\\u0000"')
+  lu.assertEquals(R.toml_str("\195\169\240\159\152\128\255"), '"\\u00E9\\U0001F600\\u00FF"')
+end
+function TestWriter:test_hostile_names_stay_data()
+  for i, s in ipairs(HOSTILE) do
+    local diag, dir = hostile_diag(s)
+    local built = R.build(diag, { sources = { dir .. "trace_rank_0", dir .. "env.sh" } })
+    lu.assertNotNil(built, "name " .. i)
+    local up, touched = load_repro(built.lua)
+    lu.assertEquals(touched, { "require" }, "name " .. i)
+    lu.assertEquals(up.RANKS, 3)
+    lu.assertEquals(#up.GROUPS, 1)
+    lu.assertTrue(up.GROUPS[1].name == s and up.GROUPS[1].desc == s, "name " .. i .. ": GROUPS does not hold it")
+    lu.assertEquals(up.SEQUENCE[#up.SEQUENCE].op, "allreduce")
+    local chaos = 0
+    for line in built.toml:gmatch("([^\n]*)\n") do
+      local fits = false
+      for _, pat in ipairs(TOML_LINE) do if line:match(pat) then fits = true end end
+      lu.assertTrue(fits, ("name %d: repro.toml line %q"):format(i, line:sub(1, 200)))
+      if line == "[[chaos]]" then chaos = chaos + 1 end
+    end
+    lu.assertEquals(chaos, #built.summary.rules, "name " .. i)
+    lu.assertStrContains(built.toml, "# NCCL_NET_PLUGIN = ")  -- a plugin path stays commented out
+  end
+end
+function TestWriter:test_repro_refuses_another_number_of_ranks()
+  local built = R.build(hostile_diag("pg"), {})
+  local _, _, recipe = load_repro(built.lua)
+  local raised_with
+  for i = 1, 100 do
+    local name = debug.getupvalue(recipe.run, i)
+    if not name then break end
+    if name == "cs" then
+      debug.setupvalue(recipe.run, i, { exit = cs.exit, raise = function(code, msg)
+        raised_with = { code = code, message = msg }
+        error("raised", 0)
+      end })
+    end
+  end
+  lu.assertFalse(pcall(recipe.run, { size = 2, rank = 0 }))
+  lu.assertEquals(raised_with.code, cs.exit.bad_input)
+  lu.assertStrContains(raised_with.message, "written for 3 ranks, not 2")
+  lu.assertStrContains(raised_with.message, "--ranks 2")
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
@@ -219,6 +342,7 @@ function recipe.run(ctx)
     { "TestNames", TestNames },
     { "TestFr", TestFr },
     { "TestText", TestText },
+    { "TestWriter", TestWriter },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end

@@ -77,3 +77,28 @@ TEST_CASE("pickle subset: depth, size and repetition are bounded", "[pickle]") {
   CHECK(cs::json_nesting_depth(R"({"a":[[1],"]]]"],"b":{}})", 100) == 3);
   CHECK(cs::json_nesting_depth(std::string(1000, '['), 65) == 65);
 }
+
+TEST_CASE("pickle subset: the reader's memory is counted before it is taken", "[pickle]") {
+  // 300 000 Nones on the stack (8 bytes each: 2.4 MB) under a 1 MiB limit: refused while reading,
+  // before the walk; the same pickle passes with the default limit (3 x its size + 40 MiB).
+  const std::string p = b({0x80, 0x02, ']', '('}) + std::string(300000, 'N') + b({'e', '.'});
+  cs::PickleLimits lim;
+  lim.max_memory = 1u << 20;
+  CHECK_THAT(refusal(p, lim), Catch::Contains("reading it needs more than 1 MiB"));
+  CHECK(refusal(p) == "(accepted)");
+  // values are counted as they are made, not after: the 5th of 4 is refused at its byte
+  lim = cs::PickleLimits{};
+  lim.max_nodes = 4;
+  CHECK_THAT(refusal(b({0x80, 0x02, ']', '(', 'N', 'N', 'N', 'N', 'e', '.'}), lim),
+             Catch::Contains("more than 4 values at byte 7"));
+}
+
+TEST_CASE("pickle subset: bytes values, big ints and floats keep their values", "[pickle]") {
+  // [b"\xe9A", 2**62, -2**62, 1.5, {7: None}] with BINBYTES, LONG1, BINFLOAT and an int key
+  const std::string p =
+      b({0x80, 0x03, ']', '(', 'C', 2,    0xe9, 'A',  0x8a, 8, 0, 0, 0, 0, 0, 0,   0,   0x40, 0x8a, 8,   0,   0,
+         0,    0,    0,   0,   0,   0xc0, 'G',  0x3f, 0xf8, 0, 0, 0, 0, 0, 0, '}', 'K', 7,    'N',  's', 'e', '.'});
+  CHECK(pickle_subset_to_json(p) ==
+        "[\"\xc3\xa9"
+        "A\",4611686018427387904,-4611686018427387904,1.5,{\"7\":null}]");
+}
