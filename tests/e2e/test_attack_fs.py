@@ -43,6 +43,19 @@ class NoOracle(cs_e2e.TestCase):
                 text = json.dumps(r.report()["findings"])
                 self.assertIn("is a FIFO, not a regular file", text, r.describe())
 
+    def test_env_audit_of_bytes_that_are_not_utf8(self):
+        """An environment variable, and a line of the NCCL_CONF_FILE it names, whose value is not
+        UTF-8: env_audit audits them (was: exit 1, "[json.exception.type_error.316] invalid UTF-8
+        byte" when the findings were gathered; found by scripts/attack_pass.py, class 30.4)."""
+        conf = os.path.join(self.tmp, "bytes.conf")
+        with open(conf, "wb") as f:
+            f.write(b"NCCL_IB_TIMEOUT=\xbd\xff\n")
+        r = self.cs(SELF + QUICK + ["env_audit"], env={"NCCL_CONF_FILE": conf, "NCCL_DEBUG": "\udcbd"}, timeout=40)
+        self.assertFalse(r.timed_out, r.describe())
+        self.assertIn(r.rc, (cs_e2e.OK, cs_e2e.HEALTH), r.describe())
+        self.assertNotIn("json.exception", r.stderr, r.describe())
+        self.assertIn("NCCL_IB_TIMEOUT", json.dumps(r.report()["findings"]), r.describe())
+
     def test_recipe_paths_get_one_answer(self):
         """cs.env.audit{NCCL_TOPO_FILE=P}, cs.env.file_exists(P) and cs.env.full_audit with
         NCCL_CONF_FILE=P for P missing, a regular file, a directory, /etc/shadow, /proc/self/mem,
