@@ -10,14 +10,15 @@
 #include <atomic>
 #include <csignal>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "commscript_version.hpp"
 #include "digest.hpp"
 #include "error.hpp"
+#include "file_read.hpp"
 #include "guardian.hpp"
 #include "host_name.hpp"
 #include "incidents.hpp"
@@ -70,6 +72,86 @@ struct cs_plan {
 };
 
 namespace {
+
+// ---- handles (issue 30, class 6) ----
+// What a host holds is not our pointer but a number: a slot of a table, the slot's generation and
+// the kind of object. Closing or freeing bumps the slot's generation, so a handle closed twice, used
+// after close, or of another kind (a plan given as a session) finds nothing and the call returns
+// CS_E_HANDLE instead of freeing twice ("double free", the host aborted). NULL is CS_E_INVALID.
+// Closing a handle while another thread is inside a call on it stays the host's mistake.
+template <class T, unsigned Kind>
+class Handles {
+ public:
+  T* add(std::unique_ptr<T> obj) {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint32_t i;
+    if (!free_.empty()) {
+      i = free_.back();
+      free_.pop_back();
+    } else {
+      i = static_cast<uint32_t>(slots_.size());
+      if (i >= kMaxSlots) throw std::runtime_error("more than 16 million live handles");
+      slots_.push_back({});
+    }
+    slots_[i].obj = obj.release();
+    return reinterpret_cast<T*>(encode(i, slots_[i].gen));
+  }
+  // The object of a live handle; nullptr for NULL, a closed handle or another kind's.
+  T* get(const T* h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Slot* s = find(h);
+    return s ? s->obj : nullptr;
+  }
+  // Takes the object out (the handle is dead from now on); nullptr as get.
+  std::unique_ptr<T> take(const T* h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot* s = find(h);
+    if (!s) return nullptr;
+    std::unique_ptr<T> obj(s->obj);
+    s->obj = nullptr;
+    if (++s->gen == 0) s->gen = 1;
+    free_.push_back(static_cast<uint32_t>(s - slots_.data()));
+    return obj;
+  }
+
+ private:
+  static_assert(sizeof(uintptr_t) >= 8, "handles need 64-bit pointers");
+  static constexpr uint32_t kMaxSlots = 1u << 24;
+  struct Slot {
+    T* obj = nullptr;
+    uint32_t gen = 1;
+  };
+  static uintptr_t encode(uint32_t i, uint32_t gen) {
+    return (uintptr_t{gen} << 32) | (uintptr_t{Kind} << 24) | (i + 1);
+  }
+  Slot* find(const T* h) {
+    const auto v = reinterpret_cast<uintptr_t>(h);
+    const uint32_t i = static_cast<uint32_t>(v & (kMaxSlots - 1));
+    if (i == 0 || ((v >> 24) & 0xff) != Kind || i > slots_.size()) return nullptr;
+    Slot& s = slots_[i - 1];
+    return s.obj && s.gen == static_cast<uint32_t>(v >> 32) ? &s : nullptr;
+  }
+  std::mutex mu_;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+};
+
+Handles<cs_session, 0x5e>& sessions() {
+  static auto* t = new Handles<cs_session, 0x5e>;  // never destroyed: a host may close at exit
+  return *t;
+}
+Handles<cs_plan, 0x91>& plans() {
+  static auto* t = new Handles<cs_plan, 0x91>;
+  return *t;
+}
+Handles<cs_result, 0xe5>& results() {
+  static auto* t = new Handles<cs_result, 0xe5>;
+  return *t;
+}
+
+// The code for a handle that is not live: NULL is a bad argument, anything else a dead handle.
+int bad_handle(const void* h) { return h ? CS_E_HANDLE : CS_E_INVALID; }
+constexpr const char* kDeadSession = "not a live session handle: closed already, or not one cs_session_open gave";
 
 thread_local std::string t_open_error;
 thread_local int t_open_exit = 0;
@@ -150,14 +232,11 @@ void replay_warnings(const nlohmann::json& rep, const cs::RecipeSource& src, con
     warn("the report records no sha256 of the recipe source");
   else if (sha != cs::sha256_hex(src.text))
     warn("the recorded source does not match its recorded sha256");
-  std::error_code ec;
-  if (!src.bundled && std::filesystem::is_regular_file(src.name, ec)) {
-    std::ifstream in(src.name, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (cs::sha256_hex(ss.str()) != sha)
+  if (!src.bundled) {  // a regular file there (file_read.hpp: not a FIFO a report names)
+    const cs::FileRead now_there = cs::read_regular_file(src.name, size_t{64} << 20);
+    if (now_there.ok() && cs::sha256_hex(now_there.text) != sha)
       warn(src.name + " has changed since the recorded run; replaying the recorded source");
-  } else if (src.bundled) {
+  } else {
     if (auto b = cs::bundled_recipe(src.name); b && cs::sha256_hex(b->text) != sha)
       warn("the bundled " + src.name + " differs from the recorded one; replaying the recorded source");
   }
@@ -228,7 +307,7 @@ int cs_session_open(const cs_session_options* opts, cs_session** out) {
   *out = nullptr;
   try {
     auto s = std::make_unique<cs_session>();
-    auto opened = [&] { return *out = s.release(), t_open_exit = 0, CS_OK; };
+    auto opened = [&] { return *out = sessions().add(std::move(s)), t_open_exit = 0, CS_OK; };
     cs_session_options_init(&s->opts);
     if (opts) {
       // 1.0's struct ends at init_mpi: its callers' options are read up to there, the rest keeps
@@ -281,8 +360,9 @@ int cs_session_open(const cs_session_options* opts, cs_session** out) {
   }
 }
 
-int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm) {
-  if (!s) return CS_E_INVALID;
+int cs_session_attach_comm_f(cs_session* h, int64_t fortran_comm) {
+  cs_session* s = sessions().get(h);
+  if (!s) return bad_handle(h);
   clear(s);
   if (s->world) return fail(s, CS_E_STATE, "cs_session_attach_comm: the session has joined the launcher's world");
   int init = 0;
@@ -333,12 +413,15 @@ void own_the_process() {
 
 extern "C" {
 
-int cs_session_attach_world(cs_session* s, const cs_plan* plan, int* argc, char*** argv) {
-  if (!s) return CS_E_INVALID;
+int cs_session_attach_world(cs_session* h, const cs_plan* plan_h, int* argc, char*** argv) {
+  cs_session* s = sessions().get(h);
+  if (!s) return bad_handle(h);
   clear(s);
   if (s->world) return fail(s, CS_E_STATE, "cs_session_attach_world: the session has joined its world already");
   if (s->comm != MPI_COMM_NULL)
     return fail(s, CS_E_STATE, "cs_session_attach_world: the session has a communicator attached");
+  const cs_plan* plan = plans().get(plan_h);
+  if (plan_h && !plan) return fail(s, CS_E_HANDLE, "cs_session_attach_world: not a live plan handle");
   // The plan's backend (a --replay'd report's) and timeout (the backend's setup deadline).
   const double timeout_s = plan ? plan->ss.timeout_s : s->opts.deadline_s >= 0 ? s->opts.deadline_s : 300;
   const std::string& b = plan ? plan->ss.backend : s->backend;
@@ -373,12 +456,21 @@ int cs_session_attach_world(cs_session* s, const cs_plan* plan, int* argc, char*
   }
 }
 
-const char* cs_last_error(const cs_session* s) { return s ? s->error.c_str() : t_open_error.c_str(); }
+const char* cs_last_error(const cs_session* h) {
+  if (!h) return t_open_error.c_str();
+  const cs_session* s = sessions().get(h);
+  return s ? s->error.c_str() : kDeadSession;
+}
 
-int cs_last_exit_code(const cs_session* s) { return s ? s->exit_code : t_open_exit; }
+int cs_last_exit_code(const cs_session* h) {
+  if (!h) return t_open_exit;
+  const cs_session* s = sessions().get(h);
+  return s ? s->exit_code : -1;
+}
 
-int cs_session_mpi_info(const cs_session* s, int* by_host, int* level) {
-  if (!s) return CS_E_INVALID;
+int cs_session_mpi_info(const cs_session* h, int* by_host, int* level) {
+  const cs_session* s = sessions().get(h);
+  if (!s) return bad_handle(h);
   if (by_host) *by_host = s->initialized_by_host;
   if (level) *level = s->thread_level;
   return CS_OK;
@@ -391,8 +483,9 @@ void cs_run_options_init(cs_run_options* o) {
   o->fail_below = -1;
 }
 
-int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
-  if (!s) return CS_E_INVALID;
+int cs_plan_open(cs_session* h, const cs_run_options* ro, cs_plan** out) {
+  cs_session* s = sessions().get(h);
+  if (!s) return bad_handle(h);
   clear(s);
   if (!out) return fail(s, CS_E_INVALID, "cs_plan_open: out is NULL");
   *out = nullptr;
@@ -489,7 +582,7 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
       p->info.out = ro->out_dir;
     else if (!s->opts.own_process || !s->out_dir.empty())
       p->info.out = run_dir(*s, p->name);
-    *out = p.release();
+    *out = plans().add(std::move(p));
     return CS_OK;
   } catch (const std::exception& e) {
     return fail(s, CS_E_INTERNAL, std::string("cs_plan_open: ") + e.what(), static_cast<int>(cs::ExitCode::internal),
@@ -497,11 +590,17 @@ int cs_plan_open(cs_session* s, const cs_run_options* ro, cs_plan** out) {
   }
 }
 
-int cs_plan_wants_help(const cs_plan* p) { return p && p->help ? 1 : 0; }
+int cs_plan_wants_help(const cs_plan* h) {
+  const cs_plan* p = plans().get(h);
+  return p && p->help ? 1 : 0;
+}
 
-int cs_plan_check(cs_session* s, cs_plan* p, int print, int* exit_code) {
-  if (!s) return CS_E_INVALID;
+int cs_plan_check(cs_session* h, cs_plan* ph, int print, int* exit_code) {
+  cs_session* s = sessions().get(h);
+  if (!s) return bad_handle(h);
   clear(s);
+  cs_plan* p = plans().get(ph);
+  if (ph && !p) return fail(s, CS_E_HANDLE, "cs_plan_check: not a live plan handle (freed already?)");
   if (!p || !exit_code) return fail(s, CS_E_INVALID, "cs_plan_check: plan or exit_code is NULL");
   try {
     *exit_code = cs::answer_without_ranks(p->ss, p->recipe, p->rargs, p->help, print != 0);
@@ -512,13 +611,16 @@ int cs_plan_check(cs_session* s, cs_plan* p, int print, int* exit_code) {
   }
 }
 
-void cs_plan_free(cs_plan* p) { delete p; }
+int cs_plan_free(cs_plan* p) { return plans().take(p) ? CS_OK : bad_handle(p); }
 
-int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
-  if (!s) return CS_E_INVALID;
+int cs_plan_run(cs_session* h, cs_plan* ph, cs_result** result) {
+  cs_session* s = sessions().get(h);
+  if (!s) return bad_handle(h);
   clear(s);
   if (!result) return fail(s, CS_E_INVALID, "cs_run: result is NULL");
   *result = nullptr;
+  cs_plan* p = plans().get(ph);
+  if (ph && !p) return fail(s, CS_E_HANDLE, "cs_run: not a live plan handle (freed already?)");
   if (!p) return fail(s, CS_E_INVALID, "cs_run: plan is NULL");
   if (p->used) return fail(s, CS_E_STATE, "cs_run: this plan has run already (a plan runs once)");
   if (p->help) return fail(s, CS_E_INVALID, "cs_run: --help is answered by cs_plan_check");
@@ -579,7 +681,7 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
     res->out_dir = ss.out_dir;
     res->error = ss.last_error;
     if (!ss.last_error.empty()) s->error = ss.last_error;
-    *result = res.release();
+    *result = results().add(std::move(res));
     return CS_OK;
   } catch (const std::exception& e) {
     return fail(s, CS_E_INTERNAL, std::string("cs_run: ") + e.what(), static_cast<int>(cs::ExitCode::internal),
@@ -587,9 +689,10 @@ int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result) {
   }
 }
 
-int cs_run(cs_session* s, const char* recipe, const char* const* argv, int argc, const char* const* sets, int nsets,
+int cs_run(cs_session* h, const char* recipe, const char* const* argv, int argc, const char* const* sets, int nsets,
            const char* config, const char* out_dir, cs_result** result) {
-  if (!s) return CS_E_INVALID;
+  cs_session* s = sessions().get(h);
+  if (!s) return bad_handle(h);
   clear(s);
   if (!result) return fail(s, CS_E_INVALID, "cs_run: result is NULL");
   *result = nullptr;
@@ -603,33 +706,43 @@ int cs_run(cs_session* s, const char* recipe, const char* const* argv, int argc,
   o.config = config;
   o.out_dir = out_dir;
   cs_plan* p = nullptr;
-  int rc = cs_plan_open(s, &o, &p);
+  int rc = cs_plan_open(h, &o, &p);
   if (rc != CS_OK) return rc;
-  if (p->help) {
+  if (cs_plan_wants_help(p)) {
     cs_plan_free(p);
     return fail(s, CS_E_INVALID, "cs_run: --help is for the command line");
   }
-  rc = cs_plan_run(s, p, result);
+  rc = cs_plan_run(h, p, result);
   cs_plan_free(p);
   return rc;
 }
 
-int cs_result_exit_code(const cs_result* r) { return r ? r->exit_code : -1; }
-const char* cs_result_report_json(const cs_result* r) {
+int cs_result_exit_code(const cs_result* h) {
+  const cs_result* r = results().get(h);
+  return r ? r->exit_code : -1;
+}
+const char* cs_result_report_json(const cs_result* h) {
+  cs_result* r = results().get(h);
   if (!r) return "";
   if (r->doc) {  // made once; the result is not shared between threads (commscript.h)
-    auto* w = const_cast<cs_result*>(r);
-    w->report = cs::json_text(w->doc->doc());
-    w->doc.reset();
+    r->report = cs::json_text(r->doc->doc());
+    r->doc.reset();
   }
   return r->report.c_str();
 }
-const char* cs_result_out_dir(const cs_result* r) { return r ? r->out_dir.c_str() : ""; }
-const char* cs_result_error(const cs_result* r) { return r ? r->error.c_str() : ""; }
-void cs_result_free(cs_result* r) { delete r; }
+const char* cs_result_out_dir(const cs_result* h) {
+  const cs_result* r = results().get(h);
+  return r ? r->out_dir.c_str() : "";
+}
+const char* cs_result_error(const cs_result* h) {
+  const cs_result* r = results().get(h);
+  return r ? r->error.c_str() : "";
+}
+int cs_result_free(cs_result* h) { return results().take(h) ? CS_OK : bad_handle(h); }
 
-void cs_session_close(cs_session* s) {
-  if (!s) return;
+int cs_session_close(cs_session* h) {
+  const std::unique_ptr<cs_session> s = sessions().take(h);
+  if (!s) return bad_handle(h);
   if (s->world) {
     cs::job::set_control(nullptr);
     s->world.reset();
@@ -638,7 +751,7 @@ void cs_session_close(cs_session* s) {
   MPI_Finalized(&finalized);
   if (!finalized && s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
   if (s->world_mpi) cs::job::finalize();
-  delete s;
+  return CS_OK;
 }
 
 }  // extern "C"

@@ -13,6 +13,7 @@
 #include "bindings.hpp"
 #include "error.hpp"
 #include "incidents.hpp"
+#include "json_text.hpp"
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
 #include "pattern.hpp"
@@ -558,7 +559,7 @@ int push_json_list(lua_State* L, const std::vector<std::string>& all) {
 int c_allgather_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checkany(L, 2);
-  const auto all = allgather_value(c, to_json(L, 2).dump());
+  const auto all = allgather_value(c, json_text(to_json(L, 2)));
   return push_json_list(L, all);
 }
 // gather_value(v, root) -> on root the list of every rank's v (entry i is rank i-1's), nil on
@@ -567,7 +568,7 @@ int c_gather_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   luaL_checkany(L, 2);
   const int root = check_rank_arg(L, 3, c, "root");
-  const auto all = gather_value(c, to_json(L, 2).dump(), root);
+  const auto all = gather_value(c, json_text(to_json(L, 2)), root);
   if (c.rank() != root) {
     lua_pushnil(L);
     return 1;
@@ -577,7 +578,7 @@ int c_gather_value(lua_State* L) {
 int c_broadcast_value(lua_State* L) {
   Communicator& c = check_comm(L, 1);
   const int root = check_rank_arg(L, 3, c, "root");
-  const std::string got = broadcast_value(c, c.rank() == root ? to_json(L, 2).dump() : std::string(), root);
+  const std::string got = broadcast_value(c, c.rank() == root ? json_text(to_json(L, 2)) : std::string(), root);
   push_json(L, nlohmann::json::parse(got));
   return 1;
 }

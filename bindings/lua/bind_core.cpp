@@ -1,14 +1,8 @@
 // commscript.native: the engine's plain functions (sizes, bandwidth factors, statistics, clock,
 // JSON, report output) and the constructors registered by the other bind_*.cpp files.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <lua.hpp>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -270,56 +264,6 @@ int n_environ(lua_State* L) {
   return 1;
 }
 
-// read_conf_file(path [, max_bytes]) -> text | nil, why: a configuration file's text for the
-// env audit. Regular files only (a FIFO blocked the rank forever, /dev/zero read without end, a
-// directory opens but does not read), at most max_bytes (default 1 MiB).
-int n_read_conf_file(lua_State* L) {
-  const std::string path = check_string(L, 1);
-  const lua_Number max_n = luaL_optnumber(L, 2, 1 << 20);
-  const size_t max = max_n >= 1 && max_n <= (1 << 30) ? static_cast<size_t>(max_n) : (1u << 20);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  auto fail = [&](const std::string& why) {
-    lua_pushnil(L);
-    lua_pushstring(L, why.c_str());
-    return 2;
-  };
-  if (fd < 0) return fail(std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fail("not a regular file");
-  }
-  std::string text;
-  char buf[65536];
-  while (text.size() <= max) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  if (text.size() > max) return fail("larger than " + std::to_string(max) + " bytes");
-  lua_pushlstring(L, text.data(), text.size());
-  return 1;
-}
-
-// The files the user named (the recipe's string options, from the command line or the config):
-// a sandboxed recipe may have cs.env read those besides NCCL's own conf files (env_audit
-// --conf FILE). Registered by the runner before recipe.run; commscript.native is out of a
-// recipe's reach.
-std::set<std::string>& user_files() {
-  static std::set<std::string> files;
-  return files;
-}
-int n_allow_file(lua_State* L) {
-  user_files().insert(check_string(L, 1));
-  return 0;
-}
-int n_file_allowed(lua_State* L) {
-  lua_pushboolean(L, user_files().count(check_string(L, 1)) > 0);
-  return 1;
-}
-
 // array(t): marks t as a list for JSON output (an empty one is written as [], not {}).
 int n_array(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -372,9 +316,6 @@ void open_native(lua_State* L, Session* s) {
                                  {"config", entry<n_config>},
                                  {"array", entry<n_array>},
                                  {"environ", entry<n_environ>},
-                                 {"read_conf_file", entry<n_read_conf_file>},
-                                 {"allow_file", entry<n_allow_file>},
-                                 {"file_allowed", entry<n_file_allowed>},
                                  {nullptr, nullptr}};
   for (const luaL_Reg* f = fns; f->name; ++f) {
     lua_pushlightuserdata(L, s);
@@ -413,7 +354,8 @@ void open_native(lua_State* L, Session* s) {
   register_tensor(L);
   register_communicator(L);
   register_chaos(L);
-  register_topology(L);
+  register_topology(L, s);
+  register_files(L, s);
   register_gpu(L);
   register_backends(L, s);
   register_triage(L);

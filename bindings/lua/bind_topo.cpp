@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "error.hpp"
 #include "lua_support.hpp"
+#include "session.hpp"
 #include "topology.hpp"
 #include "versions.hpp"
 
@@ -22,11 +24,15 @@ namespace {
 
 // topology([sysfs_root [, {hwloc = true, exe = true}]]): hwloc = false leaves out hwloc's summary
 // (the ranks of a host other than the first do not need it); exe = false the binary's path, size
-// and sha256 (the env audit only wants the NICs).
+// and sha256 (the env audit only wants the NICs). A sysfs_root other than /sys must be one the run
+// was given (bind_files.cpp): its listing and files told a sandboxed recipe what any directory held.
 int n_topology(lua_State* L) {
   TopologyOptions opt;
   if (!lua_isnoneornil(L, 1)) opt.sysfs_root = check_string(L, 1);
   if (opt.sysfs_root.empty()) luaL_argerror(L, 1, "a directory expected");
+  const auto* s = static_cast<const Session*>(lua_touserdata(L, lua_upvalueindex(1)));
+  if (opt.sysfs_root != "/sys" && !path_given(s, opt.sysfs_root))
+    throw UsageError("topology: sysfs_root " + opt.sysfs_root + " " + kNotChecked);
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
     static const char* const allowed[] = {"hwloc", "exe", nullptr};
@@ -57,8 +63,9 @@ int n_interfaces(lua_State* L) {
 
 }  // namespace
 
-void register_topology(lua_State* L) {
-  lua_pushcfunction(L, entry<n_topology>);
+void register_topology(lua_State* L, Session* s) {
+  lua_pushlightuserdata(L, s);
+  lua_pushcclosure(L, entry<n_topology>, 1);
   lua_setfield(L, -2, "topology");  // native.topology
   lua_pushcfunction(L, entry<n_interfaces>);
   lua_setfield(L, -2, "interfaces");  // native.interfaces

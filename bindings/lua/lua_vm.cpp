@@ -10,15 +10,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "bindings.hpp"
 #include "control_plane.hpp"
 #include "embedded.hpp"
+#include "file_read.hpp"
 #include "incidents.hpp"
 #include "json_text.hpp"
 #include "lua_support.hpp"
@@ -120,14 +119,15 @@ int embedded_loader(lua_State* L) {
   rel = "stdlib/" + rel + ".lua";
   if (const char* dir = std::getenv("COMMSCRIPT_STDLIB"); dir && *dir) {
     const std::string path = std::string(dir) + "/" + rel.substr(7);
-    std::ifstream in(path);
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      const std::string src = ss.str();
-      if (luaL_loadbufferx(L, src.data(), src.size(), ("@" + path).c_str(), "t") != 0) return lua_error(L);
+    // A missing file falls back to the embedded module; a FIFO or a device there is an error
+    // (file_read.hpp), never a wait.
+    const FileRead r = read_regular_file(path, size_t{16} << 20);
+    if (r.ok()) {
+      if (luaL_loadbufferx(L, r.text.data(), r.text.size(), ("@" + path).c_str(), "t") != 0) return lua_error(L);
       return 1;
     }
+    if (r.failure != ReadFailure::open)
+      return luaL_error(L, "module '%s': COMMSCRIPT_STDLIB: %s %s", name.c_str(), path.c_str(), r.why.c_str());
   }
   const embedded::File* f = embedded::find(rel);
   if (!f)

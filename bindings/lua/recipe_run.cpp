@@ -1,12 +1,12 @@
 #include "recipe_run.hpp"
 
+#include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "bindings.hpp"
 #include "embedded.hpp"
+#include "file_read.hpp"
 #include "lua_support.hpp"
 #include "lua_vm.hpp"
 #include "versions.hpp"
@@ -237,25 +237,25 @@ std::optional<RecipeSource> bundled_recipe(const std::string& path) {
   return std::nullopt;
 }
 
+// A recipe file of more than this is refused (bundled recipes are 100 KiB at most).
+constexpr size_t kMaxRecipeBytes = size_t{64} << 20;
+
 std::optional<RecipeSource> find_recipe(const std::string& arg, std::string* why) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_regular_file(arg, ec)) {
-    std::ifstream in(arg, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in.good() && !in.eof()) {
-      *why = arg + ": cannot read recipe file";
-      return std::nullopt;
-    }
-    return RecipeSource{arg, ss.str(), false};
+  // file_read.hpp: a FIFO or a device put there is refused, not read (nor waited on).
+  FileRead r = read_regular_file(arg, kMaxRecipeBytes);
+  if (r.ok()) return RecipeSource{arg, std::move(r.text), false};
+  const bool absent = r.failure == ReadFailure::open && (r.error == ENOENT || r.error == ENOTDIR);
+  if (!absent && r.failure != ReadFailure::not_regular) {
+    *why = arg + ": cannot read recipe file (" + r.why + ")";
+    return std::nullopt;
   }
   std::string base = fs::path(arg).filename().string();
   if (base.size() < 4 || base.substr(base.size() - 4) != ".lua") base += ".lua";
   const bool plain_name = arg.find('/') == std::string::npos;
   if (plain_name || arg == "recipes/" + base)
-    if (auto r = bundled_recipe("recipes/" + base)) return r;
-  if (fs::exists(arg, ec))
+    if (auto b = bundled_recipe("recipes/" + base)) return b;
+  if (!absent)
     *why = arg + ": not a regular file";
   else
     *why = arg + ": recipe file not found (try --list for the bundled recipes)";

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "file_read.hpp"
 
 namespace cs {
 
@@ -164,28 +165,14 @@ std::string token_from_env(const std::string& who, bool* insecure) {
   if (t) {
     token = t;
   } else if (f) {
-    const int fd = ::open(f, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) throw InputError(who + ": COMMSCRIPT_JOB_TOKEN_FILE=" + f + ": cannot open: " + std::strerror(errno));
-    struct stat st {};
-    const bool stat_ok = ::fstat(fd, &st) == 0;
-    std::string why;
-    if (!stat_ok || !S_ISREG(st.st_mode))
-      why = "not a regular file";
-    else if (st.st_uid != ::geteuid())
+    const FileRead r = read_regular_file(f, 4096);  // file_read.hpp: no FIFO, no device, bounded
+    std::string why = r.why;
+    if (r.ok() && r.st.st_uid != ::geteuid())
       why = "not owned by this user";
-    else if (st.st_mode & (S_IRWXG | S_IRWXO))
+    else if (r.ok() && (r.st.st_mode & (S_IRWXG | S_IRWXO)))
       why = "readable or writable by others (chmod 600 it)";
-    else if (st.st_size > 4096)
-      why = "larger than 4096 bytes";
-    char buf[4097];
-    ssize_t n = 0;
-    if (why.empty()) {
-      n = ::read(fd, buf, sizeof buf - 1);
-      if (n < 0) why = std::string("cannot read: ") + std::strerror(errno);
-    }
-    ::close(fd);
     if (!why.empty()) throw InputError(who + ": COMMSCRIPT_JOB_TOKEN_FILE=" + f + ": " + why);
-    token.assign(buf, static_cast<size_t>(n));
+    token = r.text;
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
   } else {
     throw InputError(who +

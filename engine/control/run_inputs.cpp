@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "error.hpp"
+#include "file_read.hpp"
 #include "json_text.hpp"
 #include "pickle_subset.hpp"
 #include "report.hpp"
@@ -77,42 +78,19 @@ std::vector<ChaosRule> chaos_plan(const Config& config, const std::string& backe
 }
 
 std::string read_input_file(const std::string& path, const std::string& what, size_t max_bytes) {
-  // O_NONBLOCK: opening a FIFO nobody writes must not wait; the type is checked on the open
-  // descriptor (no race with a rename between a stat and the open).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) throw InputError(what + ": cannot open: " + std::strerror(errno));
-  struct Close {
-    int fd;
-    ~Close() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw InputError(what + ": cannot read: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) {
-    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
-    throw InputError(what + ": is " + kind + "; only a regular file is read");
+  // file_read.hpp: never blocks on a FIFO, opens no device, reads at most max_bytes.
+  FileRead r = read_regular_file(path, max_bytes);
+  switch (r.failure) {
+    case ReadFailure::none:
+      return std::move(r.text);
+    case ReadFailure::not_regular:
+      throw InputError(what + ": is " + r.kind + "; only a regular file is read");
+    case ReadFailure::too_large:
+      throw InputError(what + ": larger than " + std::to_string(max_bytes >> 20) +
+                       " MiB, the most read from such a file");
+    default:
+      throw InputError(what + ": " + r.why);
   }
-  auto too_big = [&] {
-    return InputError(what + ": larger than " + std::to_string(max_bytes >> 20) +
-                      " MiB, the most read from such a file");
-  };
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) throw too_big();
-  std::string text;
-  text.reserve(static_cast<size_t>(st.st_size));
-  char buf[65536];
-  for (;;) {  // at most max_bytes, whatever the size said (a file that grows while read)
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n < 0) throw InputError(what + ": cannot read: " + std::strerror(errno));
-    if (n == 0) break;
-    if (text.size() + static_cast<size_t>(n) > max_bytes) throw too_big();
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return text;
 }
 
 void check_json_depth(const std::string& text, const std::string& what) {

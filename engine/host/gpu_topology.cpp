@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <vector>
 
 #include "cuda_device.hpp"
+#include "file_read.hpp"
 #include "host_name.hpp"
 #include "topology.hpp"
 
@@ -101,11 +101,10 @@ const Lib& lib() {
 }
 }  // namespace nvml
 
+// The first line of a sysfs file ("" when it cannot be read; file_read.hpp: no FIFO, no device).
 std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  std::getline(in, s);
-  return s;
+  const FileRead r = read_regular_file(path, 1 << 20);
+  return r.ok() ? r.text.substr(0, r.text.find('\n')) : std::string();
 }
 
 // The GPU's PCIe link as NVML reports it, in read_pcie_link's fields (source "nvml"); null when

@@ -31,6 +31,7 @@
 #include <regex>
 #include <sstream>
 
+#include "file_read.hpp"
 #include "gpu_topology.hpp"
 #include "host_name.hpp"
 #include "int_list.hpp"
@@ -61,12 +62,11 @@ std::string trim(std::string s) {
 
 // The trimmed text of a file; nullopt when it cannot be opened or read (sysfs answers EINVAL
 // to a read of `speed` on an interface that is down) or is empty.
+// file_read.hpp: a FIFO or a device under a sysfs root is not read (nor waited on).
 std::optional<std::string> read_text(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f) return std::nullopt;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string s = trim(ss.str());
+  const FileRead r = read_regular_file(p.string(), 1 << 20);
+  if (!r.ok()) return std::nullopt;
+  std::string s = trim(r.text);
   if (s.empty()) return std::nullopt;
   return s;
 }
@@ -409,9 +409,8 @@ json exe_info(const std::string& path, const std::string& cache_dir, double min_
     if (lock >= 0) {
       while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
       }
-      std::ifstream in(cache_dir + "/" + id);
-      std::string cached;
-      if (in >> cached && is_sha256_hex(cached)) {
+      const std::string cached = trim(read_regular_file(cache_dir + "/" + id, 4096).text);
+      if (is_sha256_hex(cached)) {
         j["size"] = static_cast<unsigned long long>(st.st_size);
         j["sha256"] = cached;
         j["sha256_from"] = "host cache";

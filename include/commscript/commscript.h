@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define COMMSCRIPT_API_VERSION_MAJOR 2
-#define COMMSCRIPT_API_VERSION_MINOR 0
+#define COMMSCRIPT_API_VERSION_MINOR 1
 #define COMMSCRIPT_API_VERSION_PATCH 0
 #define COMMSCRIPT_API_VERSION \
   (COMMSCRIPT_API_VERSION_MAJOR * 10000 + COMMSCRIPT_API_VERSION_MINOR * 100 + COMMSCRIPT_API_VERSION_PATCH)
@@ -41,11 +41,17 @@ enum {
   CS_E_MPI = -3,       /* MPI refused (MPI_COMM_NULL, an intercommunicator, MPI finalized ...) */
   CS_E_STATE = -4,     /* the call does not fit the session's state (no communicator attached ...) */
   CS_E_BACKEND = -5,   /* (1.1) the backend's communicator could not be set up (Gloo, NCCL: the message says why) */
+  CS_E_HANDLE = -6,    /* (2.1) a handle that is not live: closed or freed already, or not one this library gave */
   CS_E_INTERNAL = -70  /* a failure inside commscript; the message says what */
 };
 
 typedef struct cs_session cs_session; /* one host-side session: options + communicator */
 typedef struct cs_result cs_result;   /* one finished run: exit code, report, output directory */
+/* Handles (2.1) are entries of the library's tables, never dereferenced by the host: a handle
+ * closed or freed twice, used after that, or given as another kind (a plan as a session) is found
+ * dead and the call returns CS_E_HANDLE (pointer results: "", -1); a NULL handle is CS_E_INVALID.
+ * Nothing is freed twice and the host is never ended. Closing a handle while another thread is
+ * inside a call on it remains an error of the host's. */
 
 /* The API this library implements (compare with COMMSCRIPT_API_VERSION from the header you
  * compiled against: the same major is compatible) and commscript's own version ("0.1.0"). */
@@ -93,7 +99,8 @@ CS_API int cs_session_open(const cs_session_options* opts, cs_session** out);
 CS_API int cs_session_attach_comm_f(cs_session* s, int64_t fortran_comm);
 
 /* The message of the last failed call on this session ("" when none); valid until the next
- * call on it. cs_last_error(NULL) gives the last failure of cs_session_open on this thread. */
+ * call on it. cs_last_error(NULL) gives the last failure of cs_session_open on this thread; a
+ * closed session's handle gives a message saying so. */
 CS_API const char* cs_last_error(const cs_session* s);
 
 /* What the host's MPI is: initialised by the host (1) or by commscript (0), and the thread level
@@ -118,7 +125,8 @@ CS_API int cs_run(cs_session* s, const char* recipe, const char* const* argv, in
 
 /* The exit code the command line would end with for the last failed call on this session (1 bad
  * input, 2 runtime, 5 timeout, 70 internal ...); 0 when the last call succeeded.
- * cs_last_exit_code(NULL) is that of the last failure of cs_session_open on this thread. */
+ * cs_last_exit_code(NULL) is that of the last failure of cs_session_open on this thread; -1 for a
+ * closed session's handle. */
 CS_API int cs_last_exit_code(const cs_session* s);
 
 typedef struct cs_run_options {
@@ -160,7 +168,8 @@ CS_API int cs_plan_check(cs_session* s, cs_plan* p, int print, int* exit_code);
 /* Runs the plan (a collective, like cs_run) on the attached communicator or world; a plan runs once. */
 CS_API int cs_plan_run(cs_session* s, cs_plan* p, cs_result** result);
 
-CS_API void cs_plan_free(cs_plan* p);
+/* CS_OK; CS_E_HANDLE for a plan freed already, CS_E_INVALID for NULL (2.1: returned void). */
+CS_API int cs_plan_free(cs_plan* p);
 
 /* Joins the world the launcher started (instead of attaching a communicator): reads the launch
  * environment (the session's launcher), initialises MPI when the backend needs it (own_process;
@@ -173,16 +182,17 @@ CS_API void cs_plan_free(cs_plan* p);
  * (2.0: the plan argument is new; 1.1 read the last plan opened on the session.) */
 CS_API int cs_session_attach_world(cs_session* s, const cs_plan* plan, int* argc, char*** argv);
 
-CS_API int cs_result_exit_code(const cs_result* r);           /* the contract's exit code; -1 if r is NULL */
+CS_API int cs_result_exit_code(const cs_result* r);           /* the contract's exit code; -1 if r is NULL or freed */
 CS_API const char* cs_result_report_json(const cs_result* r); /* report.json (embedded: every rank gets rank 0's;
                                                                  own_process: rank 0 only) */
 CS_API const char* cs_result_out_dir(const cs_result* r);     /* the directory the run wrote */
 CS_API const char* cs_result_error(const cs_result* r);       /* the message of the failure, "" when none */
-CS_API void cs_result_free(cs_result* r);
+CS_API int cs_result_free(cs_result* r);                      /* as cs_plan_free (2.1: returned void) */
 
-/* Closes the session (NULL is allowed). Frees its duplicate communicators and its world; MPI stays
- * as it is (own_process: MPI is finalized when cs_session_attach_world initialised it). */
-CS_API void cs_session_close(cs_session* s);
+/* Closes the session: frees its duplicate communicators and its world; MPI stays as it is
+ * (own_process: MPI is finalized when cs_session_attach_world initialised it). CS_OK; a session
+ * closed already is CS_E_HANDLE and NULL CS_E_INVALID, nothing done (2.1: returned void). */
+CS_API int cs_session_close(cs_session* s);
 
 #ifdef __cplusplus
 }

@@ -438,12 +438,17 @@ local function audit_hcalist(c)
   end
 end
 
+-- file_exists(path) -> true | false, why | nil, why: whether path is a regular file this process
+-- can read (the engine's check: it never blocks on a FIFO nor opens a device). nil when it was not
+-- checked: a sandboxed recipe learns about a path only when the run was given it (its command
+-- line, its environment, the recipe's options), so the answer for any other path is the same
+-- whether it is missing, unreadable or forbidden (issue 30, class 4).
 local function file_exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() return true end
-  return false
+  return require("commscript.native").probe_file(path)
 end
 M.file_exists = file_exists
+
+local NOT_THERE = { ["cannot open: No such file or directory"] = true, ["cannot open: Not a directory"] = true }
 
 local function audit_path(c)
   local e, name, v, opts = c.entry, c.name, c.value, c.opts
@@ -453,11 +458,18 @@ local function audit_path(c)
       ("write the full path: %s=%s"):format(name, "$HOME" .. v:sub(2)), {})
     return
   end
-  local exists = opts.file_exists or file_exists
-  if e.must_exist and not exists(v) then
+  if not e.must_exist then return end
+  local ok, why = (opts.file_exists or file_exists)(v)
+  if ok == nil then
+    c.add("info", "path-unchecked", ("%s=%s was not checked: %s"):format(name, show(v), (tostring(why):gsub("^not checked: ", ""))), "", {})
+  elseif not ok and (why == nil or NOT_THERE[why]) then
     local extra = name == "NCCL_CONF_FILE" and " (and ~/.nccl.conf is not read either: NCCL_CONF_FILE replaces it)" or ""
     c.add("warn", "path-missing", ("%s=%s does not exist on this host: NCCL silently ignores it%s"):format(name, show(v), extra),
       ("point %s at an existing file, or unset it"):format(name), {})
+  elseif not ok then
+    local fifo = why:find("FIFO", 1, true) and ": NCCL's fopen of it waits for a writer" or ""
+    c.add("warn", "path-unreadable", ("%s=%s cannot be read on this host (%s)%s"):format(name, show(v), why, fifo),
+      ("point %s at a regular file this user can read, or unset it"):format(name), {})
   end
 end
 

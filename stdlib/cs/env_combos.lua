@@ -316,8 +316,9 @@ end
 -- opts: nccl_version ("2.21.5": enables the since/removed/version-range rules), strict (unknown
 -- TORCH_NCCL_/UCX_ names warn), sources (NAME -> where it was set; default "environment"),
 -- interfaces (this host's network interfaces: NCCL_SOCKET_IFNAME must match one), hcas (its
--- RDMA devices), file_exists (function(path) -> bool, for tests), nvlink (GPUs connected by
--- NVLink, from the topology), per_var_only (skip the combination rules), libraries (the NCCL and
+-- RDMA devices), file_exists (function(path) -> true | false [, why] | nil when not checked, for
+-- tests; default cs.env_checks.file_exists), nvlink (GPUs connected by NVLink, from the topology),
+-- per_var_only (skip the combination rules), libraries (the NCCL and
 -- CUDA this process loaded, report.json commscript.backends.nccl: container_facts compares them
 -- with an NVIDIA image's).
 function M.audit(vars, opts)
