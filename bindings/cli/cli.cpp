@@ -35,6 +35,7 @@ namespace {
 
 struct Args {
   std::string config_file, out, backend = "mpi", replay, baseline, launcher = "auto";
+  std::string metrics_file, metrics_listen;
   double fail_below = -1;
   std::vector<std::string> sets;
   uint64_t seed = 0;
@@ -182,6 +183,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
   app.add_option("--fail-below", a.fail_below, help("--fail-below"))
       ->check(finite_number(true) & CLI::Range(0.0, 100.0));
   app.add_option("--replay", a.replay, help("--replay"));
+  app.add_option("--metrics", a.metrics_file, help("--metrics"))->check(CLI::NonexistentPath | CLI::ExistingFile);
+  app.add_option("--metrics-listen", a.metrics_listen, help("--metrics-listen"));
   check_against_table(app);
   if (auto done = flag_with_separate_value(argc, argv)) return done;
   try {
@@ -248,6 +251,8 @@ cs_run_options run_options(const Args& a, int argc, char** argv, std::vector<con
   r.replay = a.replay.empty() ? nullptr : a.replay.c_str();
   r.baseline = a.baseline.empty() ? nullptr : a.baseline.c_str();
   r.fail_below = a.fail_below;
+  r.metrics_file = a.metrics_file.empty() ? nullptr : a.metrics_file.c_str();
+  r.metrics_listen = a.metrics_listen.empty() ? nullptr : a.metrics_listen.c_str();
   r.command_line = argv;
   r.command_line_n = argc;
   return r;

@@ -20,6 +20,7 @@ void register_topology(lua_State* L);              // adds native.topology([sysf
 void register_gpu(lua_State* L);                   // adds native.gpu_* and the module "cs.gpu"
 void register_backends(lua_State* L, Session* s);  // adds native.comm (available, open)
 void register_triage(lua_State* L);                // adds native.triage_* (bind_triage.cpp)
+void register_metrics(lua_State* L, Session* s);   // adds native.metrics_text, metrics_publish
 void push_communicator(lua_State* L, std::shared_ptr<Communicator> c);
 Tensor& check_tensor(lua_State* L, int idx);
 void push_tensor(lua_State* L, Tensor t);
