@@ -12,7 +12,7 @@
 - --metrics-listen refuses garbage, the wildcard address and a port already taken (exit 1).
 
 Needs Debian's `prometheus` package (prometheus, promtool): without it the test exits 77
-(ctest: skipped). About 35 s."""
+(ctest: skipped). About 35 s on a loaded 2-core host."""
 import json
 import math
 import os
@@ -34,11 +34,11 @@ RULES = os.path.join(cs_e2e.REPO, "examples", "prometheus", "commscript.rules.ym
 SOAK = os.path.join(cs_e2e.REPO, "recipes", "soak.lua")
 SKIP = 77
 
-DURATION, INTERVAL = 14, 1
-# One op+size (every measurement counts for the same latency streak); rank 1 waits 150 ms in each
+DURATION, INTERVAL = 16, 1
+# One op+size (every measurement counts for the same latency streak); rank 1 waits 250 ms in each
 # operation from its operation number AFTER on (1-3 s into the run); the latency threshold is
-# fixed at 80 ms, so that only the delay is over it (a loaded 2-core host reached 30 ms p50s).
-DELAY_MS, AFTER, THRESHOLD_US = 150, 300, 80000
+# fixed at 120 ms, so that only the delay is over it (a loaded 2-core host reached 120 ms p50s).
+DELAY_MS, AFTER, THRESHOLD_US = 250, 300, 120000
 
 
 def free_port():
