@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -37,17 +38,20 @@ std::string response(const std::string& status, const std::string& type, const s
          "\r\nConnection: close\r\n\r\n" + body;
 }
 
-// The request's head (up to the blank line), at most `max` bytes; "" when it is not complete in
-// time; `too_long` when it is longer.
+// The request's head (up to the blank line), at most `max` bytes; "" when it is not complete
+// within kClientTimeoutS in all (a client trickling a byte at a time holds the server no longer);
+// `too_long` when it is longer.
 std::string read_head(int fd, size_t max, bool* too_long) {
   std::string head;
   char buf[1024];
   *too_long = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kClientTimeoutS);
   while (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
     if (head.size() > max) {
       *too_long = true;
       return head;
     }
+    if (std::chrono::steady_clock::now() > until) return "";
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return "";

@@ -9,7 +9,8 @@
   collective and size that soak's own latency finding names, and not before the delay began;
 - the --metrics file at the end holds the final values (run finished, its exit code, every
   measurement), renamed into place (no .tmp left).
-- --metrics-listen refuses garbage, the wildcard address and a port already taken (exit 1).
+- --metrics-listen refuses garbage, the wildcard address and a port already taken (exit 1), and
+  a --metrics file in no directory is exit 6, before anything runs.
 
 Needs Debian's `prometheus` package (prometheus, promtool): without it the test exits 77
 (ctest: skipped). About 35 s on a loaded 2-core host."""
@@ -225,6 +226,12 @@ class Prometheus(cs_e2e.TestCase):
                     np=2, timeout=60)
         self.assertExit(r, cs_e2e.BAD_INPUT)
         self.assertIn("cannot listen there", r.stderr)
+        # a --metrics file that cannot be written: exit 6, as every unwritable output, before it runs
+        r = self.cs(["--metrics", os.path.join(self.tmp, "no", "such", "dir", "x.prom"), "soak", "--duration", "1"],
+                    np=2, timeout=60)
+        self.assertExit(r, 6)
+        self.assertIn("cannot write it", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(r.out_dir, "report.json")), "it ran")
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "error.hpp"
 #include "metrics.hpp"
@@ -169,6 +171,27 @@ TEST_CASE("metrics: the server answers GET /metrics with the text, refuses other
   CHECK(http(port, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.0 405", 0) == 0);
   CHECK(http(port, "GET /metrics HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n").rfind("HTTP/1.0 431", 0) ==
         0);
+  // A client that trickles its request holds the server at most its 2 s: the next one is answered.
+  {
+    const int slow = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    REQUIRE(::connect(slow, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    std::thread trickle([slow] {
+      for (int i = 0; i < 40; ++i) {
+        if (::send(slow, "G", 1, MSG_NOSIGNAL) <= 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(http(port, "GET /metrics HTTP/1.0\r\n\r\n").rfind("HTTP/1.0 200 OK", 0) == 0);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(3000));
+    trickle.join();
+    ::close(slow);
+  }
   // A second server on the same port is refused, with the reason.
   CHECK(input_error([port] {
           cs::MetricsServer again("127.0.0.1:" + std::to_string(port));
