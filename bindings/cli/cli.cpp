@@ -183,8 +183,15 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
   app.add_option("--fail-below", a.fail_below, help("--fail-below"))
       ->check(finite_number(true) & CLI::Range(0.0, 100.0));
   app.add_option("--replay", a.replay, help("--replay"));
-  app.add_option("--metrics", a.metrics_file, help("--metrics"))->check(CLI::NonexistentPath | CLI::ExistingFile);
-  app.add_option("--metrics-listen", a.metrics_listen, help("--metrics-listen"));
+  app.add_option("--metrics", a.metrics_file, help("--metrics"))
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.empty() || std::filesystem::is_directory(v) ? "'" + v + "' is not a file name" : std::string();
+          },
+          "FILE"));
+  app.add_option("--metrics-listen", a.metrics_listen, help("--metrics-listen"))
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? "'' is not ADDRESS:PORT" : std::string(); },
+                             "ADDRESS:PORT"));
   check_against_table(app);
   if (auto done = flag_with_separate_value(argc, argv)) return done;
   try {

@@ -14,6 +14,7 @@
 
 Needs Debian's `prometheus` package (prometheus, promtool): without it the test exits 77
 (ctest: skipped). About 35 s on a loaded 2-core host."""
+import calendar
 import json
 import math
 import os
@@ -164,7 +165,7 @@ class Prometheus(cs_e2e.TestCase):
         self.assertTrue(delays, "no delay was injected")
         for a in firing.values():
             active = a["activeAt"]  # RFC 3339, UTC
-            t = time.mktime(time.strptime(active[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+            t = calendar.timegm(time.strptime(active[:19], "%Y-%m-%dT%H:%M:%S"))
             self.assertGreaterEqual(t + 1, delays[0], "the alert was active before the delay began: %s" % a)
 
         # ---- the values of the last scrape, against report.json's results of those intervals
@@ -218,6 +219,11 @@ class Prometheus(cs_e2e.TestCase):
             self.assertExit(r, cs_e2e.BAD_INPUT)
             self.assertIn(why, r.stderr)
             self.assertFalse(os.path.exists(os.path.join(r.out_dir, "report.json")), "it ran")
+        for args, why in [(["--metrics-listen", ""], "'' is not ADDRESS:PORT"),
+                          (["--metrics", self.tmp], "is not a file name"), (["--metrics", ""], "is not a file name")]:
+            r = self.cs(args + ["soak", "--duration", "1"], timeout=60)
+            self.assertExit(r, cs_e2e.BAD_INPUT)
+            self.assertIn(why, r.stderr)
         taken = socket.socket()
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
