@@ -16,11 +16,14 @@
 --   errors       measurements with wrong > 0 (the runner already makes those exit 4, so the error
 --                finding comes with exit 4). Timeouts are not survivable: an operation past
 --                --timeout ends the whole job with exit 5, so they never count as errors here.
+-- With --metrics FILE / --metrics-listen ADDRESS:PORT the numbers go to Prometheus at the end of
+-- each interval (cs.metrics; docs/monitoring.md), with the alerts' state for the same three rules
+-- in examples/prometheus/commscript.rules.yml.
 local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "soak",
-  version = "1.1.2",
+  version = "1.2.0",
   requires = ">=0.1, <1.0",
   summary = "mixed collectives for a duration; per-interval summaries; latency/utilisation/error alerts",
   options = {
@@ -171,10 +174,17 @@ function recipe.run(ctx)
   -- to the interval in which it started.
   local last = math.ceil(o.duration / o.interval) - 1
   local interval, step = 0, 0
+  local function publish()   -- rank 0, with --metrics or --metrics-listen; a no-op otherwise
+    local n = cs.metrics.family("commscript_soak_intervals_total", "Soak intervals completed", "counter")
+    local fams = alerts:metrics()
+    fams[#fams + 1] = cs.metrics.add(n, {}, interval)
+    cs.metrics.publish(fams)
+  end
   local function end_interval()
     report(alerts:interval_end(interval))
     summarise(interval, math.min((interval + 1) * o.interval, o.duration))
     interval = interval + 1
+    publish()
   end
   while true do
     -- One decision per measurement, taken by rank 0 and broadcast: every rank runs exactly the
@@ -202,6 +212,7 @@ function recipe.run(ctx)
 
   local sum = alerts:summary()
   if total.wrong > 0 and sum.by_kind.error_rate == 0 then report(wrong_below_rate(total, sum, o)) end
+  publish()   -- the error-rate alert of finish(); the engine publishes the final values at the end
   ctx.report:set("soak", {
     duration_s = o.duration, interval_s = o.interval, measurements = sum.measurements, calls = total.calls,
     wrong = total.wrong, errors = sum.errors, error_rate = sum.error_rate, alerts = sum.alerts,

@@ -36,6 +36,7 @@ namespace {
 
 struct Args {
   std::string config_file, out, backend = "mpi", replay, baseline, launcher = "auto";
+  std::string metrics_file, metrics_listen;
   double fail_below = -1;
   std::vector<std::string> sets;
   uint64_t seed = 0;
@@ -183,6 +184,15 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
   app.add_option("--fail-below", a.fail_below, help("--fail-below"))
       ->check(finite_number(true) & CLI::Range(0.0, 100.0));
   app.add_option("--replay", a.replay, help("--replay"));
+  app.add_option("--metrics", a.metrics_file, help("--metrics"))
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.empty() || std::filesystem::is_directory(v) ? "'" + v + "' is not a file name" : std::string();
+          },
+          "FILE"));
+  app.add_option("--metrics-listen", a.metrics_listen, help("--metrics-listen"))
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? "'' is not ADDRESS:PORT" : std::string(); },
+                             "ADDRESS:PORT"));
   check_against_table(app);
   if (auto done = flag_with_separate_value(argc, argv)) return done;
   try {
@@ -249,6 +259,8 @@ cs_run_options run_options(const Args& a, int argc, char** argv, std::vector<con
   r.replay = a.replay.empty() ? nullptr : a.replay.c_str();
   r.baseline = a.baseline.empty() ? nullptr : a.baseline.c_str();
   r.fail_below = a.fail_below;
+  r.metrics_file = a.metrics_file.empty() ? nullptr : a.metrics_file.c_str();
+  r.metrics_listen = a.metrics_listen.empty() ? nullptr : a.metrics_listen.c_str();
   r.command_line = argv;
   r.command_line_n = argc;
   return r;

@@ -490,9 +490,15 @@ int cs_plan_open(cs_session* h, const cs_run_options* ro, cs_plan** out) {
   if (!out) return fail(s, CS_E_INVALID, "cs_plan_open: out is NULL");
   *out = nullptr;
   if (!ro) return fail(s, CS_E_INVALID, "cs_plan_open: opts is NULL");
-  if (ro->struct_size != static_cast<int>(sizeof(cs_run_options)))
+  // A caller built against 2.0 passes the struct without the metrics fields (NULL here).
+  const int v20 = static_cast<int>(offsetof(cs_run_options, metrics_file));
+  if (ro->struct_size != static_cast<int>(sizeof(cs_run_options)) && ro->struct_size != v20)
     return fail(s, CS_E_INVALID,
                 "cs_plan_open: opts->struct_size is not sizeof(cs_run_options) (call cs_run_options_init)");
+  cs_run_options full;
+  cs_run_options_init(&full);
+  std::memcpy(static_cast<void*>(&full), ro, static_cast<size_t>(ro->struct_size));
+  ro = &full;
   const bool replay = ro->replay && *ro->replay;
   if (const std::string bad = refusal(*ro, replay); !bad.empty()) return fail(s, CS_E_INVALID, bad);
   try {
@@ -582,6 +588,15 @@ int cs_plan_open(cs_session* h, const cs_run_options* ro, cs_plan** out) {
       p->info.out = ro->out_dir;
     else if (!s->opts.own_process || !s->out_dir.empty())
       p->info.out = run_dir(*s, p->name);
+    if (ro->metrics_file) p->info.metrics_file = ro->metrics_file;
+    if (ro->metrics_listen && *ro->metrics_listen) {
+      try {
+        (void)cs::parse_listen_address(ro->metrics_listen);  // garbage refused before anything runs
+      } catch (const cs::Error& e) {
+        return fail(s, CS_E_INVALID, e.what(), 1, Print::launcher_root);
+      }
+      p->info.metrics_listen = ro->metrics_listen;
+    }
     *out = plans().add(std::move(p));
     return CS_OK;
   } catch (const std::exception& e) {

@@ -359,6 +359,7 @@ void open_native(lua_State* L, Session* s) {
   register_gpu(L);
   register_backends(L, s);
   register_triage(L);
+  register_metrics(L, s);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "loaded");
   lua_pushvalue(L, -3);

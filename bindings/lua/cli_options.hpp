@@ -35,6 +35,11 @@ inline constexpr CliOption kCliOptions[] = {
      "only; docs/security.md); the same as COMMSCRIPT_JOB_TOKEN=insecure"},
     {"--baseline", true, "an earlier report.json: regressions beyond the tolerance become findings"},
     {"--fail-below", true, "exit 3 when the scorecard's total is below this (0-100)"},
+    {"--metrics", true,
+     "write the run's metrics to FILE (Prometheus text; node_exporter's textfile collector), per interval "
+     "and at the end (docs/monitoring.md)"},
+    {"--metrics-listen", true,
+     "serve the run's metrics at http://ADDRESS:PORT/metrics while it lasts (e.g. 127.0.0.1:9400)"},
     {"--replay", true, "run again what an earlier report.json recorded (recipe source, options, config, chaos, seed)"},
     {"--help", false, nullptr},
 };

@@ -79,6 +79,25 @@ bool open_report(Session& s, const std::string& out, const std::string& recipe_n
   return false;
 }
 
+bool open_metrics(Session& s, const RunInfo& info, const std::string& recipe_name, int* code) {
+  if (info.metrics_file.empty() && info.metrics_listen.empty()) return true;
+  std::string error;
+  *code = 0;
+  try {
+    if (s.rank() == 0)
+      s.metrics =
+          std::make_shared<MetricsSink>(info.metrics_file, info.metrics_listen, metrics_common_labels(recipe_name));
+  } catch (const Error& e) {
+    error = e.what();
+    *code = static_cast<int>(e.code());
+  }
+  *code = job::agree_max(*code);
+  if (job::lowest_failing_rank(!error.empty()) < 0) return true;
+  if (!error.empty()) std::fprintf(stderr, "commscript: %s\n", error.c_str());
+  s.last_error = error;
+  return false;
+}
+
 void describe(Session& s, const RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs,
               const RunInfo& info) {
   const auto hosts = s.world->allgather(host_name());
@@ -205,7 +224,9 @@ void unguard(Session& s) {
 int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs,
                const RunInfo& info) {
   if (!declare_everywhere(s, host, src, rargs)) return static_cast<int>(ExitCode::bad_input);
+  if (int code = 0; !open_metrics(s, info, host.name(), &code)) return code;  // before any output exists
   if (!open_report(s, info.out, host.name())) {
+    s.metrics.reset();
     if (s.embedded) s.last_error = "cannot open the output directory " + s.out_dir;
     return static_cast<int>(ExitCode::output);  // an unwritable --out: exit 6, as every unwritable output
   }
@@ -225,9 +246,14 @@ int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std:
     plane.stop_heartbeat();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     code = finish_report(s, host, std::move(fired), secs, code);
+    if (s.metrics) {  // the final values, from the final report, for any recipe
+      std::lock_guard<std::recursive_mutex> g(s.report->mutex());
+      s.metrics->publish_final(s.report->doc());
+    }
     guardian::release();  // the report is written: nothing left for the guardian to do
   }
   unguard(s);
+  s.metrics.reset();  // the server's thread ends here: it served while the run lasted
   return code;
 }
 

@@ -20,6 +20,7 @@ struct RunInfo {
   std::string replay_of;  // the replayed report's path, or ""
   std::string out;        // --out, or "" for the default directory
   std::vector<ChaosRule> chaos;
+  std::string metrics_file, metrics_listen;  // --metrics FILE, --metrics-listen ADDRESS:PORT ("": none)
 };
 
 namespace run {
@@ -39,6 +40,10 @@ bool declare_everywhere(Session& s, RecipeHost& host, const RecipeSource& src, c
 // Rank 0 chooses the output directory, everyone learns it and opens the report. False (after
 // rank 0 said why) when any rank could not.
 bool open_report(Session& s, const std::string& out, const std::string& recipe_name);
+
+// Rank 0 opens the metrics' file and server (--metrics, --metrics-listen). False (after rank 0
+// said why) when it could not; *code: 1 (address, port) or 6 (file).
+bool open_metrics(Session& s, const RunInfo& info, const std::string& recipe_name, int* code);
 
 // The report's header: versions, the recipe (with its source, for --replay), the run, the
 // environment and which ranks run on which host.

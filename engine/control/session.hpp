@@ -10,6 +10,7 @@
 
 #include "communicator.hpp"
 #include "config.hpp"
+#include "metrics.hpp"
 #include "report.hpp"
 
 namespace cs {
@@ -25,9 +26,10 @@ class Session {
   uint64_t seed = 0;
   double timeout_s = 0;
   std::string out_dir;
-  std::vector<std::string> argv;  // the whole command line, for the report
-  std::string baseline;           // --baseline: an earlier report.json to compare against
-  double fail_below = -1;         // --fail-below: exit 3 when the score is lower
+  std::vector<std::string> argv;         // the whole command line, for the report
+  std::string baseline;                  // --baseline: an earlier report.json to compare against
+  double fail_below = -1;                // --fail-below: exit 3 when the score is lower
+  std::shared_ptr<MetricsSink> metrics;  // --metrics / --metrics-listen, on rank 0 while the run lasts
   // This rank and the ranks in the world: the world's own, never a copy (0 and 1 before there
   // is one). The signal thread (incidents::on_signal) reads them while the main thread may swap
   // the world for its survivors (run.cpp adopt_survivors): the pointer is read and swapped

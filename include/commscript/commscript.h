@@ -145,6 +145,11 @@ typedef struct cs_run_options {
   const char* const* command_line; /* recorded as the run's command line in report.json; NULL: "libcommscript"
                                       RECIPE ARGS. command_line_n entries */
   int command_line_n;
+  /* 2.1: */
+  const char* metrics_file;   /* rank 0 writes the run's metrics here (like --metrics; Prometheus text, renamed
+                                 into place), per recipe interval and at the end; NULL: none */
+  const char* metrics_listen; /* "ADDRESS:PORT": rank 0 serves GET /metrics there while the run lasts (like
+                                 --metrics-listen); NULL: none */
 } cs_run_options;
 
 typedef struct cs_plan cs_plan; /* one run's inputs, read and checked, not yet run */

@@ -30,6 +30,12 @@
 --   a:finish()          -> list of new alerts (error rate over the run; call once, at the end)
 --   a:summary()         -> { measurements, errors, error_rate, alerts, by_kind, thresholds }
 --   a:threshold(op, bytes) -> the latency threshold (us) of op+size, or nil while not derived
+--   a:metrics()         -> cs.metrics families of the alerts' state for a Prometheus alerting rule
+--                          (examples/prometheus/commscript.rules.yml); call at the end of each
+--                          interval. Per op+size with a threshold: the threshold, and the longest
+--                          run of consecutive values over it since the last call (a run that
+--                          began earlier counts whole); per utilisation group of the interval just
+--                          ended: its best utilisation and its number of measurements.
 --
 -- Measurements belong to the interval in progress: observe() them in order, then interval_end(i)
 -- when the interval is over (also for the last, partial one).
@@ -141,6 +147,10 @@ function Alerts:observe(m)
 
   local lat = m.latency_us
   if type(lat) == "number" and m.bytes <= self.cfg.latency_max_bytes then
+    if s.threshold then   -- consecutive values over the threshold, for metrics()
+      s.over = lat > s.threshold and (s.over or 0) + 1 or 0
+      s.over_max = math.max(s.over_max or 0, s.over)
+    end
     if not s.threshold then
       s.baseline[#s.baseline + 1] = lat     -- fixed at the end of this interval
     elseif s.alerting then
@@ -220,8 +230,13 @@ function Alerts:interval_end(i)
       if u < G.worst then G.worst, G.worst_key, G.worst_ref = u, m.key, ref end
     end
   end
+  self.util_groups = {}   -- for metrics(): the interval's groups, each with its best utilisation
   for _, g in ipairs(order) do
     local G = groups[g]
+    local best = 0
+    for _, u in ipairs(G.utils) do if u > best then best = u end end
+    self.util_groups[#self.util_groups + 1] = { op = g ~= "*" and g or nil, reference = G.reference,
+                                                max = best, n = #G.utils }
     if #G.utils >= math.max(1, self.cfg.util_min_samples) and G.low == #G.utils then
       local maxu = 0
       for _, u in ipairs(G.utils) do if u > maxu then maxu = u end end
@@ -263,6 +278,34 @@ function Alerts:finish()
     })
   end
   return out
+end
+
+-- Prometheus families of the alerts' state (cs.metrics), for the rules file's alerts.
+function Alerts:metrics()
+  local fam, add = require("cs.metrics").family, require("cs.metrics").add
+  local thr = fam("commscript_latency_threshold_seconds",
+    "Latency alert threshold of this collective and size (soak: --latency-threshold-us, or 3 x the p50 of its first interval)")
+  local over = fam("commscript_latency_over_threshold_consecutive",
+    "Longest run of consecutive measurements (p50) over the latency threshold since the last interval; the soak alert fires at " ..
+    tostring(self.cfg.consecutive))
+  for _, k in ipairs(self.order) do
+    local s = self.keys[k]
+    if s.threshold then
+      local labels = { collective = s.op, message_size = ("%d"):format(s.bytes) }
+      add(thr, labels, s.threshold / 1e6)
+      add(over, labels, s.over_max or 0)
+      s.over_max = s.over or 0   -- a run still going on counts whole in the next interval
+    end
+  end
+  local umax = fam("commscript_bandwidth_utilisation_max_ratio",
+    "Best bus bandwidth utilisation (busbw / reference) among the last interval's measurements of a group; all were below it")
+  local un = fam("commscript_bandwidth_utilisation_measurements", "Measurements of the last interval's utilisation group")
+  for _, g in ipairs(self.util_groups or {}) do
+    local labels = { reference = g.reference, collective = g.op }
+    add(umax, labels, g.max)
+    add(un, labels, g.n)
+  end
+  return { thr, over, umax, un }
 end
 
 function Alerts:summary()

@@ -104,6 +104,42 @@ local function subject(s)
   return concat(parts, ", ")
 end
 
+-- A finding's evidence for a reader: each entry in a line of words and numbers (a list of
+-- records counted, a table's own numbers flattened one level, a confidence in per cent), the
+-- whole raw table behind a "details" toggle.
+local MAX_ITEMS = 8
+local function fact(k, v)
+  if type(v) ~= "table" then
+    if k == "confidence" and num(v) and v >= 0 and v <= 1 then return fmt("%.2f %%", 100 * v) end
+    return cellv(k, v)
+  end
+  if islist(v) then
+    if #v == 0 then return "none" end
+    if type(v[1]) == "table" then return fmt("%d %s", #v, #v == 1 and "entry" or "entries") end
+    local items = {}
+    for i = 1, math.min(#v, MAX_ITEMS) do items[i] = cellv(k, v[i]) end
+    return concat(items, ", ") .. (#v > MAX_ITEMS and fmt(" ... (%d in all)", #v) or "")
+  end
+  local parts = {}
+  for _, sk in ipairs(keys(v)) do
+    local x = v[sk]
+    if type(x) ~= "table" then parts[#parts + 1] = tostring(sk) .. " " .. fact(sk, x)
+    elseif islist(x) and #x > 0 then parts[#parts + 1] = tostring(sk) .. " " .. fact(sk, x) end
+  end
+  return #parts > 0 and concat(parts, ", ") or "-"
+end
+
+local function evidence(ev)
+  if next(ev) == nil then return "" end
+  local items, h, d = {}, {}, {}
+  for _, k in ipairs(keys(ev)) do
+    items[#items + 1] = "<li><b>" .. esc(k) .. "</b> " .. esc(fact(k, ev[k])) .. "</li>"
+    h[#h + 1] = "<th>" .. esc(k) .. "</th>"; d[#d + 1] = "<td>" .. esc(cellv(k, ev[k])) .. "</td>"
+  end
+  return '<ul class="ev">' .. concat(items) .. "</ul><details><summary>raw evidence</summary>"
+    .. '<div class="scroll"><table class="grid ev"><tr>' .. concat(h) .. "</tr><tr>" .. concat(d) .. "</tr></table></div></details>"
+end
+
 local SEV = { error = 1, warn = 2, info = 3 }
 local function findings(r)
   local list = {}
@@ -118,13 +154,7 @@ local function findings(r)
   for _, e in ipairs(list) do
     local f = e.f
     local sev = SEV[f.severity] and f.severity or "other"
-    local ev = T(f.evidence)
-    local evh = ""
-    if next(ev) ~= nil then
-      local h, d = {}, {}
-      for _, k in ipairs(keys(ev)) do h[#h + 1] = "<th>" .. esc(k) .. "</th>"; d[#d + 1] = "<td>" .. esc(cellv(k, ev[k])) .. "</td>" end
-      evh = '<div class="scroll"><table class="grid ev"><tr>' .. concat(h) .. "</tr><tr>" .. concat(d) .. "</tr></table></div>"
-    end
+    local evh = evidence(T(f.evidence))
     out[#out + 1] = fmt('<div class="finding sev-%s"><div class="fh"><span class="sev">%s</span> <span class="subj">%s</span></div>'
       .. '<p class="msg">%s</p>%s%s</div>', sev, esc(str(f.severity) or "?"), esc(subject(f.subject)),
       esc(tostring(f.message or "")), evh,
@@ -386,7 +416,7 @@ table.score table.kv{margin:0}table.score .kv td{overflow-wrap:normal}
 svg .legend{font-size:12px;fill:#222}svg .cv{font-size:10px;fill:#111;pointer-events:none}
 .hostd{display:none;border:1px solid #ccc;padding:4px 8px;margin:6px 0}.hostd:target{display:block}
 svg.hostmap a.hrow:hover rect{stroke:#000;stroke-width:.5}
-.maps{display:flex;flex-wrap:wrap;gap:10px 40px}.hot{color:#d73027;font-weight:600}svg.bar{vertical-align:middle}details{margin:8px 0}summary{cursor:pointer;color:#2a5db0}
+.maps{display:flex;flex-wrap:wrap;gap:10px 40px}.hot{color:#d73027;font-weight:600}svg.bar{vertical-align:middle}details{margin:8px 0}ul.ev{margin:4px 0;padding-left:18px}ul.ev li{margin:1px 0}summary{cursor:pointer;color:#2a5db0}
 ]]
 
 -- The elastic recipes' sections (cs.html_elastic): the drill timeline, the backend comparison.

@@ -58,11 +58,53 @@ function TestSizes:test_protocol_table_uses_the_one_formatter()
   lu.assertNotStrContains(page, "8 B<")
 end
 
+-- A finding's evidence: the numbers a reader needs in words (a verdict's confidence in per cent,
+-- its list of pairs counted), the raw table only behind the "details" toggle (issue 33: the
+-- verdict cell printed "{confidence: 0.9993, margin: 3, pairs: [{above: 11, ...").
+TestFindingEvidence = {}
+
+local function finding_page(evidence)
+  return require("cs.html").render {
+    recipe = { name = "t" }, run = {},
+    findings = { { severity = "warn", subject = { host = "n1" }, message = "slow link", evidence = evidence } },
+  }
+end
+
+function TestFindingEvidence:test_verdict_in_words_raw_table_behind_details()
+  local page = finding_page {
+    host = "n1", score = 0.42,
+    verdict = { confidence = 0.9993, margin = 3, threshold = 2.5,
+                pairs = { { above = 11, cv = 0.2577, good = false, median_us = 812.5 }, { above = 9, cv = 0.1 } } },
+    ranks = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 },
+  }
+  lu.assertStrContains(page, "<li><b>verdict</b> confidence 99.93 %, margin 3, pairs 2 entries, threshold 2.5</li>")
+  lu.assertStrContains(page, "<li><b>score</b> 0.42</li>")
+  lu.assertStrContains(page, "<li><b>ranks</b> 0, 1, 2, 3, 4, 5, 6, 7 ... (10 in all)</li>")
+  local at = page:find("<details><summary>raw evidence</summary>", 1, true)
+  lu.assertNotNil(at, "no raw evidence toggle")
+  local before, after = page:sub(1, at), page:sub(at)
+  lu.assertNotStrContains(before, "{confidence: 0.9993")   -- not in the visible part
+  lu.assertStrContains(after, "{confidence: 0.9993, margin: 3, pairs: [{above: 11")  -- still there, behind the toggle
+end
+
+function TestFindingEvidence:test_evidence_text_is_escaped_in_words_and_table()
+  local page = finding_page { ["<k>"] = "<script>x</script>", note = { a = "\"&'" } }
+  lu.assertNotStrContains(page, "<script>x")
+  lu.assertNotStrContains(page, "<k>")
+  lu.assertStrContains(page, "<li><b>&lt;k&gt;</b> &lt;script&gt;x&lt;/script&gt;</li>")
+  lu.assertStrContains(page, "<li><b>note</b> a &quot;&amp;&#39;</li>")
+end
+
+function TestFindingEvidence:test_no_evidence_no_toggle()
+  lu.assertNotStrContains(finding_page(nil), "raw evidence")
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
   local fails = runner:runSuiteByInstances {
     { "TestSizes", TestSizes },
+    { "TestFindingEvidence", TestFindingEvidence },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end
