@@ -6,14 +6,16 @@ A benchmark, not a CI test (tests/e2e/test_truth_netns.py runs a few fixed cases
   scripts/truth_harness.py netns [--seeds 30] [--first-seed 1] [--hosts 4,8] [--slots 1,2]
         [--tiers quick,standard] [--recipe full_diag|p2p_matrix] [--jsonl FILE] [--timeout 240]
     Per seed (its own random.Random(seed)): a host count, ranks per host and a tier from the
-    lists; a fault by turn (seed % 4: host, link, rank, none = a healthy run), its place and a
-    tbf rate of 50-500 Mbit (every other path runs at 1 Gbit). Hosts are network namespaces
-    (scripts/netns_hosts.sh: names cs-tr-h0.PID.., subnet 10.80.0.0/24), mpirun reaches them with
-    scripts/rsh_netns.sh (btl tcp,self). A slow host: tbf on its link; a slow link: htb on the
-    path between two hosts (--throttle-link); a slow rank: the engine's chaos `slow` on that
-    rank's sendrecv by 1000/rate (2-20x; tc cannot tell two ranks of one host apart).
-    full_diag runs --max 64K with --budget 20 (quick) or 60 (standard) (its pairs are the tier's:
-    256K, 1M); p2p_matrix --bytes 256K (a 64 KB tbf bucket lets a 64K message pass unthrottled).
+    lists; a fault shape by turn (seed % 7: bucket, link, flap, stutter, cpu, two, none = a
+    healthy run) planted from outside commscript (scripts/plant.py), its place and parameters
+    drawn: a tbf token bucket of 16 KB-4 MB at 50-120 Mbit on a host's sending, receiving or both
+    directions (on two hosts for "two"; switched on and off every 1.5-4 s for "flap"); an htb
+    limit on the path between two hosts (link); a rank stopped (SIGSTOP) for 50-80 % of every
+    50-200 ms (stutter) or held to 5-30 % of a CPU by a cgroup v1 CFS quota (cpu). Every other
+    path runs at 1 Gbit. Hosts are network namespaces (scripts/netns_hosts.sh: names
+    cs-tr-h0.PID.., subnet 10.80.0.0/24), mpirun reaches them with scripts/rsh_netns.sh (btl
+    tcp,self). full_diag runs --max 64K with --budget 20 (quick) or 60 (standard; --budgets Q,S)
+    (its pairs are the tier's: 256K, 1M); p2p_matrix --bytes 256K.
   scripts/truth_harness.py model [--seeds 30] [--ranks 1024] [--hosts 128] [--cv C]
         [--spikes P] [--spike X] [--plan auto|full|sampled]
     The same faults in scripts/scale_model.sh's synthetic job (its noise: per-sample CV and
@@ -50,6 +52,7 @@ RANK_KINDS = ("stutter", "cpu")
 MODEL_KINDS = ("host", "link", "rank", "none")  # scripts/scale_model.sh --plant
 BURSTS = (16384, 65536, 262144, 1048576, 4194304)
 BASE_RATE = "1gbit"
+BUDGETS = {"quick": 20, "standard": 60}  # full_diag --budget per tier (--budgets changes them)
 
 
 class Namespaces:
@@ -277,7 +280,8 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
         argv += ["-x", "COMMSCRIPT_STDLIB"]
     argv += [binary, "--out", out_dir]
     if recipe == "full_diag":
-        argv += ["full_diag", "--tier", cfg["tier"], "--max", "64K", "--budget", "20" if cfg["tier"] == "quick" else "60"]
+        argv += ["full_diag", "--tier", cfg["tier"], "--max", "64K", "--budget",
+                 str(BUDGETS[cfg["tier"]])]
     else:
         # 256K: a tbf or htb bucket (64 KB, netns_hosts.sh) lets a 64K message through at full
         # speed after an idle moment; the pair times would hide the fault
@@ -471,6 +475,7 @@ def main(argv):
     a.add_argument("--recipe", default="full_diag", choices=("full_diag", "p2p_matrix"))
     a.add_argument("--timeout", type=int, default=240)
     a.add_argument("--keep", action="store_true", help="keep each run's output directory")
+    a.add_argument("--budgets", default="20,60", help="full_diag --budget for the quick and standard tiers")
     m = sub.add_parser("model")
     m.add_argument("--ranks", type=int, default=1024)
     m.add_argument("--hosts", type=int, default=128)
@@ -489,6 +494,7 @@ def main(argv):
     rows = []
     ns = None
     if args.mode == "netns":
+        BUDGETS["quick"], BUDGETS["standard"] = (int(x) for x in args.budgets.split(","))
         reason = why_not(binary, mpirun)
         if reason:
             print("truth_harness.py: cannot run namespace hosts here: %s" % reason, file=sys.stderr)
