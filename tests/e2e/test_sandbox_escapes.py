@@ -149,10 +149,14 @@ class Escapes(cs_e2e.TestCase):
 
     # ---- the engine's own Lua ----
     def test_recipe_cannot_replace_the_report_renderer(self):
-        path = self.recipe("html", '  require("cs.html").render = function() return "<script>pwned()</script>" end\n'
-                                   '  cs.html.render = function() return "<script>pwned()</script>" end')
+        # The writes fail (cs.html is read-only, issue 30); caught, the run goes on.
+        path = self.recipe("html", '  local pwn = function() return "<script>pwned()</script>" end\n'
+                                   '  local a, e1 = pcall(function() require("cs.html").render = pwn end)\n'
+                                   '  local b, e2 = pcall(function() cs.html.render = pwn end)\n'
+                                   '  print(a, e1)\n  print(b, e2)')
         r = self.cs(["--backend", "self", path])
         self.assertExit(r, cs_e2e.OK)
+        self.assertEqual(r.stdout.count("cs.html is read-only: assignment to field 'render'"), 2, r.describe())
         with open(r.path("report.html"), encoding="utf-8") as f:
             page = f.read()
         self.assertNotIn("pwned", page)
@@ -201,6 +205,55 @@ class Escapes(cs_e2e.TestCase):
         self.assertExit(r, cs_e2e.OK)
         # the engine's own formatting (report, summary) still works
         self.assertEqual(r.report()["recipe"]["name"], "recipe_string")
+
+    # ---- each stage its own view of the stdlib (issue 30, class 2) ----
+    # A site rule file that changed a module full_diag's other stages call erased their verdict:
+    # with NCCL_PROTO=bogus (an error finding of the environment stage, exit 3) the run exited 0.
+    # Each attack fails on the code before the fix; each is tried under pcall, so that whatever
+    # is refused, the run goes on to its verdict.
+    ERASERS = {
+        # replace the environment stage's function in the module
+        "module_function": 'cs.env.collect = function() return { findings = {}, audited = 0 } end',
+        # a sub-table of a module: make the bogus protocol a known one
+        "sub_table": 'table.insert(require("cs.env_registry").PROTOS, "bogus")',
+        # the metatable of the findings collector: add() that reports nothing
+        "object_metatable": 'local c = cs.findings.collector({ report = { finding = function() end } })\n'
+                            'getmetatable(c).add = function(_, list) return list end',
+        # the raw writers
+        "rawset": 'rawset(require("cs.env"), "collect", function() return { findings = {}, audited = 0 } end)',
+    }
+
+    def test_rule_file_cannot_erase_another_stages_findings(self):
+        for name, attack in self.ERASERS.items():
+            with self.subTest(name):
+                rules = self.write("erase_%s.lua" % name,
+                                   'local cs = require "commscript"\npcall(function()\n%s\nend)\nreturn {}\n' % attack)
+                r = self.cs(["--backend", "self", "--timeout", "5", "--set", 'rules.files="%s"' % rules,
+                             "full_diag", "--budget", "2"], env={"NCCL_PROTO": "bogus"})
+                self.assertExit(r, cs_e2e.HEALTH)
+                self.assertIn("[error] NCCL_PROTO=bogus: unknown protocol 'bogus'", r.stdout, r.describe())
+                found = [f for f in r.report()["findings"] if f["subject"].get("variable") == "NCCL_PROTO"]
+                self.assertEqual([f["severity"] for f in found], ["error"], r.describe())
+
+    def test_writing_a_module_fails_naming_the_module_and_the_line(self):
+        rules = self.write("writer.lua", 'local cs = require "commscript"\n'
+                                         'cs.diagnose.findings = function() return {} end\nreturn {}\n')
+        r = self.cs(["--backend", "self", "--set", 'rules.files="%s"' % rules, "full_diag", "--budget", "2"])
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("rule file %s: %s:2: cs.diagnose is read-only: assignment to field 'findings'" % (rules, rules),
+                      r.stderr, r.describe())
+        self.assertEqual(r.report()["run"]["exit_code"], cs_e2e.BAD_INPUT, r.describe())
+        # A recipe: the same refusal, a runtime error at its line; rawset and table.insert too.
+        for name, body in (("assign", '  require("cs.findings").collector = nil'),
+                           ("rawset", '  rawset(cs, "env", {})'),
+                           ("insert", '  table.insert(cs.stats, 1)'),
+                           ("setmetatable", '  setmetatable(cs.stats, {})')):
+            with self.subTest(name):
+                path = self.recipe("w_" + name, body)
+                r = self.cs(["--backend", "self", path])
+                self.assertExit(r, cs_e2e.RUNTIME)
+                self.assertIn("w_%s.lua:4:" % name, r.stderr, r.describe())
+                self.assertRegex(r.stderr, r"(read-only|protected metatable)", r.describe())
 
 
 if __name__ == "__main__":
