@@ -2,6 +2,7 @@
 loads) must not run code outside the sandbox. Each escape writes a marker file when it works;
 the test checks that the marker is absent and that the refusal says why. Each of these tests
 failed before the fix (cs.sandbox, the embedded loader and text-only loading in lua_vm.cpp)."""
+import concurrent.futures
 import json
 import os
 import shutil
@@ -254,6 +255,30 @@ class Escapes(cs_e2e.TestCase):
                 self.assertExit(r, cs_e2e.RUNTIME)
                 self.assertIn("w_%s.lua:4:" % name, r.stderr, r.describe())
                 self.assertRegex(r.stderr, r"(read-only|protected metatable)", r.describe())
+
+    # ---- a busy top level (issue 30, class 5) ----
+    def test_busy_top_level_exits_2_in_every_mode_with_a_report(self):
+        """`while true do end` at a recipe's top level: exit 2 past the 10 s budget under --check,
+        --help, a run and a run of 2 ranks under mpirun; the runs leave report.json saying so (a
+        run exited 1 without one). About 12 s: the four run at once."""
+        path = self.write("busy.lua", 'local cs = require "commscript"\nwhile true do end\n'
+                                      'local r = cs.recipe { name = "busy", version = "0.1.0" }\n'
+                                      'function r.run(ctx) end\nreturn r\n')
+        calls = {"check": (["--check", path], {"out": False}), "help": ([path, "--help"], {"out": False}),
+                 "run": (["--backend", "self", path], {}), "mpi": ([path], {"np": 2})}
+        with concurrent.futures.ThreadPoolExecutor(len(calls)) as ex:
+            futs = {n: ex.submit(self.cs, a, timeout=60, **kw) for n, (a, kw) in calls.items()}
+            rs = {n: f.result() for n, f in futs.items()}
+        for name, r in rs.items():
+            with self.subTest(name):
+                self.assertExit(r, cs_e2e.RUNTIME, 10 + 2 + 10)
+                self.assertIn("busy.lua:2: the recipe's top level ran for more than 10 s", r.stderr, r.describe())
+                if name in ("run", "mpi"):
+                    rep = r.report()
+                    self.assertEqual(rep["run"]["exit_code"], cs_e2e.RUNTIME, r.describe())
+                    self.assertEqual(rep["recipe"]["name"], "busy")
+                    self.assertEqual([i["kind"] for i in rep["incidents"]], ["error"], r.describe())
+                    self.assertIn("top level ran for more than 10 s", rep["incidents"][0]["message"])
 
 
 if __name__ == "__main__":
