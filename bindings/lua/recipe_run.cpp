@@ -92,7 +92,8 @@ class LuaRecipeHost final : public RecipeHost {
     }
     if (ok) {
       lua_pushboolean(L, trusted);
-      ok = vm_.call(2, 1, &f);  // [runner, recipe]
+      lua_pushboolean(L, src.bundled);  // commscript's own recipe (its chaos may exit 99)
+      ok = vm_.call(3, 1, &f);          // [runner, recipe]
       // Errors while loading are bad input (exit 1), unless an engine limit ended the code.
       if (!ok && f.code == ExitCode::runtime && !f.limit) f.code = ExitCode::bad_input;
     }

@@ -124,6 +124,12 @@ void guard(Session& s, const PageRenderer& pages) {
   if (s.rank() == 0) guardian::header(s.report->doc());
   incidents::attach(&s, &pages);
   job::set_before_abort(incidents::on_abort);
+  // A chaos `exit` ends this rank with its status: when this rank writes the report, report.json
+  // says so before the process ends (another rank's death, with the status its injection
+  // carried, is the coordinator's to record: incidents::rank_died).
+  Chaos::instance().on_exit([&s](int status, const std::string& message) {
+    if (s.report && s.report->writer()) incidents::on_abort(static_cast<ExitCode>(status), message);
+  });
 }
 
 int run_through_host(Session& s, RecipeHost& host) {
@@ -202,10 +208,24 @@ void unguard(Session& s) {
   // hold requests a cancelled run abandoned).
   if (s.embedded) s.report_json = job::broadcast_from_root(s.rank() == 0 ? json_text(s.report->doc()) : std::string());
   job::set_before_abort(nullptr);
+  Chaos::instance().on_exit(nullptr);
   incidents::detach();
 }
 
 namespace {
+
+// The chaos plan (the config's [[chaos]], --set chaos=) names only ranks the job has: checked on
+// every rank alike, before anything runs; rank 0 says why (exit 1).
+bool chaos_fits(Session& s, const std::vector<ChaosRule>& plan) {
+  try {
+    for (const ChaosRule& r : plan) check_chaos_ranks(r, s.size());
+  } catch (const Error& e) {
+    if (s.rank() == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
+    s.last_error = e.what();
+    return false;
+  }
+  return true;
+}
 
 // The recipe's top level was ended by an engine limit (an endless loop past its budget, the C
 // stack, the Lua heap): exit 2, as under --check and --help, and, the run having started, a
@@ -230,6 +250,7 @@ int load_failed(Session& s, RecipeHost& host, const RecipeSource& src, const std
 
 int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs,
                const RunInfo& info) {
+  if (!chaos_fits(s, info.chaos)) return static_cast<int>(ExitCode::bad_input);
   int failed_rank = -1;
   if (const int code = declare_everywhere(s, host, src, rargs, &failed_rank))
     return load_failed(s, host, src, rargs, info, code, failed_rank);
@@ -244,7 +265,7 @@ int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std:
   int code = 0;
   {
     ControlPlane plane(s);
-    Chaos::instance().install(info.chaos, s.seed);
+    Chaos::instance().install(info.chaos, s.seed, s.size());
     code = run_through_host(s, host);
     adopt_survivors(s);
     code = agree_exit_code(code);

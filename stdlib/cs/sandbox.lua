@@ -135,9 +135,37 @@ local function view_of(world, name, m)
   return v
 end
 
+-- Exit codes a sandbox may end a run with (issue 30, class 3): those of a recipe's verdict or
+-- error, 1-5. 0 is success, 6 an output the engine could not write, 70 the engine's own failure,
+-- 128 + N a signal: the engine's to say.
+local function exit_status_refused(rule)
+  if type(rule) ~= "table" or rawget(rule, "kind") ~= "exit" then return nil end
+  local kill, status = rawget(rule, "kill"), rawget(rule, "status")
+  if kill ~= nil and kill ~= false then
+    return "kill = true ends the process by a signal (exit 137)"
+  end
+  if type(status) ~= "number" or status ~= status or status < 1 or status > 5 or status % 1 ~= 0 then
+    return str_format("status %s", status == nil and "absent (99)" or tostring(status))
+  end
+  return nil
+end
+
+-- cs.chaos.inject of a sandbox's world: an `exit` ends the rank with a status of 1-5 only.
+local function checked_inject(inject)
+  return function(rule, ...)
+    local why = exit_status_refused(rule)
+    if why then
+      error(str_format("cs.chaos.inject: an exit may end a sandboxed run with status 1-5 only, not %s (0, 6, 70 "
+        .. "and the signals' codes are the engine's; --trusted lifts it)", why), 2)
+    end
+    return inject(rule, ...)
+  end
+end
+
 -- A world: module name -> this chunk's own instance. Its modules' code runs with an environment
--- whose require is this world's; the rest of their globals are the engine's.
-local function new_world()
+-- whose require is this world's; the rest of their globals are the engine's. `own`: a chunk of
+-- commscript's own (a bundled recipe), whose chaos exits are not limited.
+local function new_world(own)
   local world = { loaded = {}, names = {}, views = {} }
   local menv = setmetatable({}, { __index = _G })
   local function wrequire(name)
@@ -148,6 +176,9 @@ local function new_world()
       m = real_require(name)
     elseif NATIVE[name] then
       m = deep_copy(real_require(name), {})
+      if type(m.chaos) == "table" and not own and not native.trusted() then
+        m.chaos.inject = checked_inject(m.chaos.inject)
+      end
     else
       local chunk = module_chunk(name)
       world.loaded[name] = LOADING
@@ -200,8 +231,8 @@ local function view_next(t, k)
 end
 
 -- A fresh environment for one chunk. `what` names the chunk's kind in messages ("a sandboxed
--- recipe", "a rule file").
-function M.env(what)
+-- recipe", "a rule file"); `own`: commscript's own chunk (a bundled recipe).
+function M.env(what, own)
   local env = {}
   for _, k in ipairs(SAFE) do env[k] = _G[k] end
   env.string, env.table, env.math, env.coroutine = copy(string), copy(table), copy(math), copy(coroutine)
@@ -232,7 +263,7 @@ function M.env(what)
       error(str_format("os.%s is not available in the sandbox (--trusted lifts it)", tostring(k)), 2)
     end,
   })
-  local world = new_world()
+  local world = new_world(own)
   env.require = function(name)
     if M.allowed(name) then return view_of(world, name, world.require(name)) end
     error(str_format("require '%s' is not allowed in %s (only commscript and its cs.* modules; --trusted lifts it)",

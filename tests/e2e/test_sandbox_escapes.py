@@ -280,6 +280,76 @@ class Escapes(cs_e2e.TestCase):
                     self.assertEqual([i["kind"] for i in rep["incidents"]], ["error"], r.describe())
                     self.assertIn("top level ran for more than 10 s", rep["incidents"][0]["message"])
 
+    # ---- exit codes a sandbox may use: 1-5 (issue 30, class 3) ----
+    def test_sandbox_chaos_exit_status_is_1_to_5(self):
+        """A sandboxed recipe or rule file that plants a chaos exit with a code the engine keeps
+        (6, 70, 0, the default 99, kill = true: 137) is refused: the recipe with exit 2, the rule
+        file with exit 1 at its load, each naming the status; report.json agrees. Before, the rank
+        ended with 70 (the recipe) and the rule file's run left a guardian's partial report with
+        exit_code null."""
+        refused = {"s70": "status = 70", "s6": "status = 6", "s0": "status = 0", "absent": "",
+                   "kill": "status = 3, kill = true", "frac": "status = 2.5"}
+        for name, fields in refused.items():
+            with self.subTest(name):
+                inject = 'cs.chaos.inject { kind = "exit"%s }' % (", " + fields if fields else "")
+                path = self.recipe("x_" + name, "  %s\n  ctx.comm:barrier()" % inject)
+                r = self.cs(["--backend", "self", path])
+                self.assertExit(r, cs_e2e.RUNTIME)
+                self.assertIn("x_%s.lua:4: cs.chaos.inject: an exit may end a sandboxed run with status 1-5 only"
+                              % name, r.stderr, r.describe())
+                self.assertEqual(r.report()["run"]["exit_code"], cs_e2e.RUNTIME)
+        rules = self.write("x_rules.lua", 'local cs = require "commscript"\n'
+                                          'cs.chaos.inject { kind = "exit", status = 70 }\nreturn {}\n')
+        r = self.cs(["--backend", "self", "--set", 'rules.files="%s"' % rules, "full_diag", "--budget", "2"])
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("rule file %s: %s:2: cs.chaos.inject: an exit may end a sandboxed run with status 1-5 only, "
+                      "not status 70" % (rules, rules), r.stderr, r.describe())
+        rep = r.report()
+        self.assertEqual(rep["run"]["exit_code"], cs_e2e.BAD_INPUT, r.describe())
+        self.assertNotIn("partial", rep["run"])
+
+    def test_chaos_exit_leaves_report_json_with_its_code(self):
+        """A chaos exit the sandbox may plant (status 4, from a rule file at its load) ends the run
+        with 4, and report.json says 4 (with an incident naming the injection) before the
+        process ends; --trusted lifts the 1-5 bound (70). Before: exit_code null, partial."""
+        rules = self.write("x4.lua", 'local cs = require "commscript"\n'
+                                     'cs.chaos.inject { kind = "exit", status = 4 }\nreturn {}\n')
+        trusted = self.recipe("x70", '  cs.chaos.inject { kind = "exit", status = 70 }\n  ctx.comm:barrier()')
+        for name, args, code in (("rule_file", ["--set", 'rules.files="%s"' % rules, "full_diag", "--budget", "2"], 4),
+                                 ("trusted", ["--trusted", trusted], 70)):
+            with self.subTest(name):
+                r = self.cs(["--backend", "self"] + args)
+                self.assertExit(r, code)
+                self.assertIn("chaos: rank 0 (host ", r.stderr, r.describe())
+                self.assertIn("exits with status %d before " % code, r.stderr, r.describe())
+                rep = r.report()
+                self.assertEqual(rep["run"]["exit_code"], code, r.describe())
+                self.assertNotIn("partial", rep["run"], r.describe())
+                self.assertIn("an injected exit", rep["incidents"][0]["message"], r.describe())
+
+    # ---- chaos naming a rank the job does not have (issue 33) ----
+    def test_chaos_naming_a_rank_outside_the_job_is_refused(self):
+        """--set chaos=, [[chaos]] (1 rank, and 2 ranks under mpirun): exit 1 before anything runs
+        (no report.json), naming the rank and the job's size; cs.chaos.inject in a recipe: exit 1
+        at the call. Before, all three ran and exited 0 (the chaos never fired)."""
+        cfg = self.write("c5.toml", '[[chaos]]\nkind = "delay"\nranks = [5]\nms = 1\n')
+        path = self.recipe("c_ranks", "  ctx.comm:barrier()")
+        for name, args, np, size in (("set", ["--backend", "self", "--set", 'chaos=[{kind="hang", ranks=[1]}]'], None,
+                                      "it runs 1 rank (rank 0)"),
+                                     ("config", ["--config", cfg], 2, "it runs 2 ranks (0-1)")):
+            with self.subTest(name):
+                r = self.cs(args + [path], np=np)
+                self.assertExit(r, cs_e2e.BAD_INPUT)
+                rank = 1 if name == "set" else 5
+                self.assertEqual(r.stderr.count("'ranks' names rank %d, which this job does not have: %s" % (rank, size)),
+                                 1, r.describe())
+                self.assertFalse(os.path.exists(r.path("report.json")), "nothing may run\n" + r.describe())
+        inj = self.recipe("c_inject", '  cs.chaos.inject { kind = "delay", ranks = { 3 }, ms = 1 }')
+        r = self.cs(["--backend", "self", inj])
+        self.assertExit(r, cs_e2e.BAD_INPUT)
+        self.assertIn("c_inject.lua:4:", r.stderr, r.describe())
+        self.assertIn("'ranks' names rank 3, which this job does not have: it runs 1 rank", r.stderr, r.describe())
+
 
 if __name__ == "__main__":
     cs_e2e.main()
