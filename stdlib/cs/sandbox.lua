@@ -46,7 +46,11 @@ end
 
 local real_pcall, real_xpcall = pcall, xpcall
 
-local function is_limit(e) return type(e) == "table" and rawget(e, "limit") == true end
+-- An engine limit: an error object marked limit = true while the guard says a limit was hit
+-- (native.limit_hit; a chunk can mark any table, or an engine error it caught, itself).
+local limit_hit = native.limit_hit or function() return true end
+local function is_limit(e) return type(e) == "table" and rawget(e, "limit") == true and limit_hit() end
+M.is_limit = is_limit
 
 local function pass_limits(ok, ...)
   if not ok and is_limit((...)) then error((...), 0) end

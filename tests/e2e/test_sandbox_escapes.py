@@ -327,6 +327,21 @@ class Escapes(cs_e2e.TestCase):
                 self.assertNotIn("partial", rep["run"], r.describe())
                 self.assertIn("an injected exit", rep["incidents"][0]["message"], r.describe())
 
+    def test_a_forged_limit_chooses_no_exit_code(self):
+        """An error object that only says limit = true is no engine limit: a rule's check that
+        raised {limit = true, code = 4} passed every pcall and ended full_diag with 4 (data
+        corruption); now it is that rule's failure (exit 2, naming it). A recipe's own pcall
+        catches one."""
+        rules = self.write("spoof.lua", 'return { { id = "spoof", severity = "info", '
+                                        'check = function() error({ limit = true, code = 4, message = "x" }) end } }\n')
+        r = self.cs(["--backend", "self", "--set", 'rules.files="%s"' % rules, "full_diag", "--budget", "2"])
+        self.assertExit(r, cs_e2e.RUNTIME)
+        self.assertIn("rule spoof failed: x", r.stderr, r.describe())
+        path = self.recipe("spoof_pcall", '  print("caught", pcall(error, { limit = true, code = 4 }))')
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+        self.assertIn("caught\tfalse", r.stdout, r.describe())
+
     # ---- chaos naming a rank the job does not have (issue 33) ----
     def test_chaos_naming_a_rank_outside_the_job_is_refused(self):
         """--set chaos=, [[chaos]] (1 rank, and 2 ranks under mpirun): exit 1 before anything runs
