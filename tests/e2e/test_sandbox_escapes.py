@@ -308,6 +308,22 @@ class Escapes(cs_e2e.TestCase):
         self.assertEqual(rep["run"]["exit_code"], cs_e2e.BAD_INPUT, r.describe())
         self.assertNotIn("partial", rep["run"])
 
+    def test_replay_claiming_a_bundled_recipe_is_bound_too(self):
+        """Bundled recipes (chaos_exit's 99) are not bound to 1-5; a replayed report that says
+        `bundled` of a source that is not the embedded file's is."""
+        path = self.recipe("bundled_claim", "  ctx.comm:barrier()")
+        r = self.cs(["--backend", "self", path])
+        self.assertExit(r, cs_e2e.OK)
+        rep = r.report()
+        rep["recipe"]["bundled"] = True
+        rep["recipe"]["file"] = "recipes/chaos_exit.lua"
+        rep["recipe"]["source"] = rep["recipe"]["source"].replace(
+            "ctx.comm:barrier()", 'cs.chaos.inject { kind = "exit", status = 70 }\n  ctx.comm:barrier()')
+        rp = self.write("claim.json", json.dumps(rep))
+        r = self.cs(["--replay", rp])
+        self.assertExit(r, cs_e2e.RUNTIME)
+        self.assertIn("an exit may end a sandboxed run with status 1-5 only, not status 70", r.stderr, r.describe())
+
     def test_chaos_exit_leaves_report_json_with_its_code(self):
         """A chaos exit the sandbox may plant (status 4, from a rule file at its load) ends the run
         with 4, and report.json says 4 (with an incident naming the injection) before the
