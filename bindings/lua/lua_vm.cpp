@@ -337,6 +337,16 @@ int n_budget(lua_State* L) {
   return 0;
 }
 
+// native.limit_hit() -> whether an engine limit was hit in the current call (sticky): what makes
+// an error object with limit = true a limit. A sandbox can write that field into any table (or
+// into an engine error it caught); only the guard knows a limit (issue 30: a rule file's check
+// that raised {limit = true, code = 4} chose the run's exit code through every pcall).
+int n_limit_hit(lua_State* L) {
+  const Guard* g = guard_of(L);
+  lua_pushboolean(L, g && g->limit_hit);
+  return 1;
+}
+
 // Error handler: turns any error value into {code, message, traceback}; when the error did not
 // arise in the recipe itself, prefixes the recipe's innermost file:line so the user sees which
 // line of their recipe led to it.
@@ -599,6 +609,8 @@ LuaVm::LuaVm(Session* session) : L_(nullptr), trusted_(session && session->trust
   if (lua_istable(L_, -1)) {
     lua_pushcfunction(L_, n_budget);
     lua_setfield(L_, -2, "budget");
+    lua_pushcfunction(L_, n_limit_hit);
+    lua_setfield(L_, -2, "limit_hit");
     lua_pushboolean(L_, trusted_);
     lua_pushcclosure(
         L_,

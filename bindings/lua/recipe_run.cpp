@@ -17,6 +17,14 @@ namespace {
 
 RecipeFailure to_failure(const LuaFailure& f) { return RecipeFailure{f.code, f.message, f.traceback}; }
 
+// One of commscript's own recipes: bundled and, byte for byte, the file embedded in the binary. A
+// replayed report's `bundled` is only the report's word, and its source the report's text.
+bool own_recipe(const RecipeSource& src) {
+  if (!src.bundled) return false;
+  const embedded::File* f = embedded::find(src.name);
+  return f && std::string_view(f->data, f->size) == src.text;
+}
+
 // The document cs.html renders: the report, less the per-pair results when a matrix section
 // holds the pattern (half a million tables at 1024 ranks that the page does not draw).
 void push_for_html(lua_State* L, const nlohmann::json& doc) {
@@ -92,7 +100,8 @@ class LuaRecipeHost final : public RecipeHost {
     }
     if (ok) {
       lua_pushboolean(L, trusted);
-      ok = vm_.call(2, 1, &f);  // [runner, recipe]
+      lua_pushboolean(L, own_recipe(src));  // commscript's own recipe (its chaos may exit 99)
+      ok = vm_.call(3, 1, &f);              // [runner, recipe]
       // Errors while loading are bad input (exit 1), unless an engine limit ended the code.
       if (!ok && f.code == ExitCode::runtime && !f.limit) f.code = ExitCode::bad_input;
     }

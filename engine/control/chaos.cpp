@@ -159,8 +159,18 @@ void Chaos::set_identity(int rank, std::string host) {
   host_ = std::move(host);
 }
 
-void Chaos::install(std::vector<ChaosRule> rules, uint64_t seed) {
+void check_chaos_ranks(const ChaosRule& r, int size) {
+  if (size <= 0) return;
+  for (int rank : r.ranks)
+    if (rank >= size)
+      throw InputError("chaos " + std::string(chaos_kind_name(r.kind)) + ": 'ranks' names rank " +
+                       std::to_string(rank) + ", which this job does not have: it runs " + std::to_string(size) +
+                       (size == 1 ? " rank (rank 0)" : " ranks (0-" + std::to_string(size - 1) + ")"));
+}
+
+void Chaos::install(std::vector<ChaosRule> rules, uint64_t seed, int size) {
   std::lock_guard<std::mutex> g(mu_);
+  size_ = size;
   rules_.clear();
   fired_ = nlohmann::json::array();  // a new run (an embedding host may run several)
   for (auto& r : rules) rules_.push_back(Armed{std::move(r)});
@@ -172,6 +182,7 @@ void Chaos::install(std::vector<ChaosRule> rules, uint64_t seed) {
 
 void Chaos::add(ChaosRule rule) {
   std::lock_guard<std::mutex> g(mu_);
+  check_chaos_ranks(rule, size_);
   rules_.push_back(Armed{std::move(rule)});
   active_ = true;
   Communicator::set_hook(this);
@@ -187,6 +198,11 @@ void Chaos::clear() {
 void Chaos::on_fire(std::function<void(const nlohmann::json&)> f) {
   std::lock_guard<std::mutex> g(mu_);
   on_fire_ = std::move(f);
+}
+
+void Chaos::on_exit(std::function<void(int, const std::string&)> f) {
+  std::lock_guard<std::mutex> g(mu_);
+  on_exit_ = std::move(f);
 }
 
 nlohmann::json Chaos::fired() const {
@@ -228,8 +244,10 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
   double delay = 0;
   int exit_status = 0;
   bool hang = false, kill = false;
+  std::function<void(int, const std::string&)> on_exit;
   {
     std::lock_guard<std::mutex> g(mu_);
+    on_exit = on_exit_;
     comm_ = std::string(comm);
     for (Armed& a : rules_) {
       const ChaosRule& r = a.rule;
@@ -265,6 +283,14 @@ void Chaos::before(Op& op, uint64_t seq, std::string_view comm) {
   }
   if (exit_status) {
     std::this_thread::sleep_for(kExitHeartbeatWait);  // let the heartbeat carry the record
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "chaos: rank %d (host %s) exits with status %d before %s #%llu on %s (an injected exit)", rank_,
+                  host_.c_str(), exit_status, std::string(collective_name(op.coll)).c_str(),
+                  static_cast<unsigned long long>(seq), std::string(comm).c_str());
+    std::fprintf(stderr, "commscript: %s\n", text);
+    std::fflush(stderr);
+    if (on_exit) on_exit(exit_status, text);  // report.json saved with this exit code
     std::fflush(nullptr);
     _exit(exit_status);
   }

@@ -49,6 +49,9 @@ struct ChaosRule {
 // naming the field.
 ChaosRule chaos_rule_from_json(const nlohmann::json& j);
 std::string_view chaos_kind_name(ChaosKind k);
+// Throws InputError when `r` names a rank a job of `size` ranks does not have (issue 33: a
+// repro written for 8 ranks, run on 4, "did not reproduce" in silence). size <= 0: unknown.
+void check_chaos_ranks(const ChaosRule& r, int size);
 
 class Chaos final : public OpHook {
  public:
@@ -60,7 +63,9 @@ class Chaos final : public OpHook {
   // watchdog's would (`end_process` false, embedded: the run is cancelled with code 5 instead).
   // Without it, a hang on --backend self, where no other rank waits, never ended.
   void set_deadline(double deadline_s, double grace_s, bool end_process);
-  void install(std::vector<ChaosRule> rules, uint64_t seed);
+  // A run's plan, for a job of `size` ranks; add() (cs.chaos.inject) refuses a rule naming a
+  // rank the job does not have.
+  void install(std::vector<ChaosRule> rules, uint64_t seed, int size = 0);
   void add(ChaosRule rule);
   void clear();
   bool active() const { return active_.load(std::memory_order_relaxed); }
@@ -75,6 +80,10 @@ class Chaos final : public OpHook {
   // Called (from the injecting thread) for each injection as it fires, e.g. to stream it to the
   // coordinator before a hang or an exit.
   void on_fire(std::function<void(const nlohmann::json&)> f);
+  // Called (from the injecting thread) when an `exit` fires, before the process ends: the run
+  // saves report.json with the status as its exit code (issue 30: the guardian wrote a partial
+  // report with none, after the process had left).
+  void on_exit(std::function<void(int status, const std::string& message)> f);
 
  private:
   struct Armed {
@@ -93,11 +102,13 @@ class Chaos final : public OpHook {
   std::mt19937_64 rng_;
   std::atomic<bool> active_{false};
   int rank_ = 0;
+  int size_ = 0;  // the job's ranks (0: unknown)
   std::string host_;
   std::atomic<double> deadline_s_{0}, grace_s_{0};
   std::atomic<bool> end_process_{true};
   nlohmann::json fired_ = nlohmann::json::array();
   std::function<void(const nlohmann::json&)> on_fire_;
+  std::function<void(int, const std::string&)> on_exit_;
   std::string comm_;  // of the op in flight, for after()
 };
 

@@ -172,6 +172,21 @@ void detach() {
 
 bool outcome_saved() { return g_outcome_saved; }
 
+namespace {
+// The status of the chaos exit the dead rank of `inc` recorded, or -1 (issue 30: report.json said
+// exit_code null while mpirun passed on the injected status).
+int chaos_exit_status(const nlohmann::json& inc) {
+  Coordinator* c = g_coordinator.load();
+  if (!c || !inc.contains("dead_ranks") || !inc["dead_ranks"].is_array() || inc["dead_ranks"].empty()) return -1;
+  const int rank = inc["dead_ranks"][0].value("rank", -1);
+  for (const auto& ev : c->events())
+    if (ev.is_object() && ev.value("kind", "") == "exit" && ev.value("rank", -2) == rank && ev.contains("status") &&
+        ev["status"].is_number_integer())
+      return ev["status"].get<int>();
+  return -1;
+}
+}  // namespace
+
 void rank_died(nlohmann::json inc) {
   Session* s = g_session.load();
   if (!s) return;
@@ -211,8 +226,9 @@ void rank_died(nlohmann::json inc) {
   } catch (const std::exception&) {  // keep the coordinator's words
   }
   std::fprintf(stderr, "commscript: %s\n", inc.value("message", std::string("a rank died")).c_str());
-  // The job's exit code is the dead rank's status, which mpirun passes on.
-  save(inc, -1);
+  // The job's exit code is the dead rank's status, which mpirun passes on: known here when the
+  // rank died of a chaos exit (its injection, with the status, reached the coordinator first).
+  save(inc, chaos_exit_status(inc));
   g_death_pending = false;
 }
 

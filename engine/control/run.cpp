@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -53,17 +54,19 @@ int html_unwritten(Session& s, const std::string& html_error, int code) {
 
 }  // namespace
 
-bool declare_everywhere(Session& s, RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs) {
+int declare_everywhere(Session& s, RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs,
+                       int* failed_rank) {
   RecipeFailure f;
   const bool ok = host.declare(src, s.trusted, &f) && host.resolve_options(s.config.section("options"), rargs, &f);
   const int low = job::lowest_failing_rank(!ok);
-  if (low < 0) return true;
+  if (failed_rank) *failed_rank = low;
+  if (low < 0) return 0;
   if (s.rank() == low)
     std::fprintf(stderr, "commscript: %s%s\n", s.size() > 1 ? ("rank " + std::to_string(low) + ": ").c_str() : "",
                  f.message.c_str());
   s.last_error =
       !f.message.empty() ? f.message : "rank " + std::to_string(low) + " could not load the recipe or its options";
-  return false;
+  return job::agree_max(ok ? 0 : static_cast<int>(f.code));
 }
 
 bool open_report(Session& s, const std::string& out, const std::string& recipe_name) {
@@ -113,7 +116,7 @@ void describe(Session& s, const RecipeHost& host, const RecipeSource& src, const
                  {"source", src.text},
                  {"options", host.options()},
                  {"args", rargs}};
-  if (d["recipe"]["options"].is_array() && d["recipe"]["options"].empty())
+  if (!d["recipe"]["options"].is_object())  // none resolved (a top level that did not finish), or empty
     d["recipe"]["options"] = nlohmann::json::object();
   d["run"] = {{"replay_of", info.replay_of.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.replay_of)},
               {"ranks", s.size()},
@@ -140,6 +143,12 @@ void guard(Session& s, const PageRenderer& pages) {
   if (s.rank() == 0) guardian::header(s.report->doc());
   incidents::attach(&s, &pages);
   job::set_before_abort(incidents::on_abort);
+  // A chaos `exit` ends this rank with its status: when this rank writes the report, report.json
+  // says so before the process ends (another rank's death, with the status its injection
+  // carried, is the coordinator's to record: incidents::rank_died).
+  Chaos::instance().on_exit([&s](int status, const std::string& message) {
+    if (s.report && s.report->writer()) incidents::on_abort(static_cast<ExitCode>(status), message);
+  });
 }
 
 int run_through_host(Session& s, RecipeHost& host) {
@@ -218,12 +227,52 @@ void unguard(Session& s) {
   // hold requests a cancelled run abandoned).
   if (s.embedded) s.report_json = job::broadcast_from_root(s.rank() == 0 ? json_text(s.report->doc()) : std::string());
   job::set_before_abort(nullptr);
+  Chaos::instance().on_exit(nullptr);
   incidents::detach();
 }
 
+namespace {
+
+// The chaos plan (the config's [[chaos]], --set chaos=) names only ranks the job has: checked on
+// every rank alike, before anything runs; rank 0 says why (exit 1).
+bool chaos_fits(Session& s, const std::vector<ChaosRule>& plan) {
+  try {
+    for (const ChaosRule& r : plan) check_chaos_ranks(r, s.size());
+  } catch (const Error& e) {
+    if (s.rank() == 0) std::fprintf(stderr, "commscript: %s\n", e.what());
+    s.last_error = e.what();
+    return false;
+  }
+  return true;
+}
+
+// The recipe's top level was ended by an engine limit (an endless loop past its budget, the C
+// stack, the Lua heap): exit 2, as under --check and --help, and, the run having started, a
+// report.json that says so (issue 30: it was exit 1 and no report). A recipe or options that do
+// not load are bad input (exit 1) before anything runs: no report.
+int load_failed(Session& s, RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs,
+                const RunInfo& info, int code, int failed_rank) {
+  if (code == static_cast<int>(ExitCode::bad_input)) return code;
+  const std::string name = host.name().empty() ? std::filesystem::path(src.name).stem().string() : host.name();
+  if (!open_report(s, info.out, name)) return static_cast<int>(ExitCode::output);
+  describe(s, host, src, rargs, info);
+  if (s.report->writer()) {
+    std::lock_guard<std::recursive_mutex> g(s.report->mutex());
+    s.report->doc()["recipe"]["name"] = name;  // the file's, when the top level declared none
+    s.report->doc()["incidents"].push_back(
+        {{"kind", "error"}, {"rank", failed_rank}, {"exit_code", code}, {"message", coord::cap_message(s.last_error)}});
+  }
+  return finish_report(s, host, nlohmann::json::array(), 0.0, code);
+}
+
+}  // namespace
+
 int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs,
                const RunInfo& info) {
-  if (!declare_everywhere(s, host, src, rargs)) return static_cast<int>(ExitCode::bad_input);
+  if (!chaos_fits(s, info.chaos)) return static_cast<int>(ExitCode::bad_input);
+  int failed_rank = -1;
+  if (const int code = declare_everywhere(s, host, src, rargs, &failed_rank))
+    return load_failed(s, host, src, rargs, info, code, failed_rank);
   if (int code = 0; !open_metrics(s, info, host.name(), &code)) return code;  // before any output exists
   if (!open_report(s, info.out, host.name())) {
     s.metrics.reset();
@@ -237,7 +286,7 @@ int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std:
   int code = 0;
   {
     ControlPlane plane(s);
-    Chaos::instance().install(info.chaos, s.seed);
+    Chaos::instance().install(info.chaos, s.seed, s.size());
     code = run_through_host(s, host);
     adopt_survivors(s);
     code = agree_exit_code(code);

@@ -33,9 +33,12 @@ int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std:
 
 // ---- the phases, in the order run_recipe calls them.
 
-// Every rank declares the recipe and resolves its options the same way; false (after the lowest
-// rank that failed said why) when any rank could not.
-bool declare_everywhere(Session& s, RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs);
+// Every rank declares the recipe and resolves its options the same way: 0, or when any rank
+// could not (after the lowest that failed said why) the job's code for it, the same on every
+// rank: 1 (bad input), or an engine limit's (2) that ended the top level. *failed_rank: the
+// lowest rank that failed (-1: none).
+int declare_everywhere(Session& s, RecipeHost& host, const RecipeSource& src, const std::vector<std::string>& rargs,
+                       int* failed_rank = nullptr);
 
 // Rank 0 chooses the output directory, everyone learns it and opens the report. False (after
 // rank 0 said why) when any rank could not.

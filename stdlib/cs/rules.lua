@@ -226,8 +226,9 @@ function M.evaluate(run, rules)
   for _, rule in ipairs(rules or M.builtin) do
     validate(rule, "rules")
     local ok, hits = pcall(rule.check, run, rule)
-    -- An engine limit (the Lua deadline, the C stack) is handed on as it is, never reworded.
-    if not ok and type(hits) == "table" and rawget(hits, "limit") == true then error(hits, 0) end
+    -- An engine limit (the Lua deadline, the C stack) is handed on as it is, never reworded; a
+    -- table that only says limit = true is a rule's own error.
+    if not ok and sandbox.is_limit(hits) then error(hits, 0) end
     if not ok then error(("rule %s failed: %s"):format(rule.id, error_text(hits)), 0) end
     for _, h in ipairs(hits or {}) do
       findings[#findings + 1] = {
@@ -254,7 +255,7 @@ function M.load(paths)
     -- names its line; compiled, `check = function() while true do end end` was never stopped.
     jit.off(chunk, true)
     local ok, list = pcall(chunk)
-    if not ok and type(list) == "table" and rawget(list, "limit") == true then error(list, 0) end
+    if not ok and sandbox.is_limit(list) then error(list, 0) end
     if not ok then error({ code = EXIT.bad_input, message = ("rule file %s: %s"):format(path, error_text(list)) }, 0) end
     if type(list) ~= "table" then error({ code = EXIT.bad_input, message = ("rule file %s must return a list of rules"):format(path) }, 0) end
     for i, rule in ipairs(list) do

@@ -45,10 +45,12 @@ end
 -- Seconds the top level of a recipe file may run (it only declares; a few ms is usual).
 M.top_level_budget_s = 10
 
--- Runs the recipe chunk (declarations only) and returns the recipe.
-function M.load(chunk, trusted)
+-- Runs the recipe chunk (declarations only) and returns the recipe. `bundled`: one of
+-- commscript's own recipes (embedded in the binary), sandboxed all the same, whose chaos may end
+-- a rank with any status (chaos_exit's 99; see cs.sandbox.env).
+function M.load(chunk, trusted, bundled)
   declared, declared_count = nil, 0
-  if not trusted then setfenv(chunk, sandbox.env("a sandboxed recipe")) end
+  if not trusted then setfenv(chunk, sandbox.env("a sandboxed recipe", bundled)) end
   -- The recipe file's own functions run in the interpreter: LuaJIT's profiler (which names a rank
   -- "busy in Lua at file:line") and the engine's hooks see compiled code only when it leaves its
   -- trace, so a tight compiled loop in run() was invisible. The stdlib keeps the JIT.

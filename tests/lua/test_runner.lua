@@ -250,6 +250,157 @@ function TestSandbox:test_trusted_lifts_the_sandbox()
 end
 
 -- ---------------------------------------------------------------------------------------------
+-- Each sandboxed chunk has its own instances of the stdlib behind read-only views (issue 30,
+-- class 2): the attempts of an attacker, each of which must fail or stay in the chunk's own world.
+TestWorlds = {}
+
+local function probe(body)
+  return runner.load(chunk(good(body)), false).probe
+end
+
+function TestWorlds:test_views_refuse_every_writer()
+  local p = probe([[
+local st = require "cs.stats"
+local function msg(f, ...) local ok, e = pcall(f, ...) return ok and "no error" or tostring(e) end
+r.probe = {
+  assign = msg(function() st.median = nil end),
+  assign_new = msg(function() st.evil = 1 end),
+  through_cs = msg(function() cs.stats.median = nil end),
+  module_field = msg(function() cs.stats = {} end),
+  rawset = msg(rawset, st, "median", print),
+  insert = msg(table.insert, st, 1),
+  remove = msg(table.remove, st),
+  sort = msg(table.sort, st),
+  setmetatable = msg(setmetatable, st, {}),
+  getmetatable = getmetatable(st),
+  rawget = rawget(st, "median"),
+  same = rawequal(require "cs.stats", st) and rawequal(cs.stats, st),
+  works = st.median { 3, 1, 2 },
+  co = coroutine.wrap(function() return msg(function() cs.env.audit = nil end) end)(),
+}
+]])
+  lu.assertStrContains(p.assign, "cs.stats is read-only: assignment to field 'median'")
+  lu.assertStrContains(p.assign, "snippet:")  -- the chunk's line
+  lu.assertStrContains(p.assign_new, "cs.stats is read-only: assignment to field 'evil'")
+  lu.assertStrContains(p.through_cs, "cs.stats is read-only")
+  lu.assertStrContains(p.module_field, "commscript (cs) is read-only: assignment to field 'stats'")
+  lu.assertStrContains(p.rawset, "rawset: cs.stats is read-only")
+  lu.assertStrContains(p.insert, "table.insert: cs.stats is read-only")
+  lu.assertStrContains(p.remove, "table.remove: cs.stats is read-only")
+  lu.assertStrContains(p.sort, "table.sort: cs.stats is read-only")
+  lu.assertStrContains(p.setmetatable, "cannot change a protected metatable")
+  lu.assertEquals(p.getmetatable, "commscript: read-only module cs.stats")
+  lu.assertNil(p.rawget)
+  lu.assertTrue(p.same)
+  lu.assertEquals(p.works, 2)
+  lu.assertStrContains(p.co, "cs.env is read-only")
+end
+
+function TestWorlds:test_next_and_pairs_walk_a_view()
+  local p = probe([[
+local n, fns = 0, 0
+for k, v in pairs(cs.stats) do n = n + 1; if type(v) == "function" then fns = fns + 1 end end
+local k1 = next(cs.stats)
+local env_seen
+for k, v in pairs(cs) do if k == "exit" then env_seen = v end end
+r.probe = { n = n, fns = fns, first = k1 ~= nil, exit = env_seen == cs.exit, ipairs = #cs.collectives }
+]])
+  lu.assertTrue(p.n > 5 and p.fns > 5, "pairs over a module view sees its functions")
+  lu.assertTrue(p.first)
+  lu.assertTrue(p.exit)
+  lu.assertEquals(p.ipairs, #cs.collectives)
+end
+
+-- What a chunk changes inside its own instances (a sub-table, an object's metatable, a field of
+-- the native module's tables) no other chunk and not the engine sees.
+function TestWorlds:test_changes_stay_in_the_chunks_own_world()
+  local before = #require("cs.env_registry").PROTOS
+  local col = require("cs.findings").collector({ report = { finding = function() end } })
+  local add = getmetatable(col).add
+  probe([[
+table.insert(require("cs.env_registry").PROTOS, "bogus")
+local c = cs.findings.collector({ report = { finding = function() end } })
+getmetatable(c).add = function() end
+cs.collectives[1] = "pwned"
+cs.chaos.inject = function() end
+cs.json.encode = function() return "pwned" end
+]])
+  lu.assertEquals(#require("cs.env_registry").PROTOS, before)
+  lu.assertIs(getmetatable(col).add, add)
+  lu.assertEquals(cs.collectives[1], "allreduce")
+  lu.assertEquals(cs.json.encode({ 1 }), "[1]")
+  lu.assertEquals(type(require("commscript.native").chaos.inject), "function")
+  local p = probe([[r.probe = { protos = #require("cs.env_registry").PROTOS, first = cs.collectives[1],
+                                json = cs.json.encode({ 1 }) }]])
+  lu.assertEquals(p, { protos = before, first = "allreduce", json = "[1]" })
+end
+
+-- Nothing a chunk reaches from its modules (fields, sub-tables, metatables) is a table of the
+-- engine: its global libraries, _G, package.loaded, or the engine's own module instances.
+-- The names of the stdlib's modules a chunk may require (stdlib/cs/*.lua, less the engine's).
+local function module_names()
+  local dir = debug.getinfo(1, "S").source:match("^@(.*)/tests/lua/") or "."
+  local names = { '"commscript"' }
+  for f in io.popen("ls " .. dir .. "/stdlib/cs"):lines() do
+    local n = f:match("^(.+)%.lua$")
+    if n and n ~= "runner" and n ~= "sandbox" then names[#names + 1] = '"cs.' .. n .. '"' end
+  end
+  return names
+end
+
+function TestWorlds:test_no_engine_table_is_reachable()
+  local names = module_names()
+  local p = probe(([[
+local seen, list = {}, {}
+local function walk(v)
+  if type(v) ~= "table" or seen[v] then return end
+  seen[v] = true
+  list[#list + 1] = v
+  for k, x in pairs(v) do walk(k); walk(x) end
+  walk(getmetatable(v))
+end
+for _, name in ipairs { %s } do walk(require(name)) end
+r.probe = list
+]]):format(table.concat(names, ", ")))
+  local engine = { _G, string, table, math, coroutine, package, package.loaded, io, os, debug, jit, bit }
+  for name, m in pairs(package.loaded) do
+    if type(m) == "table" and (name == "commscript" or name:match("^c[os]")) then engine[#engine + 1] = m end
+  end
+  lu.assertTrue(#names > 30, "the module list")
+  lu.assertTrue(#p > 100, "the walk reached the modules")
+  local reached = {}
+  for _, t in ipairs(p) do reached[t] = true end
+  for _, t in ipairs(engine) do
+    lu.assertNil(reached[t], "a sandboxed chunk reaches a table of the engine")
+  end
+end
+
+function TestWorlds:test_the_array_metatable_is_read_only()
+  local p = probe([[
+local mt = getmetatable(cs.array({}))
+local function msg(f, ...) local ok, e = pcall(f, ...) return ok and "no error" or tostring(e) end
+r.probe = { index = msg(function() mt.__index = function() return "pwned" end end),
+            rawset = msg(rawset, mt, "__newindex", function() end),
+            copy_keeps_it = getmetatable(setmetatable({}, mt)) == mt }
+]])
+  lu.assertStrContains(p.index, "the metatable of cs.array is read-only")
+  lu.assertStrContains(p.rawset, "rawset: the metatable of cs.array is read-only")
+  lu.assertTrue(p.copy_keeps_it)
+  lu.assertNil(rawget(getmetatable(cs.array({})), "__index"))
+end
+
+-- No way back to code: no load/loadstring/dofile/getfenv/debug, and string.dump's bytecode has
+-- nothing to run it.
+function TestWorlds:test_no_loader_for_bytecode()
+  for _, g in ipairs { "load", "loadstring", "dofile", "loadfile", "getfenv", "setfenv", "debug", "newproxy" } do
+    lu.assertStrContains(sandboxed_error(("local x = %s"):format(g)), "undeclared global '" .. g .. "'")
+  end
+  -- (string.dump gives bytes, through the string methods too: nothing in a sandbox loads them.)
+  local p = probe([[r.probe = { type(string.dump(require("cs.stats").median)), type(("").dump) }]])
+  lu.assertEquals(p, { "string", "function" })
+end
+
+-- ---------------------------------------------------------------------------------------------
 TestRequires = {}
 
 local function with_requires(req)
@@ -412,6 +563,7 @@ function recipe.run(ctx)
     { "TestDeclare", TestDeclare },
     { "TestLoad", TestLoad },
     { "TestSandbox", TestSandbox },
+    { "TestWorlds", TestWorlds },
     { "TestRequires", TestRequires },
     { "TestRun", TestRun },
     { "TestExitCodes", TestExitCodes },

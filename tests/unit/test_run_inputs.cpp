@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "chaos.hpp"
 #include "env_policy.hpp"
 #include "error.hpp"
 #include "run_inputs.hpp"
@@ -93,6 +94,22 @@ TEST_CASE("chaos plan: parsed rules, a non-array refused, corrupt refused under 
   CHECK(input_error([&] { cs::chaos_plan(numeric, "mpi", ""); }).find("needs kind = ") != std::string::npos);
   const cs::Config missing = cs::Config::parse("[[chaos]]\nms = 5\n", "t.toml");
   CHECK(input_error([&] { cs::chaos_plan(missing, "mpi", ""); }).find("needs kind = ") != std::string::npos);
+}
+
+TEST_CASE("chaos ranks: a rule naming a rank the job does not have is refused, naming the rank and the size") {
+  const cs::Config cfg = cs::Config::parse("[[chaos]]\nkind = \"delay\"\nranks = [1, 5]\n", "t.toml");
+  const auto rules = cs::chaos_plan(cfg, "mpi", "");
+  REQUIRE(rules.size() == 1);
+  cs::check_chaos_ranks(rules[0], 6);  // ranks 0-5: fits
+  cs::check_chaos_ranks(rules[0], 0);  // size unknown: nothing to check
+  CHECK(input_error([&] { cs::check_chaos_ranks(rules[0], 4); }) ==
+        "chaos delay: 'ranks' names rank 5, which this job does not have: it runs 4 ranks (0-3)");
+  CHECK(input_error([&] { cs::check_chaos_ranks(rules[0], 1); }).find("names rank 1, which this job does not have: it "
+                                                                      "runs 1 rank (rank 0)") != std::string::npos);
+  // cs.chaos.inject's path: Chaos::add refuses it once the run's size is known.
+  cs::Chaos::instance().install({}, 0, 2);
+  CHECK(input_error([&] { cs::Chaos::instance().add(rules[0]); }).find("it runs 2 ranks (0-1)") != std::string::npos);
+  cs::Chaos::instance().install({}, 0, 0);
 }
 
 TEST_CASE("replay: a report with its source loads; anything else is refused with the reason") {
