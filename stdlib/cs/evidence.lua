@@ -30,17 +30,20 @@ local function rates(bw, rank_hosts)
   local n, hosts = #rank_hosts, {}
   for _, h in ipairs(rank_hosts) do hosts[h] = true end
   local one_host = next(hosts, next(hosts)) == nil
-  local send, recv = {}, {}
+  -- each row's measured entries only (pairs): a sampled plan's rows are sparse, and a scan of
+  -- n x n cells was minutes at 16 384 ranks (scripts/scale_model.sh)
+  local s, r = {}, {}
+  for a = 1, n do s[a], r[a] = {}, {} end
   for a = 1, n do
-    local s, r = {}, {}
-    for b = 1, n do
-      if a ~= b and (one_host or rank_hosts[a] ~= rank_hosts[b]) then
-        if bw[a] and bw[a][b] then s[#s + 1] = bw[a][b] end
-        if bw[b] and bw[b][a] then r[#r + 1] = bw[b][a] end
+    for b, x in pairs(bw[a] or {}) do
+      if type(b) == "number" and r[b] and a ~= b and x and (one_host or rank_hosts[a] ~= rank_hosts[b]) then
+        s[a][#s[a] + 1] = x
+        r[b][#r[b] + 1] = x
       end
     end
-    send[a], recv[a] = median(s), median(r)
   end
+  local send, recv = {}, {}
+  for a = 1, n do send[a], recv[a] = median(s[a]), median(r[a]) end
   return send, recv
 end
 
