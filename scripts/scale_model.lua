@@ -40,8 +40,8 @@ local recipe = cs.recipe {
     on_s = { default = 2, type = "number", min = 0.01, help = "flap: seconds on" },
     off_s = { default = 2, type = "number", min = 0.01, help = "flap: seconds off" },
     cpu_stream = { default = 1, type = "number", min = 1, help = "cpu: the starved rank's factor on its streams" },
-    round_s = { default = 0.6, type = "number", min = 0, help = "a healthy pattern round's seconds (namespace hosts, 1 Gbit)" },
-    retest_s = { default = 0.5, type = "number", min = 0, help = "a healthy re-test's seconds, one pair alone (namespace hosts)" },
+    round_s = { default = 1.0, type = "number", min = 0, help = "a healthy pattern round's seconds (namespace hosts, 1 Gbit: the median of healthy runs, one rank per host)" },
+    retest_s = { default = 0.42, type = "number", min = 0, help = "a re-test's seconds, one pair alone (namespace hosts: the median over runs of localisation's seconds per pair re-tested)" },
     pre_s = { default = 12, type = "number", min = 0, help = "seconds before the pattern (topology, probe, sweep)" },
     cv = { default = 0.1, type = "number", min = 0, help = "per-sample noise of a direction's time: lognormal, this CV" },
     spikes = { default = 0.02, type = "number", min = 0, max = 1, help = "probability that a sample is a spike" },
@@ -395,7 +395,7 @@ local function retest_model(j, o, rt)
     end
     if together then j.clock = j.clock + fixed_round + slowest end
     rt.rounds, rt.pairs = rt.rounds + 1, rt.pairs + #batch
-    if together then rt.rescreen_rounds = rt.rescreen_rounds + 1 end
+    if together then rt.rescreen_rounds = rt.rescreen_rounds + 1 else rt.alone = rt.alone + #batch end
     return out
   end
 end
@@ -473,7 +473,7 @@ function recipe.run(ctx)
     for _, v in ipairs(votes) do vote:add(v) end
     return vote:result()
   end)
-  local rt = { rounds = 0, pairs = 0, rescreen_rounds = 0 }
+  local rt = { rounds = 0, pairs = 0, rescreen_rounds = 0, alone = 0 }
   local retest_t0 = j.clock
   local loc = stage("localisation_s", function() return localisation(j, o, measured, stragglers, rt) end)
   local fake = { config = { scorecard = { bandwidth_reference_gbps = 5 } }, nhosts = h, size = n, comm = ctx.comm }
@@ -506,7 +506,7 @@ function recipe.run(ctx)
   -- full_diag's time to its verdict, projected: before the pattern, the pattern's rounds and the
   -- re-tests on the model's clock (round_s, retest_s: measured on namespace hosts)
   local projection = { pre_s = o.pre_s, pattern_rounds = #rounds, pattern_s = pattern_s, retest_rounds = rt.rounds,
-                       rescreen_rounds = rt.rescreen_rounds, retests = rt.pairs, retest_s = retest_s,
+                       rescreen_rounds = rt.rescreen_rounds, retests = rt.pairs, retests_alone = rt.alone, retest_s = retest_s,
                        verdict_s = o.pre_s + pattern_s + retest_s, round_s = o.round_s, retest_pair_s = o.retest_s }
   for k, v in pairs({ ranks = n, hosts = h, plan = plan, pairs = #measured.matrix.pairs, retests = rt.pairs,
                       noisy = loc.noisy and loc.noisy.cv or false, tested_planted = tested_on_planted(loc, j),
