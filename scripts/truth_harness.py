@@ -394,7 +394,7 @@ def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
 # The rank shapes have no rate: their factors on the streams are fitted to namespace runs
 # (docs/scale.md, "The scale model with users' fault shapes"): a rank stopped stop_ms of every
 # every_ms made its pairs 0.72-1.57x the others in the pattern (median 1.2 over 8 runs: the kernel
-# keeps the sockets moving while the process is stopped), modelled as 1 + STUTTER_STREAM x
+# presumably keeps the sockets moving while the process is stopped), modelled as 1 + STUTTER_STREAM x
 # stop/every (1.12-1.2); a rank held to a CPU quota q (0.06-0.2) made them 0.84-2.15x (median 1.0
 # over 8 runs), modelled as 1 + CPU_STREAM / q (1.1-1.33), and arrives late in the sweep's
 # collectives by the same factor (no straggler was voted in those runs).
