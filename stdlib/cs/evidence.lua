@@ -4,7 +4,8 @@
 -- off(bw, rank_hosts, factor) -> { ranks = {...}, hosts = {...}, fleet_send, fleet_recv, worst }
 --   bw[a][b]: GB/s rank a-1 sent to b-1 streaming (cs.p2p.matrix). Each rank's send rate is the
 --   median of its row over ranks of other hosts (every other rank on one host), its receive rate
---   the median of its column; the fleet's, the median of those. A rank is off when the fleet's
+--   the median of its column (none with fewer than min(MIN_PAIRS, possible) partners on other
+--   hosts: one noisy sample is no row); the fleet's, the median of those. A rank is off when the fleet's
 --   rate is at least `factor` (OFF_FACTOR) times its own in either direction; a host when all
 --   its ranks are off (several ranks), its entry then standing for them. worst: the rank with
 --   the lowest rate either way (the scorecard's balance names the same kind of rank), re-tested
@@ -21,6 +22,7 @@ local stats = require "cs.stats"
 local M = {}
 
 M.OFF_FACTOR = 3      -- a matrix row or column this many times off the fleet's median is a suspect
+M.MIN_PAIRS = 3       -- a rank's rate needs this many measured partners on other hosts (or all it has)
 M.DIRECTION = 1.5     -- one direction at least this much slower, the other not: that direction
 M.WORST_FACTOR = 1.5  -- the worst rank is re-tested when at least this far off (the verdict's factor)
 
@@ -42,8 +44,16 @@ local function rates(bw, rank_hosts)
       end
     end
   end
+  -- a rank with fewer partners than min(MIN_PAIRS, the ranks it could pair with) has no rate: a
+  -- reduced plan (host_plan) gives some ranks one pair, whose one noisy sample is no row
+  local count = {}
+  for _, h in ipairs(rank_hosts) do count[h] = (count[h] or 0) + 1 end
   local send, recv = {}, {}
-  for a = 1, n do send[a], recv[a] = median(s[a]), median(r[a]) end
+  for a = 1, n do
+    local need = math.min(M.MIN_PAIRS, one_host and n - 1 or n - count[rank_hosts[a]])
+    if #s[a] >= need then send[a] = median(s[a]) end
+    if #r[a] >= need then recv[a] = median(r[a]) end
+  end
   return send, recv
 end
 
