@@ -4,7 +4,8 @@
 -- off(bw, rank_hosts, factor) -> { ranks = {...}, hosts = {...}, fleet_send, fleet_recv, worst }
 --   bw[a][b]: GB/s rank a-1 sent to b-1 streaming (cs.p2p.matrix). Each rank's send rate is the
 --   median of its row over ranks of other hosts (every other rank on one host), its receive rate
---   the median of its column; the fleet's, the median of those. A rank is off when the fleet's
+--   the median of its column (none with fewer than min(MIN_PAIRS, possible) partners on other
+--   hosts: one noisy sample is no row); the fleet's, the median of those. A rank is off when the fleet's
 --   rate is at least `factor` (OFF_FACTOR) times its own in either direction; a host when all
 --   its ranks are off (several ranks), its entry then standing for them. worst: the rank with
 --   the lowest rate either way (the scorecard's balance names the same kind of rank), re-tested
@@ -22,6 +23,7 @@ local stats = require "cs.stats"
 local M = {}
 
 M.OFF_FACTOR = 3      -- a matrix row or column this many times off the fleet's median is a suspect
+M.MIN_PAIRS = 3       -- a rank's rate needs this many measured partners on other hosts (or all it has)
 M.DIRECTION = 1.5     -- one direction at least this much slower, the other not: that direction
 M.WORST_FACTOR = 1.5  -- the worst rank is re-tested when at least this far off (the verdict's factor)
 
@@ -31,16 +33,27 @@ local function rates(bw, rank_hosts)
   local n, hosts = #rank_hosts, {}
   for _, h in ipairs(rank_hosts) do hosts[h] = true end
   local one_host = next(hosts, next(hosts)) == nil
-  local send, recv = {}, {}
+  -- each row's measured entries only (pairs): a sampled plan's rows are sparse, and a scan of
+  -- n x n cells was minutes at 16 384 ranks (scripts/scale_model.sh)
+  local s, r = {}, {}
+  for a = 1, n do s[a], r[a] = {}, {} end
   for a = 1, n do
-    local s, r = {}, {}
-    for b = 1, n do
-      if a ~= b and (one_host or rank_hosts[a] ~= rank_hosts[b]) then
-        if bw[a] and bw[a][b] then s[#s + 1] = bw[a][b] end
-        if bw[b] and bw[b][a] then r[#r + 1] = bw[b][a] end
+    for b, x in pairs(bw[a] or {}) do
+      if type(b) == "number" and r[b] and a ~= b and x and (one_host or rank_hosts[a] ~= rank_hosts[b]) then
+        s[a][#s[a] + 1] = x
+        r[b][#r[b] + 1] = x
       end
     end
-    send[a], recv[a] = median(s), median(r)
+  end
+  -- a rank with fewer partners than min(MIN_PAIRS, the ranks it could pair with) has no rate: a
+  -- reduced plan (host_plan) gives some ranks one pair, whose one noisy sample is no row
+  local count = {}
+  for _, h in ipairs(rank_hosts) do count[h] = (count[h] or 0) + 1 end
+  local send, recv = {}, {}
+  for a = 1, n do
+    local need = math.min(M.MIN_PAIRS, one_host and n - 1 or n - count[rank_hosts[a]])
+    if #s[a] >= need then send[a] = median(s[a]) end
+    if #r[a] >= need then recv[a] = median(r[a]) end
   end
   return send, recv
 end

@@ -296,15 +296,33 @@ end
 -- null on the diagonal, bandwidth in GB/s and ping-pong latency in us.
 -- Above DENSE_MAX ranks (or when fewer than half the pairs were measured: a sampled plan) the
 -- section is sparse instead: layout = "pairs", pairs = list of {a, b, GB/s a->b, GB/s b->a,
--- latency us}, a < b (docs/scale.md): n x n lists would be 2 x 67M entries at 8192 ranks.
+-- latency us}, a < b (docs/scale.md): n x n lists would be 2 x 67M entries at 8192 ranks. Its
+-- values are rounded to SPARSE_DIGITS significant digits (far below the streams' noise): 17-digit
+-- doubles made it 150 MB of report.json at 16 384 ranks, 2 M pairs (full_diag then writes no
+-- per-pair results: they repeat these pairs).
 M.DENSE_MAX = 1024
+M.SPARSE_DIGITS = 4
+local floor, log10 = math.floor, math.log10
+local function digits(x)
+  if type(x) ~= "number" or x == 0 or x ~= x or x == math.huge or x == -math.huge then return x end
+  local k = M.SPARSE_DIGITS - 1 - floor(log10(math.abs(x)))
+  if k >= 0 then local e = 10 ^ k; return floor(x * e + 0.5) / e end
+  local d = 10 ^ -k
+  return floor(x / d + 0.5) * d
+end
+-- sparse(m) -> true when matrix_report(m) writes the sparse layout
+function M.sparse(m)
+  return m.n > M.DENSE_MAX or (m.pairs ~= nil and #m.pairs < m.n * (m.n - 1) / 4)
+end
 function M.matrix_report(m, bytes)
   local null = require("commscript").json.null
-  if m.n > M.DENSE_MAX or (m.pairs and #m.pairs < m.n * (m.n - 1) / 4) then
+  if M.sparse(m) then
     local list = {}
     for a = 1, m.n do
       for b, x in pairs(m.bw[a]) do
-        if b > a then list[#list + 1] = { a - 1, b - 1, x, m.bw[b][a] or null, m.lat[a][b] or null } end
+        if b > a then
+          list[#list + 1] = { a - 1, b - 1, digits(x), digits(m.bw[b][a]) or null, digits(m.lat[a][b]) or null }
+        end
       end
     end
     table.sort(list, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)

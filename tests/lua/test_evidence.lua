@@ -167,6 +167,23 @@ end
 
 -- the ranks the sweep's collectives waited for (a CPU-starved rank) are re-tested even when the
 -- matrix shows nothing
+-- A reduced plan (cs.p2p.host_plan) leaves some ranks one pair with another host: one noisy
+-- sample is no row, and such a rank is neither off nor the worst (scripts/scale_model.sh at 512
+-- ranks: an innocent rank reported "not confirmed").
+function TestEvidence:test_a_rank_with_one_measured_pair_is_no_evidence()
+  local hosts, bw = job(16, 2, nil, 5)
+  for b = 1, 16 do bw[5][b] = nil; bw[b][5] = nil end
+  bw[5][10], bw[10][5] = 0.03, 1.0  -- its only pair, one sample 30x slow
+  local ev = cs.evidence.off(bw, hosts)
+  lu.assertEquals(#ev.ranks, 0)
+  lu.assertEquals(#ev.hosts, 0)
+  lu.assertNil(ev.send[5])
+  lu.assertNotEquals(ev.worst and ev.worst.rank, 4)
+  -- with three partners on other hosts it is evidence again
+  bw[5][12], bw[12][5], bw[5][14], bw[14][5] = 0.03, 1.0, 0.03, 1.0
+  lu.assertEquals(cs.evidence.off(bw, hosts).ranks[1].rank, 4)
+end
+
 function TestEvidence:test_stragglers_are_re_tested()
   local hosts, bw = job(4, 1, nil, 5)
   local ev = cs.evidence.off(bw, hosts)

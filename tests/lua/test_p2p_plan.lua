@@ -158,6 +158,26 @@ function TestPlans:test_host_plan_has_no_intra_pairs()
   lu.assertEquals(cs.p2p.host_plan(hosts_of(1, 4)), {})
 end
 
+-- The sparse matrix section (a sampled plan) keeps 4 significant digits (report.json at 16 384
+-- ranks: 17-digit doubles were 150 MB of it); the dense one keeps the values as measured.
+function TestPlans:test_sparse_matrix_report_rounds_its_values()
+  local bw, lat = {}, {}
+  for a = 1, 8 do bw[a], lat[a] = {}, {} end
+  bw[1][2], bw[2][1], lat[1][2], lat[2][1] = 2.6190476190476191, 12345.678, 5.0000001, 5.0000001
+  bw[3][4], bw[4][3] = 0.000123456, 1 / 3
+  local m = { n = 8, bw = bw, lat = lat, pairs = { { 0, 1, 100 }, { 2, 3, 100 } } }
+  lu.assertTrue(cs.p2p.sparse(m))
+  local rep = cs.p2p.matrix_report(m, 262144)
+  lu.assertEquals(rep.layout, "pairs")
+  lu.assertEquals(rep.pairs[1], { 0, 1, 2.619, 12350, 5 })
+  lu.assertEquals({ rep.pairs[2][3], rep.pairs[2][4] }, { 0.0001235, 0.3333 })
+  lu.assertEquals(rep.pairs[2][5], cs.json.null)
+  local dense = { n = 2, bw = { {}, {} }, lat = { {}, {} } }
+  dense.bw[1][2], dense.bw[2][1] = 1 / 3, 1 / 3
+  lu.assertFalse(cs.p2p.sparse(dense))
+  lu.assertEquals(cs.p2p.matrix_report(dense, 8).values[1][2], 1 / 3)
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
