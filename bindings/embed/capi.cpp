@@ -483,6 +483,21 @@ void cs_run_options_init(cs_run_options* o) {
   o->fail_below = -1;
 }
 
+// --metrics FILE and --metrics-listen ADDRESS:PORT onto the plan; an address that is garbage is
+// refused before anything runs. CS_OK or the error code.
+static int metrics_options(cs_session* s, const cs_run_options& ro, cs::RunInfo& info) {
+  if (ro.metrics_file) info.metrics_file = ro.metrics_file;
+  if (ro.metrics_listen && *ro.metrics_listen) {
+    try {
+      (void)cs::parse_listen_address(ro.metrics_listen);
+    } catch (const cs::Error& e) {
+      return fail(s, CS_E_INVALID, e.what(), 1, Print::launcher_root);
+    }
+    info.metrics_listen = ro.metrics_listen;
+  }
+  return CS_OK;
+}
+
 int cs_plan_open(cs_session* h, const cs_run_options* ro, cs_plan** out) {
   cs_session* s = sessions().get(h);
   if (!s) return bad_handle(h);
@@ -588,15 +603,7 @@ int cs_plan_open(cs_session* h, const cs_run_options* ro, cs_plan** out) {
       p->info.out = ro->out_dir;
     else if (!s->opts.own_process || !s->out_dir.empty())
       p->info.out = run_dir(*s, p->name);
-    if (ro->metrics_file) p->info.metrics_file = ro->metrics_file;
-    if (ro->metrics_listen && *ro->metrics_listen) {
-      try {
-        (void)cs::parse_listen_address(ro->metrics_listen);  // garbage refused before anything runs
-      } catch (const cs::Error& e) {
-        return fail(s, CS_E_INVALID, e.what(), 1, Print::launcher_root);
-      }
-      p->info.metrics_listen = ro->metrics_listen;
-    }
+    if (const int rc = metrics_options(s, *ro, p->info)) return rc;
     *out = plans().add(std::move(p));
     return CS_OK;
   } catch (const std::exception& e) {
