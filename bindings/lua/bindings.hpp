@@ -26,7 +26,7 @@ void register_files(lua_State* L, Session* s);     // adds native.read_conf_file
 // (its command line, the recipe's options, a value of its environment). kNotChecked says why not.
 bool path_given(const Session* s, const std::string& path);
 extern const char* const kNotChecked;
-void register_metrics(lua_State* L, Session* s);   // adds native.metrics_text, metrics_publish
+void register_metrics(lua_State* L, Session* s);  // adds native.metrics_text, metrics_publish
 void push_communicator(lua_State* L, std::shared_ptr<Communicator> c);
 Tensor& check_tensor(lua_State* L, int idx);
 void push_tensor(lua_State* L, Tensor t);

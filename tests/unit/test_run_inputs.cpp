@@ -104,8 +104,9 @@ TEST_CASE("chaos ranks: a rule naming a rank the job does not have is refused, n
   cs::check_chaos_ranks(rules[0], 0);  // size unknown: nothing to check
   CHECK(input_error([&] { cs::check_chaos_ranks(rules[0], 4); }) ==
         "chaos delay: 'ranks' names rank 5, which this job does not have: it runs 4 ranks (0-3)");
-  CHECK(input_error([&] { cs::check_chaos_ranks(rules[0], 1); }).find("names rank 1, which this job does not have: it "
-                                                                      "runs 1 rank (rank 0)") != std::string::npos);
+  CHECK(input_error([&] { cs::check_chaos_ranks(rules[0], 1); })
+            .find("names rank 1, which this job does not have: it "
+                  "runs 1 rank (rank 0)") != std::string::npos);
   // cs.chaos.inject's path: Chaos::add refuses it once the run's size is known.
   cs::Chaos::instance().install({}, 0, 2);
   CHECK(input_error([&] { cs::Chaos::instance().add(rules[0]); }).find("it runs 2 ranks (0-1)") != std::string::npos);
