@@ -412,7 +412,8 @@ function recipe.run(ctx)
   stage("rules")
   if ctx.rank == 0 then
     found:add(cs.diagnose.findings(loc))  -- what localisation could not say: too noisy, under-measured, undecided
-    found:add(loc.unconfirmed or {})  -- what the matrix showed and the re-tests did not confirm
+    -- what the matrix showed and the re-tests did not confirm (info on a host with more ranks than CPUs)
+    found:add(cs.evidence.shared_cpus(loc.unconfirmed, cs.topo.oversubscribed(topology)))
     found:add(cs.rules.evaluate({ size = ctx.size, rank_hosts = ctx.hosts, oversubscribed = cs.topo.oversubscribed(topology),
                                   sweep = measured.sweep, stragglers = stragglers, localisation = loc, scorecard = card,
                                   baseline = ctx.baseline, thresholds = ctx.config.thresholds or {} }, rules))

@@ -13,7 +13,7 @@ import os
 
 import cs_e2e
 
-STAGES = ["topology", "links", "environment", "probe", "bandwidth sweep", "pattern", "localisation", "scorecard", "rules"]
+STAGES = ["topology", "links", "environment", "cpu", "probe", "bandwidth sweep", "pattern", "localisation", "scorecard", "rules"]
 QUICK_OPS = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"]
 SIZES = [8 << i for i in range(8)]  # 8 .. 1K
 

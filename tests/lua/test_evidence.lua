@@ -221,6 +221,20 @@ function TestEvidence:test_a_host_slow_in_some_rounds_only_is_intermittent()
   lu.assertEquals(cs.evidence.unconfirmed(ev, loc2, hosts, 262144), {})
 end
 
+-- On a host with more ranks than CPUs a rank waiting for a CPU is slow by turns: the finding is
+-- info there, saying why; elsewhere it stays a warning.
+function TestEvidence:test_not_confirmed_on_shared_cpus_is_info()
+  local f = { { rule = "not_confirmed", severity = "warn", subject = { rank = 3, host = "vm" }, message = "m" },
+              { rule = "not_confirmed", severity = "warn", subject = { rank = 1, host = "h1" }, message = "m" },
+              { rule = "slow_host", severity = "warn", subject = { host = "vm" }, message = "m" } }
+  cs.evidence.shared_cpus(f, { vm = true })
+  lu.assertEquals(f[1].severity, "info")
+  lu.assertStrContains(f[1].message, "host vm runs more ranks than it has CPUs")
+  lu.assertEquals(f[2].severity, "warn")
+  lu.assertEquals(f[3].severity, "warn", "only not_confirmed")
+  lu.assertEquals(cs.evidence.shared_cpus(nil, {}), nil)
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
