@@ -36,7 +36,7 @@ inline long poll_sleep_ns(double waited_s) {
 
 // The one setting that separates the two policies: whether a wait inside a timed region may
 // sleep between polls as an idle one does. It may not: see above.
-inline constexpr bool kTimedWaitsSleep = true;
+inline constexpr bool kTimedWaitsSleep = false;
 
 // Marks this thread's timed region for its lifetime (nested regions count as one): a thread-local
 // increment and decrement, and one thread-local load per poll in pause_poll.
