@@ -109,7 +109,7 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
 
   double loop_us = 0;
   {
-    // From the warm-up to the last sample, a polled wait (the barriers) never pauses
+    // From the warm-up to the last sample, a polled wait (the barriers) never sleeps
     // (core/poll_wait.hpp): the ranks start the loop together, as after a blocking MPI_Barrier.
     const TimedRegion timed_region;
     // Headline: warm-up, barrier, the whole loop on the backend's clock.
@@ -221,7 +221,7 @@ PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, i
   // The timed loop: the same round trip, its bookkeeping once for the loop (time_steps_us).
   const Communicator::TimedStep order[2] = {{first ? &s : &rv, 1}, {first ? &rv : &s, 1}};
   std::vector<double> sampled(static_cast<size_t>(samples));
-  const TimedRegion timed_region;  // no pause in a polled wait from here on (core/poll_wait.hpp)
+  const TimedRegion timed_region;  // no sleep in a polled wait from here on (core/poll_wait.hpp)
   for (int i = 0; i < warmup; ++i) round_trip();
   PingPongResult r;
   r.latency_us = comm.time_steps_us(order, 2, static_cast<size_t>(iters)) / (2.0 * iters);
@@ -244,7 +244,7 @@ PairBenchResult pair_bench(Communicator& comm, int peer, size_t bytes, int warmu
   op.blocking = true;  // timed
   std::vector<double> us(static_cast<size_t>(iters));
   {
-    const TimedRegion timed_region;  // no pause in a polled wait (core/poll_wait.hpp)
+    const TimedRegion timed_region;  // no sleep in a polled wait (core/poll_wait.hpp)
     for (int i = 0; i < warmup; ++i) comm.execute(op);
     for (double& u : us) {
       if (comm.device_timing()) {
@@ -287,7 +287,7 @@ double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, 
     repeat = 1;
   }
   const Communicator::TimedStep steps[2] = {{&data, repeat}, {&a, 1}};
-  const TimedRegion timed_region;  // no pause in a polled wait (core/poll_wait.hpp)
+  const TimedRegion timed_region;  // no sleep in a polled wait (core/poll_wait.hpp)
   for (int i = 0; i < warmup; ++i) {
     for (uint32_t w = 0; w < repeat; ++w) comm.execute(data);
     comm.execute(a);
