@@ -1,189 +1,165 @@
 #!/usr/bin/env bash
-# commscript side by side with the tools users already trust: OSU micro-benchmarks, Intel MPI
-# Benchmarks (IMB-MPI1), a plain MPI loop (scripts/anchors/plain_loop.c) and commscript
-# (bw_sweep's headline time and its sampled i_p50; latency.lua), all on the same ranks and
-# sizes, alternating tool order round by round. A benchmark, not a test: it prints a table and
-# exits 0 unless something fails to build or run.
+# commscript's headline time against a plain MPI loop (scripts/anchors/plain_loop.c: nothing but
+# the MPI call in the timed loop), and against the OSU micro-benchmarks and the Intel MPI
+# Benchmarks where checkouts of them are given, size by size, in alternating runs. A benchmark,
+# not a test: it prints tables and exits 0 unless something fails to build or run. When to run
+# it: docs/timing.md ("Comparing with a plain loop").
 #
-#   scripts/compare_anchors.sh --osu OSU_CHECKOUT --imb IMB_CHECKOUT [--rounds 5] [--work DIR]
-#   scripts/compare_anchors.sh --tables DIR     (the tables again, from the run that used --work DIR)
-#   --sizes 8,4194304: only these of the five sizes (more rounds in the same time where the host
-#   drifts: on a shared VM the 8 B times moved by 2x within minutes)
+#   scripts/compare_anchors.sh [--rounds 5] [--sizes 8,64,...] [--ops allreduce,sendrecv,latency]
+#                              [--netns N] [--before BINARY] [--osu DIR] [--imb DIR] [--no-states]
+#                              [--work DIR]
+#   scripts/compare_anchors.sh --tables DIR      (the tables again, from the run that used --work DIR)
 #
-# OSU_CHECKOUT: an OMB source tree (7.x, with configure or configure.ac); IMB_CHECKOUT: a clone
-# of intel/mpi-benchmarks. Each is built in place when its binaries are missing (Debian's
-# autotools and mpicc; IMB with its own Makefile, which compiles at -O0 as upstream does). Their
-# code is never copied into this repository. Without --osu or --imb that column is left out.
-#
-# Sizes 8 B, 1 KiB, 64 KiB, 1 MiB, 4 MiB, 2 ranks. Iterations per size (the same for OSU
-# allreduce, the plain loop and bw_sweep): 5000/5000/1000/200/50, warm-up a tenth (>= 5).
-# Latency: osu_latency and latency.lua with their defaults (10000 / 1000 above 8 KiB, warm-up
-# 100 / 10), one size per launch; the plain ping-pong likewise. IMB with its own defaults
-# (repetitions min(1000, 40 MiB / size), at most 10 s per size), as users run it.
-#
-# Each cell of the table is the median over rounds; each ratio is taken within a round (the two
-# runs next to each other in time) and shown as min / median / max over rounds. The load average
-# is printed before, during and after: on a shared host, read the ratios with it.
-#
-# A last table gives, for allreduce, sendrecv and latency at 8 B, 64 KiB and 4 MiB, commscript's
-# headline over the plain loop of the same run against the targets of issue 10 (<= 1.03 at 8 B,
-# <= 1.02 at 4 MiB, median of the per-round ratios), with min/max over rounds and the ratio of the
-# two best rounds. One command on a quiet host: scripts/compare_anchors.sh --rounds 5
-# (--osu/--imb only add their columns).
-#
-# Environment: BUILD_DIR (default build), NP (2), MPIRUN (mpirun; Open MPI's --oversubscribe is
-# passed), NICE (run ranks under nice -n NICE), CPUS (run mpirun under taskset -c CPUS), RT (run
-# mpirun and the ranks under chrt -f RT, e.g. 50 as root: other processes on a busy host then
-# wait instead of preempting the ranks; every tool gets the same treatment).
+# --sizes   bytes per rank (default 8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864:
+#           8 B to 64 MiB). Iterations per size, the same for every tool: min(5000, max(10,
+#           200 MiB / size)) (5000 up to 32 KiB, 200 at 1 MiB, 50 at 4 MiB, 10 at 64 MiB);
+#           warm-up a tenth (at least 5).
+# --ops     allreduce (default), sendrecv (a ring), latency (osu_latency's ping-pong; 2 ranks;
+#           latency.lua's and OSU's counts: 10000 round trips up to 8 KiB, 1000 above).
+# --rounds  rounds (default 5). Each round runs every size once with every tool, one launch per
+#           tool and size, the tools' order rotating from size to size and round to round, so
+#           that the runs compared are next to each other in time. Each table cell is the median
+#           over rounds; each ratio is taken within a round and shown as its median (min-max).
+# --netns N the ranks on N network-namespace "hosts" of this machine over TCP (Open MPI's tcp
+#           btl; scripts/netns_hosts.sh, set up and removed here, names prefixed
+#           CS_NETNS_PREFIX, default "tim"), one rank per host. Without it: NP ranks (default 2)
+#           on this host, Open MPI's shared memory.
+# --before  a second commscript binary measured in the same rounds (e.g. the tree before a
+#           change): its own column and ratio.
+# --osu/--imb  an OMB source tree (7.x) / a clone of intel/mpi-benchmarks, built in place when
+#           their binaries are missing (their code is never copied into this repository). Debian
+#           12 packages neither. OSU's allreduce times each iteration with a barrier between
+#           iterations; IMB prints t_avg with its own repetitions (min(1000, 40 MiB / size)).
+# --no-states  skips the runs in Open MPI's second small-message state (below).
 #
 # Open MPI's shared-memory path (vader) settles into one of two steady states for small
-# messages, depending on the parity of earlier one-directional messages: a plain loop reads
-# ~0.49 us (8 B all-reduce, 2 ranks) after MPI_Init and ~0.59 us after one extra broadcast
-# (docs/timing.md). The column "plain+1" is the plain loop in that second state and "cs+1"
-# bw_sweep after one more broadcast (scripts/anchors/after_bcast.lua, run with --trusted), 8 B
-# only; the last table compares the two programs state for state.
+# messages, by the parity of earlier one-directional messages (docs/timing.md): a plain loop
+# reads ~0.49 us (8 B all-reduce, 2 ranks) after MPI_Init and ~0.59 us after one extra broadcast.
+# Up to 4 KiB (allreduce, sendrecv; not with --netns) each program therefore also runs after one
+# more one-byte broadcast ("plain+1": plain_loop --prior-bcasts 1; "cs+1":
+# scripts/anchors/after_bcast.lua), and the ratio judged there is the closer same-state pairing
+# (cs/plain with cs+1/plain+1, or cs/plain+1 with cs+1/plain: the larger median of the pair, the
+# smaller of the two pairs).
+#
+# Environment: BUILD_DIR (build), NP (2), MPIRUN (mpirun), NICE (ranks under nice -n NICE), CPUS
+# (mpirun under taskset -c CPUS), RT (mpirun and ranks under chrt -f RT). Every tool gets the same
+# treatment. The load average is printed before, after and after each round: read the ratios
+# with it on a shared host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 BUILD_DIR=${BUILD_DIR:-build}
 NP=${NP:-2}
 MPIRUN=${MPIRUN:-mpirun}
-OSU="" IMB="" ROUNDS=5 WORK="" TABLES_ONLY="" SIZE_LIST=""
+OSU="" IMB="" BEFORE="" ROUNDS=5 WORK="" TABLES_ONLY="" NETNS=0 STATES=1
+SIZES_ARG=8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864
+OPS_ARG=allreduce
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --osu) OSU=$(cd "$2" && pwd); shift 2 ;;
     --imb) IMB=$(cd "$2" && pwd); shift 2 ;;
+    --before) BEFORE=$(realpath "$2"); shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
-    --sizes) SIZE_LIST=$2; shift 2 ;;
+    --sizes) SIZES_ARG=$2; shift 2 ;;
+    --ops) OPS_ARG=$2; shift 2 ;;
+    --netns) NETNS=$2; shift 2 ;;
+    --no-states) STATES=0; shift ;;
     --work) WORK=$2; shift 2 ;;
     --tables) TABLES_ONLY=1; WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
     *) echo "compare_anchors: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
-[[ "$ROUNDS" =~ ^[0-9]+$ && "$ROUNDS" -ge 1 ]] || { echo "compare_anchors: --rounds must be a positive integer" >&2; exit 1; }
-[[ "$NP" == 2 ]] || echo "compare_anchors: NP=$NP; the ping-pong columns need 2 ranks and are left out" >&2
+die() { echo "compare_anchors: $*" >&2; exit 1; }
+[[ "$ROUNDS" =~ ^[0-9]+$ && "$ROUNDS" -ge 1 ]] || die "--rounds must be a positive integer"
+[[ "$NETNS" =~ ^[0-9]+$ ]] || die "--netns takes a number of hosts"
+IFS=, read -r -a SIZES <<<"$SIZES_ARG"
+for s in "${SIZES[@]}"; do [[ "$s" =~ ^[1-9][0-9]*$ && $((s % 4)) -eq 0 ]] || die "--sizes: '$s' is not a positive multiple of 4 bytes"; done
+IFS=, read -r -a OPS <<<"$OPS_ARG"
+for o in "${OPS[@]}"; do [[ " allreduce sendrecv latency " == *" $o "* ]] || die "--ops: '$o' is not allreduce, sendrecv or latency"; done
+[[ -z "$BEFORE" || -x "$BEFORE" ]] || die "--before: $BEFORE is not an executable"
+(( NETNS > 0 )) && NP=$NETNS && STATES=0
 if [[ -z "$WORK" ]]; then WORK=$(mktemp -d "${TMPDIR:-/tmp}/compare_anchors.XXXXXX"); fi
-[[ -n "$TABLES_ONLY" ]] || mkdir -p "$WORK"
+OUT="$WORK/measurements.txt"
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
-SIZES=(8 1024 65536 1048576 4194304)
-if [[ -n "$SIZE_LIST" ]]; then
-  IFS=, read -r -a SIZES <<<"$SIZE_LIST"
-  for s in "${SIZES[@]}"; do
-    [[ " 8 1024 65536 1048576 4194304 " == *" $s "* ]] ||
-      { echo "compare_anchors: --sizes takes some of 8,1024,65536,1048576,4194304 (got '$s')" >&2; exit 1; }
-  done
-fi
-declare -A ITERS=([8]=5000 [1024]=5000 [65536]=1000 [1048576]=200 [4194304]=50)
-has_8() { [[ " ${SIZES[*]} " == *" 8 "* ]]; }
+iters_of() { local n=$(( 209715200 / $1 )); (( n > 5000 )) && n=5000; (( n < 10 )) && n=10; echo "$n"; }
 warmup_of() { local w=$(( $1 / 10 )); (( w < 5 )) && w=5; echo "$w"; }
+lat_iters_of() { if (( $1 > 8192 )); then echo 1000; else echo 10000; fi; }
+lat_warmup_of() { if (( $1 > 8192 )); then echo 10; else echo 100; fi; }
+states_at() { [[ "$STATES" == 1 && "$1" -le 4096 && "$2" != latency ]]; }
 
-# The tables, from the measurements file (also alone: --tables WORK_DIR of an earlier run).
+# ------------------------------------------------------------------ tables
 print_tables() {
-python3 - "$OUT" "${SIZES[@]}" <<'PY'
+python3 - "$OUT" <<'PY'
 import collections, statistics, sys
-path, sizes = sys.argv[1], [int(s) for s in sys.argv[2:]]
 v = collections.defaultdict(dict)  # (tool, op, bytes) -> {round: us}
-for line in open(path):
+for line in open(sys.argv[1]):
     r, tool, op, b, us = line.split()
     v[(tool, op, int(b))][int(r)] = float(us)
-
-def med(tool, op, b):
-    d = v.get((tool, op, b))
-    return statistics.median(d.values()) if d else None
+med = statistics.median
 
 def ratios(a, b, op, size):
     x, y = v.get((a, op, size), {}), v.get((b, op, size), {})
     return [x[r] / y[r] for r in sorted(set(x) & set(y)) if y[r] > 0]
 
-def cell(x, w=9):
-    return ("%*.2f" % (w, x)) if x is not None else "%*s" % (w, "-")
+def us(tool, op, b):
+    d = v.get((tool, op, b))
+    return "%.2f" % med(d.values()) if d else "-"
 
-def rcell(rs, w=20):
-    if not rs:
-        return "%*s" % (w, "-")
-    return "%*s" % (w, "%.3f/%.3f/%.3f" % (min(rs), statistics.median(rs), max(rs)))
+def rtext(rs):
+    return "%.3f (%.3f-%.3f)" % (med(rs), min(rs), max(rs)) if rs else "-"
 
 def size_name(b):
-    return "%d B" % b if b < 1024 else "%d KiB" % (b // 1024) if b < 1 << 20 else "%d MiB" % (b >> 20)
+    return "%d B" % b if b < 1024 else "%d KiB" % (b >> 10) if b < 1 << 20 else "%d MiB" % (b >> 20)
 
-print()
-print("# times in us, median over rounds; ratios min/median/max over rounds (each within one round)")
-print("# %-9s %8s %9s %9s %9s %9s %9s %9s %9s %9s %20s %20s %20s %20s" % (
-    "op", "size", "OSU", "IMB", "plain", "plain+1", "cs time", "cs+1", "cs p50", "cs avgp50", "cs time / plain",
-    "cs time / OSU", "cs p50 / cs time", "cs avgp50 / time"))
-for op in ("allreduce", "sendrecv", "pingpong"):
+def judged(op, b):
+    """The ratio judged: cs/plain, or at small sizes the closer same-state pairing."""
+    a, a1 = ratios("cs", "plain", op, b), ratios("cs1", "plain1", op, b)
+    c, d = ratios("cs", "plain1", op, b), ratios("cs1", "plain", op, b)
+    if not (a and a1 and c and d):
+        return (med(a), "cs/plain") if a else (None, "")
+    same, cross = max(med(a), med(a1)), max(med(c), med(d))
+    return (same, "(cs~plain)") if same <= cross else (cross, "(cs~plain+1)")
+
+ops = [o for o in ("allreduce", "sendrecv", "latency") if any(k[1] == o for k in v)]
+has = lambda t: any(k[0] == t for k in v)
+for op in ops:
+    sizes = sorted({k[2] for k in v if k[1] == op})
+    cols = ["size", "plain us", "cs us"] + (["cs before us"] if has("csb") else []) + \
+        (["OSU us"] if has("osu") else []) + (["IMB us"] if has("imb") else []) + \
+        ["cs / plain", "judged", "<= 1.03"] + (["before / plain"] if has("csb") else []) + \
+        (["plain+1 us", "cs+1 us"] if has("plain1") else [])
+    print()
+    print("%s: us per call, median over rounds; ratios within a round, median (min-max) over rounds" % op)
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
     for b in sizes:
-        if not any(v.get((t, op, b)) for t in ("osu", "imb", "plain", "cs")):
-            continue
-        print("  %-9s %8s %s %s %s %s %s %s %s %s %s %s %s %s" % (
-            op if op != "pingpong" else "latency", size_name(b),
-            cell(med("osu", op, b)), cell(med("imb", op, b)), cell(med("plain", op, b)), cell(med("plain1", op, b)),
-            cell(med("cs", op, b)), cell(med("cs1", op, b)), cell(med("cs_p50", op, b)), cell(med("cs_ap50", op, b)),
-            rcell(ratios("cs", "plain", op, b)), rcell(ratios("cs", "osu", op, b)),
-            rcell(ratios("cs_p50", "cs", op, b)), rcell(ratios("cs_ap50", "cs", op, b))))
-print("# allreduce/sendrecv: OSU = osu_allreduce Avg Latency (per-iteration timing, barrier between"
-      " iterations; no OSU sendrecv test), IMB = t_avg, plain/cs = whole loop / iters, mean over ranks.")
-print("# latency: OSU = osu_latency, IMB = PingPong t (half round trip), plain = the same loop,"
-      " cs = latency.lua (OSU's counts), cs p50 = its sampled pass.")
-print("# cs p50 = the sampled pass's slowest rank per iteration (p50_us); cs avgp50 = the same pass averaged"
-      " over ranks per iteration (avg_p50_us; bw_sweep only).")
-
-# The targets of issue 10: commscript's headline / the plain MPI loop of the same run.
-targets = {8: 1.03, 4194304: 1.02}
+        j, how = judged(op, b)
+        row = [size_name(b), us("plain", op, b), us("cs", op, b)]
+        row += [us("csb", op, b)] if has("csb") else []
+        row += [us("osu", op, b)] if has("osu") else []
+        row += [us("imb", op, b)] if has("imb") else []
+        row += [rtext(ratios("cs", "plain", op, b)), "-" if j is None else "%.3f %s" % (j, how),
+                "-" if j is None else ("yes" if j <= 1.03 else "NO")]
+        row += [rtext(ratios("csb", "plain", op, b))] if has("csb") else []
+        row += [us("plain1", op, b), us("cs1", op, b)] if has("plain1") else []
+        print("| " + " | ".join(row) + " |")
 print()
-print("# commscript headline / plain MPI loop, measured in this run (target: median of the per-round ratios)")
-print("# %-9s %8s %7s %8s %8s %8s %11s  %s" % ("op", "size", "target", "median", "min", "max", "min/min", "verdict"))
-for op in ("allreduce", "sendrecv", "pingpong"):
-    for b in (8, 65536, 4194304):
-        if b not in sizes:
-            continue
-        rs = ratios("cs", "plain", op, b)
-        if not rs:
-            continue
-        cs_min = min(v[("cs", op, b)].values())
-        pl_min = min(v[("plain", op, b)].values())
-        t = targets.get(b)
-        m = statistics.median(rs)
-        verdict = "-" if t is None else ("met" if m <= t else "MISSED")
-        print("  %-9s %8s %7s %8.3f %8.3f %8.3f %11.3f  %s" % (
-            op if op != "pingpong" else "latency", size_name(b), "%.2f" % t if t else "-", m, min(rs), max(rs),
-            cs_min / pl_min if pl_min > 0 else float("nan"), verdict))
-print("# min/min: commscript's best round / the plain loop's best round, the steadier figure on a loaded host.")
-
-# Open MPI's two small-message states (docs/timing.md): the plain loop after MPI_Init and
-# commscript after its control plane need not sit in the same one. plain/plain+1 and cs/cs+1
-# are each one program in both states; exactly one pairing of them compares like with like.
-# Shown: both pairings; judged: the pairing whose larger ratio is smaller (a commscript that is
-# slower in either state cannot pass this way).
-print()
-print("# 8 B in the same transport state: cs time and cs+1 (one more broadcast first) against plain and plain+1")
-print("# %-9s %7s %22s %22s %22s %22s  %s" % ("op", "target", "cs / plain", "cs+1 / plain+1", "cs / plain+1",
-                                              "cs+1 / plain", "verdict (same state)"))
-for op in ("allreduce", "sendrecv"):
-    a, b1, c, d = (ratios("cs", "plain", op, 8), ratios("cs1", "plain1", op, 8), ratios("cs", "plain1", op, 8),
-                   ratios("cs1", "plain", op, 8))
-    if not (a and b1 and c and d):
-        continue
-    m = statistics.median
-    worst = min(max(m(a), m(b1)), max(m(c), m(d)))
-    print("  %-9s %7s %s %s %s %s  %s (larger median of the closer pairing %.3f)" % (
-        op, "1.03", rcell(a, 22), rcell(b1, 22), rcell(c, 22), rcell(d, 22), "met" if worst <= 1.03 else "MISSED",
-        worst))
-osu_r = ratios("osu", "plain", "allreduce", 8)
-if osu_r:
-    print("# for reference, osu_allreduce / plain at 8 B: %s (OSU's own history puts it where it is)" % rcell(osu_r, 0))
-print("# plain+1 / cs+1: the plain loop / bw_sweep after one more one-byte broadcast (scripts/anchors/after_bcast.lua).")
+print("plain: scripts/anchors/plain_loop.c (buffers written before the loop), whole loop / iterations, mean over"
+      " ranks; cs: bw_sweep's time_us (latency: latency.lua's latency_us), the same method; judged: cs/plain,"
+      " or up to 4 KiB the closer same-state pairing of cs, cs+1, plain and plain+1 (Open MPI's two"
+      " small-message states, docs/timing.md): (cs~plain) cs/plain with cs+1/plain+1, (cs~plain+1)"
+      " cs/plain+1 with cs+1/plain, the larger median of the two ratios.")
 PY
 }
 
-OUT="$WORK/measurements.txt"
 if [[ -n "$TABLES_ONLY" ]]; then
-  [[ -s "$OUT" ]] || { echo "compare_anchors: no measurements in $OUT" >&2; exit 1; }
+  [[ -s "$OUT" ]] || die "no measurements in $OUT"
   print_tables
   exit 0
 fi
+mkdir -p "$WORK"
 : >"$OUT"
 
 # ------------------------------------------------------------------ builds
@@ -196,138 +172,130 @@ if [[ -n "$OSU" ]]; then
       [[ -x configure ]] || autoreconf -fi >"$WORK/osu-autoreconf.log" 2>&1
       [[ -f Makefile ]] || ./configure CC=mpicc CXX=mpicxx >"$WORK/osu-configure.log" 2>&1
       for d in c/util c/mpi/pt2pt/standard c/mpi/collective/blocking; do make -C "$d" -j2 >>"$WORK/osu-make.log" 2>&1; done
-    ) || { echo "compare_anchors: building OSU failed; see $WORK/osu-*.log" >&2; exit 1; }
+    ) || die "building OSU failed; see $WORK/osu-*.log"
   fi
 fi
-if [[ -n "$IMB" ]]; then
-  IMB_BIN="$IMB/IMB-MPI1"
-  if [[ ! -x "$IMB_BIN" ]]; then
-    echo "# building IMB-MPI1 in $IMB" >&2
-    make -C "$IMB" -j2 IMB-MPI1 CC=mpicc CXX=mpicxx CPPFLAGS="-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1" \
-      >"$WORK/imb-make.log" 2>&1 || { echo "compare_anchors: building IMB failed; see $WORK/imb-make.log" >&2; exit 1; }
-  fi
+if [[ -n "$IMB" && ! -x "$IMB/IMB-MPI1" ]]; then
+  echo "# building IMB-MPI1 in $IMB" >&2
+  make -C "$IMB" -j2 IMB-MPI1 CC=mpicc CXX=mpicxx CPPFLAGS="-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1" \
+    >"$WORK/imb-make.log" 2>&1 || die "building IMB failed; see $WORK/imb-make.log"
 fi
 mpicc -O2 -o "$WORK/plain_loop" scripts/anchors/plain_loop.c
 if [[ ! -x "$BUILD_DIR/commscript" ]]; then
   [[ -f "$BUILD_DIR/CMakeCache.txt" ]] || cmake -S . -B "$BUILD_DIR" >/dev/null
   cmake --build "$BUILD_DIR" -j2 --target commscript_cli >/dev/null
 fi
-CS="$REPO/$BUILD_DIR/commscript"
-[[ -x "$CS" ]] || CS="$BUILD_DIR/commscript"
+CS=$(realpath "$BUILD_DIR/commscript")
+
+# ------------------------------------------------------------------ launching
+NS_ARGS=()
+if (( NETNS > 0 )); then
+  export CS_NETNS_PREFIX=${CS_NETNS_PREFIX:-tim} CS_NETNS_SUBNET=${CS_NETNS_SUBNET:-10.93.0}
+  hosts=()
+  for ((i = 0; i < NETNS; i++)); do hosts+=("$CS_NETNS_PREFIX-h$i:1"); done
+  # shellcheck disable=SC2054  # tcp,self is one argument
+  NS_ARGS=(--mca plm_rsh_agent "$REPO/scripts/rsh_netns.sh" --mca plm_rsh_no_tree_spawn 1 --mca rtc ^hwloc
+    --mca btl tcp,self --mca btl_tcp_if_include "$CS_NETNS_SUBNET.0/24" --mca oob_tcp_if_include
+    "$CS_NETNS_SUBNET.0/24" --mca mpi_yield_when_idle 1 -x OMPI_MCA_rtc=^hwloc
+    --host "$(IFS=,; echo "${hosts[*]}")")
+  scripts/netns_hosts.sh down >/dev/null 2>&1 || true
+  scripts/netns_hosts.sh up "$NETNS" >/dev/null
+  trap 'scripts/netns_hosts.sh down >/dev/null 2>&1 || true' EXIT
+  echo "# $NETNS namespace hosts ($CS_NETNS_PREFIX-h0..), one rank each, tcp btl, links unlimited (veth)"
+fi
 
 run_mpi() {
   local pre=()
   [[ -n "${RT:-}" ]] && pre+=(chrt -f "$RT")
   [[ -n "${CPUS:-}" ]] && pre+=(taskset -c "$CPUS")
   [[ -n "${NICE:-}" ]] && pre+=(nice -n "$NICE")
-  "${pre[@]}" "$MPIRUN" -np "$NP" --oversubscribe "$@"
+  if (( NETNS > 0 )); then
+    "${pre[@]}" scripts/netns_hosts.sh run "$MPIRUN" "${NS_ARGS[@]}" --oversubscribe -np "$NP" "$@"
+  else
+    "${pre[@]}" "$MPIRUN" -np "$NP" --oversubscribe "$@"
+  fi
 }
 
 # One line per measurement: ROUND TOOL OP BYTES VALUE_US
 emit() { echo "$ROUND $*" >>"$OUT"; }
 
-tool_osu() {
+# cs_json FILE TOOL: the headline of each result of a commscript results.jsonl
+cs_json() {
+  python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    x = json.loads(line)
+    print(sys.argv[2], "latency" if "latency_us" in x else x["op"], x["bytes"], x.get("latency_us", x.get("time_us")))' "$1" "$2"
+}
+
+tool_plain() {  # OP SIZE
+  local op=$1 s=$2 it wu mode=$1
+  [[ "$op" == latency ]] && mode=pingpong
+  if [[ "$op" == latency ]]; then it=$(lat_iters_of "$s") wu=$(lat_warmup_of "$s"); else it=$(iters_of "$s") wu=$(warmup_of "$it"); fi
+  run_mpi "$WORK/plain_loop" "$mode" "$s:$it:$wu" | while read -r _ _ b t _; do emit plain "$op" "$b" "$t"; done
+  if states_at "$s" "$op"; then
+    run_mpi "$WORK/plain_loop" --prior-bcasts 1 "$mode" "$s:$it:$wu" | while read -r _ _ b t _; do emit plain1 "$op" "$b" "$t"; done
+  fi
+}
+
+cs_run() {  # TOOL BINARY OP SIZE
+  local tool=$1 bin=$2 op=$3 s=$4 d="$WORK/$1-r$ROUND-$3-$4" it
+  if [[ "$op" == latency ]]; then
+    run_mpi "$bin" --out "$d" latency --min "$s" --max "$s" --no-bw >/dev/null 2>>"$WORK/commscript.log"
+  else
+    it=$(iters_of "$s")
+    run_mpi "$bin" --out "$d" bw_sweep --ops "$op" --min "$s" --max "$s" --iters "$it" --warmup "$(warmup_of "$it")" \
+      --no-inplace >/dev/null 2>>"$WORK/commscript.log"
+  fi
+  cs_json "$d/results.jsonl" "$tool" | while read -r t o b x; do emit "$t" "$o" "$b" "$x"; done
+  if [[ "$tool" == cs ]] && states_at "$s" "$op"; then
+    d="$WORK/cs1-r$ROUND-$op-$s"
+    run_mpi "$bin" --trusted --out "$d" scripts/anchors/after_bcast.lua --ops "$op" --min "$s" --max "$s" \
+      --iters "$it" --warmup "$(warmup_of "$it")" --no-inplace >/dev/null 2>>"$WORK/commscript.log"
+    cs_json "$d/results.jsonl" cs1 | while read -r t o b x; do emit "$t" "$o" "$b" "$x"; done
+  fi
+}
+tool_cs() { cs_run cs "$CS" "$@"; }
+tool_csb() { [[ -z "$BEFORE" ]] || cs_run csb "$BEFORE" "$@"; }
+
+tool_osu() {  # OP SIZE (allreduce and latency)
   [[ -n "$OSU" ]] || return 0
-  local s
-  for s in "${SIZES[@]}"; do
-    run_mpi "$OSU_AR" -m "$s:$s" -i "${ITERS[$s]}" -x "$(warmup_of "${ITERS[$s]}")" -T mpi_float 2>/dev/null |
-      awk -v s="$s" '$1 == s { print $2 }' | while read -r v; do emit osu allreduce "$s" "$v"; done
-  done
-  if [[ "$NP" == 2 ]]; then
-    for s in "${SIZES[@]}"; do
-      run_mpi "$OSU_LAT" -m "$s:$s" 2>/dev/null | awk -v s="$s" '$1 == s { print $2 }' |
-        while read -r v; do emit osu pingpong "$s" "$v"; done
-    done
+  local op=$1 s=$2 it
+  if [[ "$op" == allreduce ]]; then
+    it=$(iters_of "$s")
+    run_mpi "$OSU_AR" -m "$s:$s" -i "$it" -x "$(warmup_of "$it")" -T mpi_float 2>/dev/null |
+      awk -v s="$s" '$1 == s { print $2 }' | while read -r x; do emit osu allreduce "$s" "$x"; done
+  elif [[ "$op" == latency ]]; then
+    run_mpi "$OSU_LAT" -m "$s:$s" 2>/dev/null | awk -v s="$s" '$1 == s { print $2 }' |
+      while read -r x; do emit osu latency "$s" "$x"; done
   fi
 }
 
-tool_imb() {
+tool_imb() {  # OP SIZE
   [[ -n "$IMB" ]] || return 0
-  printf '%s\n' "${SIZES[@]}" >"$WORK/imb_lens.txt"
-  local list="Allreduce Sendrecv"
-  [[ "$NP" == 2 ]] && list="$list PingPong"
-  # shellcheck disable=SC2086
-  run_mpi "$IMB_BIN" $list -msglen "$WORK/imb_lens.txt" -npmin "$NP" 2>/dev/null |
-    awk '/# Benchmarking/ { b = $3 } $1 ~ /^[0-9]+$/ && b != "" {
-           if (b == "PingPong") print "pingpong", $1, $3;
-           else if (b == "Allreduce") print "allreduce", $1, $5;
-           else if (b == "Sendrecv") print "sendrecv", $1, $5 }' |
-    while read -r op b v; do emit imb "$op" "$b" "$v"; done
+  local op=$1 s=$2 name
+  case "$op" in allreduce) name=Allreduce ;; sendrecv) name=Sendrecv ;; latency) name=PingPong ;; esac
+  echo "$s" >"$WORK/imb_len.txt"
+  run_mpi "$IMB/IMB-MPI1" "$name" -msglen "$WORK/imb_len.txt" -npmin "$NP" 2>/dev/null |
+    awk -v s="$s" -v lat="$([[ $op == latency ]] && echo 1)" '$1 == s { print (lat ? $3 : $5) }' |
+    while read -r x; do emit imb "$op" "$s" "$x"; done
 }
 
-tool_plain() {
-  local specs=() s
-  for s in "${SIZES[@]}"; do specs+=("$s:${ITERS[$s]}:$(warmup_of "${ITERS[$s]}")"); done
-  for op in allreduce sendrecv; do
-    run_mpi "$WORK/plain_loop" "$op" "${specs[@]}" | while read -r _ o b v _; do emit plain "$o" "$b" "$v"; done
-    # The same loop in Open MPI's other small-message state (one broadcast before it; docs/timing.md).
-    if has_8; then
-      run_mpi "$WORK/plain_loop" --prior-bcasts 1 "$op" "8:${ITERS[8]}:$(warmup_of "${ITERS[8]}")" |
-        while read -r _ o b v _; do emit plain1 "$o" "$b" "$v"; done
-    fi
-  done
-  if [[ "$NP" == 2 ]]; then
-    specs=()
-    for s in "${SIZES[@]}"; do
-      if (( s > 8192 )); then specs+=("$s:1000:10"); else specs+=("$s:10000:100"); fi
-    done
-    run_mpi "$WORK/plain_loop" pingpong "${specs[@]}" | while read -r _ o b v _; do emit plain "$o" "$b" "$v"; done
-  fi
-}
-
-tool_commscript() {
-  local s d
-  for s in "${SIZES[@]}"; do
-    d="$WORK/cs-r$ROUND-$s"
-    run_mpi "$CS" --out "$d" bw_sweep --ops allreduce,sendrecv --min "$s" --max "$s" --iters "${ITERS[$s]}" \
-      --warmup "$(warmup_of "${ITERS[$s]}")" --no-inplace >/dev/null
-    python3 - "$d/results.jsonl" <<'PY' | while read -r t o b v; do emit "$t" "$o" "$b" "$v"; done
-import json, sys
-for line in open(sys.argv[1]):
-    x = json.loads(line)
-    print("cs", x["op"], x["bytes"], x["time_us"])
-    print("cs_p50", x["op"], x["bytes"], x["p50_us"])
-    print("cs_ap50", x["op"], x["bytes"], x["avg_p50_us"])
-PY
-  done
-  # The same at 8 B in Open MPI's other small-message state (one more broadcast first), as plain+1.
-  if has_8; then
-    d="$WORK/cs1-r$ROUND"
-    run_mpi "$CS" --trusted --out "$d" scripts/anchors/after_bcast.lua --ops allreduce,sendrecv --min 8 --max 8 \
-      --iters "${ITERS[8]}" --warmup "$(warmup_of "${ITERS[8]}")" --no-inplace >/dev/null
-    python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    x = json.loads(line); print("cs1", x["op"], x["bytes"], x["time_us"])' "$d/results.jsonl" |
-      while read -r t o b v; do emit "$t" "$o" "$b" "$v"; done
-  fi
-  if [[ "$NP" == 2 ]]; then
-    d="$WORK/cs-lat-r$ROUND"
-    for s in "${SIZES[@]}"; do
-      run_mpi "$CS" --out "$d-$s" latency --min "$s" --max "$s" --no-bw >/dev/null
-      cat "$d-$s/results.jsonl"
-    done >"$d.jsonl"
-    python3 - "$d.jsonl" <<'PY' | while read -r t o b v; do emit "$t" "$o" "$b" "$v"; done
-import json, sys
-for line in open(sys.argv[1]):
-    x = json.loads(line)
-    print("cs", "pingpong", x["bytes"], x["latency_us"])
-    print("cs_p50", "pingpong", x["bytes"], x["p50_us"])
-PY
-  fi
-}
-
-TOOLS=(osu imb plain commscript)
-echo "# compare_anchors: $NP ranks, $ROUNDS rounds, sizes ${SIZES[*]} B; work dir $WORK"
-echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
+TOOLS=(plain cs csb osu imb)
+echo "# compare_anchors: $NP ranks, $ROUNDS rounds, ops ${OPS[*]}, sizes ${SIZES[*]} B; work dir $WORK"
+echo "# commscript: $CS${BEFORE:+; before: $BEFORE}; $(nproc) CPUs; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 LOADS=()
+k=0
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
-  # Rotate the order every round so that no tool always runs first (or right after a build).
-  order=()
-  for ((k = 0; k < ${#TOOLS[@]}; k++)); do order+=("${TOOLS[$(( (k + ROUND - 1) % ${#TOOLS[@]} ))]}"); done
-  for t in "${order[@]}"; do "tool_$t"; done
+  for op in "${OPS[@]}"; do
+    [[ "$op" == latency && "$NP" != 2 ]] && continue
+    for s in "${SIZES[@]}"; do
+      # The tools' order rotates with every size and round: no tool always runs first.
+      for ((j = 0; j < ${#TOOLS[@]}; j++)); do "tool_${TOOLS[$(( (j + k) % ${#TOOLS[@]} ))]}" "$op" "$s"; done
+      k=$((k + 1))
+    done
+  done
   LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
-  echo "# round $ROUND/$ROUNDS done (${order[*]}), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  echo "# round $ROUND/$ROUNDS done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg); 1-min load after each round: ${LOADS[*]}"
-
 print_tables

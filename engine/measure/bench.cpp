@@ -8,6 +8,7 @@
 #include "bench_check.hpp"
 #include "error.hpp"
 #include "pattern.hpp"
+#include "poll_wait.hpp"
 
 namespace cs {
 
@@ -106,20 +107,26 @@ BenchResult bench(Communicator& comm, const Op& op, Tensor& send, Tensor& recv, 
   barrier.coll = Collective::barrier;
   barrier.nranks = comm.size();
 
-  // Headline: warm-up, barrier, the whole loop on the backend's clock.
-  for (int i = 0; i < spec.warmup; ++i) comm.execute(timed);
-  comm.execute(barrier);
-  const double loop_us = comm.time_loop_us(timed, iters);
+  double loop_us = 0;
+  {
+    // From the warm-up to the last sample, a polled wait (the barriers) never sleeps
+    // (core/poll_wait.hpp): the ranks start the loop together, as after a blocking MPI_Barrier.
+    const TimedRegion timed_region;
+    // Headline: warm-up, barrier, the whole loop on the backend's clock.
+    for (int i = 0; i < spec.warmup; ++i) comm.execute(timed);
+    comm.execute(barrier);
+    loop_us = comm.time_loop_us(timed, iters);
 
-  // Sampled pass: its own barrier, one sample per iteration.
-  comm.execute(barrier);
-  if (comm.device_timing()) {  // CUDA events around each iteration (nccl-tests -I)
-    for (size_t i = 0; i < nsamples; ++i) samples[i] = comm.timed_execute_us(timed);
-  } else {
-    for (size_t i = 0; i < nsamples; ++i) {
-      const int64_t t0 = comm.execute(timed);
-      const int64_t t1 = now_ns();
-      samples[i] = static_cast<double>(t1 - t0) * 1e-3;
+    // Sampled pass: its own barrier, one sample per iteration.
+    comm.execute(barrier);
+    if (comm.device_timing()) {  // CUDA events around each iteration (nccl-tests -I)
+      for (size_t i = 0; i < nsamples; ++i) samples[i] = comm.timed_execute_us(timed);
+    } else {
+      for (size_t i = 0; i < nsamples; ++i) {
+        const int64_t t0 = comm.execute(timed);
+        const int64_t t1 = now_ns();
+        samples[i] = static_cast<double>(t1 - t0) * 1e-3;
+      }
     }
   }
 
@@ -214,6 +221,7 @@ PingPongResult pingpong(Communicator& comm, int peer, Tensor& buf, int warmup, i
   // The timed loop: the same round trip, its bookkeeping once for the loop (time_steps_us).
   const Communicator::TimedStep order[2] = {{first ? &s : &rv, 1}, {first ? &rv : &s, 1}};
   std::vector<double> sampled(static_cast<size_t>(samples));
+  const TimedRegion timed_region;  // no sleep in a polled wait from here on (core/poll_wait.hpp)
   for (int i = 0; i < warmup; ++i) round_trip();
   PingPongResult r;
   r.latency_us = comm.time_steps_us(order, 2, static_cast<size_t>(iters)) / (2.0 * iters);
@@ -235,13 +243,16 @@ PairBenchResult pair_bench(Communicator& comm, int peer, size_t bytes, int warmu
   Op op = make_op(comm, Collective::sendrecv, send, recv, ReduceOp::sum, 0, peer, peer);
   op.blocking = true;  // timed
   std::vector<double> us(static_cast<size_t>(iters));
-  for (int i = 0; i < warmup; ++i) comm.execute(op);
-  for (double& u : us) {
-    if (comm.device_timing()) {
-      u = comm.timed_execute_us(op);
-    } else {
-      const int64_t t0 = comm.execute(op);
-      u = static_cast<double>(now_ns() - t0) * 1e-3;
+  {
+    const TimedRegion timed_region;  // no sleep in a polled wait (core/poll_wait.hpp)
+    for (int i = 0; i < warmup; ++i) comm.execute(op);
+    for (double& u : us) {
+      if (comm.device_timing()) {
+        u = comm.timed_execute_us(op);
+      } else {
+        const int64_t t0 = comm.execute(op);
+        u = static_cast<double>(now_ns() - t0) * 1e-3;
+      }
     }
   }
   double sum = 0;
@@ -276,6 +287,7 @@ double stream_bandwidth(Communicator& comm, int peer, bool sender, Tensor& buf, 
     repeat = 1;
   }
   const Communicator::TimedStep steps[2] = {{&data, repeat}, {&a, 1}};
+  const TimedRegion timed_region;  // no sleep in a polled wait (core/poll_wait.hpp)
   for (int i = 0; i < warmup; ++i) {
     for (uint32_t w = 0; w < repeat; ++w) comm.execute(data);
     comm.execute(a);

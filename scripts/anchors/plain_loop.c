@@ -6,9 +6,16 @@
  *     rank-1). Warm-up, barrier, ITERS calls back to back between two clock reads, each rank's
  *     loop time / ITERS, then the mean, min and max over ranks.
  *   mpirun -np 2 plain_loop [--prior-bcasts N] MODE ...: first N one-byte broadcasts from rank 0.
+ *   mpirun -np 2 plain_loop --untouched MODE ...: the buffers left as calloc returns them (below).
  *   mpirun -np 2 plain_loop pingpong BYTES:ITERS:WARMUP...
  *     osu_latency's loop: rank 0 sends then receives, rank 1 the reverse; one-way latency =
  *     loop time / (2 x ITERS), rank 0's figure (as OSU prints it).
+ *
+ * The buffers are written before the warm-up (with 1.0f, as osu_allreduce fills its send buffer),
+ * as commscript's are. Before issue 34 they were not: calloc's large blocks are fresh mmap pages,
+ * and reading a page never written maps the kernel's shared zero page, so the all-reduce read
+ * one 4 KiB physical page over and over instead of a buffer of its size (a 4 MiB calloc block
+ * read whole adds nothing to the process's resident size). --untouched keeps that for comparison.
  *
  * Prints one line per size on rank 0: "plain <mode> <bytes> <time_us> <min_us> <max_us>". */
 #include <mpi.h>
@@ -23,12 +30,17 @@ static double now_us(void) {
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
 }
 
+static int untouched = 0;
+
 static void run(const char* mode, long bytes, long iters, long warmup, int rank, int size) {
   char* send = calloc((size_t)bytes + 64, 1);
   char* recv = calloc((size_t)bytes + 64, 1);
   if (!send || !recv) {
     fprintf(stderr, "plain_loop: out of memory for %ld bytes\n", bytes);
     MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (!untouched) {  /* not zeros: a compiler may drop a zero fill of calloc's memory */
+    for (long i = 0; i < bytes / 4; ++i) ((float*)send)[i] = ((float*)recv)[i] = 1.0f;
   }
   const int count = (int)(bytes / 4);
   const int right = (rank + 1) % size, left = (rank - 1 + size) % size;
@@ -92,6 +104,11 @@ int main(int argc, char** argv) {
     for (long i = 0, n = atol(argv[2]); i < n; ++i) MPI_Bcast(&b, 1, MPI_CHAR, 0, MPI_COMM_WORLD);
     argv += 2;
     argc -= 2;
+  }
+  if (argc > 1 && strcmp(argv[1], "--untouched") == 0) {
+    untouched = 1;
+    argv += 1;
+    argc -= 1;
   }
   const char* mode = argc > 1 ? argv[1] : "";
   const int known = strcmp(mode, "allreduce") == 0 || strcmp(mode, "sendrecv") == 0 || strcmp(mode, "pingpong") == 0;

@@ -521,7 +521,39 @@ TEST_CASE("GPU: copy bandwidths and topology of this host", "[.gpu]") {
   WARN("gpu_copy_bandwidth: " << bw.dump());
   const size_t n = bw["devices"].size();
   REQUIRE(n > 0);
+  // The shape and the arithmetic of the result, never a speed where the GPU is the host-side
+  // stand-in (tests/fake_gpu: its copies are memcpys, 0.77 GB/s under AddressSanitizer on a busy
+  // host, issue 34). On a real GPU (the kit, tests/gpu/run.sh) the copy engines must also move
+  // at least 0.5 GB/s to or from pinned memory and 1 GB/s inside the GPU.
+  auto rates = [&](const nlohmann::json& a, const char* what) {
+    INFO(what);
+    REQUIRE(a.is_array());
+    REQUIRE(a.size() == n);
+    for (const auto& v : a) CHECK((v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0));
+  };
+  for (const char* way : {"host_to_device", "device_to_host"}) {
+    rates(bw[way]["pageable"], way);
+    rates(bw[way]["pinned"], way);
+    rates(bw["bidirectional"][way], way);
+    rates(bw["all_gpus"][way], way);
+    double sum = 0;  // each total is the sum of its GPUs' copies
+    for (const auto& v : bw["all_gpus"][way]) sum += v.get<double>();
+    CHECK(bw["all_gpus"][std::string(way) + "_total"].get<double>() == Approx(sum).epsilon(1e-12));
+  }
+  rates(bw["device_local"], "device_local");
+  CHECK(bw["bytes"].get<size_t>() == spec.bytes);
+  CHECK(bw["loops"].get<int>() == spec.loops);
+  REQUIRE(bw["peer"].size() == n);
+  REQUIRE(bw["peer_access"].size() == n);
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b) {
+      const nlohmann::json& p = bw["peer"][a][b];  // null on the diagonal and without peer access
+      CHECK(p.is_null() == (a == b || !bw["peer_access"][a][b].get<bool>()));
+      if (!p.is_null()) CHECK((std::isfinite(p.get<double>()) && p.get<double>() > 0));
+    }
   for (size_t d = 0; d < n; ++d) {
+    const std::string name = bw["devices"][d]["name"].get<std::string>();
+    if (name.find("commscript stand-in") != std::string::npos) continue;
     CHECK(bw["host_to_device"]["pinned"][d].get<double>() > 0.5);
     CHECK(bw["device_to_host"]["pinned"][d].get<double>() > 0.5);
     CHECK(bw["device_local"][d].get<double>() > 1.0);
