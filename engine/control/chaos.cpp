@@ -165,7 +165,10 @@ void check_chaos_ranks(const ChaosRule& r, int size) {
     if (rank >= size)
       throw InputError("chaos " + std::string(chaos_kind_name(r.kind)) + ": 'ranks' names rank " +
                        std::to_string(rank) + ", which this job does not have: it runs " + std::to_string(size) +
-                       (size == 1 ? " rank (rank 0)" : " ranks (0-" + std::to_string(size - 1) + ")"));
+                       (size == 1 ? " rank (rank 0)" : " ranks (0-" + std::to_string(size - 1) + ")") +
+                       "; a triage repro written for more ranks is written again for this job by `commscript triage "
+                       "... --ranks " +
+                       std::to_string(size) + "`");
 }
 
 void Chaos::install(std::vector<ChaosRule> rules, uint64_t seed, int size) {

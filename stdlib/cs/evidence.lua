@@ -169,7 +169,7 @@ local function retested(loc, host, rank, bytes)
   for _, t in ipairs(loc.tested or {}) do
     if (host and t.host == host) or (rank and t.rank == rank) then
       for _, p in ipairs(t.pairs or {}) do
-        if not p.shown_good and p.ratio and (not best or p.ratio > best.ratio) then
+        if not p.shown_good and p.ratio and (p.rounds or 0) > 0 and (not best or p.ratio > best.ratio) then
           best = { ratio = p.ratio, gbs = p.median_us and p.median_us > 0 and bytes / p.median_us / 1e3 or nil }
         end
       end
@@ -197,7 +197,7 @@ local function rate_text(e)
 end
 
 local function unconfirmed_finding(e, what, subject, rt, loc)
-  local after
+  local after, severity = nil, "warn"
   if rt then
     after = ("re-tested alone: %.2fx the reference pairs%s"):format(rt.ratio, rt.gbs and (", %.3g GB/s"):format(rt.gbs) or "")
   else
@@ -205,9 +205,9 @@ local function unconfirmed_finding(e, what, subject, rt, loc)
     for _, u in ipairs(loc.undecided or {}) do
       if (e.host and u.host == e.host) or (e.rank and u.rank == e.rank) then why = "re-test left undecided (" .. tostring(u.why) .. ")" end
     end
-    after = why
+    after, severity = why, "info"  -- not measured again: what the pattern showed, no more
   end
-  return { rule = "not_confirmed", severity = "warn", subject = subject,
+  return { rule = "not_confirmed", severity = severity, subject = subject,
            message = ("%s %s in the pattern, %.1fx off; %s: not confirmed, maybe intermittent"):format(what, rate_text(e), e.ratio, after),
            evidence = { pattern = { send_gbs = e.send_gbs, recv_gbs = e.recv_gbs, fleet_send_gbs = e.fleet_send,
                                     fleet_recv_gbs = e.fleet_recv, ratio = e.ratio, direction = e.direction },
