@@ -103,7 +103,8 @@ TEST_CASE("chaos ranks: a rule naming a rank the job does not have is refused, n
   cs::check_chaos_ranks(rules[0], 6);  // ranks 0-5: fits
   cs::check_chaos_ranks(rules[0], 0);  // size unknown: nothing to check
   CHECK(input_error([&] { cs::check_chaos_ranks(rules[0], 4); }) ==
-        "chaos delay: 'ranks' names rank 5, which this job does not have: it runs 4 ranks (0-3)");
+        "chaos delay: 'ranks' names rank 5, which this job does not have: it runs 4 ranks (0-3); a triage repro "
+        "written for more ranks is written again for this job by `commscript triage ... --ranks 4`");
   CHECK(input_error([&] { cs::check_chaos_ranks(rules[0], 1); })
             .find("names rank 1, which this job does not have: it "
                   "runs 1 rank (rank 0)") != std::string::npos);
