@@ -166,6 +166,30 @@ class NoOracle(cs_e2e.TestCase):
         self.assertIn("CONFIG 1", r.stdout, r.describe())
         self.assertIn("FORGED false rule file %s: not given to this run" % secret, r.stdout, r.describe())
 
+    def test_replay_names_no_rule_files(self):
+        """A report to replay whose recorded config names a rule file (a secret .lua file of the
+        replaying host) and whose recipe loads the config's rule files: a sandboxed replay does not
+        apply the report's [rules] files, so nothing of the file is read (was, with rule files
+        limited to those the run was given: the report's config counted as given, and the error
+        quoted 'hunter2')."""
+        secret = self.write("s.lua", "db_password = hunter2\n")
+        body = """
+  local ok, e = pcall(cs.rules.from_config, ctx.config)
+  print("LOADED " .. tostring(ok) .. " " .. (ok and tostring(#e - #cs.rules.builtin) or tostring(e.message)))
+"""
+        out = self.new_out()
+        r = cs_e2e.run(SELF + QUICK + [self.recipe("fromconf", body)], out_dir=out, cwd=self.tmp, timeout=40)
+        self.assertPrompt(r)
+        with open(os.path.join(out, "report.json")) as f:
+            rep = json.load(f)
+        rep["run"]["config"] = {"rules": {"files": [secret]}}
+        replay = self.write("stranger.json", json.dumps(rep))
+        r = self.cs(SELF + QUICK + ["--replay", replay], timeout=40)
+        self.assertPrompt(r)
+        self.assertNotIn("hunter2", r.stdout + r.stderr, r.describe())
+        self.assertIn("LOADED true 0", r.stdout, r.describe())
+        self.assertIn("not applying the report's [rules] files", r.stderr, r.describe())
+
     def test_special_files_the_engine_reads(self):
         """A FIFO as the recipe file and as a module under COMMSCRIPT_STDLIB: refused at once,
         naming the FIFO (the module was blocked in open())."""
