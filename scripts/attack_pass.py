@@ -12,8 +12,8 @@ Most attempts are a --check or a run on --backend self (0.1-0.5 s); a few classe
 each (a deadline to pass, two ranks, a job to attack) and get a fixed few. --quick is a fixed,
 small pass (about 60 s on 2 cores) for ctest. Prints a line per failed attempt (its class, variant
 and a reproducer command), then the table by class; exit 1 when any attempt failed in a class this
-tree is expected to hold (--expect-fail lists classes fixed elsewhere: their failures are
-reported, not counted).
+tree is expected to hold (--expect-fail lists classes not expected to hold, none by default:
+their failures are reported, not counted).
 
 Nothing here writes outside a temporary directory (--keep keeps it). Needs: the built tree (the
 binary; build/tests/embed/embed_handles for class 30.6), mpirun for the few two-rank attempts.
@@ -57,7 +57,8 @@ CLASSES = collections.OrderedDict([
               "e2e_attack_limits test_limits_through_pcall_xpcall_and_coroutines")),
     ("20.6", ("error objects with hostile metatables", "e2e_attack_limits test_error_objects_with_hostile_metatables")),
     ("20.7", ("no file read outside the allow-list, no contents copied out",
-              "e2e_attack_limits test_sandbox_reads_no_arbitrary_file")),
+              "e2e_attack_limits test_sandbox_reads_no_arbitrary_file, "
+              "e2e_attack_fs test_rule_files_only_from_given_paths")),
     ("20.8", ("read-only engine tables (cs.exit, cs.array)", "e2e_attack_limits test_engine_tables_are_read_only")),
     ("20.9", ("the replay environment is an allow-list", "e2e_attack_io test_replay_env_is_an_allow_list")),
     ("20.10", ("deadlines outside the range are refused",
@@ -73,17 +74,22 @@ CLASSES = collections.OrderedDict([
                "e2e_attack_io test_huge_error_message_keeps_the_exit_code")),
     ("20.19", ("strangers at the Gloo store", "e2e_rogue_peer test_store_admits_only_the_job")),
     ("20.20", ("strangers at the coordinator", "e2e_rogue_peer")),
-    ("30.1", ("triage: customer strings never become code", "the triage property test (branch of classes 1, 7)")),
-    ("30.2", ("each stage its own view of the stdlib", "the sandbox's module proxies (branch of classes 2, 3, 5)")),
-    ("30.3", ("exit codes a sandbox may use are 1-5", "the sandbox's exit codes (branch of classes 2, 3, 5)")),
+    ("30.1", ("triage: customer strings never become code", "e2e_triage_inputs test_names_stay_data")),
+    ("30.2", ("each stage its own view of the stdlib",
+              "e2e_sandbox_escapes test_rule_file_cannot_erase_another_stages_findings, lua_runner TestWorlds")),
+    ("30.3", ("exit codes a sandbox may use are 1-5",
+              "e2e_sandbox_escapes test_sandbox_chaos_exit_status_is_1_to_5, "
+              "test_chaos_exit_leaves_report_json_with_its_code")),
     ("30.4", ("no file-system oracle; no FIFO holds a rank", "e2e_attack_fs")),
     ("30.5", ("a top-level busy loop: exit 2 in every mode, with report.json",
-              "the sandbox's busy loop (branch of classes 2, 3, 5)")),
+              "e2e_sandbox_escapes test_busy_top_level_exits_2_in_every_mode_with_a_report")),
     ("30.6", ("C handles survive misuse", "embed_handles")),
-    ("30.7", ("triage's memory at most 4x its input + 64 MiB", "the triage memory test (branch of classes 1, 7)")),
+    ("30.7", ("triage's memory at most 4x its input + 64 MiB",
+              "e2e_triage_inputs test_memory_within_four_times_the_input")),
 ])
-# Classes whose fixes are on other branches (the lead re-runs the pass on the merged tree).
-ELSEWHERE = ("30.1", "30.2", "30.3", "30.5", "30.7")
+# Classes whose fixes are on other branches, run and reported but not counted (--expect-fail).
+# None since the merge of issue 30's branches: every class counts.
+ELSEWHERE = ()
 
 
 @dataclasses.dataclass
@@ -782,7 +788,8 @@ HOSTILE_NAMES = ['a\nos.execute("touch MARK")\n--', "]]os.execute('touch MARK')-
 
 def c30_1(P, n):
     """triage over dumps whose process-group name (and directory) carries hostile text: the repro it
-    writes parses, passes --check, and runs nothing of the name (MARK is never created)."""
+    writes parses, passes --check, every tenth runs on 4 ranks (exit 5, the planted hang), and
+    nothing of the name runs (MARK is never created)."""
     src = os.path.join(REPO, "tests", "fixtures", "triage", "fr_missing_json")
 
     def go(i):
@@ -814,7 +821,18 @@ def c30_1(P, n):
         chk = Attempt("30.1", "check", P.cmd("--trusted", "--check", "--config", os.path.join(o, "repro.toml"),
                                              os.path.join(o, "repro.lua")), codes=(OK,), cwd=d)
         why = judge(chk, *run_command(chk))
+        if not why and i % 10 == 0 and P.mpirun:
+            why = run_repro(o, d)
         return why or ("the name ran as code (MARK created)" if os.path.exists(mark) else "")
+
+    def run_repro(o, d):
+        """Every tenth repro also runs, sandboxed, on the 4 ranks it was written for: rank 2 never
+        joins collective 6 (the planted hang), so exit 5 at the 2 s deadline, with its report."""
+        ro = os.path.join(d, "run")
+        run = Attempt("30.1", "run", P.cmd("--timeout", "2", "--config", os.path.join(o, "repro.toml"),
+                                           os.path.join(o, "repro.lua"), out=ro, np=4),
+                      timeout=90, codes=(TIMEOUT,), out=ro, report=True, cwd=d)
+        return judge(run, *run_command(run))
     return [Attempt("30.1", "hostile process-group name #%d" % i, custom=lambda i=i: go(i)) for i in range(n)]
 
 
@@ -1026,7 +1044,7 @@ def run_all(attempts, jobs):
     return results
 
 
-def table(results):
+def table(results, expect_fail=ELSEWHERE):
     by = collections.OrderedDict((c, [0, 0, collections.Counter()]) for c in CLASSES)
     for a, why, _ in results:
         b = by[a.cls]
@@ -1043,8 +1061,8 @@ def table(results):
             outcome = "%d failed (%s)" % (bad, "; ".join("%s: %d" % kv for kv in kinds.most_common(3)))
         else:
             outcome = "all as documented"
-        if c in ELSEWHERE:
-            outcome += "; run against this branch, fixed on another"
+        if c in expect_fail:
+            outcome += "; expected to fail (--expect-fail)"
         lines.append("| %s | %s | %d | %s | %s |" % (c, title, n, outcome, test))
     return "\n".join(lines)
 
@@ -1058,7 +1076,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a fixed small pass (about 60 s), for ctest")
     ap.add_argument("--only", default="", help="classes to run, e.g. 30.4,20.16")
     ap.add_argument("--expect-fail", default=",".join(ELSEWHERE),
-                    help="classes fixed on other branches: their failures are reported, not counted")
+                    help="classes not expected to hold: their failures are reported, not counted")
     ap.add_argument("--table", action="store_true", help="print the table as markdown")
     ap.add_argument("--json", help="write every attempt's outcome here")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
@@ -1076,13 +1094,14 @@ def main():
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     failed = [r for r in results if r[1]]
-    counted = [r for r in failed if r[0].cls not in args.expect_fail.split(",")]
+    expect_fail = [c for c in args.expect_fail.split(",") if c]
+    counted = [r for r in failed if r[0].cls not in expect_fail]
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"class": a.cls, "variant": a.variant, "outcome": why or "ok", "seconds": round(s, 2),
                         "reproducer": reproducer(a)} for a, why, s in results], f, indent=1)
-    print(table(results) if args.table else "")
-    print("attack_pass: %d attempts in %.0f s: %d failed (%d in classes fixed elsewhere)" % (
+    print(table(results, expect_fail) if args.table else "")
+    print("attack_pass: %d attempts in %.0f s: %d failed (%d in classes of --expect-fail)" % (
         len(results), time.monotonic() - t0, len(failed), len(failed) - len(counted)))
     print("attack_pass: %s" % ("FAILED" if counted else "passed"))
     return 1 if counted else 0

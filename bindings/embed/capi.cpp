@@ -242,6 +242,31 @@ void replay_warnings(const nlohmann::json& rep, const cs::RecipeSource& src, con
   }
 }
 
+// What a sandboxed replay applies of the report's config. Nor does it reach the loader or the MPI
+// library: the recorded [env] is applied only for the allow-list (run_inputs.hpp), less what loads
+// code or names files. Nor does it name rule files: cs.rules loads those of the config's [rules]
+// files as given to the run (issue 30, class 20.7), and a report's are someone else's.
+void sandbox_replayed_config(cs::Config* config, const char* file, bool print) {
+  const std::vector<std::string> skipped = config->drop_env(cs::env_var_unsafe_to_replay);
+  if (!skipped.empty() && print) {
+    std::string names;
+    for (const auto& n : skipped) names += (names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr,
+                 "commscript: replay %s: not applying %s from the report's [env] (dropped: a replay applies "
+                 "only %s, less names that load code or name files; --trusted applies them all)\n",
+                 file, names.c_str(), cs::replay_env_allow_list().c_str());
+  }
+  if (!config->data().contains("rules")) return;
+  nlohmann::json data = config->data();
+  data.erase("rules");
+  *config = cs::Config::from_json(data, file);
+  if (print)
+    std::fprintf(stderr,
+                 "commscript: replay %s: not applying the report's [rules] files (name your own with --config or "
+                 "--set; --trusted applies them)\n",
+                 file);
+}
+
 // The run's world (cs::Session reads rank and size from it).
 void use_world(cs::Session& ss, std::shared_ptr<cs::Communicator> world) { ss.world = std::move(world); }
 
@@ -548,19 +573,7 @@ int cs_plan_open(cs_session* h, const cs_run_options* ro, cs_plan** out) {
             throw cs::InputError("replay " + std::string(ro->replay) + ": " + why);
           ss.backend = *r.backend;  // what cs_session_attach_world sets up when given this plan
         }
-        // Nor does it reach the loader or the MPI library: without trusted, the recorded [env] is
-        // applied only for the allow-list (run_inputs.hpp), less what loads code or names files.
-        if (!ss.trusted) {
-          const std::vector<std::string> skipped = ss.config.drop_env(cs::env_var_unsafe_to_replay);
-          if (!skipped.empty() && printer(*s)) {
-            std::string names;
-            for (const auto& n : skipped) names += (names.empty() ? "" : ", ") + n;
-            std::fprintf(stderr,
-                         "commscript: replay %s: not applying %s from the report's [env] (dropped: a replay applies "
-                         "only %s, less names that load code or name files; --trusted applies them all)\n",
-                         ro->replay, names.c_str(), cs::replay_env_allow_list().c_str());
-          }
-        }
+        if (!ss.trusted) sandbox_replayed_config(&ss.config, ro->replay, printer(*s));
         // A report is data from someone else: it never lifts the sandbox by itself.
         if (r.was_trusted && !ss.trusted && printer(*s))
           std::fprintf(stderr,

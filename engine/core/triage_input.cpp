@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "error.hpp"
+#include "file_read.hpp"
 
 namespace cs::triage {
 
@@ -66,6 +67,27 @@ std::string real(const std::string& p) {
   return buf;
 }
 
+// The bytes of the artifact at `path`: through the shared reader (file_read.hpp), so that a FIFO
+// or device swapped in for the file between the checks is never opened blocking, and never more
+// than limits.max_file bytes are read, whatever the size said (it was stat, then ifstream).
+std::string read_file_bounded(const std::string& path, const ReadLimits& limits) {
+  FileRead r = read_regular_file(path, limits.max_file);
+  if (r.ok()) return std::move(r.text);
+  const std::string mib = std::to_string(limits.max_file >> 20) + " MiB triage reads";
+  switch (r.failure) {
+    case ReadFailure::not_regular:
+      throw InputError(path + ": not a regular file (" + r.kind + ")");
+    case ReadFailure::too_large:
+      if (static_cast<unsigned long long>(r.st.st_size) > limits.max_file)
+        throw InputError(path + ": " + std::to_string(r.st.st_size) + " bytes, more than the " + mib);
+      throw InputError(path + ": grew past the " + mib + " while read");
+    case ReadFailure::open:
+      throw InputError(path + ": " + std::strerror(r.error));
+    default:
+      throw InputError(path + ": " + r.why);
+  }
+}
+
 }  // namespace
 
 std::string path_kind(const std::string& path) {
@@ -77,18 +99,7 @@ std::string path_kind(const std::string& path) {
 }
 
 std::string read_artifact(const std::string& path, const ReadLimits& limits) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw InputError(path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file");
-  if (static_cast<size_t>(st.st_size) > limits.max_file)
-    throw InputError(path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
-                     std::to_string(limits.max_file >> 20) + " MiB triage reads");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot be opened");
-  std::string data;
-  data.resize(static_cast<size_t>(st.st_size));
-  f.read(data.data(), static_cast<std::streamsize>(data.size()));
-  data.resize(static_cast<size_t>(f.gcount()));
+  std::string data = read_file_bounded(path, limits);
   auto starts = [&](const char* magic, size_t n) {
     return data.size() >= n && std::memcmp(data.data(), magic, n) == 0;
   };

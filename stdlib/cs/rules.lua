@@ -12,6 +12,7 @@
 -- cs.sandbox's environment: `require` limited to commscript's modules, the safe Lua globals
 -- (no os, io, ffi, load), its own copies of string/table/math; source only, no bytecode.
 local sandbox = require "cs.sandbox"
+local native = require "commscript.native"
 local stats = require "cs.stats"
 local EXIT = require("commscript").exit
 local median = stats.median
@@ -240,10 +241,35 @@ function M.evaluate(run, rules)
   return findings
 end
 
+-- Whether a sandboxed run may load the rule file at `path`: one the run was given (its command
+-- line, the recipe's options, its environment: native.path_given, which --trusted makes true) or
+-- one its config's [rules] files names (the engine's config, not a table the caller passes).
+-- Issue 30, class 20.7: a recipe ran any readable .lua file as a rule file, and the error quoted
+-- an identifier of it ("undeclared global 'hunter2'").
+local function rule_file_given(path)
+  if type(path) ~= "string" or path == "" then return false end
+  if native.path_given(path) then return true end
+  local files = ((native.config() or {}).rules or {}).files
+  if type(files) == "string" then return files == path end
+  for _, f in ipairs(type(files) == "table" and files or {}) do
+    if f == path then return true end
+  end
+  return false
+end
+
+-- The refusal of a rule file the run was not given: the same whatever is at `path` (missing,
+-- unreadable, forbidden, a secret), and nothing of it is read.
+local function not_given(path)
+  error({ code = EXIT.bad_input, message = ("rule file %s: not given to this run (a sandboxed recipe loads rule files "
+    .. "named by the config's [rules] files, the command line, its options or its environment; --trusted lifts it)")
+    :format(tostring(path)) }, 0)
+end
+
 -- Site rule files. Each returns a list of rules; they may use `cs` (require "commscript").
 function M.load(paths)
   local out = {}
   for _, path in ipairs(paths or {}) do
+    if not rule_file_given(path) then not_given(path) end
     -- The recipes' sandbox (cs.sandbox), with an environment of its own per file: no os, io,
     -- ffi or load; its own string/table/math copies; text chunks only unless --trusted.
     local chunk, err = sandbox.loadfile(path)

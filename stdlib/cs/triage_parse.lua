@@ -13,6 +13,7 @@
 -- Every record keeps `at`, the "file:line" (or "file: entry N") it came from. Bad input raises
 -- cs.raise(cs.exit.bad_input, ...) naming the file.
 local native = require "commscript.native"
+local is_limit = require("cs.sandbox").is_limit
 
 local M = {}
 
@@ -389,7 +390,7 @@ local function decode_json(path, data)
   end
   local ok, d = pcall(native.triage_json, data, KEEP_FIELDS)
   if not ok then
-    if type(d) == "table" and rawget(d, "limit") == true then error(d, 0) end  -- engine limits pass
+    if is_limit(d) then error(d, 0) end  -- engine limits pass (cs.sandbox: a table marked limit is not one)
     local m = type(d) == "table" and d.message or tostring(d)
     m = m:gsub("^.-json_decode: ", "")
     bad(("%s: not valid JSON (truncated or corrupt?): %s"):format(path, m))
@@ -402,7 +403,7 @@ end
 local function engine(path, f, ...)
   local ok, r, r2 = pcall(f, ...)
   if ok then return r, r2 end
-  if type(r) == "table" and rawget(r, "limit") == true then error(r, 0) end
+  if is_limit(r) then error(r, 0) end
   local msg = type(r) == "table" and tostring(r.message) or tostring(r)
   msg = msg:gsub("^[^:]*triage_parse%.lua:%d+: ", "")
   if msg:sub(1, #path + 1) ~= path .. ":" then msg = path .. ": " .. msg end

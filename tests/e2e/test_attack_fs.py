@@ -129,6 +129,67 @@ class NoOracle(cs_e2e.TestCase):
         self.assertIn("not checked", r.stdout, r.describe())
         self.assertIn("GIVEN true", r.stdout, r.describe())
 
+    def test_rule_files_only_from_given_paths(self):
+        """cs.rules.load from a sandboxed recipe, of .lua files the run was not given: a file holding
+        `db_password = hunter2`, one that prints when run, a missing one, a directory and a FIFO
+        named *.lua. One answer for all (the path aside), nothing run, nothing quoted (was: the
+        error said "undeclared global 'hunter2'", and the other file ran). Given, they load: a
+        recipe option, the config's [rules] files (but not a table the recipe passes as a config)."""
+        secret = self.write("s.lua", "db_password = hunter2\n")
+        ran = self.write("ran.lua", 'print("RULE_FILE_" .. "RAN")\nreturn {}\n')
+        os.mkdir(os.path.join(self.tmp, "d.lua"))
+        paths = [secret, ran, os.path.join(self.tmp, "missing.lua"), os.path.join(self.tmp, "d.lua"),
+                 self.fifo("f.lua")]
+        rule = 'return { { id = "site", severity = "info", check = function() return {} end } }\n'
+        good = self.write("good.lua", rule)
+        conf = self.write("c.toml", '[rules]\nfiles = ["%s"]\n' % self.write("good2.lua", rule))
+        body = """
+  for _, p in ipairs(%s) do
+    local ok, e = pcall(cs.rules.load, { p })
+    print("ANSWER " .. tostring(ok) .. " " .. (tostring(e and e.message or e):gsub(p:gsub("%%p", "%%%%%%0"), "P")))
+  end
+  print("OPTION " .. #cs.rules.load({ ctx.opt.rules }))
+  print("CONFIG " .. #cs.rules.from_config(ctx.config) - #cs.rules.builtin)
+  local ok, e = pcall(cs.rules.from_config, { rules = { files = { %s } } })
+  print("FORGED " .. tostring(ok) .. " " .. tostring(e and e.message))
+""" % ("{" + ", ".join(json.dumps(p) for p in paths) + "}", json.dumps(secret))
+        path = self.recipe("rulefiles", body, decl_extra=', options = { rules = { type = "string", default = "" } }')
+        r = self.cs(SELF + QUICK + ["--config", conf, path, "--rules", good], timeout=40)
+        self.assertPrompt(r)
+        answers = [l for l in r.stdout.splitlines() if l.startswith("ANSWER ")]
+        self.assertEqual(len(answers), len(paths), r.describe())
+        self.assertEqual(len(set(answers)), 1, "the answers differ by path:\n" + "\n".join(answers))
+        self.assertIn("ANSWER false rule file P: not given to this run", answers[0])
+        for needle in ("hunter2", "db_password", "RULE_FILE_RAN"):
+            self.assertNotIn(needle, r.stdout + r.stderr, r.describe())
+        self.assertIn("OPTION 1", r.stdout, r.describe())
+        self.assertIn("CONFIG 1", r.stdout, r.describe())
+        self.assertIn("FORGED false rule file %s: not given to this run" % secret, r.stdout, r.describe())
+
+    def test_replay_names_no_rule_files(self):
+        """A report to replay whose recorded config names a rule file (a secret .lua file of the
+        replaying host) and whose recipe loads the config's rule files: a sandboxed replay does not
+        apply the report's [rules] files, so nothing of the file is read (was, with rule files
+        limited to those the run was given: the report's config counted as given, and the error
+        quoted 'hunter2')."""
+        secret = self.write("s.lua", "db_password = hunter2\n")
+        body = """
+  local ok, e = pcall(cs.rules.from_config, ctx.config)
+  print("LOADED " .. tostring(ok) .. " " .. (ok and tostring(#e - #cs.rules.builtin) or tostring(e.message)))
+"""
+        out = self.new_out()
+        r = cs_e2e.run(SELF + QUICK + [self.recipe("fromconf", body)], out_dir=out, cwd=self.tmp, timeout=40)
+        self.assertPrompt(r)
+        with open(os.path.join(out, "report.json")) as f:
+            rep = json.load(f)
+        rep["run"]["config"] = {"rules": {"files": [secret]}}
+        replay = self.write("stranger.json", json.dumps(rep))
+        r = self.cs(SELF + QUICK + ["--replay", replay], timeout=40)
+        self.assertPrompt(r)
+        self.assertNotIn("hunter2", r.stdout + r.stderr, r.describe())
+        self.assertIn("LOADED true 0", r.stdout, r.describe())
+        self.assertIn("not applying the report's [rules] files", r.stderr, r.describe())
+
     def test_special_files_the_engine_reads(self):
         """A FIFO as the recipe file and as a module under COMMSCRIPT_STDLIB: refused at once,
         naming the FIFO (the module was blocked in open())."""

@@ -20,6 +20,12 @@ int luaopen_cs_evilc(void* L) { FILE* f = fopen("MARKER", "w"); if (f) { fputs("
 """
 
 
+def given(path):
+    """An environment that gives the run `path`: a sandboxed recipe loads only rule files the run
+    was given (its command line, options, environment or config; docs/sandbox.md "Files")."""
+    return {"CS_TEST_RULE_FILE": path}
+
+
 class Escapes(cs_e2e.TestCase):
 
     def marker(self):
@@ -90,7 +96,7 @@ class Escapes(cs_e2e.TestCase):
         self.evil_module()
         rules = self.write("site_rules.lua", 'local m = require "cs.evil"\nreturn {}\n')
         path = self.recipe("rules_req", '  require("cs.rules").load { %r }' % rules)
-        r = self.cs(["--backend", "self", path])
+        r = self.cs(["--backend", "self", path], env=given(rules))
         self.assertIn(r.rc, (cs_e2e.BAD_INPUT, cs_e2e.RUNTIME), r.describe())
         self.assertNotEscaped(r)
         self.assertIn("no module 'cs.evil' in commscript's stdlib", r.stderr, r.describe())
@@ -143,7 +149,7 @@ class Escapes(cs_e2e.TestCase):
     def test_bytecode_rule_file_is_refused(self):
         bc = self.bytecode_of('local f = io.open(%r, "w") f:write("x") f:close() return {}\n' % self.marker(), "rules")
         path = self.recipe("rules_bc", '  require("cs.rules").load { %r }' % bc)
-        r = self.cs(["--backend", "self", path])
+        r = self.cs(["--backend", "self", path], env=given(bc))
         self.assertExit(r, cs_e2e.BAD_INPUT)
         self.assertNotEscaped(r)
         self.assertIn("precompiled bytecode is refused", r.stderr, r.describe())
@@ -194,7 +200,7 @@ class Escapes(cs_e2e.TestCase):
                            '  assert(("a"):rep(3) == "aaa", "method call changed: " .. tostring(("a"):rep(3)))\n'
                            '  assert(string.rep("a", 3) == "aaa", "string.rep changed")\n'
                            '  assert(table.concat({"a", "b"}) == "ab", "table.concat changed")' % rules)
-        r = self.cs(["--backend", "self", path])
+        r = self.cs(["--backend", "self", path], env=given(rules))
         self.assertExit(r, cs_e2e.OK)
 
     def test_recipe_cannot_change_the_engines_string_table(self):
