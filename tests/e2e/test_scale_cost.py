@@ -22,9 +22,10 @@ SIZES = [8 << i for i in range(8)]  # 8 .. 1K
 # barrier, 20 sampled, 1 checked.
 BENCH_OPS = 3 + 1 + 20 + 1 + 20 + 1
 # One pair in one round of the pattern: ping-pong (10 warm-up + 50 timed + 50 sampled round trips
-# of 2 operations), two streams ((1 warm-up + 3 timed) x (4 sends + 1 ack)), the localisation
-# value (3 x (2 warm-up + 10 timed) sendrecvs).
-PAIR_OPS = 2 * (10 + 50 + 50) + 2 * (1 + 3) * (4 + 1) + 3 * (2 + 10)
+# of 2 operations), two streams ((4 warm-up + 1 timed) x (4 sends + 1 ack): 4 MB drained, 1 MB
+# timed, 256K x 4 an iteration); localisation's value is the streams' (full_diag 1.4.0), no
+# exchange of its own.
+PAIR_OPS = 2 * (10 + 50 + 50) + 2 * (4 + 1) * (4 + 1)
 
 
 def rounds_full(n):
