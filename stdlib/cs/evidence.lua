@@ -219,11 +219,22 @@ end
 -- pairs above the threshold in at least INTERMITTENT.above of INTERMITTENT.rounds or more
 -- rounds, too few for a verdict): intermittent, not silence.
 M.INTERMITTENT = { above = 2, rounds = 4 }
+
+-- a rank, or a host, at one end of a named link (its slow rounds are the link's)
+local function link_end(loc, rank_hosts, host, rank)
+  for _, l in ipairs(loc.links or {}) do
+    for _, r in ipairs { l.a, l.b } do
+      if r == rank or (host and rank_hosts[r + 1] == host) then return true end
+    end
+  end
+  return false
+end
 local function intermittent(loc, rank_hosts, out, seen)
   for _, t in ipairs(loc.tested or {}) do
     local subject = t.host or t.rank
     local host = t.host or (t.rank and rank_hosts[t.rank + 1])
-    if subject ~= nil and t.pair == nil and not seen[subject] and not seen[host] and not named(loc, t.host, t.rank) then
+    if subject ~= nil and t.pair == nil and not seen[subject] and not seen[host] and not named(loc, t.host, t.rank)
+        and not link_end(loc, rank_hosts, t.host, t.rank) then
       local n, worst = 0, nil
       for _, p in ipairs(t.pairs or {}) do
         if not p.shown_good then
@@ -235,7 +246,9 @@ local function intermittent(loc, rank_hosts, out, seen)
       if n > 0 then
         seen[subject], seen[host] = true, true
         local what = t.host and ("host " .. t.host) or ("rank %d (host %s)"):format(t.rank, tostring(rank_hosts[t.rank + 1]))
-        out[#out + 1] = { rule = "not_confirmed", severity = "warn",
+        -- info, not a warning: a host whose pairs were above the threshold in 5 of 15 rounds at a
+        -- median of 1.25x was the end of a named slow link (e2e_truth_netns), not intermittent
+        out[#out + 1] = { rule = "not_confirmed", severity = "info",
           subject = t.host and { host = t.host } or { rank = t.rank, host = rank_hosts[t.rank + 1] },
           message = ("%s: intermittent; its pairs re-tested alone were above the threshold (%.2fx) in %d of %d rounds, not in the others (median %.2fx): not confirmed as slow"):format(
             what, t.threshold or 0, worst.above, worst.rounds, worst.ratio),
