@@ -51,7 +51,7 @@ local recipe = cs.recipe {
 -- from the best single exchange), then SUSTAINED.timed bytes timed. Localisation's pair value is
 -- the slower direction's time per message; its re-tests stream the same way, in the direction
 -- the matrix found slower (half the bytes of both).
-local MATRIX = { window = 4, repeats = 1, lat_iters = 50 }
+local MATRIX = { window = 4, repeats = 1, repeats_one_host = 3, lat_iters = 50 }
 local SUSTAINED = { drain = 4194304, timed = 1048576 }
 -- The detour probe's seconds per sample (cs.detour: SAMPLES of them, every rank at once).
 local DETOUR_SECONDS = { quick = 0.1, standard = 0.2, long = 0.4 }
@@ -158,16 +158,19 @@ end
 
 -- The rank x rank matrix (its plan fitted to what is left of the pattern's share), then
 -- localisation from its pair times (suspects re-tested alone; the host-level re-tests always).
-local function matrix_args(tier, st)
+local function matrix_args(tier, st, nhosts)
   local per_iter = tier.pair_bytes * MATRIX.window
-  return { bytes = tier.pair_bytes, window = MATRIX.window, repeats = MATRIX.repeats, lat_iters = MATRIX.lat_iters, stages = st,
+  -- one host: no shaper between its ranks, but ranks sharing CPUs make one stream's time vary
+  -- 30x (4 ranks on 2 CPUs, shared memory): the best of MATRIX.repeats_one_host
+  local repeats = nhosts == 1 and MATRIX.repeats_one_host or MATRIX.repeats
+  return { bytes = tier.pair_bytes, window = MATRIX.window, repeats = repeats, lat_iters = MATRIX.lat_iters, stages = st,
            warmup = math.ceil(SUSTAINED.drain / per_iter), iters = math.ceil(SUSTAINED.timed / per_iter) }
 end
 
 local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   st:begin("pattern")
   local left = SHARE.pattern * tier.budget - elapsed()
-  local margs = matrix_args(tier, st)
+  local margs = matrix_args(tier, st, ctx.nhosts)
   margs.budget_s, margs.deadline, margs.first = math.max(left, 0), t0 + SHARE.pattern * tier.budget, tier.first_round
   if left <= 0 then
     -- nothing left of the pattern's share: the host-level plan still runs (a slow host is named)
@@ -200,7 +203,7 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   -- for and the worst rank are re-tested whatever the screen says, and never end in silence
   local ev = ctx.rank == 0 and cs.evidence.off(matrix.bw, ctx.hosts) or nil
   if ctx.size >= 4 or ctx.nhosts >= 3 then
-    local la = matrix_args(tier, st)
+    local la = matrix_args(tier, st, ctx.nhosts)
     la.stream, la.deadline, la.force = true, t0 + tier.budget, ev and cs.evidence.force(ev, stragglers)
     la.bw = ctx.rank == 0 and matrix.bw or nil  -- re-tests stream the way the matrix found slower
     loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts, la)
@@ -285,7 +288,7 @@ end
 local function probe(ctx, tier, elapsed, st)
   local first, probe_s = nil, 0
   if ctx.size >= 2 then
-    first = cs.p2p.first_round(ctx, matrix_args(tier, nil))
+    first = cs.p2p.first_round(ctx, matrix_args(tier, nil, ctx.nhosts))
     probe_s = first.round_s
   end
   local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) - 1 or 0
