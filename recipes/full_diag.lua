@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.4.0",
+  version = "1.5.0",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -53,8 +53,10 @@ local recipe = cs.recipe {
 -- the matrix found slower (half the bytes of both).
 local MATRIX = { window = 4, repeats = 1, repeats_one_host = 3, lat_iters = 50 }
 local SUSTAINED = { drain = 4194304, timed = 1048576 }
--- The detour probe's seconds per sample (cs.detour: SAMPLES of them, every rank at once).
-local DETOUR_SECONDS = { quick = 0.1, standard = 0.2, long = 0.4 }
+-- The detour probe's seconds per sample (cs.detour: SAMPLES of them, every rank at once): at
+-- least two periods of a CFS quota (100 ms by default), so that a throttled rank's share is seen
+-- whole (0.1 s samples left a 9 % quota 1.4x under the fleet in some samples).
+local DETOUR_SECONDS = { quick = 0.25, standard = 0.3, long = 0.5 }
 -- Straggler votes are taken over the all-reduces up to this size (arrival dominates there).
 local STRAGGLER_MAX_BYTES = 65536
 -- The budget's shares (rank 0's clock): the pattern ends by SHARE.pattern of it, leaving the
