@@ -259,6 +259,63 @@ local function intermittent(loc, rank_hosts, out, seen)
   end
 end
 
+-- A host slow in the same few re-test rounds on every pair it is in, while the pairs of the same
+-- re-tests without it never were: a link that flaps or drops in bursts (on 2 s, off 2 s: the
+-- pattern saw one of its pairs 8x slow; its re-tests, host h2 in 4 of 15 rounds on both its pairs
+-- and the control pair without it in none, medians 1.0x). A warning naming the host, whichever
+-- re-test it turned up in (a link's, whose ends were being shown good, a host's or a rank's).
+M.FLAP = { pairs = 2, share = 0.2, above = 2, control = 1 }
+
+-- per host (a sorted list of { host, own, control }): its re-tested pairs, and the pairs of the
+-- same re-tests without it
+local function pairs_by_host(loc, rank_hosts)
+  local by, order = {}, {}
+  for _, t in ipairs(loc.tested or {}) do
+    local here = {}
+    for _, p in ipairs(t.pairs or {}) do
+      here[rank_hosts[p.a + 1] or false], here[rank_hosts[p.b + 1] or false] = true, true
+    end
+    here[false] = nil
+    for h in pairs(here) do
+      if not by[h] then by[h] = { host = h, own = {}, control = {} }; order[#order + 1] = h end
+      for _, p in ipairs(t.pairs or {}) do
+        local list = (rank_hosts[p.a + 1] == h or rank_hosts[p.b + 1] == h) and by[h].own or by[h].control
+        list[#list + 1] = p
+      end
+    end
+  end
+  table.sort(order, function(x, y) return tostring(x) < tostring(y) end)
+  local out = {}
+  for i, h in ipairs(order) do out[i] = by[h] end
+  return out
+end
+
+local function in_some_rounds(p)
+  local need = math.max(M.FLAP.above, math.ceil(M.FLAP.share * p.rounds))
+  return p.above >= need and p.above <= p.rounds - 2
+end
+
+local function flapping(loc, rank_hosts, out, seen)
+  for _, b in ipairs(pairs_by_host(loc, rank_hosts)) do
+    local h, n, worst, clean = b.host, 0, nil, #b.control > 0
+    for _, p in ipairs(b.own) do
+      if in_some_rounds(p) then
+        n = n + 1
+        if not worst or p.above > worst.above then worst = p end
+      end
+    end
+    for _, p in ipairs(b.control) do clean = clean and p.above <= M.FLAP.control end
+    if n >= M.FLAP.pairs and clean and not seen[h] and not named(loc, h, nil) and not link_end(loc, rank_hosts, h, nil) then
+      seen[h] = true
+      out[#out + 1] = { rule = "not_confirmed", severity = "warn", subject = { host = h },
+        message = ("host %s: intermittent; %d of its pairs re-tested alone were slow in some rounds (up to %d of %d), the same re-tests' pairs without it in at most %d: a link that flaps or drops in bursts, not slow in every round"):format(
+          h, n, worst.above, worst.rounds, M.FLAP.control),
+        evidence = { intermittent = true, pairs = n, above = worst.above, rounds = worst.rounds },
+        remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters, pause frames) and measure again" }
+    end
+  end
+end
+
 -- shared_cpus(findings, oversubscribed): the not_confirmed findings on a host that runs more
 -- ranks than it has CPUs become info, saying why: there a rank waiting for a CPU is slow in one
 -- measurement and not in the next (4 ranks on 2 CPUs: one rank's column 3.8x off in the pattern,
@@ -297,6 +354,7 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
         retested(loc, nil, e.rank, bytes), loc)
     end
   end
+  flapping(loc, rank_hosts, out, seen)
   intermittent(loc, rank_hosts, out, seen)
   return out
 end

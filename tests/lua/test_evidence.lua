@@ -221,6 +221,40 @@ function TestEvidence:test_a_host_slow_in_some_rounds_only_is_intermittent()
   lu.assertEquals(cs.evidence.unconfirmed(ev, loc2, hosts, 262144), {})
 end
 
+-- A host whose link flaps (on 2 s, off 2 s: scripts/truth_harness.py seed 2): the pattern caught
+-- one of its pairs slow, the link's re-test saw both of host h2's pairs slow in the same few rounds
+-- and the control pair without it in none. A warning naming the host as intermittent, not
+-- silence; the same re-tests with every pair slow by turns (a noisy machine) name nobody.
+local function flap_run(slow_pair)
+  local hosts = { "h0", "h1", "h2", "h3" }
+  local values = values_of(4)
+  values[6][3] = 800  -- the pair (2, 3) (hosts h2, h3) slow in the pattern
+  local u, calls = rng(7), 0
+  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    calls = calls + 1
+    local on = math.floor(calls / 2) % 3 == 1  -- on for two rounds, off for four
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = 100 * u(0.95, 1.05) * ((on and slow_pair(p[1], p[2])) and 8 or 1) end
+    return out
+  end)
+  local ev = cs.evidence.off({ {}, {}, {}, {} }, hosts)
+  return loc, cs.evidence.unconfirmed(ev, loc, hosts, 262144)
+end
+
+function TestEvidence:test_a_flapping_host_is_named_intermittent()
+  local loc, f = flap_run(function(a, b) return a == 2 or b == 2 end)
+  lu.assertEquals(#loc.hosts + #loc.ranks + #loc.links, 0, "slow in a quarter of the rounds: no verdict")
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].rule, "not_confirmed")
+  lu.assertEquals(f[1].severity, "warn")
+  lu.assertEquals(f[1].subject.host, "h2")
+  lu.assertStrContains(f[1].message, "host h2: intermittent")
+  lu.assertTrue(f[1].evidence.pairs >= 2 and f[1].evidence.above >= 2)
+  -- every pair slow by turns: the machine, not a host
+  local _, g = flap_run(function() return true end)
+  for _, x in ipairs(g) do lu.assertNotEquals(x.severity, "warn", x.message) end
+end
+
 -- On a host with more ranks than CPUs a rank waiting for a CPU is slow by turns: the finding is
 -- info there, saying why; elsewhere it stays a warning.
 function TestEvidence:test_not_confirmed_on_shared_cpus_is_info()
