@@ -156,7 +156,7 @@ class Planter:
         # every thread of the process (cgroup.procs moves them all)
         with open(os.path.join(path, "cgroup.procs"), "w") as fh:
             fh.write(str(pid))
-        self.log.append((round(time.monotonic(), 3), "cpu quota %.2f pid %d" % (self.fault["quota"], pid)))
+        self.log.append((round(time.monotonic(), 3), "cpu quota %.3f pid %d" % (self.fault["quota"], pid)))
 
     def stop(self):
         self.stop_ev.set()

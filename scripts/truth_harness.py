@@ -11,7 +11,8 @@ A benchmark, not a CI test (tests/e2e/test_truth_netns.py runs a few fixed cases
     drawn: a tbf token bucket of 16 KB-4 MB at 50-120 Mbit on a host's sending, receiving or both
     directions (on two hosts for "two"; switched on and off every 1.5-4 s for "flap"); an htb
     limit on the path between two hosts (link); a rank stopped (SIGSTOP) for 50-80 % of every
-    50-200 ms (stutter) or held to 5-30 % of a CPU by a cgroup v1 CFS quota (cpu). Every other
+    50-200 ms (stutter) or held by a cgroup v1 CFS quota to 10-40 % of the CPU share it gets anyway
+    (2 CPUs / ranks: a quota above that starves nobody) (cpu). Every other
     path runs at 1 Gbit. Hosts are network namespaces (scripts/netns_hosts.sh: names
     cs-tr-h0.PID.., subnet 10.80.0.0/24), mpirun reaches them with scripts/rsh_netns.sh (btl
     tcp,self). full_diag runs --max 64K with --budget 20 (quick) or 60 (standard; --budgets Q,S)
@@ -120,9 +121,10 @@ def placement(sizes):
     return out
 
 
-def choose(seed, hosts_choices, slots_choices, tiers, kind=None):
+def choose(seed, hosts_choices, slots_choices, tiers, kind=None, cpus=None):
     """The seeded configuration of one run: hosts, ranks per host, tier, fault (its shape by turn,
-    seed % 7, its parameters drawn: scripts/plant.py)."""
+    seed % 7, its parameters drawn: scripts/plant.py). cpus: the CPUs all the ranks share (the
+    namespace hosts share this machine's), None when each rank has a CPU of its own (the model)."""
     rnd = random.Random(seed)
     n, slots, tier = rnd.choice(hosts_choices), rnd.choice(slots_choices), rnd.choice(tiers)
     kind = kind or KINDS[seed % len(KINDS)]
@@ -149,7 +151,11 @@ def choose(seed, hosts_choices, slots_choices, tiers, kind=None):
             fault["every_ms"] = rnd.randint(50, 200)
             fault["stop_ms"] = round(fault["every_ms"] * rnd.uniform(0.5, 0.8))
         else:
-            fault["quota"] = round(rnd.uniform(0.05, 0.3), 2)
+            # 10-40 % of the CPU share the rank gets anyway (2 cores for 4-16 ranks spinning at
+            # once: 0.125-0.5 of a CPU each): a quota above that share starves nobody here
+            share = 1.0 if cpus is None else min(1.0, float(cpus) / (n * slots))
+            fault["of_share"] = round(rnd.uniform(0.1, 0.4), 2)
+            fault["quota"] = round(max(0.01, share * fault["of_share"]), 3)
     for k in ("rate", "rate_mbit"):
         if kind in RANK_KINDS + ("none",):
             fault.pop(k)
@@ -528,7 +534,7 @@ def main(argv):
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             if args.mode == "netns":
                 cfg = choose(seed, [int(x) for x in args.hosts.split(",")], [int(x) for x in args.slots.split(",")],
-                             args.tiers.split(","))
+                             args.tiers.split(","), cpus=os.cpu_count())
                 row = netns_seed(cfg, ns, binary, mpirun, args.recipe, args.timeout, args.keep)
             else:
                 row = model_seed(seed, args)
