@@ -378,9 +378,9 @@ function recipe.run(ctx)
   -- 2b. CPU: does every rank run when it asks to (cs.detour: a rank starved by a CPU quota or
   -- stopped from outside slows every collective for everyone alike, so the sweep cannot tell)
   stage("cpu")
-  local shares = cs.detour.measure(ctx, { seconds = DETOUR_SECONDS[ctx.opt.tier] })
+  local shares, starved = cs.detour.measure(ctx, { seconds = DETOUR_SECONDS[ctx.opt.tier] }), nil
   if ctx.rank == 0 then
-    local starved = cs.detour.judge(shares, ctx.hosts)
+    starved = cs.detour.judge(shares, ctx.hosts)
     ctx.report:set("cpu", { shares = shares, starved = starved, seconds = DETOUR_SECONDS[ctx.opt.tier] })
     found:add(cs.detour.findings(starved))
     ctx.log("cpu: %s starved of CPU", cs.text.plural(#starved, "rank"))
@@ -416,6 +416,7 @@ function recipe.run(ctx)
   -- 8. rules, on rank 0 (the topology is there)
   stage("rules")
   if ctx.rank == 0 then
+    found:add(cs.detour.explain(loc, starved, ctx.hosts))  -- a starved rank's pairs are not a link's fault
     found:add(cs.diagnose.findings(loc))  -- what localisation could not say: too noisy, under-measured, undecided
     -- what the matrix showed and the re-tests did not confirm (info on a host with more ranks than CPUs)
     found:add(cs.evidence.shared_cpus(loc.unconfirmed, cs.topo.oversubscribed(topology)))
