@@ -31,6 +31,12 @@ M.WORST_FACTOR = 1.5  -- the worst rank is re-tested when at least this far off 
 
 local median = stats.median
 
+local function largest(xs)
+  local m = xs[1]
+  for i = 2, #xs do if xs[i] > m then m = xs[i] end end
+  return m
+end
+
 local function rates(bw, rank_hosts)
   local n, hosts = #rank_hosts, {}
   for _, h in ipairs(rank_hosts) do hosts[h] = true end
@@ -51,13 +57,13 @@ local function rates(bw, rank_hosts)
   -- reduced plan (host_plan) gives some ranks one pair, whose one noisy sample is no row
   local count = {}
   for _, h in ipairs(rank_hosts) do count[h] = (count[h] or 0) + 1 end
-  local send, recv = {}, {}
+  local send, recv, send_best, recv_best = {}, {}, {}, {}
   for a = 1, n do
     local need = math.min(M.MIN_PAIRS, one_host and n - 1 or n - count[rank_hosts[a]])
-    if #s[a] >= need then send[a] = median(s[a]) end
-    if #r[a] >= need then recv[a] = median(r[a]) end
+    if #s[a] >= need then send[a], send_best[a] = median(s[a]), largest(s[a]) end
+    if #r[a] >= need then recv[a], recv_best[a] = median(r[a]), largest(r[a]) end
   end
-  return send, recv
+  return send, recv, send_best, recv_best
 end
 
 local function values(t, n)
@@ -75,12 +81,41 @@ function M.direction(e)
   return "both"
 end
 
-local function rank_entry(ev, a, rank_hosts)
-  local e = { rank = a - 1, host = rank_hosts[a], send_gbs = ev.send[a], recv_gbs = ev.recv[a],
-              send_ratio = ratio(ev.fleet_send, ev.send[a]), recv_ratio = ratio(ev.fleet_recv, ev.recv[a]) }
+-- A rank's rates on one basis: "median" (its row's and column's medians against the fleet's
+-- medians) or "best" (its fastest pair each way against the fleet's median of those: a pair runs
+-- no faster than its slower end, so a rank's best pair bounds it; when half the hosts are slow,
+-- every rank's median is a slow pair's and only the best tells them apart: 2 of 4 hosts at 100
+-- Mbit, every median 0.012 GB/s, the good hosts' best 0.07-0.1, the slow hosts' 0.012).
+local function basis_entry(ev, a, rank_hosts, best)
+  local s, r = (best and ev.send_best or ev.send)[a], (best and ev.recv_best or ev.recv)[a]
+  local fs, fr = best and ev.fleet_send_best or ev.fleet_send, best and ev.fleet_recv_best or ev.fleet_recv
+  local e = { rank = a - 1, host = rank_hosts[a], send_gbs = s, recv_gbs = r, fleet_send = fs, fleet_recv = fr,
+              send_ratio = ratio(fs, s), recv_ratio = ratio(fr, r), basis = best and "best" or "median" }
   e.ratio = math.max(e.send_ratio or 0, e.recv_ratio or 0)
   e.direction = M.direction(e)
   return e
+end
+
+-- the median basis, unless only the best one sets the rank off (ev.factor)
+local function rank_entry(ev, a, rank_hosts)
+  local m, b = basis_entry(ev, a, rank_hosts, false), basis_entry(ev, a, rank_hosts, true)
+  return (m.ratio < (ev.factor or M.OFF_FACTOR) and b.ratio >= (ev.factor or M.OFF_FACTOR)) and b or m
+end
+
+-- several ranks' entries as one (a host's): the medians of their rates, ratios and fleets
+local function merged(entries, fields)
+  local h = fields
+  for _, k in ipairs { "send_gbs", "recv_gbs", "send_ratio", "recv_ratio", "fleet_send", "fleet_recv" } do
+    local xs = {}
+    for _, e in ipairs(entries) do xs[#xs + 1] = e[k] end
+    h[k] = median(xs)
+  end
+  h.ratio = math.max(h.send_ratio or 0, h.recv_ratio or 0)
+  h.direction = M.direction(h)
+  for _, e in ipairs(entries) do
+    if h.basis == nil or h.basis == e.basis then h.basis = e.basis else h.basis = "median"; break end
+  end
+  return h
 end
 
 -- the hosts whose every rank is off (with at least two ranks), merged into one entry each
@@ -97,13 +132,9 @@ local function off_hosts(ev, rank_hosts)
     local group = by[e.host]
     if count[e.host] >= 2 and #group == count[e.host] then
       if group[1] == e then
-        local s, r, list = {}, {}, {}
-        for _, x in ipairs(group) do s[#s + 1], r[#r + 1], list[#list + 1] = x.send_gbs, x.recv_gbs, x.rank end
-        local h = { host = e.host, ranks = list, send_gbs = median(s), recv_gbs = median(r) }
-        h.send_ratio, h.recv_ratio = ratio(ev.fleet_send, h.send_gbs), ratio(ev.fleet_recv, h.recv_gbs)
-        h.ratio = math.max(h.send_ratio or 0, h.recv_ratio or 0)
-        h.direction = M.direction(h)
-        hosts[#hosts + 1] = h
+        local list = {}
+        for _, x in ipairs(group) do list[#list + 1] = x.rank end
+        hosts[#hosts + 1] = merged(group, { host = e.host, ranks = list })
       end
     else
       ranks[#ranks + 1] = e
@@ -164,8 +195,9 @@ function M.off(bw, rank_hosts, factor)
   factor = factor or M.OFF_FACTOR
   local n = #rank_hosts
   local ev = { ranks = {}, hosts = {}, factor = factor }
-  ev.send, ev.recv = rates(bw, rank_hosts)
+  ev.send, ev.recv, ev.send_best, ev.recv_best = rates(bw, rank_hosts)
   ev.fleet_send, ev.fleet_recv = median(values(ev.send, n)), median(values(ev.recv, n))
+  ev.fleet_send_best, ev.fleet_recv_best = median(values(ev.send_best, n)), median(values(ev.recv_best, n))
   local lowest
   for a = 1, n do
     local e = rank_entry(ev, a, rank_hosts)
@@ -194,14 +226,11 @@ end
 local function rates_of(ev, rank_hosts, host, rank)
   for _, h in ipairs(ev.hosts) do if h.host == host then return h end end
   if rank then return rank_entry(ev, rank + 1, rank_hosts) end
-  local s, r = {}, {}
+  local group = {}
   for a, h in ipairs(rank_hosts) do
-    if h == host then s[#s + 1], r[#r + 1] = ev.send[a], ev.recv[a] end
+    if h == host then group[#group + 1] = rank_entry(ev, a, rank_hosts) end
   end
-  local e = { send_gbs = median(s), recv_gbs = median(r) }
-  e.send_ratio, e.recv_ratio = ratio(ev.fleet_send, e.send_gbs), ratio(ev.fleet_recv, e.recv_gbs)
-  e.direction = M.direction(e)
-  return e
+  return merged(group, {})
 end
 
 function M.annotate(loc, ev, rank_hosts)
@@ -209,7 +238,7 @@ function M.annotate(loc, ev, rank_hosts)
     for _, x in ipairs(list) do
       local e = rates_of(ev, rank_hosts, x.host or rank_hosts[x.rank + 1], x.host == nil and x.rank or nil)
       x.direction, x.send_gbs, x.recv_gbs = e.direction, e.send_gbs, e.recv_gbs
-      x.fleet_gbs = { send = ev.fleet_send, recv = ev.fleet_recv }
+      x.fleet_gbs = { send = e.fleet_send or ev.fleet_send, recv = e.fleet_recv or ev.fleet_recv }
     end
   end
 end
@@ -241,11 +270,12 @@ local function named(loc, host, rank)
 end
 
 local function rate_text(e)
-  local d = e.direction
-  if d == "sending" then return ("sends at %.3g GB/s (the fleet: %.3g)"):format(e.send_gbs, e.fleet_send) end
-  if d == "receiving" then return ("receives at %.3g GB/s (the fleet: %.3g)"):format(e.recv_gbs, e.fleet_recv) end
-  return ("sends at %.3g and receives at %.3g GB/s (the fleet: %.3g, %.3g)"):format(e.send_gbs or 0, e.recv_gbs or 0,
-    e.fleet_send or 0, e.fleet_recv or 0)
+  local d, best = e.direction, e.basis == "best" and "its best pair " or ""
+  local fleet = e.basis == "best" and "the fleet's best" or "the fleet"
+  if d == "sending" then return ("%ssends at %.3g GB/s (%s: %.3g)"):format(best, e.send_gbs, fleet, e.fleet_send) end
+  if d == "receiving" then return ("%sreceives at %.3g GB/s (%s: %.3g)"):format(best, e.recv_gbs, fleet, e.fleet_recv) end
+  return ("%ssends at %.3g and receives at %.3g GB/s (%s: %.3g, %.3g)"):format(best, e.send_gbs or 0, e.recv_gbs or 0,
+    fleet, e.fleet_send or 0, e.fleet_recv or 0)
 end
 
 local function unconfirmed_finding(e, what, subject, rt, loc)
@@ -404,7 +434,6 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
       local any = false
       for _, r in ipairs(h.ranks) do any = any or named(loc, nil, r) end
       if not any then
-        h.fleet_send, h.fleet_recv = ev.fleet_send, ev.fleet_recv
         seen[h.host] = true
         out[#out + 1] = unconfirmed_finding(h, "host " .. h.host, { host = h.host, ranks = h.ranks },
           retested(loc, h.host, nil, bytes), loc)
@@ -413,7 +442,6 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
   end
   for _, e in ipairs(ev.ranks) do
     if not named(loc, rank_hosts[e.rank + 1], e.rank) then
-      e.fleet_send, e.fleet_recv = ev.fleet_send, ev.fleet_recv
       seen[e.rank] = true
       out[#out + 1] = unconfirmed_finding(e, ("rank %d (host %s)"):format(e.rank, e.host), { rank = e.rank, host = e.host },
         retested(loc, nil, e.rank, bytes), loc)

@@ -255,6 +255,40 @@ function TestEvidence:test_a_flapping_host_is_named_intermittent()
   for _, x in ipairs(g) do lu.assertNotEquals(x.severity, "warn", x.message) end
 end
 
+-- Half the hosts slow (scripts/truth_harness.py seed 19: hosts h2 and h3 at 100 Mbit of 4 x 1):
+-- every rank's median pair is a slow one, so the medians tell nobody apart; each rank's best pair
+-- does (a pair runs no faster than its slower end). Both are re-tested against h0 and h1 and named.
+function TestEvidence:test_half_the_hosts_slow_are_told_apart_by_their_best_pairs()
+  local hosts, bw = job(4, 1, function(a, b) return (a >= 2 or b >= 2) and 8 or 1 end)
+  local ev = cs.evidence.off(bw, hosts)
+  local off = {}
+  for _, e in ipairs(ev.ranks) do off[#off + 1] = e.rank; lu.assertEquals(e.basis, "best") end
+  lu.assertEquals(off, { 2, 3 })
+  -- the ratio is the fleet's median best over the rank's best, recomputed
+  local bests = {}
+  for a = 1, 4 do
+    local m = 0
+    for b = 1, 4 do if a ~= b and bw[a][b] > m then m = bw[a][b] end end
+    bests[a] = m
+  end
+  local sorted = { bests[1], bests[2], bests[3], bests[4] }
+  table.sort(sorted)
+  local fleet = (sorted[2] + sorted[3]) / 2
+  lu.assertAlmostEquals(ev.ranks[1].send_ratio, fleet / bests[3], 1e-9)
+  local values = values_of(4)
+  local loc = localise(values, hosts, cs.evidence.force(ev, {}), function(a, b)
+    return 100 * ((a >= 2 or b >= 2) and 8 or 1)
+  end)
+  local named = {}
+  for _, h in ipairs(loc.hosts) do named[#named + 1] = h.host end
+  for _, r in ipairs(loc.ranks) do named[#named + 1] = hosts[r.rank + 1] end
+  table.sort(named)
+  lu.assertEquals(named, { "h2", "h3" })
+  cs.evidence.annotate(loc, ev, hosts)
+  local x = loc.hosts[1] or loc.ranks[1]
+  lu.assertAlmostEquals(x.fleet_gbs.send, fleet, 1e-9)
+end
+
 -- A flapping host in the pattern (scripts/truth_harness.py seed 9, 8 hosts x 2 ranks): 12 of its
 -- 52 pair directions under a third of the fleet's rate, its median near the fleet's. It is forced
 -- into the re-tests, and named intermittent when they do not find it slow. Two hosts alike (the
