@@ -52,6 +52,11 @@ local recipe = cs.recipe {
 -- the slower direction's time per message; its re-tests stream the same way, in the direction
 -- the matrix found slower (half the bytes of both).
 local MATRIX = { window = 4, repeats = 1, repeats_one_host = 3, lat_iters = 50 }
+-- A full pattern shorter than PASSES.span_s runs again (at most PASSES.max passes in all, within
+-- the pattern's share of the budget), so that it spans a few seconds: a link that flaps every 2 s
+-- was off for the whole 2 s pattern of 4 hosts and nothing saw it. Each pair direction's rate is
+-- the median over the passes; cs.evidence counts slow directions over all of them.
+local PASSES = { span_s = 6, max = 4 }
 local SUSTAINED = { drain = 4194304, timed = 1048576 }
 -- The detour probe's seconds per sample (cs.detour: SAMPLES of them, every rank at once): at
 -- least two periods of a CFS quota (100 ms by default), so that a throttled rank's share is seen
@@ -169,6 +174,29 @@ local function matrix_args(tier, st, nhosts)
            warmup = math.ceil(SUSTAINED.drain / per_iter), iters = math.ceil(SUSTAINED.timed / per_iter) }
 end
 
+-- the full pattern again while it spans under PASSES.span_s and another pass fits the
+-- pattern's share (rank 0 decides), merged (cs.p2p.merge_passes)
+local function more_passes(ctx, tier, margs, first, t0)
+  local list, began = { first }, cs.now()
+  local span = first.plan.round_s and first.plan.round_s * first.plan.rounds_run or 0
+  while true do
+    local again = false
+    if ctx.rank == 0 and first.plan.kind == "full" and not first.plan.cut and ctx.nhosts >= 3 and #list < PASSES.max then
+      local per = span / #list
+      again = span < PASSES.span_s and per > 0 and cs.now() + per < t0 + SHARE.pattern * tier.budget
+    end
+    if not ctx.comm:broadcast_value(again, 0) then break end
+    local m = cs.p2p.matrix(ctx, { bytes = margs.bytes, window = margs.window, repeats = margs.repeats, lat_iters = margs.lat_iters,
+                                   warmup = margs.warmup, iters = margs.iters, plan = cs.p2p.full_plan(ctx.size) })
+    list[#list + 1], span = m, span + (cs.now() - began)
+    began = cs.now()
+  end
+  if ctx.rank ~= 0 then return first end
+  local merged = cs.p2p.merge_passes(list, tier.pair_bytes)
+  merged.plan.passes = #list
+  return merged
+end
+
 local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   st:begin("pattern")
   local left = SHARE.pattern * tier.budget - elapsed()
@@ -178,7 +206,7 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
     -- nothing left of the pattern's share: the host-level plan still runs (a slow host is named)
     margs.plan, margs.light = cs.p2p.host_plan(ctx.hosts), true
   end
-  local matrix = cs.p2p.matrix(ctx, margs)
+  local matrix = more_passes(ctx, tier, margs, cs.p2p.matrix(ctx, margs), t0)
   if left <= 0 then
     matrix.plan.kind, matrix.plan.light = "hosts", true
     matrix.plan.reason = "the pattern's share of the budget was spent before it began"
@@ -203,7 +231,7 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   local loc = { hosts = {}, ranks = {}, links = {} }
   -- the matrix's own evidence (rank 0's): rows or columns far off, the ranks the sweep waited
   -- for and the worst rank are re-tested whatever the screen says, and never end in silence
-  local ev = ctx.rank == 0 and cs.evidence.off(matrix.bw, ctx.hosts) or nil
+  local ev = ctx.rank == 0 and cs.evidence.off(matrix.bw, ctx.hosts, nil, matrix.passes) or nil
   if ctx.size >= 4 or ctx.nhosts >= 3 then
     local la = matrix_args(tier, st, ctx.nhosts)
     la.stream, la.deadline, la.force = true, t0 + tier.budget, ev and cs.evidence.force(ev, stragglers)

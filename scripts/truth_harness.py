@@ -179,7 +179,7 @@ def named_of(rep, where, ns):
             out["stragglers"].append(s.get("rank"))
         elif rule == "localisation_noisy":
             out["noisy"] = f.get("message")
-        elif rule == "not_confirmed":
+        elif rule == "not_confirmed" and f.get("severity") in ("warn", "error"):  # info blames nobody
             out["unconfirmed"].append(host_index.get(s.get("host"), s.get("host")) if s.get("rank") is None
                                       else ("rank", s.get("rank")))
         elif f.get("severity") in ("warn", "error") and (s.get("rank") is not None or s.get("host") or s.get("pair")):

@@ -478,6 +478,34 @@ end
 -- rounds wherever they are. args.stages (cs.stages) gets the count "rounds". args.first
 -- (first_round's): round 1, measured before the call, is not measured again; its round_s
 -- prices the plan.
+-- merge_passes(list, bytes) -> matrix: several matrices of the same full plan measured one after
+--   another (rank 0's), as one: each pair direction's GB/s the median over the passes (a steady
+--   fault is slow in every pass, an intermittent one only in some), pairs recomputed from them
+--   (the slower direction's time per message of `bytes`), lat and plan the first pass's;
+--   .passes holds every pass's bw (cs.evidence.off counts their slow directions).
+function M.merge_passes(list, bytes)
+  local first = list[1]
+  if #list == 1 then first.passes = { first.bw }; return first end
+  local n, bw, passes = first.n, {}, {}
+  for i, m in ipairs(list) do passes[i] = m.bw end
+  for a = 1, n do
+    bw[a] = {}
+    for b = 1, n do
+      local xs = {}
+      for _, m in ipairs(list) do if m.bw[a] and m.bw[a][b] then xs[#xs + 1] = m.bw[a][b] end end
+      if #xs > 0 then table.sort(xs); bw[a][b] = (xs[math.floor((#xs + 1) / 2)] + xs[math.ceil((#xs + 1) / 2)]) / 2 end
+    end
+  end
+  local pairs_list = {}
+  for a = 1, n do
+    for b = a + 1, n do
+      local slow = math.min(bw[a][b] or 0, bw[b][a] or 0)
+      if slow > 0 then pairs_list[#pairs_list + 1] = { a - 1, b - 1, bytes / slow / 1e3 } end
+    end
+  end
+  return { bw = bw, lat = first.lat, pairs = pairs_list, n = n, plan = first.plan, passes = passes }
+end
+
 function M.matrix(ctx, args)
   local n, me = ctx.size, ctx.rank
   local t0 = native.now()

@@ -4,7 +4,9 @@ on 4 network-namespace hosts x 1 rank, and nobody innocent:
     1 MB bucket at 50 Mbit): the best single exchange fits in the bucket and hid it (the
     matrix showed it 30x slow and the verdict named nobody);
   - a rank starved of CPU by a cgroup v1 CFS quota, its network untouched;
+  - a rank stopped from outside (SIGSTOP) 60 ms of every 100 ms (OS jitter, a noisy neighbour);
   - a slow link (htb on the path between two hosts);
+  - two of the four hosts slow (every rank's median pair is then a slow one);
   - a healthy run: nobody named, no "not confirmed" finding.
 Every other path runs at 1 Gbit. The planting is scripts/plant.py's (the harness's:
 scripts/truth_harness.py measures precision and recall over 60+ random plantings; these are fixed
@@ -24,7 +26,9 @@ HOSTS = 4
 CASES = {
     "bucket": {"kind": "bucket", "host": 2, "rate": "50mbit", "burst": 1048576, "dir": "send"},
     "cpu": {"kind": "cpu", "rank": 1, "quota": 0.05},
+    "stutter": {"kind": "stutter", "rank": 1, "stop_ms": 60, "every_ms": 100},
     "link": {"kind": "link", "hosts": [0, 3], "rate": "50mbit"},
+    "two": {"kind": "two", "hosts": [2, 3], "rate": "100mbit", "burst": 262144, "dir": "both"},
     "none": {"kind": "none"},
 }
 
@@ -65,9 +69,10 @@ class TruthNetns(cs_e2e.TestCase):
             self.assertEqual(named["hosts"] + named["ranks"] + named["links"] + named["unconfirmed"], [], msg)
         else:
             self.assertTrue(correct, msg)
-            # one place named: a host, or a rank alone on its host (both name the same fault), or a link
+            # one place named (two for "two"): a host, or a rank alone on its host (both name the same
+            # fault), or a link
             places = set(named["hosts"]) | {where[r] for r in named["ranks"]} | {tuple(l) for l in named["links"]}
-            self.assertEqual(len(places), 1, msg)
+            self.assertEqual(len(places), 2 if fault["kind"] == "two" else 1, msg)
         print("%s: named %s in %.1f s" % (name, named, elapsed))
         return rep
 
@@ -79,6 +84,14 @@ class TruthNetns(cs_e2e.TestCase):
 
     def test_rank_starved_of_cpu_by_a_cgroup_quota(self):
         self.check("cpu")
+
+    def test_rank_stopped_from_outside(self):
+        rep = self.check("stutter")
+        self.assertTrue(any(f.get("rule") == "starved_rank" and f["subject"].get("rank") == 1 for f in rep["findings"]),
+                        [f["message"] for f in rep["findings"]])
+
+    def test_two_of_four_hosts_slow(self):
+        self.check("two")
 
     def test_slow_link(self):
         self.check("link")
