@@ -5,6 +5,7 @@ A benchmark, not a CI test (tests/e2e/test_truth_netns.py runs a few fixed cases
 
   scripts/truth_harness.py netns [--seeds 30] [--first-seed 1] [--hosts 4,8] [--slots 1,2]
         [--tiers quick,standard] [--recipe full_diag|p2p_matrix] [--jsonl FILE] [--timeout 240]
+        [--budgets Q,S] [--only SHAPE,...]
     Per seed (its own random.Random(seed)): a host count, ranks per host and a tier from the
     lists; a fault shape by turn (seed % 7: bucket, link, flap, stutter, cpu, two, none = a
     healthy run) planted from outside commscript (scripts/plant.py), its place and parameters
@@ -504,6 +505,7 @@ def main(argv):
     a.add_argument("--timeout", type=int, default=240)
     a.add_argument("--keep", action="store_true", help="keep each run's output directory")
     a.add_argument("--budgets", default="20,60", help="full_diag --budget for the quick and standard tiers")
+    a.add_argument("--only", help="run only the seeds whose shape (seed %% 7) is in this list, e.g. stutter,cpu,none")
     m = sub.add_parser("model")
     m.add_argument("--ranks", type=int, default=1024)
     m.add_argument("--hosts", type=int, default=128)
@@ -532,6 +534,8 @@ def main(argv):
         ns.netns("down", "--stale")
     try:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
+            if getattr(args, "only", None) and KINDS[seed % len(KINDS)] not in args.only.split(","):
+                continue
             if args.mode == "netns":
                 cfg = choose(seed, [int(x) for x in args.hosts.split(",")], [int(x) for x in args.slots.split(",")],
                              args.tiers.split(","), cpus=os.cpu_count())

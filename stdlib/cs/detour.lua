@@ -7,10 +7,11 @@
 -- stopped), so neither arrival times nor pair times single it out (docs/scale.md).
 --
 -- sample(seconds) -> fraction of the wall time this process ran, longest gap (s). Not collective.
--- measure(ctx, args) -> on rank 0, per rank (1-based) the list of its samples' fractions; nil
---   elsewhere. Collective: args.samples (5) probes of args.seconds (0.2) each, every rank at once
+-- measure(ctx, args) -> on rank 0, per rank (1-based) the list of its samples' fractions, and
+--   the list of their longest gaps (s); nil elsewhere. Collective: args.samples (5) probes of args.seconds (0.2) each, every rank at once
 --   between two barriers.
--- judge(fractions, rank_hosts, opts) -> list of { rank, host, ran, fleet, ratio, above, samples }:
+-- judge(fractions, rank_hosts, opts) -> list of { rank, host, ran, fleet, ratio, above, samples, by }
+--   (opts.gaps: measure's longest gaps, for a rank stopped from outside: M.GAP):
 --   a rank is starved when its share of the whole probe (its samples' mean) is at most the
 --   fleet's median share / opts.factor (FACTOR), and it ran less than the fleet's median by
 --   SAMPLE_FACTOR in all samples but one. Judged on the whole probe, not sample by sample: a CFS
@@ -32,6 +33,13 @@ M.DETOUR_S = 1e-4  -- a gap between two clock reads longer than this: the proces
 M.FACTOR = 2       -- the fleet's median share of the CPU over a rank's, for "starved"
 M.SAMPLE_FACTOR = 1.5   -- ... and in each sample but one, the fleet's median over the rank's
 M.SAMPLES, M.SECONDS = 5, 0.25
+-- Stopped from outside: on a crowded host the scheduler gives a rank that was stopped its time
+-- back when it runs again (16 ranks on 2 cores: a rank stopped 131 of every 188 ms ran 1.9x under
+-- the fleet, a healthy one up to 1.7x), but not the length of its gaps: a rank is also starved
+-- when its longest gap is GAP.factor times the fleet's median longest gap and at least GAP.min_s
+-- (longer than a scheduler's slices) in all samples but one, and its share GAP.share under the
+-- fleet's over the probe.
+M.GAP = { factor = 3, min_s = 0.02, share = 1.3 }
 
 function M.sample(seconds)
   local now = require("commscript.native").now
@@ -51,15 +59,17 @@ end
 
 function M.measure(ctx, args)
   args = args or {}
-  local mine = {}
+  local mine, gaps = {}, {}
   for i = 1, args.samples or M.SAMPLES do
     ctx.comm:barrier()
-    mine[i] = M.sample(args.seconds or M.SECONDS)
+    mine[i], gaps[i] = M.sample(args.seconds or M.SECONDS)
   end
   ctx.comm:barrier()
-  local all = ctx.comm:gather_value(mine, 0)
+  local all = ctx.comm:gather_value({ mine, gaps }, 0)
   if ctx.rank ~= 0 then return nil end
-  return all
+  local shares, longest = {}, {}
+  for r, x in ipairs(all) do shares[r], longest[r] = x[1], x[2] end
+  return shares, longest
 end
 
 local function at(list, i)
@@ -74,25 +84,45 @@ local function mean(xs)
   return #xs > 0 and sum / #xs or nil
 end
 
+-- in how many samples x[i] is at least `factor` times fleet[i] (or under it: `under`)
+local function count_off(x, fleet, factor, under, floor)
+  local n = 0
+  for i = 1, #fleet do
+    if x[i] and fleet[i] then
+      if under and fleet[i] >= factor * math.max(x[i], 1e-3) then n = n + 1 end
+      if not under and x[i] >= math.max(factor * fleet[i], floor or 0) then n = n + 1 end
+    end
+  end
+  return n
+end
+
+local function fleet_of(lists, k)
+  local fleet = {}
+  for i = 1, k do fleet[i] = stats.median(at(lists, i)) end
+  return fleet
+end
+
 function M.judge(fractions, rank_hosts, opts)
   opts = opts or {}
-  local factor = opts.factor or M.FACTOR
+  local factor, gaps = opts.factor or M.FACTOR, opts.gaps
   local out = {}
   if not fractions or #fractions < 3 then return out end  -- two ranks: no fleet to compare with
   local k = #fractions[1]
-  local fleet, shares = {}, {}
-  for i = 1, k do fleet[i] = stats.median(at(fractions, i)) end
+  local fleet, shares = fleet_of(fractions, k), {}
   for r, s in ipairs(fractions) do shares[r] = mean(s) end
   local fleet_all = stats.median(shares)
+  local gap_fleet = gaps and #gaps == #fractions and fleet_of(gaps, k) or nil
   for r, s in ipairs(fractions) do
-    local above = 0
-    for i = 1, k do
-      if s[i] and fleet[i] and fleet[i] >= M.SAMPLE_FACTOR * math.max(s[i], 1e-3) then above = above + 1 end
-    end
+    local above = count_off(s, fleet, M.SAMPLE_FACTOR, true)
     local ran = shares[r]
-    if ran and fleet_all and above >= k - 1 and fleet_all >= factor * math.max(ran, 1e-3) then
-      out[#out + 1] = { rank = r - 1, host = rank_hosts and rank_hosts[r], ran = ran, fleet = fleet_all,
-                        ratio = fleet_all / math.max(ran, 1e-3), above = above, samples = s }
+    local ratio = ran and fleet_all and fleet_all / math.max(ran, 1e-3) or 0
+    local long = gap_fleet and count_off(gaps[r], gap_fleet, M.GAP.factor, false, M.GAP.min_s) or 0
+    local starved = above >= k - 1 and ratio >= factor
+    local stopped = long >= k - 1 and ratio >= M.GAP.share
+    if starved or stopped then
+      out[#out + 1] = { rank = r - 1, host = rank_hosts and rank_hosts[r], ran = ran, fleet = fleet_all, ratio = ratio,
+                        above = above, samples = s, gaps = gaps and gaps[r] or nil, long_gaps = long,
+                        by = starved and "share" or "gaps" }
     end
   end
   return out
@@ -103,9 +133,11 @@ function M.findings(starved)
   for _, s in ipairs(starved or {}) do
     out[#out + 1] = {
       rule = "starved_rank", severity = "warn", subject = { rank = s.rank, host = s.host },
-      message = ("rank %d%s ran %.0f%% of the time while every rank spun on the clock, the fleet's median %.0f%% (%.1fx over the probe, below the fleet in %d of %d samples): starved of CPU or stopped from outside"):format(
-        s.rank, s.host and (" (host " .. tostring(s.host) .. ")") or "", 100 * s.ran, 100 * s.fleet, s.ratio, s.above, #s.samples),
-      evidence = { ran = s.ran, fleet = s.fleet, ratio = s.ratio, samples = s.samples, factor = M.FACTOR, detour_s = M.DETOUR_S },
+      message = ("rank %d%s ran %.0f%% of the time while every rank spun on the clock, the fleet's median %.0f%% (%.1fx over the probe, below the fleet in %d of %d samples%s): starved of CPU or stopped from outside"):format(
+        s.rank, s.host and (" (host " .. tostring(s.host) .. ")") or "", 100 * s.ran, 100 * s.fleet, s.ratio, s.above, #s.samples,
+        s.by == "gaps" and (", stopped for %.0f ms at a time in %d"):format(1e3 * stats.median(s.gaps), s.long_gaps) or ""),
+      evidence = { ran = s.ran, fleet = s.fleet, ratio = s.ratio, samples = s.samples, factor = M.FACTOR, detour_s = M.DETOUR_S,
+                   gaps_s = s.gaps, by = s.by },
       remedy = "check that rank's CPU quota and cgroup (cpu.cfs_quota_us, cpu.max), its binding, and what else runs on its cores",
     }
   end

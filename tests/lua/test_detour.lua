@@ -98,6 +98,31 @@ function TestJudge:test_stopped_rank_named()
   lu.assertStrContains(cs.detour.findings(starved)[1].message, "rank 7 (host h3) ran 8% of the time")
 end
 
+-- A rank stopped from outside on a crowded host (131 of every 188 ms, 16 ranks on 2 cores): the
+-- scheduler gives it its time back when it runs, so its share is only 1.9x under the fleet (a
+-- healthy rank's reached 1.7x), but each of its samples holds a gap of a whole stop.
+function TestJudge:test_a_stopped_rank_is_named_by_its_gaps()
+  local f, gaps = {}, {}
+  for r = 1, 7 do
+    f[r] = SEED4[r]
+    gaps[r] = { 0.004 + 0.001 * r, 0.012, 0.006, 0.030, 0.009 }
+  end
+  f[8] = { 0.11, 0.14, 0.16, 0.12, 0.15 }  -- 1.9x under the fleet over the probe
+  gaps[8] = { 0.131, 0.129, 0.012, 0.133, 0.130 }
+  lu.assertEquals(ranks(cs.detour.judge(f, HOSTS)), {}, "by its share alone: not starved")
+  local starved = cs.detour.judge(f, HOSTS, { gaps = gaps })
+  lu.assertEquals(ranks(starved), { 7 })
+  lu.assertEquals(starved[1].by, "gaps")
+  lu.assertEquals(starved[1].long_gaps, 4)
+  lu.assertStrContains(cs.detour.findings(starved)[1].message, "stopped for 130 ms at a time in 4")
+  -- one long gap (a page fault storm, a migration) is no stop; nor are short ones under GAP.min_s
+  gaps[8] = { 0.131, 0.009, 0.012, 0.010, 0.011 }
+  lu.assertEquals(ranks(cs.detour.judge(f, HOSTS, { gaps = gaps })), {})
+  for r = 1, 8 do gaps[r] = { 0.001, 0.001, 0.001, 0.001, 0.001 } end
+  gaps[8] = { 0.008, 0.008, 0.008, 0.008, 0.008 }
+  lu.assertEquals(ranks(cs.detour.judge(f, HOSTS, { gaps = gaps })), {})
+end
+
 function TestJudge:test_two_ranks_have_no_fleet()
   lu.assertEquals(cs.detour.judge({ { 0.5 }, { 0.01 } }, { "h0", "h1" }), {})
 end
