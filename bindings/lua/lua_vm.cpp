@@ -238,7 +238,7 @@ void check_lua_deadline(lua_State* L, Guard* g) {
                 "busy in Lua for %.0f s with no operation (at %s): past the run's deadline (%g s) and %g s of "
                 "grace (an endless loop?)",
                 s, where.c_str(), g->deadline_s, kWatchdogGraceS);
-  raise_sticky(L, g, ExitCode::timeout, std::string("timeout: ") + text);
+  raise_sticky(L, g, ExitCode::hang_or_desync, std::string("timeout: ") + text);
 }
 
 void guard_hook(lua_State* L, lua_Debug*) {
@@ -528,7 +528,7 @@ void backstop_loop(Guard* g, Session* s) {
       std::snprintf(text, sizeof text,
                     "timeout: busy for %.0f s with no operation: past the run's deadline (%g s) and %g s of grace",
                     static_cast<double>(now - since) * 1e-9, g->deadline_s, kWatchdogGraceS);
-      backstop_fire(g, s, ExitCode::timeout, text);
+      backstop_fire(g, s, ExitCode::hang_or_desync, text);
     }
   }
 }

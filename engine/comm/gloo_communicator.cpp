@@ -220,9 +220,9 @@ void GlooCommunicator::fail(const Op& op, const std::string& why) {
   const std::string what = std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
                            format_size(op.bytes()) + "B, " + name() + ", gloo)";
   if (timed_out && gone.empty())
-    throw Error(ExitCode::timeout, "timeout: " + what + " after " + std::to_string(op_timeout().count() / 1000) +
-                                       " s on rank " + std::to_string(rank_) +
-                                       ": the other ranks never completed it (gloo: " + why + ")");
+    throw Error(ExitCode::hang_or_desync, "timeout: " + what + " after " + std::to_string(op_timeout().count() / 1000) +
+                                              " s on rank " + std::to_string(rank_) +
+                                              ": the other ranks never completed it (gloo: " + why + ")");
   throw RanksLostError(
       what + " failed on rank " + std::to_string(rank_) + ": " +
           (gone.empty() ? std::string("a peer's connection failed")
@@ -291,13 +291,13 @@ void GlooCommunicator::p2p_header(const Op& op, uint64_t slot, size_t bytes, std
   const std::string their_dtype = theirs[1] <= static_cast<uint64_t>(DType::bfloat16)
                                       ? std::string(dtype_name(static_cast<DType>(theirs[1])))
                                       : std::to_string(theirs[1]);
-  throw Error(ExitCode::timeout, "desync: recv #" + std::to_string(seq()) + " on " + name() + " (gloo): rank " +
-                                     std::to_string(op.peer) + " sends " + std::to_string(theirs[0]) + " bytes of " +
-                                     their_dtype + " to rank " + std::to_string(rank_) + ", which receives " +
-                                     std::to_string(op.count) + " " + std::string(dtype_name(op.dtype)) + " (" +
-                                     std::to_string(bytes) + " bytes)" +
-                                     (site.empty() || site == "-" ? std::string() : " at " + site) +
-                                     ": the two sides of a send/recv must agree on the size and dtype");
+  throw Error(ExitCode::hang_or_desync, "desync: recv #" + std::to_string(seq()) + " on " + name() + " (gloo): rank " +
+                                            std::to_string(op.peer) + " sends " + std::to_string(theirs[0]) +
+                                            " bytes of " + their_dtype + " to rank " + std::to_string(rank_) +
+                                            ", which receives " + std::to_string(op.count) + " " +
+                                            std::string(dtype_name(op.dtype)) + " (" + std::to_string(bytes) +
+                                            " bytes)" + (site.empty() || site == "-" ? std::string() : " at " + site) +
+                                            ": the two sides of a send/recv must agree on the size and dtype");
 }
 
 void GlooCommunicator::run_op(const Op& op) {

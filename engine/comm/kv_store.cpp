@@ -354,7 +354,8 @@ KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::mil
       ::freeaddrinfo(res);
     }
     if (std::chrono::steady_clock::now() > until)
-      throw Error(ExitCode::timeout, "store: cannot reach " + host + ":" + std::to_string(port) + " (" + why + ")");
+      throw Error(ExitCode::hang_or_desync,
+                  "store: cannot reach " + host + ":" + std::to_string(port) + " (" + why + ")");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // The server's challenge, answered with the proof of the job's secret.
@@ -437,8 +438,8 @@ std::string KvClient::get(const std::string& key, std::chrono::milliseconds time
   for (int i = 0;; ++i) {
     if (try_get(key, &v)) return v;
     if (std::chrono::steady_clock::now() > until)
-      throw Error(ExitCode::timeout, "store: key '" + key + "' did not appear within " +
-                                         std::to_string(timeout.count() / 1000) + " s (a rank never arrived)");
+      throw Error(ExitCode::hang_or_desync, "store: key '" + key + "' did not appear within " +
+                                                std::to_string(timeout.count() / 1000) + " s (a rank never arrived)");
     std::this_thread::sleep_for(std::chrono::milliseconds(i < 20 ? 1 : 10));
   }
 }

@@ -68,7 +68,7 @@ std::unique_ptr<Coordinator> open_coordinator(Session& s, bool all_local, const 
     co.out_dir = s.out_dir;
     co.end_process = !s.embedded;
     co.launcher = launcher;
-    co.on_timeout = [](const nlohmann::json& inc) { incidents::save(inc, static_cast<int>(ExitCode::timeout)); };
+    co.on_timeout = [](const nlohmann::json& inc) { incidents::save(inc, static_cast<int>(ExitCode::hang_or_desync)); };
     co.on_flight_files = [](const nlohmann::json& files) { incidents::add_flight_files(files); };
     co.on_death = [](const nlohmann::json& inc) {
       // A rank that failed (recipe error, timeout) and was then ended is not news.
@@ -162,7 +162,7 @@ ControlPlane::ControlPlane(Session& s) {
       judged ? kWatchdogGraceS : 0, s.rank(), host,
       [](const std::string& line) {
         incidents::save({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
-                        static_cast<int>(ExitCode::timeout));
+                        static_cast<int>(ExitCode::hang_or_desync));
       },
       !s.embedded);
 }
