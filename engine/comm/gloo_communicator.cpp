@@ -20,6 +20,7 @@
 #include <cstring>
 #include <thread>
 
+#include "clock.hpp"
 #include "elementwise.hpp"
 #include "error.hpp"
 #include "host_name.hpp"
@@ -193,7 +194,7 @@ void GlooCommunicator::connect(double timeout_s, double grace_s) {
 std::chrono::milliseconds GlooCommunicator::op_timeout() const { return ms_of(timeout_s_ + local_grace_s_); }
 
 std::vector<int> GlooCommunicator::gone_now(int wait_ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  const int64_t until = deadline_ns(std::chrono::milliseconds(wait_ms));
   for (;;) {
     std::vector<int> gone;
     try {
@@ -203,7 +204,7 @@ std::vector<int> GlooCommunicator::gone_now(int wait_ms) {
     } catch (const Error&) {  // the store (rank 0) is gone too: nothing more to learn from it
       return gone;
     }
-    if (!gone.empty() || std::chrono::steady_clock::now() >= until) return gone;
+    if (!gone.empty() || now_ns() >= until) return gone;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
