@@ -11,6 +11,7 @@
 #include "host_name.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
+#include "json_text.hpp"
 #include "launch_env.hpp"
 
 namespace cs {
@@ -170,7 +171,7 @@ ControlPlane::ControlPlane(Session& s) {
 nlohmann::json ControlPlane::fired_injections(Session& s) {
   nlohmann::json fired = nlohmann::json::array();
   // Embedded, on the control communicator: a cancelled run may have left the world's requests pending.
-  const std::string mine = Chaos::instance().fired().dump();
+  const std::string mine = json_text(Chaos::instance().fired());
   for (const auto& part : s.embedded ? job::allgather_strings(mine) : s.world->allgather(mine))
     for (auto& e : nlohmann::json::parse(part)) fired.push_back(e);
   return fired;
