@@ -39,7 +39,11 @@ TEST_CASE("write_report_json: indented, renamed into place from its temporary, b
 }
 
 TEST_CASE("write_report_json: a directory that cannot be written is said, with the OS's reason, and nothing is left") {
-  const fs::path dir = ScratchDir("cs-report-writer-gone").path;  // removed again at once
+  fs::path dir;
+  {
+    const ScratchDir gone("cs-report-writer-gone");
+    dir = gone.path;
+  }  // removed here
   const std::string why = cs::write_report_json(dir, nlohmann::json::object(), false, "report.json.tmp");
   CHECK(why == "cannot write " + (dir / "report.json.tmp").string() + ": No such file or directory");
   CHECK_FALSE(fs::exists(dir));
