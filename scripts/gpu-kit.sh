@@ -48,7 +48,7 @@ strip -o "$KIT/bin/commscript_unit_tests" "$BUILD/tests/unit/commscript_unit_tes
 so=$(readlink -f "$BUILD/libcommscript.so")
 strip -o "$KIT/lib/$(basename "$so")" "$so"
 (cd "$KIT/lib" && ln -sf "$(basename "$so")" libcommscript.so.1 && ln -sf libcommscript.so.1 libcommscript.so)
-cp -r "$ROOT/python/commscript" "$KIT/python/"
+cp -r "$BUILD/python/commscript" "$KIT/python/"  # the build's copy: with its generated _exit_codes.py
 find "$KIT/python" -name __pycache__ -prune -exec rm -rf {} +
 
 # The libraries every GPU machine has (the C and C++ runtimes) stay; everything else comes along.

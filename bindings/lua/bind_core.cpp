@@ -16,6 +16,7 @@
 #include "error.hpp"
 #include "host_name.hpp"
 #include "job.hpp"
+#include "json_text.hpp"
 #include "lua_support.hpp"
 #include "progress.hpp"
 #include "run_inputs.hpp"
@@ -166,7 +167,7 @@ int n_memory_available(lua_State* L) {
 int n_json_encode(lua_State* L) {
   luaL_checkany(L, 1);
   const bool pretty = lua_toboolean(L, 2);
-  const std::string s = to_json(L, 1).dump(pretty ? 2 : -1);
+  const std::string s = json_text(to_json(L, 1), pretty ? 2 : -1);
   lua_pushlstring(L, s.data(), s.size());
   return 1;
 }

@@ -77,7 +77,7 @@ ExitCode error_code(lua_State* L, int idx) {
   // so a failed run never exits 0 (nor wraps to 0).
   const double d = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 2.0;
   lua_pop(L, 1);
-  if (d >= 1 && d <= static_cast<int>(ExitCode::timeout) && d == std::floor(d))
+  if (d >= 1 && d <= static_cast<int>(ExitCode::hang_or_desync) && d == std::floor(d))
     return static_cast<ExitCode>(static_cast<int>(d));
   // 6 (an output the engine could not write) only from the engine's own error objects, whose
   // metatable no recipe can get or set (docs/sandbox.md: a recipe's error{code=N} is 1..5).

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bindings.hpp"
+#include "clock.hpp"
 #include "control_plane.hpp"
 #include "embedded.hpp"
 #include "file_read.hpp"
@@ -33,8 +34,7 @@ struct Guard {
   size_t stack_limit = 0;            // bytes of C stack Lua may use below it
   int calls = 0;                     // LuaVm::call nesting
   bool budget = false;
-  double budget_s = 0;
-  std::chrono::steady_clock::time_point deadline;
+  double budget_s = 0;  // the top level's budget; its deadline is budget_deadline_ns below
   // The Lua heap: bytes held now, the limit (0: none), and whether an allocation was refused.
   size_t mem_used = 0;
   size_t mem_limit = 0;
@@ -48,7 +48,7 @@ struct Guard {
   double deadline_s = 0;
   unsigned lua_checks = 0;
   uint64_t lua_ops = ~uint64_t{0};
-  std::chrono::steady_clock::time_point lua_since;
+  int64_t lua_since = 0;  // now_ns()
   // A limit, once hit, is sticky (issue 20): the rest of the LuaVm::call that hit it fails with
   // it whatever Lua does (a pcall in the stdlib or the recipe, an xpcall handler that errs:
   // "error in error handling", a loop around it), and that call's result is the limit's.
@@ -219,14 +219,14 @@ void check_c_stack(lua_State* L, Guard* g) {
 void check_lua_deadline(lua_State* L, Guard* g) {
   if (g->lua_limit_s <= 0 || ++g->lua_checks % 32) return;
   const Progress& p = Progress::instance();
-  const auto now = std::chrono::steady_clock::now();
+  const int64_t now = now_ns();
   const uint64_t ops = p.ops_started();
   if (p.in_flight() || ops != g->lua_ops) {
     g->lua_ops = p.in_flight() ? ~uint64_t{0} : ops;
     g->lua_since = now;
     return;
   }
-  const double s = std::chrono::duration<double>(now - g->lua_since).count();
+  const double s = static_cast<double>(now - g->lua_since) * 1e-9;
   if (s <= g->lua_limit_s) return;
   g->lua_since = now;  // a recipe that catches it is told again one limit later, not at once
   std::string where = "?";
@@ -238,7 +238,7 @@ void check_lua_deadline(lua_State* L, Guard* g) {
                 "busy in Lua for %.0f s with no operation (at %s): past the run's deadline (%g s) and %g s of "
                 "grace (an endless loop?)",
                 s, where.c_str(), g->deadline_s, kWatchdogGraceS);
-  raise_sticky(L, g, ExitCode::timeout, std::string("timeout: ") + text);
+  raise_sticky(L, g, ExitCode::hang_or_desync, std::string("timeout: ") + text);
 }
 
 void guard_hook(lua_State* L, lua_Debug*) {
@@ -254,7 +254,7 @@ void guard_hook(lua_State* L, lua_Debug*) {
   }
   check_c_stack(L, g);
   check_lua_deadline(L, g);
-  if (g->budget && std::chrono::steady_clock::now() > g->deadline) {
+  if (g->budget && now_ns() > g->budget_deadline_ns.load(std::memory_order_relaxed)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", g->budget_s);
     raise_limit(L, std::string("the recipe's top level ran for more than ") + buf +
@@ -331,9 +331,7 @@ int n_budget(lua_State* L) {
   if (!(s > 0 && s < 1e6)) luaL_argerror(L, 1, "seconds between 0 and 1e6 expected");
   g->budget = true;
   g->budget_s = s;
-  g->deadline = std::chrono::steady_clock::now() +
-                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
-  g->budget_deadline_ns = now_ns() + static_cast<int64_t>(s * 1e9);
+  g->budget_deadline_ns = deadline_ns(s);
   return 0;
 }
 
@@ -528,7 +526,7 @@ void backstop_loop(Guard* g, Session* s) {
       std::snprintf(text, sizeof text,
                     "timeout: busy for %.0f s with no operation: past the run's deadline (%g s) and %g s of grace",
                     static_cast<double>(now - since) * 1e-9, g->deadline_s, kWatchdogGraceS);
-      backstop_fire(g, s, ExitCode::timeout, text);
+      backstop_fire(g, s, ExitCode::hang_or_desync, text);
     }
   }
 }

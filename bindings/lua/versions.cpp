@@ -6,6 +6,7 @@
 
 #include "backends.hpp"
 #include "commscript_version.hpp"
+#include "json_text.hpp"
 
 namespace cs {
 
@@ -21,7 +22,7 @@ nlohmann::json collect() {
 
 }  // namespace
 
-std::string versions_json() { return collect().dump(); }
+std::string versions_json() { return json_text(collect()); }
 
 std::string version_text() {
   const nlohmann::json j = collect();

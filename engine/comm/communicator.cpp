@@ -127,10 +127,10 @@ void Communicator::agree_with_peer(int peer, size_t count, DType dtype, const ch
                               : "dtype " + std::to_string(dt);
     return std::to_string(bytes) + " bytes of " + d;
   };
-  throw Error(ExitCode::timeout, "desync: " + std::string(what) + " on " + name_ + ": rank " + std::to_string(rank()) +
-                                     " uses " + side(mine[0], mine[1]) + ", its peer rank " + std::to_string(peer) +
-                                     " " + side(theirs[0], theirs[1]) +
-                                     ": both sides of a pair must agree on the size and dtype");
+  throw Error(ExitCode::hang_or_desync,
+              "desync: " + std::string(what) + " on " + name_ + ": rank " + std::to_string(rank()) + " uses " +
+                  side(mine[0], mine[1]) + ", its peer rank " + std::to_string(peer) + " " +
+                  side(theirs[0], theirs[1]) + ": both sides of a pair must agree on the size and dtype");
 }
 
 void Communicator::verify(const Op& op, const CallSite& site) {
@@ -153,9 +153,9 @@ void Communicator::verify(const Op& op, const CallSite& site) {
     Op other = op;
     other.count = static_cast<size_t>(theirs[0]);
     other.dtype = static_cast<DType>(theirs[1]);
-    throw Error(ExitCode::timeout, head + ": rank " + std::to_string(op.recv_peer) + " sends " + describe(other) +
-                                       " to rank " + std::to_string(rank()) + ", which receives " + describe(op) +
-                                       " at " + site.where());
+    throw Error(ExitCode::hang_or_desync, head + ": rank " + std::to_string(op.recv_peer) + " sends " +
+                                              describe(other) + " to rank " + std::to_string(rank()) +
+                                              ", which receives " + describe(op) + " at " + site.where());
   }
   // One fingerprint per call; the maximum of (h, -h) over the ranks gives the largest and the
   // smallest: equal means every rank called the same. 52 bits keep the doubles exact.
@@ -189,7 +189,7 @@ void Communicator::verify(const Op& op, const CallSite& site) {
   }
   std::string line = head;
   for (const auto& [call, sites] : sides) line += "; " + list_ranks(sites) + " called " + call;
-  throw Error(ExitCode::timeout, line);
+  throw Error(ExitCode::hang_or_desync, line);
 }
 
 }  // namespace cs

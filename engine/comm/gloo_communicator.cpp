@@ -20,6 +20,7 @@
 #include <cstring>
 #include <thread>
 
+#include "clock.hpp"
 #include "elementwise.hpp"
 #include "error.hpp"
 #include "host_name.hpp"
@@ -193,7 +194,7 @@ void GlooCommunicator::connect(double timeout_s, double grace_s) {
 std::chrono::milliseconds GlooCommunicator::op_timeout() const { return ms_of(timeout_s_ + local_grace_s_); }
 
 std::vector<int> GlooCommunicator::gone_now(int wait_ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  const int64_t until = deadline_ns(std::chrono::milliseconds(wait_ms));
   for (;;) {
     std::vector<int> gone;
     try {
@@ -203,7 +204,7 @@ std::vector<int> GlooCommunicator::gone_now(int wait_ms) {
     } catch (const Error&) {  // the store (rank 0) is gone too: nothing more to learn from it
       return gone;
     }
-    if (!gone.empty() || std::chrono::steady_clock::now() >= until) return gone;
+    if (!gone.empty() || now_ns() >= until) return gone;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
@@ -220,9 +221,9 @@ void GlooCommunicator::fail(const Op& op, const std::string& why) {
   const std::string what = std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
                            format_size(op.bytes()) + "B, " + name() + ", gloo)";
   if (timed_out && gone.empty())
-    throw Error(ExitCode::timeout, "timeout: " + what + " after " + std::to_string(op_timeout().count() / 1000) +
-                                       " s on rank " + std::to_string(rank_) +
-                                       ": the other ranks never completed it (gloo: " + why + ")");
+    throw Error(ExitCode::hang_or_desync, "timeout: " + what + " after " + std::to_string(op_timeout().count() / 1000) +
+                                              " s on rank " + std::to_string(rank_) +
+                                              ": the other ranks never completed it (gloo: " + why + ")");
   throw RanksLostError(
       what + " failed on rank " + std::to_string(rank_) + ": " +
           (gone.empty() ? std::string("a peer's connection failed")
@@ -291,13 +292,13 @@ void GlooCommunicator::p2p_header(const Op& op, uint64_t slot, size_t bytes, std
   const std::string their_dtype = theirs[1] <= static_cast<uint64_t>(DType::bfloat16)
                                       ? std::string(dtype_name(static_cast<DType>(theirs[1])))
                                       : std::to_string(theirs[1]);
-  throw Error(ExitCode::timeout, "desync: recv #" + std::to_string(seq()) + " on " + name() + " (gloo): rank " +
-                                     std::to_string(op.peer) + " sends " + std::to_string(theirs[0]) + " bytes of " +
-                                     their_dtype + " to rank " + std::to_string(rank_) + ", which receives " +
-                                     std::to_string(op.count) + " " + std::string(dtype_name(op.dtype)) + " (" +
-                                     std::to_string(bytes) + " bytes)" +
-                                     (site.empty() || site == "-" ? std::string() : " at " + site) +
-                                     ": the two sides of a send/recv must agree on the size and dtype");
+  throw Error(ExitCode::hang_or_desync, "desync: recv #" + std::to_string(seq()) + " on " + name() + " (gloo): rank " +
+                                            std::to_string(op.peer) + " sends " + std::to_string(theirs[0]) +
+                                            " bytes of " + their_dtype + " to rank " + std::to_string(rank_) +
+                                            ", which receives " + std::to_string(op.count) + " " +
+                                            std::string(dtype_name(op.dtype)) + " (" + std::to_string(bytes) +
+                                            " bytes)" + (site.empty() || site == "-" ? std::string() : " at " + site) +
+                                            ": the two sides of a send/recv must agree on the size and dtype");
 }
 
 void GlooCommunicator::run_op(const Op& op) {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "clock.hpp"
 #include "communicator.hpp"
 #include "host_name.hpp"
 
@@ -188,8 +189,8 @@ void abort(ExitCode code, const std::string& message) {
     for (int r = 0; r < n; ++r)
       if (r != me) MPI_Issend(&me, 1, MPI_INT, r, kTagAbort, g_ctrl, &reqs[static_cast<size_t>(r)]);
     if (me != 0) {
-      const auto until = std::chrono::steady_clock::now() + kAbortListen;
-      while (print && std::chrono::steady_clock::now() < until) {
+      const int64_t until = deadline_ns(kAbortListen);
+      while (print && now_ns() < until) {
         int flag = 0;
         MPI_Status st;
         MPI_Iprobe(MPI_ANY_SOURCE, kTagAbort, g_ctrl, &flag, &st);

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "clock.hpp"
 #include "error.hpp"
 #include "launch_env.hpp"
 
@@ -160,8 +161,8 @@ KvServer::~KvServer() {
 }
 
 void KvServer::drain(std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
+  const int64_t until = deadline_ns(limit);
+  while (now_ns() < until) {
     {
       std::lock_guard<std::mutex> g(mu_);
       if (live_.size() <= 1) return;  // rank 0's own connection, or nobody
@@ -331,7 +332,7 @@ void KvServer::serve(int fd) {
 KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::milliseconds connect_timeout,
                    int world_size, const std::string& secret)
     : host_(host), port_(port) {
-  const auto until = std::chrono::steady_clock::now() + connect_timeout;
+  const int64_t until = deadline_ns(connect_timeout);
   std::string why;
   for (;;) {
     addrinfo hints{}, *res = nullptr;
@@ -353,8 +354,9 @@ KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::mil
       ::close(fd);
       ::freeaddrinfo(res);
     }
-    if (std::chrono::steady_clock::now() > until)
-      throw Error(ExitCode::timeout, "store: cannot reach " + host + ":" + std::to_string(port) + " (" + why + ")");
+    if (now_ns() > until)
+      throw Error(ExitCode::hang_or_desync,
+                  "store: cannot reach " + host + ":" + std::to_string(port) + " (" + why + ")");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // The server's challenge, answered with the proof of the job's secret.
@@ -363,9 +365,7 @@ KvClient::KvClient(const std::string& host, int port, int rank, std::chrono::mil
     std::string nonce, answer;
     // (A server busy with unproven peers leaves this connection in its backlog a while: wait
     // for the challenge until the connect deadline, at least kProofTimeoutMs.)
-    const auto left = std::max<int64_t>(
-        kProofTimeoutMs,
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
+    const auto left = std::max<int64_t>(kProofTimeoutMs, (until - now_ns()) / 1000000);
     timeval tv{static_cast<time_t>(left / 1000), static_cast<suseconds_t>((left % 1000) * 1000)};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     const bool got = read_frame(fd_, &tag, &nonce, kMaxUnprovenFrame) && tag == 'C';
@@ -432,13 +432,13 @@ bool KvClient::try_get(const std::string& key, std::string* value) {
 }
 
 std::string KvClient::get(const std::string& key, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  const int64_t until = deadline_ns(timeout);
   std::string v;
   for (int i = 0;; ++i) {
     if (try_get(key, &v)) return v;
-    if (std::chrono::steady_clock::now() > until)
-      throw Error(ExitCode::timeout, "store: key '" + key + "' did not appear within " +
-                                         std::to_string(timeout.count() / 1000) + " s (a rank never arrived)");
+    if (now_ns() > until)
+      throw Error(ExitCode::hang_or_desync, "store: key '" + key + "' did not appear within " +
+                                                std::to_string(timeout.count() / 1000) + " s (a rank never arrived)");
     std::this_thread::sleep_for(std::chrono::milliseconds(i < 20 ? 1 : 10));
   }
 }

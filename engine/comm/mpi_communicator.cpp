@@ -137,10 +137,10 @@ void MpiCommunicator::wait(MPI_Request* reqs, int n, const Op& op, const char* c
     if (done) return;
     const double waited = clock.waited_s();
     if (limit > 0 && waited > limit)
-      throw Error(ExitCode::timeout, "timeout: " + std::string(collective_name(op.coll)) + " #" +
-                                         std::to_string(seq()) + " (" + format_size(op.bytes()) + "B, " + name() +
-                                         ") after " + std::to_string(static_cast<int>(waited)) + " s on rank " +
-                                         std::to_string(rank_) + ": the other ranks never completed it");
+      throw Error(ExitCode::hang_or_desync,
+                  "timeout: " + std::string(collective_name(op.coll)) + " #" + std::to_string(seq()) + " (" +
+                      format_size(op.bytes()) + "B, " + name() + ") after " + std::to_string(static_cast<int>(waited)) +
+                      " s on rank " + std::to_string(rank_) + ": the other ranks never completed it");
     pause_poll(waited, spins);  // core/poll_wait.hpp
   }
 }
@@ -168,12 +168,12 @@ void MpiCommunicator::check_incoming(const Op& op) {
   const size_t want = op.count * dtype_size(op.dtype);
   if (static_cast<size_t>(bytes) == want) return;
   const std::string site = Progress::instance().site();
-  throw Error(ExitCode::timeout, "desync: recv #" + std::to_string(seq()) + " on " + name() + ": rank " +
-                                     std::to_string(op.peer) + " sends " + std::to_string(bytes) + " bytes to rank " +
-                                     std::to_string(rank_) + ", which receives " + std::to_string(op.count) + " " +
-                                     std::string(dtype_name(op.dtype)) + " (" + std::to_string(want) + " bytes)" +
-                                     (site.empty() || site == "-" ? std::string() : " at " + site) +
-                                     ": the two sides of a send/recv must agree on the size");
+  throw Error(ExitCode::hang_or_desync,
+              "desync: recv #" + std::to_string(seq()) + " on " + name() + ": rank " + std::to_string(op.peer) +
+                  " sends " + std::to_string(bytes) + " bytes to rank " + std::to_string(rank_) + ", which receives " +
+                  std::to_string(op.count) + " " + std::string(dtype_name(op.dtype)) + " (" + std::to_string(want) +
+                  " bytes)" + (site.empty() || site == "-" ? std::string() : " at " + site) +
+                  ": the two sides of a send/recv must agree on the size");
 }
 
 template <class Blocking, class Start>

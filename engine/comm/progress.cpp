@@ -3,16 +3,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <new>
 
 namespace cs {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 Progress& Progress::instance() {
   // Shared with the guardian process forked after the first call (MAP_SHARED survives fork).

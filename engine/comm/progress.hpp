@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "clock.hpp"  // now_ns(): the steady clock of start_ns and the ages
 #include "collective.hpp"
 
 namespace cs {
@@ -132,7 +133,5 @@ class Progress {
   std::atomic<uint64_t> lua_ops_{~uint64_t{0}};
   char lua_site_[256] = {0};
 };
-
-int64_t now_ns();
 
 }  // namespace cs

@@ -332,13 +332,14 @@ void Chaos::hold(double ms, bool forever, const Op& op, uint64_t seq, std::strin
                 static_cast<double>(now_ns() - start) * 1e-9, rank_, host_.c_str(), kind, deadline, grace_s_.load());
   std::fprintf(stderr, "commscript: %s\n", line);
   std::fflush(stderr);
-  incidents::save({{"kind", "timeout"}, {"line", line}, {"detected_by", "chaos"}}, static_cast<int>(ExitCode::timeout));
+  incidents::save({{"kind", "timeout"}, {"line", line}, {"detected_by", "chaos"}},
+                  static_cast<int>(ExitCode::hang_or_desync));
   std::fflush(stdout);
   if (!end_process_) {
-    job::request_cancel(static_cast<int>(ExitCode::timeout));
+    job::request_cancel(static_cast<int>(ExitCode::hang_or_desync));
     return;
   }
-  _exit(static_cast<int>(ExitCode::timeout));
+  _exit(static_cast<int>(ExitCode::hang_or_desync));
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include "host_name.hpp"
 #include "incidents.hpp"
 #include "job.hpp"
+#include "json_text.hpp"
 #include "launch_env.hpp"
 
 namespace cs {
@@ -68,7 +69,7 @@ std::unique_ptr<Coordinator> open_coordinator(Session& s, bool all_local, const 
     co.out_dir = s.out_dir;
     co.end_process = !s.embedded;
     co.launcher = launcher;
-    co.on_timeout = [](const nlohmann::json& inc) { incidents::save(inc, static_cast<int>(ExitCode::timeout)); };
+    co.on_timeout = [](const nlohmann::json& inc) { incidents::save(inc, static_cast<int>(ExitCode::hang_or_desync)); };
     co.on_flight_files = [](const nlohmann::json& files) { incidents::add_flight_files(files); };
     co.on_death = [](const nlohmann::json& inc) {
       // A rank that failed (recipe error, timeout) and was then ended is not news.
@@ -162,7 +163,7 @@ ControlPlane::ControlPlane(Session& s) {
       judged ? kWatchdogGraceS : 0, s.rank(), host,
       [](const std::string& line) {
         incidents::save({{"kind", "timeout"}, {"line", line}, {"detected_by", "rank watchdog"}},
-                        static_cast<int>(ExitCode::timeout));
+                        static_cast<int>(ExitCode::hang_or_desync));
       },
       !s.embedded);
 }
@@ -170,7 +171,7 @@ ControlPlane::ControlPlane(Session& s) {
 nlohmann::json ControlPlane::fired_injections(Session& s) {
   nlohmann::json fired = nlohmann::json::array();
   // Embedded, on the control communicator: a cancelled run may have left the world's requests pending.
-  const std::string mine = Chaos::instance().fired().dump();
+  const std::string mine = json_text(Chaos::instance().fired());
   for (const auto& part : s.embedded ? job::allgather_strings(mine) : s.world->allgather(mine))
     for (auto& e : nlohmann::json::parse(part)) fired.push_back(e);
   return fired;

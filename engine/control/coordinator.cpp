@@ -620,14 +620,14 @@ void Coordinator::end_job(nlohmann::json inc) {
   if (o_.on_flight_files && !files.empty()) o_.on_flight_files(files);
   std::fflush(nullptr);
   if (!o_.end_process) {  // embedded: the run ends, the host's process goes on
-    cancel_all(static_cast<int>(ExitCode::timeout));
+    cancel_all(static_cast<int>(ExitCode::hang_or_desync));
     return;
   }
   {
     std::lock_guard<std::mutex> g(mu_);
     send_all("END verdict");  // the ranks' lost connection is the verdict's doing, not news
   }
-  _exit(static_cast<int>(ExitCode::timeout));
+  _exit(static_cast<int>(ExitCode::hang_or_desync));
 }
 
 }  // namespace cs

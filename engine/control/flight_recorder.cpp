@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "json_text.hpp"
 #include "progress.hpp"
 
 namespace cs {
@@ -48,7 +49,7 @@ std::string write_flight_record(const std::string& out_dir, int rank, const std:
   const auto tmp = dir / ("rank-" + std::to_string(rank) + ".json.tmp");
   {
     std::ofstream out(tmp);
-    out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out << json_text(doc, 1) << "\n";
     if (!out) return "";
   }
   std::filesystem::rename(tmp, file, ec);

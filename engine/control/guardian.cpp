@@ -16,8 +16,11 @@
 #include <sstream>
 #include <thread>
 
+#include "clock.hpp"
 #include "flight_recorder.hpp"
+#include "json_text.hpp"
 #include "progress.hpp"
+#include "report.hpp"
 #include "run_html.hpp"
 
 namespace cs::guardian {
@@ -39,7 +42,7 @@ constexpr double kRenderS = 8.0;
 
 void send_msg(const nlohmann::json& m) {
   if (g_fd < 0) return;
-  const std::string line = m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string line = json_text(m) + "\n";
   size_t off = 0;
   while (off < line.size()) {
     const ssize_t n = ::send(g_fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
@@ -255,10 +258,10 @@ bool render_html_bounded(HtmlRenderer render, const std::string& dir, double tim
     _exit(ok ? 0 : 1);
   }
   close(pipefd[1]);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const int64_t deadline = deadline_ns(timeout_s);
   int status = 0;
   pid_t done = 0;
-  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && now_ns() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::string w;
   if (done == 0) {
@@ -424,7 +427,7 @@ nlohmann::json write_after_death(const Death& d, double wait_for_others_s) {
   std::fflush(stderr);
 
   // The other ranks' flight recorders, as mpirun ends them.
-  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t t0 = now_ns();
   nlohmann::json ranks = nlohmann::json::array();
   nlohmann::json files = nlohmann::json::array();
   while (true) {
@@ -439,9 +442,7 @@ nlohmann::json write_after_death(const Death& d, double wait_for_others_s) {
       ranks.push_back(rank_summary(j));
       files.push_back(f.string());
     }
-    if (have >= d.size ||
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= wait_for_others_s)
-      break;
+    if (have >= d.size || seconds_since(t0) >= wait_for_others_s) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   inc["ranks"] = ranks;
@@ -458,24 +459,14 @@ nlohmann::json write_after_death(const Death& d, double wait_for_others_s) {
   doc["run"]["exit_code"] = d.signal        ? nlohmann::json(128 + d.signal)
                             : d.status >= 0 ? nlohmann::json(d.status)
                                             : nlohmann::json(nullptr);
-  const fs::path tmp = dir / "report.json.guardian.tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out) {
-      std::fprintf(stderr, "commscript: rank 0's guardian could not write %s\n", report.c_str());
-      return inc;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, report, ec);
-  if (ec)
-    std::fprintf(stderr, "commscript: rank 0's guardian could not write %s: %s\n", report.c_str(),
-                 ec.message().c_str());
+  // The run's own writer (report.cpp), synced: the rank is gone and this is its report.
+  const std::string failed = write_report_json(dir, doc, /*sync=*/true, "report.json.guardian.tmp");
+  if (!failed.empty())
+    std::fprintf(stderr, "commscript: rank 0's guardian: %s\n", failed.c_str());
   else
     std::fprintf(stderr, "commscript: partial report written to %s by rank 0's guardian\n", report.c_str());
   std::fflush(stderr);
-  if (!ec && g_pages) {
+  if (failed.empty() && g_pages) {
     std::string why;
     auto render = [](const std::string& json, const std::string& html, std::string* w) {
       return run::render_html_file(*g_pages, json, html, w);

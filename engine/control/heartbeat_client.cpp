@@ -23,6 +23,7 @@
 #include "error.hpp"
 #include "flight_recorder.hpp"
 #include "job.hpp"
+#include "json_text.hpp"
 #include "launch_env.hpp"
 #include "progress.hpp"
 
@@ -135,11 +136,9 @@ void HeartbeatClient::send_line(const std::string& s) {
   if (fd_ >= 0 && !dropped_) write_all(fd_, s + "\n");
 }
 
-void HeartbeatClient::send_event(const nlohmann::json& ev) { send_line("EV " + ev.dump()); }
+void HeartbeatClient::send_event(const nlohmann::json& ev) { send_line("EV " + json_text(ev)); }
 
-void HeartbeatClient::announce_comm(const std::string& name) {
-  send_line("COMM " + nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-}
+void HeartbeatClient::announce_comm(const std::string& name) { send_line("COMM " + json_text(name)); }
 
 void HeartbeatClient::send_goodbye(const char* why) { send_line(std::string("BYE ") + why); }
 
@@ -159,8 +158,7 @@ bool stopped_by_signal(int pid) {
 
 bool HeartbeatClient::report_failure(int code, const std::string& message, int wait_ms) {
   if (fd_ < 0) return false;
-  send_line("ERR " + std::to_string(code) + " " +
-            nlohmann::json(cap_message(message)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  send_line("ERR " + std::to_string(code) + " " + json_text(cap_message(message)));
   // Rank 0 is stopped (SIGSTOP): the others waited for it, and only its coordinator can say so.
   // Resumed now, it judges on what it knew and on its own clock's jump (Coordinator::pump);
   // otherwise the launcher's kill (SIGCONT, SIGTERM, SIGKILL a second later under mpirun; never
@@ -205,7 +203,7 @@ void HeartbeatClient::loop() {
       if (!lost) heard_ns = now_ns();
       std::string cmd;
       while (in.next(&cmd)) {
-        if (cmd == "DUMP") send_line("RING " + flight_ring_json().dump());
+        if (cmd == "DUMP") send_line("RING " + json_text(flight_ring_json()));
         if (cmd == "ACK") acked_ = true;
         if (cmd.rfind("CANCEL ", 0) == 0) job::request_cancel(std::atoi(cmd.c_str() + 7));
         if (cmd == "END" || cmd.rfind("END ", 0) == 0) return;  // the coordinator ended on purpose

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "clock.hpp"
 #include "error.hpp"
 #include "metrics.hpp"
 
@@ -45,13 +46,13 @@ std::string read_head(int fd, size_t max, bool* too_long) {
   std::string head;
   char buf[1024];
   *too_long = false;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kClientTimeoutS);
+  const int64_t until = deadline_ns(std::chrono::seconds(kClientTimeoutS));
   while (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
     if (head.size() > max) {
       *too_long = true;
       return head;
     }
-    if (std::chrono::steady_clock::now() > until) return "";
+    if (now_ns() > until) return "";
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return "";

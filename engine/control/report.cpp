@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "error.hpp"
+#include "json_text.hpp"
 
 namespace cs {
 
@@ -53,7 +54,7 @@ void Report::add_result(nlohmann::json r) {
     doc_["results"].push_back(std::move(r));
     return;
   }
-  const std::string line = r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string line = json_text(r) + "\n";
   doc_["results"].push_back(std::move(r));              // moved, not copied: half a million of them at 1024 ranks
   const long before = static_cast<long>(jsonl_bytes_);  // what ftell would say, without a system call
   errno = 0;
@@ -182,7 +183,13 @@ void Report::write(bool sync) {
     if (jerr != 0)
       throw Error(ExitCode::output, "cannot write " + (dir_ / "results.jsonl").string() + ": " + std::strerror(jerr));
   }
-  const auto tmp = dir_ / "report.json.tmp";
+  if (const std::string why = write_report_json(dir_, doc_, sync, "report.json.tmp"); !why.empty())
+    throw Error(ExitCode::output, why);
+}
+
+std::string write_report_json(const std::filesystem::path& dir, const nlohmann::json& doc, bool sync,
+                              const char* tmp_name) {
+  const auto tmp = dir / tmp_name;
   // Streamed into the file, compact; then, when that is small, again indented for reading
   // (thousands of ranks: per-pair results and matrices, where indentation more than doubles
   // the file; docs/scale.md).
@@ -190,13 +197,13 @@ void Report::write(bool sync) {
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   int err = f ? 0 : (errno ? errno : EIO);
   size_t bytes = 0;
-  if (f) err = dump_to(f, doc_, -1, &bytes);
+  if (f) err = dump_to(f, doc, -1, &bytes);
   if (f && err == 0 && bytes <= kIndentedMaxBytes + 1) {
     errno = 0;
     if (std::fseek(f, 0, SEEK_SET) != 0 || ftruncate(fileno(f), 0) != 0)
       err = errno ? errno : EIO;
     else
-      err = dump_to(f, doc_, 2, &bytes);
+      err = dump_to(f, doc, 2, &bytes);
   }
   // On the disk before the process ends (a report that appeared a second after mpirun returned;
   // a full disk that only a later write-back would have told).
@@ -205,11 +212,12 @@ void Report::write(bool sync) {
   if (err != 0) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
-    throw Error(ExitCode::output, "cannot write " + tmp.string() + ": " + std::strerror(err));
+    return "cannot write " + tmp.string() + ": " + std::strerror(err);
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, dir_ / "report.json", ec);
-  if (ec) throw Error(ExitCode::output, "cannot write " + (dir_ / "report.json").string() + ": " + ec.message());
+  std::filesystem::rename(tmp, dir / "report.json", ec);
+  if (ec) return "cannot write " + (dir / "report.json").string() + ": " + ec.message();
+  return {};
 }
 
 int Report::write_in_place() {

@@ -59,6 +59,14 @@ class Report {
   std::recursive_mutex mu_;
 };
 
+// The one writer of report.json (the run's Report; rank 0's guardian, when rank 0 died): `doc`
+// streamed into dir/tmp_name, indented when it is small (kIndentedMaxBytes), synced to the disk
+// when `sync`, then renamed to dir/report.json, so that a reader never sees half of it. Returns ""
+// or what failed ("cannot write PATH: the OS's reason"). Never holds the text whole: it goes
+// through a 1 MiB buffer (105 MB at 1024 ranks).
+std::string write_report_json(const std::filesystem::path& dir, const nlohmann::json& doc, bool sync,
+                              const char* tmp_name);
+
 // A new default output directory name: commscript-runs/<recipe>-<YYYYmmdd-HHMMSS>-<pid>.
 std::string default_out_dir(const std::string& recipe_name);
 

@@ -9,6 +9,7 @@
 #include <system_error>
 #include <thread>
 
+#include "clock.hpp"
 #include "control_plane.hpp"
 #include "coordinator_wire.hpp"
 #include "digest.hpp"
@@ -280,7 +281,7 @@ int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std:
     return static_cast<int>(ExitCode::output);  // an unwritable --out: exit 6, as every unwritable output
   }
   job::clear_cancel();
-  const auto t_start = std::chrono::steady_clock::now();
+  const int64_t t_start = now_ns();
   describe(s, host, src, rargs, info);
   guard(s, host);
   int code = 0;
@@ -293,7 +294,7 @@ int run_recipe(Session& s, RecipeHost& host, const RecipeSource& src, const std:
     nlohmann::json fired = plane.fired_injections(s);
     Chaos::instance().clear();
     plane.stop_heartbeat();
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    const double secs = seconds_since(t_start);
     code = finish_report(s, host, std::move(fired), secs, code);
     if (s.metrics) {  // the final values, from the final report, for any recipe
       std::lock_guard<std::recursive_mutex> g(s.report->mutex());

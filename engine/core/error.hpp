@@ -12,19 +12,30 @@ enum class ExitCode : int {
   runtime = 2,     // a recipe error on any rank
   health = 3,      // an error-severity finding or score below --fail-below
   corruption = 4,  // wrong elements in a checked result
-  timeout = 5,     // a deadline passed: missing or stuck ranks
-  output = 6,      // the outputs could not be written (disk full, directory gone, unwritable)
-  internal = 70,
+  // The ranks stopped moving together: a hang (an operation past its deadline, a rank missing or
+  // stuck) or a desync (ranks calling different operations or sizes, so that they would hang).
+  hang_or_desync = 5,        // a hang (a deadline passed: missing or stuck ranks) or a desync
+  output = 6,                // the outputs could not be written (disk full, directory gone, unwritable)
+  internal = 70,             // a failure inside commscript
+  timeout = hang_or_desync,  // removed after the nccl split merges
 };
 
 // Every code with its name, for the Lua side (cs.exit is built from this list, so the two cannot
-// drift apart: cs.exit once lacked `output`).
+// drift apart: cs.exit once lacked `output`). `timeout` is the Lua name recipes used before
+// `hang_or_desync` (recipe API: kept, the same code). The C header and the Python module get the
+// codes from the enum above at build time (cmake/exit_codes.cmake).
 inline constexpr struct {
   const char* name;
   ExitCode code;
-} kExitCodes[] = {{"ok", ExitCode::ok},         {"bad_input", ExitCode::bad_input},   {"runtime", ExitCode::runtime},
-                  {"health", ExitCode::health}, {"corruption", ExitCode::corruption}, {"timeout", ExitCode::timeout},
-                  {"output", ExitCode::output}, {"internal", ExitCode::internal}};
+} kExitCodes[] = {{"ok", ExitCode::ok},
+                  {"bad_input", ExitCode::bad_input},
+                  {"runtime", ExitCode::runtime},
+                  {"health", ExitCode::health},
+                  {"corruption", ExitCode::corruption},
+                  {"hang_or_desync", ExitCode::hang_or_desync},
+                  {"timeout", ExitCode::hang_or_desync},
+                  {"output", ExitCode::output},
+                  {"internal", ExitCode::internal}};
 
 class Error : public std::runtime_error {
  public:

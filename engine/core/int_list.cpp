@@ -2,18 +2,13 @@
 
 #include <algorithm>
 
+#include "text.hpp"
+
 namespace cs {
 
 namespace {
 
 constexpr int kMaxValue = 1 << 20;
-
-std::string_view trim(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 // A decimal number below kMaxValue, the whole of `s`.
 bool number(std::string_view s, int* out) {

@@ -26,6 +26,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "clock.hpp"
+
 namespace cs {
 
 inline long poll_sleep_ns(double waited_s) {
@@ -80,17 +82,17 @@ inline void pause_poll(double waited_s, unsigned polls) {
   }
 }
 
-// A polled wait's clock without the time this process did not run. A rank stopped for 10 s
-// (SIGSTOP, a debugger) has not waited 10 s for the others and must not blame them for it at
-// its local deadline; the coordinator names it instead (coordinator_timing.hpp, kStallNs).
-// Polls are at most a few milliseconds apart, so a gap of a second between two is a freeze.
+// A polled wait's clock (the engine's clock, clock.hpp) without the time this process did not run. A rank stopped for
+// 10 s (SIGSTOP, a debugger) has not waited 10 s for the others and must not blame them for it at its local deadline;
+// the coordinator names it instead (coordinator_timing.hpp, kStallNs). Polls are at most a few milliseconds apart, so a
+// gap of a second between two is a freeze.
 class WaitClock {
  public:
   static constexpr int64_t kFrozenGapNs = 1000LL * 1000 * 1000;
-  WaitClock() : t0_(mono_ns()), last_(t0_) {}
+  WaitClock() : t0_(now_ns()), last_(t0_) {}
   // Seconds waited so far, frozen gaps left out.
   double waited_s() {
-    const int64_t t = mono_ns();
+    const int64_t t = now_ns();
     if (t - last_ > kFrozenGapNs) frozen_ += t - last_;
     last_ = t;
     return static_cast<double>(t - t0_ - frozen_) * 1e-9;
@@ -98,11 +100,6 @@ class WaitClock {
   double frozen_s() const { return static_cast<double>(frozen_) * 1e-9; }
 
  private:
-  static int64_t mono_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-  }
   int64_t t0_, last_, frozen_ = 0;
 };
 

@@ -3,17 +3,12 @@
 #include <cctype>
 
 #include "error.hpp"
+#include "text.hpp"
 
 namespace cs {
 
 std::string Version::str() const {
   return std::to_string(v[0]) + "." + std::to_string(v[1]) + "." + std::to_string(v[2]);
-}
-
-static std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
 }
 
 std::optional<Version> parse_version(std::string_view s) {

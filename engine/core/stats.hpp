@@ -10,7 +10,10 @@ struct Summary {
   double cv() const { return mean > 0 ? stdev / mean : 0.0; }  // coefficient of variation
 };
 
-// Percentiles by the nearest-rank method (as nccl-tests -I); stdev is the sample deviation.
+// Percentiles by the nearest rank (as nccl-tests -I): of n sorted values the ceil(p/100 x n)-th, a
+// measured value; p50 is therefore not the median (the mean of the two middle values of an even
+// n, stdlib/cs/stats.lua's median). Both defined in one place: docs/lua-api.md, "Median and
+// percentiles". stdev is the sample deviation.
 Summary summarize(std::vector<double> samples);
 double percentile_sorted(const std::vector<double>& sorted, double p);
 

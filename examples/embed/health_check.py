@@ -3,7 +3,7 @@
 env_audit on it through commscript's Python module, read the verdict, carry on.
 
     mpirun -np 4 python3 examples/embed/health_check.py
-(with PYTHONPATH pointing at <prefix>/lib/commscript/python, or at python/ in a source tree with
+(with PYTHONPATH pointing at <prefix>/lib/commscript/python, or at <build>/python in a source tree with
 COMMSCRIPT_LIBRARY=<build>/libcommscript.so)
 """
 import sys

@@ -5,8 +5,7 @@
  * CS_E_* code) and a message for the last failure; no exception crosses it, and it never ends the
  * host's process (no exit(), no MPI_Abort) unless the host asks for that. A recipe's own outcome is
  * not an API failure: cs_run() succeeds and cs_result_exit_code() says what the command line's
- * exit code would have been (0 ok, 1 bad input, 2 recipe error, 3 verdict failed, 4 corruption,
- * 5 timeout/hang).
+ * exit code would have been: one of the CS_EXIT_* codes below (CS_EXIT_OK, CS_EXIT_BAD_INPUT ...).
  *
  * Runs are collective: every rank of the attached communicator calls cs_run() with the same
  * arguments. Only the thread that called MPI_Init calls MPI from inside commscript; the threads a
@@ -16,6 +15,10 @@
 #define COMMSCRIPT_COMMSCRIPT_H
 
 #include <stdint.h>
+
+/* The exit codes of a run, CS_EXIT_OK = 0 ... CS_EXIT_INTERNAL = 70: generated at build time from
+ * the engine's list (engine/core/error.hpp) and installed beside this header. */
+#include "commscript_exit_codes.h"
 
 #define COMMSCRIPT_API_VERSION_MAJOR 2
 #define COMMSCRIPT_API_VERSION_MINOR 1
@@ -123,8 +126,8 @@ CS_API int cs_run(cs_session* s, const char* recipe, const char* const* argv, in
 
 /* ---- API 1.1: a run in steps (what the commscript command does), the launcher's world ---- */
 
-/* The exit code the command line would end with for the last failed call on this session (1 bad
- * input, 2 runtime, 5 timeout, 70 internal ...); 0 when the last call succeeded.
+/* The exit code the command line would end with for the last failed call on this session
+ * (CS_EXIT_BAD_INPUT, CS_EXIT_RUNTIME, CS_EXIT_HANG_OR_DESYNC, CS_EXIT_INTERNAL ...); 0 when the last call succeeded.
  * cs_last_exit_code(NULL) is that of the last failure of cs_session_open on this thread; -1 for a
  * closed session's handle. */
 CS_API int cs_last_exit_code(const cs_session* s);

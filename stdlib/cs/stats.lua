@@ -1,10 +1,16 @@
 -- Statistics over plain Lua lists of numbers (timed loops return theirs already summarised).
+-- Median and percentiles are defined once, in docs/lua-api.md ("Median and percentiles"):
+-- a percentile (p50 too) is the nearest rank, a measured value, as the engine's summary
+-- (engine/core/stats.cpp); the median is the middle value or the mean of the two middle ones.
 local native = require "commscript.native"
 local M = {}
 
 -- {n, min, mean, p50, p95, p99, max, stdev, cv}; nearest-rank percentiles, sample stdev.
 M.summary = native.summary
 
+-- The nearest-rank percentile: of the n values sorted, the ceil(p / 100 * n)-th (the first for
+-- p = 0), as the engine's percentile_sorted. p50 of an even-sized list is the lower middle value,
+-- not the median: percentile({1, 2, 3, 10}, 50) = 2.
 function M.percentile(list, p)
   if type(p) ~= "number" or p < 0 or p > 100 then error("percentile: p must be in [0, 100]", 2) end
   local s = {}
@@ -17,7 +23,7 @@ function M.percentile(list, p)
 end
 
 -- The median: the middle value, or the mean of the two middle values of an even-sized list
--- (median{1, 2, 3, 10} = 2.5). nil for an empty list. The one median of the stdlib: diagnose,
+-- (median{1, 2, 3, 10} = 2.5, where p50 is 2). nil for an empty list. The one median of the stdlib: diagnose,
 -- rules, alerts and the recipes use this one.
 function M.median(list)
   local s = {}
@@ -72,7 +78,7 @@ end
 
 -- A bench result's bus bandwidth at its p50 time (busbw x mean time / p50 time): one
 -- descheduled iteration can inflate a mean a hundredfold on a shared host, so comparisons with
--- a baseline (the scorecard's reference, the regression rule) use the median. busbw when the
+-- a baseline (the scorecard's reference, the regression rule) use p50 (nearest rank). busbw when the
 -- result has no p50.
 function M.busbw_at_p50(r)
   if r.p50_us and r.p50_us > 0 and r.time_us then return r.busbw * r.time_us / r.p50_us end

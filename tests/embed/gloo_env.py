@@ -4,7 +4,7 @@ copies of itself with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT 
 each runs bw_sweep through commscript.run(backend="gloo", launcher="env"). Every rank must get
 exit code 0 and rank 0's report (backend gloo, launcher env, busbw results).
 
-    PYTHONPATH=python COMMSCRIPT_LIBRARY=build/libcommscript.so python3 tests/embed/gloo_env.py [NP]
+    PYTHONPATH=build/python COMMSCRIPT_LIBRARY=build/libcommscript.so python3 tests/embed/gloo_env.py [NP]
 """
 import os
 import socket

@@ -511,8 +511,16 @@ end
 TestExitCodes = {}
 
 function TestExitCodes:test_every_code_of_the_contract()
-  lu.assertEquals(cs.exit_codes(), { ok = 0, bad_input = 1, runtime = 2, health = 3, corruption = 4, timeout = 5,
-                             output = 6, internal = 70 })
+  lu.assertEquals(cs.exit_codes(), { ok = 0, bad_input = 1, runtime = 2, health = 3, corruption = 4,
+                                     hang_or_desync = 5, timeout = 5, output = 6, internal = 70 })
+end
+
+function TestExitCodes:test_timeout_is_the_old_name_of_hang_or_desync()
+  -- 5 covers hangs, deadlines and desyncs: hang_or_desync says so; recipes that say timeout still work
+  lu.assertEquals(cs.exit.hang_or_desync, 5)
+  lu.assertEquals(cs.exit.timeout, cs.exit.hang_or_desync)
+  local err = raises(run_with, function() cs.raise(cs.exit.hang_or_desync, "late") end)
+  lu.assertEquals(err.code, 5)
 end
 
 function TestExitCodes:test_exit_table_is_read_only()

@@ -72,6 +72,25 @@ function TestPercentile:test_median_is_the_mean_of_the_middle_two()
   lu.assertEquals(l, { 5, 1, 4 }, "the input is not sorted in place")
 end
 
+-- One definition of a percentile (docs/lua-api.md, "Median and percentiles"): the Lua percentile
+-- and the engine's summary (comm:bench's p50/p95/p99) give the same value, even and odd sizes,
+-- ties and the sizes where p / 100 * n falls near a whole number.
+function TestPercentile:test_lua_percentile_is_the_engines()
+  local seed = 7
+  local function rnd() seed = (seed * 1103515245 + 12345) % 2147483648; return seed % 1000 end
+  for _, n in ipairs({ 1, 2, 3, 4, 10, 20, 99, 100, 101, 200, 1000 }) do
+    local l = {}
+    for i = 1, n do l[i] = rnd() / 8 end
+    local s = cs.stats.summary(l)
+    for _, p in ipairs({ 50, 95, 99 }) do
+      lu.assertEquals(cs.stats.percentile(l, p), s["p" .. p], ("n %d, p%d"):format(n, p))
+    end
+  end
+  local even = cs.stats.summary({ 1, 2, 3, 10 })
+  lu.assertEquals(even.p50, 2)  -- the nearest rank, where the median is 2.5
+  lu.assertEquals(cs.stats.median({ 1, 2, 3, 10 }), 2.5)
+end
+
 function TestPercentile:test_one_median_in_the_stdlib()
   lu.assertIs(cs.diagnose.median, cs.stats.median)
 end
