@@ -202,6 +202,20 @@ function TestSandbox:test_require_outside_stdlib_refused()
   lu.assertStrContains(sandboxed_error([[require "cs.runner.x"]]), "is not allowed in a sandboxed recipe")
 end
 
+-- Every package folder's parts can be required sandboxed (sandbox.PACKAGES follows the folders),
+-- and each package's module, which re-exports them, loads there too.
+function TestSandbox:test_package_parts_are_allowed()
+  local r = runner.load(chunk(good([[
+r.probe = { type(require("cs.diagnose.screen").screen_pairs), type(require("cs.triage.repro").build),
+            type(require("cs.topo.gpu").reference), type(require("cs.env.registry").is_secret),
+            type(require("cs.html.util")), require("cs.diagnose").screen_hosts == require("cs.diagnose.screen").screen_hosts }
+]])), false)
+  lu.assertEquals(r.probe, { "function", "function", "function", "function", "table", true })
+  for p in pairs(require("cs.sandbox").PACKAGES) do
+    lu.assertEquals(type(require("cs." .. p)), "table", p)
+  end
+end
+
 function TestSandbox:test_allowed_things_work()
   local r = runner.load(chunk(good([[
 local st = require "cs.stats"
