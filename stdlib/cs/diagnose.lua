@@ -11,23 +11,13 @@
 -- Localisation's one entry point for recipes is cs.p2p.localise (collective; it runs
 -- cs.diagnose.localise on rank 0). Nothing here communicates except through a measure function.
 local stats = require "cs.stats"
-local lateness = require "cs.diagnose.lateness"
-local screen = require "cs.diagnose.screen"
-local partners = require "cs.diagnose.partners"
-local judge = require "cs.diagnose.judge"
-local verdicts = require "cs.diagnose.verdicts"
 
-local M = {
-  median = stats.median,  -- the same function as cs.stats.median (kept: recipes call it)
-  stragglers = lateness.stragglers,
-  straggler_vote = lateness.straggler_vote,
-  screen_pairs = screen.screen_pairs,
-  screen_hosts = screen.screen_hosts,
-  reference_pair = partners.reference_pair,
-  good_partner = partners.good_partner,
-  VERDICT = judge.VERDICT,
-  findings = verdicts.findings,
-}
+local M = { median = stats.median }  -- the same function as cs.stats.median (kept: recipes call it)
+for part, names in pairs { lateness = { "stragglers", "straggler_vote" }, screen = { "screen_pairs", "screen_hosts" },
+                           partners = { "reference_pair", "good_partner" }, judge = { "VERDICT" }, verdicts = { "findings" } } do
+  local m = require("cs.diagnose." .. part)
+  for _, n in ipairs(names) do M[n] = m[n] end
+end
 
 -- Deprecated names, kept for this release only (docs/lua-api.md, cs.diagnose): the screening
 -- was called localize / localize_hosts, and the driver cs.diagnose.localise (now

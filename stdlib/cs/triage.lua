@@ -14,21 +14,11 @@
 --   cs.triage.diagnosis        load and diagnose: every analysis in turn
 --   cs.triage.report           the text, the findings and the failure of a diagnosis
 --   cs.triage.repro            repro.lua + repro.toml (also cs.triage.repro here)
-local names = require "cs.triage.names"
-local diagnosis = require "cs.triage.diagnosis"
-local report = require "cs.triage.report"
+local M = { parse = require "cs.triage.parse", repro = require "cs.triage.repro" }
+for part, names in pairs { diagnosis = { "load", "diagnose" }, names = { "op_of", "dtype_of", "count_of" },
+                           report = { "lines", "findings", "failure", "verdict_line", "rec_text" } } do
+  local m = require("cs.triage." .. part)
+  for _, n in ipairs(names) do M[n] = m[n] end
+end
 
-return {
-  load = diagnosis.load,
-  diagnose = diagnosis.diagnose,
-  lines = report.lines,
-  findings = report.findings,
-  failure = report.failure,
-  verdict_line = report.verdict_line,
-  rec_text = report.rec_text,
-  op_of = names.op_of,
-  dtype_of = names.dtype_of,
-  count_of = names.count_of,
-  parse = require "cs.triage.parse",
-  repro = require "cs.triage.repro",
-}
+return M

@@ -4,9 +4,7 @@
 -- judge_link, group_ranks) into the result `c.out`; findings(loc) says what the verdict could not
 -- say. Pure functions over the verdict's state `c`: no communication, no measuring.
 local stats = require "cs.stats"
-local J = require "cs.diagnose.judge"
-local P = require "cs.diagnose.partners"
-local S = require "cs.diagnose.screen"
+local J, P, S = require "cs.diagnose.judge", require "cs.diagnose.partners", require "cs.diagnose.screen"
 local M = {}
 
 local median = stats.median

@@ -4,8 +4,7 @@
 -- the watchdog analysis and the environment audit on it. Reads only files named on the command line.
 local native = require "commscript.native"
 local P = require "cs.triage.parse"
-local FR = require "cs.triage.flight_recorder"
-local WD = require "cs.triage.watchdog"
+local FR, WD = require "cs.triage.flight_recorder", require "cs.triage.watchdog"
 
 local M = {}
 
