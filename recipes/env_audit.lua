@@ -3,7 +3,7 @@
 -- differ between ranks. Also a plain linter without mpirun:
 --     commscript --backend self env_audit
 --     NCCL_BUFFSIZE=4M commscript --backend self env_audit
--- The rules are in stdlib/cs/env.lua, the variables in stdlib/cs/env_registry.lua.
+-- The rules are in stdlib/cs/env.lua, the variables in stdlib/cs/env/registry.lua.
 local cs = require "commscript"
 
 local recipe = cs.recipe {

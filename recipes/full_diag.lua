@@ -25,7 +25,7 @@ local TIERS = {
            min = 8, max = 268435456, factor = 2, iters = 50, warmup = 5, pair_bytes = 4194304, repeats = 5 },
 }
 
-local topo_gpu = require "cs.topo_gpu"
+local topo_gpu = require "cs.topo.gpu"
 local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {

@@ -28,7 +28,7 @@ local recipe = cs.recipe {
 
 function recipe.run(ctx)
   local T = require "cs.triage"
-  local R = require "cs.triage_repro"
+  local R = require "cs.triage.repro"
   local o = ctx.opt
   local arts = T.load(o.paths)
   local diag = T.diagnose(arts, { world = o.world })

@@ -8,7 +8,7 @@ scripts/, cmake/, docs/ and README.md for references to Markdown files
 the citing file, then from the repository's root, then (a bare name in a source comment) as a
 file of docs/. Exit 1 naming each reference to a file that is not here (the project's research
 notes once were cited this way) or to a heading the file does not have. tests/ is not scanned: it
-cites other projects' files. The anchors env findings build at run time (cs.env_registry) are
+cites other projects' files. The anchors env findings build at run time (cs.env.registry) are
 checked by tests/lua/test_env_combos.lua.
 """
 import os

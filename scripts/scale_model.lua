@@ -21,6 +21,7 @@
 -- The last line it logs is "SCALE {json}": per-stage seconds, the planted and the named, the
 -- score (correct, innocent), the projected time to the verdict.
 local cs = require "commscript"
+local localise = require("cs.diagnose.localise").localise  -- localisation's driver, any measure function
 
 local recipe = cs.recipe {
   name = "scale_model",
@@ -406,7 +407,7 @@ end
 local function localisation(j, o, measured, stragglers, rt)
   local ev = cs.evidence.off(measured.matrix.bw, j.rank_hosts)
   local force = cs.evidence.force(ev, stragglers)
-  local loc = cs.diagnose.localise(measured.matrix.pairs, j.rank_hosts, { force = force }, retest_model(j, o, rt))
+  local loc = localise(measured.matrix.pairs, j.rank_hosts, { force = force }, retest_model(j, o, rt))
   cs.evidence.annotate(loc, ev, j.rank_hosts)
   loc.unconfirmed = cs.evidence.unconfirmed(ev, loc, j.rank_hosts, PAIR_BYTES)
   loc.forced = force

@@ -69,7 +69,8 @@ setmetatable(cs, {
   __index = function(t, k)
     -- Only plain names of embedded, non-internal modules (cs.sandbox's rule): cs["../x"] and
     -- cs.runner are nil, and nothing reaches LuaJIT's file searchers.
-    if type(k) ~= "string" or not require("cs.sandbox").allowed("cs." .. k) then return nil end
+    -- A part of a package is a field of its package's module (cs.triage.repro), not cs["triage.repro"].
+    if type(k) ~= "string" or k:find(".", 1, true) or not require("cs.sandbox").allowed("cs." .. k) then return nil end
     local ok, mod = pcall(require, "cs." .. k)
     if ok then rawset(t, k, mod); return mod end
     if tostring(mod):find("no module 'cs." .. k .. "' in commscript's stdlib", 1, true) then return nil end

@@ -1,13 +1,13 @@
 -- The environment audit: lint NCCL_* / TORCH_NCCL_* / TORCH_FR_* / UCX_* variables against how
--- the libraries really read them (docs/stdlib.md, cs.env; the data is in cs.env_registry, the
+-- the libraries really read them (docs/stdlib.md, cs.env; the data is in cs.env.registry, the
 -- facts it relies on in docs/nccl.md, "What the environment audit checks against"). Pure functions over plain tables except where noted (nccl_conf reads
 -- files, interfaces and rdma_devices read this host's): no communication.
 -- The code is in five parts, one per section, re-exported here (require "cs.env" is the API):
---   cs.env_parse  strtoll, parse_int, version_lt, distance, suggest
---   cs.env_checks the checks of one value by kind; parse_iflist, iflist_matches, file_exists
---   cs.env_combos audit_var, the combination rules, audit, sort_findings
---   cs.env_conf   parse_conf, nccl_conf, full_audit
---   cs.env_ranks  snapshot, compare, rank_ranges, dedupe, format_table, collect, interfaces,
+--   cs.env.parse  strtoll, parse_int, version_lt, distance, suggest
+--   cs.env.checks the checks of one value by kind; parse_iflist, iflist_matches, file_exists
+--   cs.env.combos audit_var, the combination rules, audit, sort_findings
+--   cs.env.conf   parse_conf, nccl_conf, full_audit
+--   cs.env.ranks  snapshot, compare, rank_ranges, dedupe, format_table, collect, interfaces,
 --                 rdma_devices
 --
 --   audit(vars, opts)             -> findings for a table NAME -> value
@@ -36,9 +36,9 @@
 --          names, legacy numeric levels, empty values (the default applies), shadowed conf lines.
 -- A correct configuration produces no warn and no error.
 local M = {}
-M.registry = require "cs.env_registry"
+M.registry = require "cs.env.registry"
 
-for _, part in ipairs { "cs.env_parse", "cs.env_checks", "cs.env_combos", "cs.env_conf", "cs.env_ranks" } do
+for _, part in ipairs { "cs.env.parse", "cs.env.checks", "cs.env.combos", "cs.env.conf", "cs.env.ranks" } do
   for k, v in pairs(require(part)) do
     if k ~= "internal" then
       assert(M[k] == nil, "cs.env: two parts export " .. k)

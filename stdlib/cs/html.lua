@@ -5,7 +5,7 @@
 local M = {}
 
 local fmt, concat, floor, ceil, abs, log = string.format, table.concat, math.floor, math.ceil, math.abs, math.log
-local U = require "cs.html_util"
+local U = require "cs.html.util"
 local esc, T, num, str, keys, fnum, fsize, text = U.esc, U.T, U.num, U.str, U.keys, U.fnum, U.fsize, U.text
 local kvtable, records, section, ranges, cellv, islist = U.kvtable, U.records, U.section, U.ranges, U.cellv, U.islist
 local X = require("commscript").exit  -- the codes, one table (stdlib/commscript.lua)
@@ -375,10 +375,10 @@ local function curves(r)
   return section("curves", "Curves", concat(out, "\n"))
 end
 
-local matrix = require("cs.html_matrix").matrix
+local matrix = require("cs.html.matrix").matrix
 
--- The hosts drawn: GPUs, NICs, NUMA nodes and their links, findings marked (cs.html_topo).
-local topology = require("cs.html_topo").topology
+-- The hosts drawn: GPUs, NICs, NUMA nodes and their links, findings marked (cs.html.topo).
+local topology = require("cs.html.topo").topology
 
 local function options(r)
   local rec, run, cs = T(r.recipe), T(r.run), T(r.commscript)
@@ -419,13 +419,13 @@ svg.hostmap a.hrow:hover rect{stroke:#000;stroke-width:.5}
 .maps{display:flex;flex-wrap:wrap;gap:10px 40px}.hot{color:#d73027;font-weight:600}svg.bar{vertical-align:middle}details{margin:8px 0}ul.ev{margin:4px 0;padding-left:18px}ul.ev li{margin:1px 0}summary{cursor:pointer;color:#2a5db0}
 ]]
 
--- The elastic recipes' sections (cs.html_elastic): the drill timeline, the backend comparison.
+-- The elastic recipes' sections (cs.html.elastic): the drill timeline, the backend comparison.
 local function drill(r)
-  local body = require("cs.html_elastic").drill(r)
+  local body = require("cs.html.elastic").drill(r)
   return body and section("drill", "Drop drill timeline", body)
 end
 local function protocols(r)
-  local body = require("cs.html_elastic").protocols(r)
+  local body = require("cs.html.elastic").protocols(r)
   return body and section("protocols", "Backend comparison", body)
 end
 
@@ -451,7 +451,7 @@ function M.render(report)
   table.insert(body, 2, "<nav>" .. concat(nav) .. "</nav>")
   local name = str(T(report.recipe).name)
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" .. esc("commscript: " .. tostring(name or "report"))
-    .. "</title>\n<style>" .. CSS .. require("cs.html_topo").CSS .. "</style></head>\n<body>\n" .. concat(body, "\n") .. "\n</body></html>\n"
+    .. "</title>\n<style>" .. CSS .. require("cs.html.topo").CSS .. "</style></head>\n<body>\n" .. concat(body, "\n") .. "\n</body></html>\n"
 end
 
 return M

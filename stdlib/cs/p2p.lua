@@ -239,7 +239,7 @@ end
 --   link_factor, ...); args.stages (cs.stages) gets the counts "retests" and "rescreened".
 function M.localise(ctx, values, rank_hosts, args)
   check_op(args)
-  local D = require "cs.diagnose"
+  local D = require "cs.diagnose.localise"
   local margs = { bytes = args.bytes, iters = args.retest_iters or args.iters or 10, warmup = args.warmup }
   if args.stream then  -- the re-tests measure what the pattern measured: streams, the slower way
     margs = { bytes = args.bytes, stream = true, window = args.window, iters = args.iters, warmup = args.warmup }

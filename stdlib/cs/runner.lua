@@ -135,7 +135,7 @@ end
 function M.run(r, comm, opt, info)
   end_budget()
   -- Files the user named in the recipe's options (the command line, the config; never a default
-  -- the recipe declared): cs.env may read them (see cs.env_conf).
+  -- the recipe declared): cs.env may read them (see cs.env.conf).
   for k, v in pairs(opt) do
     local d = r.options[k]
     if type(v) == "string" and v ~= "" and d and d.default ~= v then native.allow_file(v) end

@@ -6,7 +6,8 @@
 --  - its OWN copies of string, table, math, coroutine and bit: a chunk that replaces
 --    string.rep changes its copy only, never the engine's nor another chunk's;
 --  - os with clock/time/date/difftime/getenv only;
---  - require limited to "commscript" and the embedded cs.* modules, minus the engine's own
+--  - require limited to "commscript" and the embedded cs.* modules (cs.x, and cs.x.y: a part of
+--    a package folder stdlib/cs/x/, M.PACKAGES), minus the engine's own
 --    (cs.runner, cs.sandbox); names that are not embedded never reach LuaJIT's file searchers
 --    (the embedded loader refuses them, see bindings/lua/lua_vm.cpp);
 --  - its OWN instances of those modules (a "world": each module's code run again for this
@@ -38,10 +39,18 @@ local SAFE = {
 local HIDDEN = { os = 1, io = 1, ffi = 1, load = 1, loadstring = 1, loadfile = 1, dofile = 1, package = 1,
                  debug = 1, setfenv = 1, getfenv = 1, jit = 1, collectgarbage = 1, module = 1, newproxy = 1 }
 
--- True when `name` may be required from a sandbox.
+-- The stdlib's packages: folders stdlib/cs/<name>/ of parts, each part the module cs.<name>.<part>
+-- (docs/stdlib.md). A new folder is added here, or its parts cannot be required sandboxed.
+M.PACKAGES = { diagnose = true, env = true, html = true, topo = true, triage = true }
+
+-- True when `name` may be required from a sandbox: commscript, a module cs.x or a part cs.x.y of
+-- a package, not the engine's own. Plain names only: no "cs..x", no deeper, no cs.stats.x.
 function M.allowed(name)
   if name == "commscript" then return true end
-  return type(name) == "string" and str_match(name, "^cs%.[%w_]+$") ~= nil and not M.internal[name]
+  if type(name) ~= "string" or M.internal[name] then return false end
+  if str_match(name, "^cs%.[%w_]+$") then return true end
+  local package = str_match(name, "^cs%.([%w_]+)%.[%w_]+$")
+  return package ~= nil and M.PACKAGES[package] == true
 end
 
 local real_pcall, real_xpcall = pcall, xpcall

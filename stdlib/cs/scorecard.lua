@@ -23,7 +23,7 @@
 --   (cs.p2p.matrix, optional), m.cvs (the results' cvs), m.operations, m.wrong. The bandwidth
 --   reference is the config's bandwidth_reference_gbps, else the baseline's all-reduce at the
 --   largest size (busbw at its p50 time, as the regression rule compares), else on a GPU job
---   (m.gpu_path: cs.topo_gpu.reference's result, or { why = }) the GPU path: the measured
+--   (m.gpu_path: cs.topo.gpu.reference's result, or { why = }) the GPU path: the measured
 --   GPU->GPU copy rate within the NVML link facts' nominal bound, the NICs' line rate across
 --   hosts; else on one host the host memory-copy bandwidth. One rank moves nothing: the part is
 --   left out. Latency targets default to 10 us (collective) and 2 us (point-to-point) on one

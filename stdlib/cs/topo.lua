@@ -28,8 +28,9 @@
 --               binaries = number of distinct binary hashes },
 -- }
 -- NICs, GPUs and PCIe links: engine/host/topology.cpp describes their fields.
--- The code is in three parts, re-exported here: cs.topo_model (build, summarize, collect,
--- oversubscribed, ranges), cs.topo_check (check), cs.topo_render (render).
+-- The code is in the package's parts (stdlib/cs/topo/), re-exported here: cs.topo.model (build,
+-- summarize, collect, oversubscribed, ranges), cs.topo.checks (check), cs.topo.text (render);
+-- cs.topo.gpu (the GPU path from the model: also the field cs.topo.gpu) is not re-exported.
 --
 -- topo.check(t [, opts]) -> list of findings, each ready for ctx.report:finding (extra field
 -- `kind`): version (a library differs between ranks), binary (the binary's hash differs),
@@ -38,10 +39,10 @@
 -- Ethernet NIC down), pcie (a link trained below its width or speed), nic_speed (the same NIC
 -- runs at different speeds on different hosts), cpu_overlap (ranks of a host bound to shared
 -- CPUs), unbound, oversubscribed, ranks_per_host. opts: env_prefixes (the variables compared;
--- default cs.env_registry.AUDITED_PREFIXES).
-local M = {}
+-- default cs.env.registry.AUDITED_PREFIXES).
+local M = { gpu = require "cs.topo.gpu" }
 
-for _, part in ipairs { "cs.topo_model", "cs.topo_check", "cs.topo_render" } do
+for _, part in ipairs { "cs.topo.model", "cs.topo.checks", "cs.topo.text" } do
   for k, v in pairs(require(part)) do
     if k ~= "internal" then
       assert(M[k] == nil, "cs.topo: two parts export " .. k)

@@ -58,7 +58,7 @@ function recipe.run(ctx)
   for _, p in ipairs(measured) do
     ctx.report:result { kind = "pair", a = p[1], b = p[2], hosts = { hosts[p[1] + 1], hosts[p[2] + 1] }, min_us = p[3] }
   end
-  local loc = cs.diagnose.localize(ctx.size, measured, { factor = 1.5, link_factor = 3 })
+  local loc = cs.diagnose.screen_pairs(ctx.size, measured, { factor = 1.5, link_factor = 3 })
   local suspects, is_suspect, good = {}, {}, {}
   for _, s in ipairs(loc.ranks) do suspects[#suspects + 1] = s.rank; is_suspect[s.rank] = true end
   for r = 0, ctx.size - 1 do if not is_suspect[r] then good[#good + 1] = r end end

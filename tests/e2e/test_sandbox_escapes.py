@@ -222,7 +222,7 @@ class Escapes(cs_e2e.TestCase):
         # replace the environment stage's function in the module
         "module_function": 'cs.env.collect = function() return { findings = {}, audited = 0 } end',
         # a sub-table of a module: make the bogus protocol a known one
-        "sub_table": 'table.insert(require("cs.env_registry").PROTOS, "bogus")',
+        "sub_table": 'table.insert(require("cs.env.registry").PROTOS, "bogus")',
         # the metatable of the findings collector: add() that reports nothing
         "object_metatable": 'local c = cs.findings.collector({ report = { finding = function() end } })\n'
                             'getmetatable(c).add = function(_, list) return list end',

@@ -1,8 +1,9 @@
--- LuaUnit tests of stdlib/cs/pairs.lua (round-robin pair schedules) and stdlib/cs/diagnose.lua
--- (stragglers, localize) on synthetic data: the detection logic of the chaos self-tests
+-- LuaUnit tests of stdlib/cs/pairs.lua (round-robin pair schedules) and stdlib/cs/diagnose/
+-- (stragglers, screen_pairs) on synthetic data: the detection logic of the chaos self-tests
 -- (recipes/chaos_delay.lua, recipes/chaos_slow.lua) without any communication.
 -- Run: commscript --backend self --trusted tests/lua/test_diagnose.lua
 local cs = require "commscript"
+local localise = require("cs.diagnose.localise").localise  -- localisation's driver, any measure function
 local lu = require "luaunit"
 
 local recipe = cs.recipe {
@@ -214,9 +215,9 @@ function TestStragglers:test_thresholds()
   lu.assertEquals(cs.diagnose.stragglers(spread), {})
 end
 
----------------------------------------------------------------------------- cs.diagnose.localize
+------------------------------------------------------------------------- cs.diagnose.screen_pairs
 
-TestLocalize = {}
+TestScreenPairs = {}
 
 -- Every unordered pair of n ranks (in round-robin order), value f(a, b).
 local function matrix(n, f)
@@ -237,11 +238,11 @@ end
 -- The two sets of thresholds in use: the defaults, and chaos_slow's.
 local OPTS = { {}, { factor = 1.5, link_factor = 3 } }
 
-function TestLocalize:test_one_bad_node()
+function TestScreenPairs:test_one_bad_node()
   for _, n in ipairs { 4, 8 } do
     for bad = 0, n - 1 do
       for _, opts in ipairs(OPTS) do
-        local loc = cs.diagnose.localize(n, matrix(n, function(a, b) return (a == bad or b == bad) and 400 or 100 end),
+        local loc = cs.diagnose.screen_pairs(n, matrix(n, function(a, b) return (a == bad or b == bad) and 400 or 100 end),
           opts)
         lu.assertEquals(ranks_of(loc.ranks), { bad }, ("n = %d, bad rank %d"):format(n, bad))
         lu.assertEquals(link_list(loc), {}, ("n = %d, bad rank %d: no links"):format(n, bad))
@@ -255,12 +256,12 @@ function TestLocalize:test_one_bad_node()
   end
 end
 
-function TestLocalize:test_one_bad_link()
+function TestScreenPairs:test_one_bad_link()
   for _, n in ipairs { 4, 8 } do
     for _, link in ipairs(matrix(n, function() return 0 end)) do
       local x, y = link[1], link[2]
       for _, opts in ipairs(OPTS) do
-        local loc = cs.diagnose.localize(n, matrix(n, function(a, b) return (a == x and b == y) and 500 or 100 end),
+        local loc = cs.diagnose.screen_pairs(n, matrix(n, function(a, b) return (a == x and b == y) and 500 or 100 end),
           opts)
         lu.assertEquals(ranks_of(loc.ranks), {}, ("n = %d, bad link %d-%d: no ranks"):format(n, x, y))
         lu.assertEquals(link_list(loc), { { x, y } }, ("n = %d, bad link %d-%d"):format(n, x, y))
@@ -271,13 +272,13 @@ function TestLocalize:test_one_bad_link()
   end
 end
 
-function TestLocalize:test_healthy_noise_names_nothing()
+function TestScreenPairs:test_healthy_noise_names_nothing()
   local u = rng(777)
   for _, n in ipairs { 4, 8 } do
     for trial = 1, TRIALS do
       local m = matrix(n, function() return 100 * u(0.8, 1.2) end)
       for _, opts in ipairs(OPTS) do
-        local loc = cs.diagnose.localize(n, m, opts)
+        local loc = cs.diagnose.screen_pairs(n, m, opts)
         lu.assertEquals(ranks_of(loc.ranks), {}, ("n = %d trial %d: ranks"):format(n, trial))
         lu.assertEquals(link_list(loc), {}, ("n = %d trial %d: links"):format(n, trial))
       end
@@ -285,14 +286,14 @@ function TestLocalize:test_healthy_noise_names_nothing()
   end
 end
 
-function TestLocalize:test_bad_node_under_noise()
+function TestScreenPairs:test_bad_node_under_noise()
   local u = rng(99)
   for _, n in ipairs { 4, 8 } do
     for trial = 1, TRIALS do
       local bad = trial % n
       local m = matrix(n, function(a, b) return ((a == bad or b == bad) and 4 or 1) * 100 * u(0.8, 1.2) end)
       for _, opts in ipairs(OPTS) do
-        local loc = cs.diagnose.localize(n, m, opts)
+        local loc = cs.diagnose.screen_pairs(n, m, opts)
         lu.assertEquals(ranks_of(loc.ranks), { bad }, ("n = %d trial %d: ranks"):format(n, trial))
         lu.assertEquals(link_list(loc), {}, ("n = %d trial %d: links"):format(n, trial))
       end
@@ -300,7 +301,7 @@ function TestLocalize:test_bad_node_under_noise()
   end
 end
 
-function TestLocalize:test_bad_link_under_noise()
+function TestScreenPairs:test_bad_link_under_noise()
   local u = rng(31337)
   for _, n in ipairs { 4, 8 } do
     local links = matrix(n, function() return 0 end)
@@ -308,7 +309,7 @@ function TestLocalize:test_bad_link_under_noise()
       local l = links[trial % #links + 1]
       local m = matrix(n, function(a, b) return ((a == l[1] and b == l[2]) and 5 or 1) * 100 * u(0.8, 1.2) end)
       for _, opts in ipairs(OPTS) do
-        local loc = cs.diagnose.localize(n, m, opts)
+        local loc = cs.diagnose.screen_pairs(n, m, opts)
         lu.assertEquals(ranks_of(loc.ranks), {}, ("n = %d trial %d: ranks"):format(n, trial))
         lu.assertEquals(link_list(loc), { { l[1], l[2] } }, ("n = %d trial %d: links"):format(n, trial))
       end
@@ -316,17 +317,17 @@ function TestLocalize:test_bad_link_under_noise()
   end
 end
 
-function TestLocalize:test_nothing_measured()
-  local loc = cs.diagnose.localize(4, {})
+function TestScreenPairs:test_nothing_measured()
+  local loc = cs.diagnose.screen_pairs(4, {})
   lu.assertEquals(loc.ranks, {})
   lu.assertEquals(loc.pairs, {})
   lu.assertNil(loc.fleet_median)
-  local zero = cs.diagnose.localize(4, matrix(4, function() return 0 end))
+  local zero = cs.diagnose.screen_pairs(4, matrix(4, function() return 0 end))
   lu.assertEquals(zero.ranks, {})
   lu.assertEquals(zero.pairs, {})
 end
 
-function TestLocalize:test_median()
+function TestScreenPairs:test_median()
   lu.assertNil(cs.diagnose.median {})
   lu.assertEquals(cs.diagnose.median { 3, 1, 2 }, 2)
   lu.assertEquals(cs.diagnose.median { 4, 1, 3, 2 }, 2.5)
@@ -462,7 +463,7 @@ end
 
 -- localise with the screening values as given and every re-test from the model m(a, b)
 local function localise_with(values, hosts, m)
-  return cs.diagnose.localise(values, hosts, {}, function(batch)
+  return localise(values, hosts, {}, function(batch)
     local out = {}
     for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
     return out
@@ -478,7 +479,7 @@ end
 -- localise with every re-test from m(a, b), the budget spent after `free` rounds it may cut
 local function localise_budget(values, hosts, m, free)
   local used = 0
-  return cs.diagnose.localise(values, hosts, {}, function(batch, must)
+  return localise(values, hosts, {}, function(batch, must)
     if not must then
       used = used + 1
       if used > free then return nil end
@@ -491,7 +492,7 @@ end
 
 function TestLocalise:test_names_the_planted_host_rank_and_link_with_their_numbers()
   local hosts, values, _, measure, calls = job(4, 4, { host = "h2", rank = 5, link = { 0, 12 } })
-  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  local loc = localise(values, hosts, {}, measure)
   lu.assertEquals(hosts_of(loc), { "h2" })
   lu.assertEquals(ranks_of(loc.ranks), { 5 })
   lu.assertEquals(links_of(loc), { { 0, 12 } })
@@ -542,7 +543,7 @@ function TestLocalise:test_references_spread_through_the_round()
       if v[1] == math.min(p[1], p[2]) and v[2] == math.max(p[1], p[2]) then v[3] = v[3] * 2 end
     end
   end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+  local loc = localise(values, hosts, {}, function(batch)
     local out = {}
     for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) * (3 * i > 2 * #batch and 1.7 or 1) end
     return out
@@ -570,7 +571,7 @@ function TestLocalise:test_the_rescreen_finds_a_link_below_the_retested_ones()
   end
   lu.assertEquals(noisy, 60)
   local together = 0
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch, _, at_once)
+  local loc = localise(values, hosts, {}, function(batch, _, at_once)
     if at_once then
       together = together + 1
       local seen = {}
@@ -655,7 +656,7 @@ end
 function TestLocalise:test_each_rounds_reference_is_the_median_of_four_pairs()
   local hosts, values, model, measure = job(4, 4, { link = { 0, 12 } }, 0.05)
   local u = rng(11)
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)  -- the re-tests spike, one in five
+  local loc = localise(values, hosts, {}, function(batch)  -- the re-tests spike, one in five
     local out = measure(batch)
     for i = 1, #out do out[i] = out[i] * (u(0, 1) < 0.2 and 3 or 1) end
     return out
@@ -678,7 +679,7 @@ end
 
 function TestLocalise:test_healthy_names_nobody_and_retests_nothing()
   local hosts, values, _, measure, calls = job(4, 4, {})
-  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  local loc = localise(values, hosts, {}, measure)
   lu.assertEquals({ #loc.hosts, #loc.ranks, #loc.links, calls.pairs }, { 0, 0, 0, 0 })
   lu.assertEquals(cs.diagnose.findings(loc), {})
 end
@@ -686,7 +687,7 @@ end
 function TestLocalise:test_a_suspect_fine_alone_is_not_named()
   local hosts, values = job(4, 4, { rank = 9 })
   local _, _, _, healthy = job(4, 4, {})
-  local loc = cs.diagnose.localise(values, hosts, {}, healthy)
+  local loc = localise(values, hosts, {}, healthy)
   lu.assertEquals(loc.suspects.ranks, 1)
   lu.assertEquals(#loc.ranks, 0)
 end
@@ -698,7 +699,7 @@ function TestLocalise:test_a_slow_host_is_one_host_not_its_links()
     local hosts, values, _, measure = job(8, 1, { host = "h3", host_factor = 20 }, 0.3, seed)
     local partial = {}
     for i, p in ipairs(values) do if i % 3 ~= 0 then partial[#partial + 1] = p end end
-    local loc = cs.diagnose.localise(partial, hosts, {}, measure)
+    local loc = localise(partial, hosts, {}, measure)
     lu.assertEquals(hosts_of(loc), { "h3" }, "seed " .. seed)
     lu.assertEquals({ #loc.ranks, #loc.links }, { 0, 0 }, "seed " .. seed)
     lu.assertTrue(#loc.hosts[1].links >= 1)
@@ -714,7 +715,7 @@ function TestLocalise:test_slow_links_sharing_a_host_make_one_host_suspect()
     for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * ((p[1] == 4 or p[2] == 4) and 8 or 1) end
     return out
   end
-  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  local loc = localise(values, hosts, {}, measure)
   lu.assertEquals(hosts_of(loc), { "h4" })
   lu.assertEquals({ #loc.ranks, #loc.links }, { 0, 0 })
 end
@@ -729,7 +730,7 @@ function TestLocalise:test_a_link_is_found_when_an_end_is_a_screening_suspect()
     for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) end
     return out
   end
-  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  local loc = localise(values, hosts, {}, measure)
   lu.assertEquals(links_of(loc), { { 1, 5 } }, cs.json.encode({ loc.suspects, loc.tested }))
   lu.assertEquals({ #loc.hosts, #loc.ranks }, { 0, 0 })
 end
@@ -743,7 +744,7 @@ function TestLocalise:test_a_link_with_a_bad_end_is_not_named()
     for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * ((p[1] == 0 or p[2] == 0) and 4 or 1) end
     return out
   end
-  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  local loc = localise(values, hosts, {}, measure)
   lu.assertEquals(loc.suspects.links, 1)
   lu.assertEquals(#loc.links, 0)
 end
@@ -752,7 +753,7 @@ end
 function TestLocalise:test_too_noisy_names_nobody_and_says_so()
   local hosts, values = job(4, 2, { rank = 3 }, 0.05)
   local u = rng(11)
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+  local loc = localise(values, hosts, {}, function(batch)
     local out = {}
     for i, p in ipairs(batch) do out[i] = (hosts[p[1] + 1] == hosts[p[2] + 1] and 20 or 100) * math.exp(u(-2.5, 2.5)) end
     return out
@@ -768,7 +769,7 @@ end
 -- measure says the budget is spent; an undecided suspect is reported, not named.
 function TestLocalise:test_budget_cut_hosts_still_decided_links_left_undecided()
   local hosts, values, _, measure = job(4, 4, { host = "h2", link = { 0, 12 } })
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
+  local loc = localise(values, hosts, {}, function(batch, must)
     if not must then return nil end
     return measure(batch)
   end)
@@ -827,7 +828,7 @@ function TestLocalise:test_a_screening_rank_suspect_is_undecided_when_the_budget
   local hosts, values, model = job(1, 4, {}, 0.05)  -- one host: no host verdict
   local function m(a, b) return model(a, b) * ((a == 3 or b == 3) and 2.5 or 1) end
   for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
+  local loc = localise(values, hosts, {}, function(batch, must)
     if not must then return nil end
     local out = {}
     for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
@@ -846,7 +847,7 @@ end
 function TestLocalise:test_a_rank_is_named_from_its_hosts_retest()
   local hosts, values, _, measure, calls = job(4, 2, { rank = 3 }, 0.05)
   for _, p in ipairs(values) do if hosts[p[1] + 1] == "h1" or hosts[p[2] + 1] == "h1" then p[3] = p[3] * 1.2 end end
-  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  local loc = localise(values, hosts, {}, measure)
   lu.assertEquals(ranks_of(loc.ranks), { 3 })
   lu.assertEquals(#loc.hosts + #loc.links, 0)
   lu.assertEquals(loc.ranks[1].verdict.from_host_test, "h1")
@@ -863,7 +864,7 @@ function TestLocalise:test_a_rank_slow_only_in_its_hosts_retest_is_not_named()
   local hosts, values, model = job(4, 2, {}, 0.05)
   for _, p in ipairs(values) do if hosts[p[1] + 1] == "h1" or hosts[p[2] + 1] == "h1" then p[3] = p[3] * 1.4 end end
   local batches = 0
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+  local loc = localise(values, hosts, {}, function(batch)
     batches = batches + 1
     local out = {}
     for i, p in ipairs(batch) do
@@ -1001,7 +1002,7 @@ end
 -- explanation, the rank is named (chaos_slow at 4 ranks on one machine).
 function TestLocalise:test_a_slow_rank_on_a_single_host_is_named()
   local hosts, values, _, measure = job(1, 4, { rank = 3 }, 0.05)
-  local loc = cs.diagnose.localise(values, hosts, {}, measure)
+  local loc = localise(values, hosts, {}, measure)
   lu.assertEquals(ranks_of(loc.ranks), { 3 }, cs.json.encode(loc.tested))
   lu.assertTrue(loc.ranks[1].verdict.same_host)
 end
@@ -1011,7 +1012,7 @@ function TestLocalise:test_under_measured_hosts_are_listed()
   local hosts, values, _, measure = job(6, 1, {})
   local partial = {}
   for _, p in ipairs(values) do if p[1] ~= 5 and p[2] ~= 5 or p[1] == 0 then partial[#partial + 1] = p end end
-  local loc = cs.diagnose.localise(partial, hosts, {}, measure)
+  local loc = localise(partial, hosts, {}, measure)
   lu.assertEquals(#loc.under_measured, 1)
   lu.assertEquals(loc.under_measured[1].host, "h5")
   local f = cs.diagnose.findings(loc)
@@ -1027,7 +1028,7 @@ function TestLocalise:test_a_link_under_2x_with_good_ends_is_named()
   for seed = 1, 20 do
     local hosts, values, model = job(8, 1, { link = { 2, 5 } }, 0.1, seed)
     for _, p in ipairs(values) do if p[1] == 2 and p[2] == 5 then p[3] = p[3] * 1.9 / 6 end end  -- the pattern: 1.9x
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    local loc = localise(values, hosts, {}, function(batch)
       local out = {}
       for i, p in ipairs(batch) do
         local x = model(p[1], p[2])
@@ -1054,7 +1055,7 @@ local function names_only_links_between(x, y, seed, screen, alone)
     return (ha == x and hb == y) or (ha == y and hb == x)
   end
   for _, p in ipairs(values) do p[3] = p[3] * screen(hosts[p[1] + 1], hosts[p[2] + 1], across(p[1], p[2])) end
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+  local loc = localise(values, hosts, {}, function(batch)
     local out = {}
     for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (across(p[1], p[2]) and alone or 1) end
     return out
@@ -1109,7 +1110,7 @@ function TestLocalise:test_a_slow_link_between_two_host_suspects_is_named_on_a_n
     for _, p in ipairs(values) do
       p[3] = p[3] * (slow(p[1], p[2]) and 12 or noisy[p[1] .. "-" .. p[2]] or 1)
     end
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    local loc = localise(values, hosts, {}, function(batch)
       local out = {}
       for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (slow(p[1], p[2]) and 12 or 1) end
       return out
@@ -1132,7 +1133,7 @@ function TestLocalise:test_a_rank_its_host_test_pointed_to_is_named_beside_a_mat
       local batches = 0
       local function m(a, b) return model(a, b) * ((a == 0 or b == 0) and 4 or 1) end
       for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
-      local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
+      local loc = localise(values, hosts, {}, function(batch, must)
         if not must then return nil end  -- the budget was spent before localisation
         batches = batches + 1
         local out = {}
@@ -1174,7 +1175,7 @@ function TestLocalise:test_a_link_cut_to_three_rounds_needs_all_three_above()
       local function link(a, b) return a == 0 and b == 2 end
       for _, p in ipairs(values) do p[3] = p[3] * (link(p[1], p[2]) and 2 or 1) end
       local used, k = 0, 0
-      local loc = cs.diagnose.localise(values, hosts, {}, function(batch, must)
+      local loc = localise(values, hosts, {}, function(batch, must)
         if not must then
           used = used + 1
           if used > 3 then return nil end
@@ -1198,7 +1199,7 @@ function TestLocalise:test_no_innocent_named_over_seeds()
     local plant = ({ { host = "h1" }, { rank = 6 }, { link = { 1, 9 } }, {} })[seed % 4 + 1]
     local hosts, values, model = job(4, 3, plant, 0.2, seed)
     local u = rng(seed + 100)
-    local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+    local loc = localise(values, hosts, {}, function(batch)
       local out = {}
       for i, p in ipairs(batch) do out[i] = model(p[1], p[2]) * (u(0, 1) < 0.05 and 3 or 1) end
       return out
@@ -1212,15 +1213,33 @@ function TestLocalise:test_no_innocent_named_over_seeds()
   end
 end
 
+---------------------------------------------------------------------------- the package's names
+
+-- One name per job: the screening (screen_pairs, screen_hosts) and localisation's driver
+-- (cs.diagnose.localise, which recipes reach through cs.p2p.localise). The names of before the
+-- package, localize / localize_hosts / cs.diagnose.localise, are deprecated aliases for one
+-- release: the very same functions, so a recipe that calls them gets what it always got.
+TestNames = {}
+
+function TestNames:test_deprecated_aliases_are_the_same_functions()
+  lu.assertIs(cs.diagnose.localize, cs.diagnose.screen_pairs)
+  lu.assertIs(cs.diagnose.localize_hosts, cs.diagnose.screen_hosts)
+  lu.assertIs(cs.diagnose.localise, localise)
+  lu.assertIs(cs.diagnose.screen_pairs, require("cs.diagnose.screen").screen_pairs)
+  lu.assertIs(cs.diagnose.stragglers, require("cs.diagnose.lateness").stragglers)
+  lu.assertIs(cs.diagnose.median, cs.stats.median)
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
   local fails = runner:runSuiteByInstances {
     { "TestRoundRobin", TestRoundRobin },
     { "TestStragglers", TestStragglers },
-    { "TestLocalize", TestLocalize },
+    { "TestScreenPairs", TestScreenPairs },
     { "TestStragglerVote", TestStragglerVote },
     { "TestLocalise", TestLocalise },
+    { "TestNames", TestNames },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end

@@ -1,9 +1,9 @@
--- LuaUnit tests of cs.env (the API that re-exports its five parts) and cs.env_registry.
+-- LuaUnit tests of cs.env (the API that re-exports its five parts) and cs.env.registry.
 -- Run: commscript --backend self --trusted tests/lua/test_env.lua
 local cs = require "commscript"
 local lu = require "luaunit"
 local env = require "cs.env"
-local R = require "cs.env_registry"
+local R = require "cs.env.registry"
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "?.lua;" .. package.path
 local H = require "env_testlib"
 local NO_FILES, audit, with_rule, one, none, clean, nothing, tmpdir, write =
@@ -60,11 +60,11 @@ TestApi = {}
 
 -- cs.env keeps its API after the split: every name it had, from the part that defines it.
 function TestApi:test_every_part_is_re_exported()
-  local parts = { env_parse = { "version_lt", "distance", "suggest", "strtoll", "parse_int", "fmt_num" },
-                  env_checks = { "SEV_RANK", "parse_iflist", "iflist_matches", "file_exists" },
-                  env_combos = { "audit_var", "audit", "sort_findings" },
-                  env_conf = { "parse_conf", "nccl_conf", "full_audit" },
-                  env_ranks = { "snapshot", "MUST_AGREE", "rank_ranges", "compare", "dedupe", "format_table",
+  local parts = { ["env.parse"] = { "version_lt", "distance", "suggest", "strtoll", "parse_int", "fmt_num" },
+                  ["env.checks"] = { "SEV_RANK", "parse_iflist", "iflist_matches", "file_exists" },
+                  ["env.combos"] = { "audit_var", "audit", "sort_findings" },
+                  ["env.conf"] = { "parse_conf", "nccl_conf", "full_audit" },
+                  ["env.ranks"] = { "snapshot", "MUST_AGREE", "rank_ranges", "compare", "dedupe", "format_table",
                                 "collect", "interfaces", "rdma_devices" } }
   for part, names in pairs(parts) do
     local mod = require("cs." .. part)

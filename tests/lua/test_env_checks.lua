@@ -1,9 +1,9 @@
--- LuaUnit tests of cs.env_checks: the checks of one value by kind (integers, enums, P2P levels, NCCL_ALGO/PROTO, name and interface lists).
+-- LuaUnit tests of cs.env.checks: the checks of one value by kind (integers, enums, P2P levels, NCCL_ALGO/PROTO, name and interface lists).
 -- Run: commscript --backend self --trusted tests/lua/test_env_checks.lua
 local cs = require "commscript"
 local lu = require "luaunit"
 local env = require "cs.env"
-local R = require "cs.env_registry"
+local R = require "cs.env.registry"
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "?.lua;" .. package.path
 local H = require "env_testlib"
 local NO_FILES, audit, with_rule, one, none, clean, nothing, tmpdir, write =
@@ -12,7 +12,7 @@ local NO_FILES, audit, with_rule, one, none, clean, nothing, tmpdir, write =
 local recipe = cs.recipe {
   name = "test_env_checks",
   version = "0.1.0",
-  summary = "LuaUnit tests of cs.env_checks",
+  summary = "LuaUnit tests of cs.env.checks",
 }
 
 -- =============================================================================================
@@ -316,7 +316,7 @@ function TestList:test_addresses()
 end
 
 -- =============================================================================================
--- NVIDIA container images' variables (cs.env_registry.container, container_facts)
+-- NVIDIA container images' variables (cs.env.registry.container, container_facts)
 TestContainer = {}
 
 local IMAGE = { NCCL_VERSION = "2.28.3-1", NV_LIBNCCL_PACKAGE_VERSION = "2.28.3-1", NV_LIBNCCL_PACKAGE_NAME = "libnccl2",

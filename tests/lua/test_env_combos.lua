@@ -1,9 +1,9 @@
--- LuaUnit tests of cs.env_combos: names (folklore, typos, deprecated), TORCH_NCCL_/UCX_, the combination rules, a realistic good set.
+-- LuaUnit tests of cs.env.combos: names (folklore, typos, deprecated), TORCH_NCCL_/UCX_, the combination rules, a realistic good set.
 -- Run: commscript --backend self --trusted tests/lua/test_env_combos.lua
 local cs = require "commscript"
 local lu = require "luaunit"
 local env = require "cs.env"
-local R = require "cs.env_registry"
+local R = require "cs.env.registry"
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "?.lua;" .. package.path
 local H = require "env_testlib"
 local NO_FILES, audit, with_rule, one, none, clean, nothing, tmpdir, write =
@@ -12,7 +12,7 @@ local NO_FILES, audit, with_rule, one, none, clean, nothing, tmpdir, write =
 local recipe = cs.recipe {
   name = "test_env_combos",
   version = "0.1.0",
-  summary = "LuaUnit tests of cs.env_combos",
+  summary = "LuaUnit tests of cs.env.combos",
 }
 
 -- =============================================================================================

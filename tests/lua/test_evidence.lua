@@ -3,6 +3,7 @@
 -- direction of a slow host, and the forced suspects in cs.diagnose.localise.
 -- Run: commscript --backend self --trusted tests/lua/test_evidence.lua
 local cs = require "commscript"
+local driver = require("cs.diagnose.localise").localise  -- localisation's driver, any measure function
 local lu = require "luaunit"
 
 local recipe = cs.recipe {
@@ -46,7 +47,7 @@ end
 local function localise(values, hosts, force, m)
   local u = rng(11)
   m = m or function() return 100 * u(0.95, 1.05) end
-  return cs.diagnose.localise(values, hosts, { force = force }, function(batch)
+  return driver(values, hosts, { force = force }, function(batch)
     local out = {}
     for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
     return out
@@ -210,7 +211,7 @@ function TestEvidence:test_a_host_slow_in_some_rounds_only_is_intermittent()
   local values = values_of(4)
   values[1][3], values[4][3], values[5][3] = 400, 400, 400  -- rank 1's pairs slow in the pattern
   local u, calls = rng(13), 0
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+  local loc = driver(values, hosts, {}, function(batch)
     calls = calls + 1
     local on = calls % 3 == 1  -- one round in three
     local out = {}
@@ -239,7 +240,7 @@ local function flap_run(slow_pair)
   local values = values_of(4)
   values[6][3] = 800  -- the pair (2, 3) (hosts h2, h3) slow in the pattern
   local u, calls = rng(7), 0
-  local loc = cs.diagnose.localise(values, hosts, {}, function(batch)
+  local loc = driver(values, hosts, {}, function(batch)
     calls = calls + 1
     local on = math.floor(calls / 2) % 3 == 1  -- on for two rounds, off for four
     local out = {}

@@ -1,16 +1,16 @@
--- LuaUnit tests of report.html's shared pieces (cs.html_util) and the sizes the sections write:
+-- LuaUnit tests of report.html's shared pieces (cs.html.util) and the sizes the sections write:
 -- every section takes its size text from the one formatter (cs.format_size, the engine's), so a
 -- section that grows its own copy again (html_elastic once wrote "64 KiB" next to "64K") fails.
 -- Run: commscript --backend self --trusted tests/lua/test_html.lua
 local cs = require "commscript"
 local lu = require "luaunit"
-local U = require "cs.html_util"
-local elastic = require "cs.html_elastic"
+local U = require "cs.html.util"
+local elastic = require "cs.html.elastic"
 
 local recipe = cs.recipe {
   name = "test_html",
   version = "0.1.0",
-  summary = "LuaUnit tests of cs.html_util's size text and the sections that use it",
+  summary = "LuaUnit tests of cs.html.util's size text and the sections that use it",
 }
 
 TestSizes = {}

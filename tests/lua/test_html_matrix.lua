@@ -1,15 +1,15 @@
--- LuaUnit tests of report.html's matrix section (cs.html_matrix): cells coloured against the
+-- LuaUnit tests of report.html's matrix section (cs.html.matrix): cells coloured against the
 -- fleet's median (not the range: one noisy pair must not turn a healthy fleet red), and the
 -- rows and columns of what localisation named, found off or re-tested outlined on the same map.
 -- Run: commscript --backend self --trusted tests/lua/test_html_matrix.lua
 local cs = require "commscript"
 local lu = require "luaunit"
-local H = require "cs.html_matrix"
+local H = require "cs.html.matrix"
 
 local recipe = cs.recipe {
   name = "test_html_matrix",
   version = "0.1.0",
-  summary = "LuaUnit tests of cs.html_matrix",
+  summary = "LuaUnit tests of cs.html.matrix",
 }
 
 local GREEN, RED = "#1a9850", "#d73027"  -- the colour scale's ends

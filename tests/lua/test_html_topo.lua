@@ -1,4 +1,4 @@
--- LuaUnit tests of report.html's topology section (cs.html_topo): an 8-GPU NVSwitch host drawn
+-- LuaUnit tests of report.html's topology section (cs.html.topo): an 8-GPU NVSwitch host drawn
 -- with its NUMA node, PCIe and NVLink edges, measured copies beside the nominal rates and the
 -- findings marked on the GPU they name; a 128-host job as one table row per host (hosts with
 -- findings first) and a few drawings (one per layout, one per host with findings). Writes both

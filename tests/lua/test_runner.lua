@@ -196,6 +196,24 @@ function TestSandbox:test_require_outside_stdlib_refused()
     "require 'luaunit' is not allowed in a sandboxed recipe (only commscript and its cs.* modules; --trusted lifts it)")
   lu.assertStrContains(sandboxed_error([[require "commscript.native"]]), "is not allowed in a sandboxed recipe")
   lu.assertStrContains(sandboxed_error([[require "cs.stats.x"]]), "is not allowed in a sandboxed recipe")
+  -- a package's parts are one level deep; nothing under a part, no empty names
+  lu.assertStrContains(sandboxed_error([[require "cs.diagnose.screen.x"]]), "is not allowed in a sandboxed recipe")
+  lu.assertStrContains(sandboxed_error([[require "cs.diagnose..screen"]]), "is not allowed in a sandboxed recipe")
+  lu.assertStrContains(sandboxed_error([[require "cs.runner.x"]]), "is not allowed in a sandboxed recipe")
+end
+
+-- Every package folder's parts can be required sandboxed (sandbox.PACKAGES follows the folders),
+-- and each package's module, which re-exports them, loads there too.
+function TestSandbox:test_package_parts_are_allowed()
+  local r = runner.load(chunk(good([[
+r.probe = { type(require("cs.diagnose.screen").screen_pairs), type(require("cs.triage.repro").build),
+            type(require("cs.topo.gpu").reference), type(require("cs.env.registry").is_secret),
+            type(require("cs.html.util")), require("cs.diagnose").screen_hosts == require("cs.diagnose.screen").screen_hosts }
+]])), false)
+  lu.assertEquals(r.probe, { "function", "function", "function", "function", "table", true })
+  for p in pairs(require("cs.sandbox").PACKAGES) do
+    lu.assertEquals(type(require("cs." .. p)), "table", p)
+  end
 end
 
 function TestSandbox:test_allowed_things_work()
@@ -314,36 +332,37 @@ end
 -- What a chunk changes inside its own instances (a sub-table, an object's metatable, a field of
 -- the native module's tables) no other chunk and not the engine sees.
 function TestWorlds:test_changes_stay_in_the_chunks_own_world()
-  local before = #require("cs.env_registry").PROTOS
+  local before = #require("cs.env.registry").PROTOS
   local col = require("cs.findings").collector({ report = { finding = function() end } })
   local add = getmetatable(col).add
   probe([[
-table.insert(require("cs.env_registry").PROTOS, "bogus")
+table.insert(require("cs.env.registry").PROTOS, "bogus")
 local c = cs.findings.collector({ report = { finding = function() end } })
 getmetatable(c).add = function() end
 cs.collectives[1] = "pwned"
 cs.chaos.inject = function() end
 cs.json.encode = function() return "pwned" end
 ]])
-  lu.assertEquals(#require("cs.env_registry").PROTOS, before)
+  lu.assertEquals(#require("cs.env.registry").PROTOS, before)
   lu.assertIs(getmetatable(col).add, add)
   lu.assertEquals(cs.collectives[1], "allreduce")
   lu.assertEquals(cs.json.encode({ 1 }), "[1]")
   lu.assertEquals(type(require("commscript.native").chaos.inject), "function")
-  local p = probe([[r.probe = { protos = #require("cs.env_registry").PROTOS, first = cs.collectives[1],
+  local p = probe([[r.probe = { protos = #require("cs.env.registry").PROTOS, first = cs.collectives[1],
                                 json = cs.json.encode({ 1 }) }]])
   lu.assertEquals(p, { protos = before, first = "allreduce", json = "[1]" })
 end
 
 -- Nothing a chunk reaches from its modules (fields, sub-tables, metatables) is a table of the
 -- engine: its global libraries, _G, package.loaded, or the engine's own module instances.
--- The names of the stdlib's modules a chunk may require (stdlib/cs/*.lua, less the engine's).
+-- The names of the stdlib's modules a chunk may require (stdlib/cs/*.lua and the packages'
+-- parts, stdlib/cs/<package>/*.lua, less the engine's).
 local function module_names()
   local dir = debug.getinfo(1, "S").source:match("^@(.*)/tests/lua/") or "."
   local names = { '"commscript"' }
-  for f in io.popen("ls " .. dir .. "/stdlib/cs"):lines() do
+  for f in io.popen("cd " .. dir .. "/stdlib/cs && ls *.lua */*.lua"):lines() do
     local n = f:match("^(.+)%.lua$")
-    if n and n ~= "runner" and n ~= "sandbox" then names[#names + 1] = '"cs.' .. n .. '"' end
+    if n and n ~= "runner" and n ~= "sandbox" then names[#names + 1] = '"cs.' .. n:gsub("/", ".") .. '"' end
   end
   return names
 end

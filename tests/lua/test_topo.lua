@@ -1,4 +1,4 @@
--- LuaUnit tests of cs.topo's model (stdlib/cs/topo_model.lua: build, hosts and local ranks,
+-- LuaUnit tests of cs.topo's model (stdlib/cs/topo/model.lua: build, hosts and local ranks,
 -- oversubscribed), collect on the self backend (native.topology of this machine and of a
 -- fixture sysfs), and the API cs.topo re-exports.
 -- Run: commscript --backend self --trusted tests/lua/test_topo.lua
@@ -132,8 +132,8 @@ TestApi = {}
 
 -- cs.topo keeps its API after the split: every name from the part that defines it.
 function TestApi:test_every_part_is_re_exported()
-  local parts = { topo_model = { "build", "summarize", "collect", "oversubscribed", "ranges" },
-                  topo_check = { "check" }, topo_render = { "render" } }
+  local parts = { ["topo.model"] = { "build", "summarize", "collect", "oversubscribed", "ranges" },
+                  ["topo.checks"] = { "check" }, ["topo.text"] = { "render" } }
   for part, names in pairs(parts) do
     local mod = require("cs." .. part)
     for _, n in ipairs(names) do lu.assertIs(topo[n], mod[n], "cs.topo." .. n) end

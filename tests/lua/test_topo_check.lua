@@ -1,4 +1,4 @@
--- LuaUnit tests of cs.topo.check (stdlib/cs/topo_check.lua): findings for ranks that disagree on
+-- LuaUnit tests of cs.topo.check (stdlib/cs/topo/checks.lua): findings for ranks that disagree on
 -- versions, binaries or audited variables (NCCL_*, TORCH_NCCL_*, TORCH_FR_*, UCX_*), NIC ports down, PCIe links below their maximum, NIC
 -- speeds that differ between hosts, overlapping CPU bindings, on synthetic per-rank tables.
 -- Run: commscript --backend self --trusted tests/lua/test_topo_check.lua
@@ -14,7 +14,7 @@ local CTX  -- set in recipe.run
 local recipe = cs.recipe {
   name = "test_topo_check",
   version = "0.1.0",
-  summary = "LuaUnit tests of cs.topo_check",
+  summary = "LuaUnit tests of cs.topo.checks",
 }
 
 TestCheck = {}
@@ -88,11 +88,11 @@ function TestCheck:test_nccl_env_differs()
 end
 
 -- The topology records what the environment audit lints (one list in the engine,
--- engine/core/env_policy.hpp, read by cs.env_registry): ctest sets one variable of each audited
+-- engine/core/env_policy.hpp, read by cs.env.registry): ctest sets one variable of each audited
 -- family (tests/lua/CMakeLists.txt), and each must reach this rank's collected topology and be
 -- compared between ranks. TORCH_FR_* was once audited but never collected.
 function TestCheck:test_every_audited_family_is_collected_and_compared()
-  local audited = require("cs.env_registry").AUDITED_PREFIXES
+  local audited = require("cs.env.registry").AUDITED_PREFIXES
   lu.assertTrue(#audited >= 4)
   local env = cs.environ()
   local mine = topo.collect(CTX).ranks[1].env

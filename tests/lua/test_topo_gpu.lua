@@ -1,15 +1,15 @@
--- LuaUnit tests of cs.topo_gpu: the GPU path's bandwidth reference (copies within the NVML
+-- LuaUnit tests of cs.topo.gpu: the GPU path's bandwidth reference (copies within the NVML
 -- nominal, the NICs' line rate across hosts), the GPU each rank uses, and the link checks, on
 -- synthetic topologies (cs.topo's model).
 -- Run: commscript --backend self --trusted tests/lua/test_topo_gpu.lua
 local cs = require "commscript"
 local lu = require "luaunit"
-local G = require "cs.topo_gpu"
+local G = require "cs.topo.gpu"
 
 local recipe = cs.recipe {
   name = "test_topo_gpu",
   version = "0.1.0",
-  summary = "LuaUnit tests of cs.topo_gpu",
+  summary = "LuaUnit tests of cs.topo.gpu",
 }
 
 -- A host of two PCIe GPUs (gen4 x16, no NVLink) on NUMA node 0 and one 200 Gb/s HCA.

@@ -1,4 +1,4 @@
--- LuaUnit tests of cs.topo.render (stdlib/cs/topo_render.lua): the text rank 0 prints.
+-- LuaUnit tests of cs.topo.render (stdlib/cs/topo/text.lua): the text rank 0 prints.
 -- Run: commscript --backend self --trusted tests/lua/test_topo_render.lua
 local cs = require "commscript"
 local lu = require "luaunit"
@@ -12,7 +12,7 @@ local CTX  -- set in recipe.run
 local recipe = cs.recipe {
   name = "test_topo_render",
   version = "0.1.0",
-  summary = "LuaUnit tests of cs.topo_render",
+  summary = "LuaUnit tests of cs.topo.text",
 }
 
 TestRender = {}

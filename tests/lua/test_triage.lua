@@ -1,11 +1,11 @@
--- LuaUnit tests of cs.triage, cs.triage_parse and cs.triage_repro on in-memory artifacts (the
+-- LuaUnit tests of cs.triage, cs.triage.parse and cs.triage.repro on in-memory artifacts (the
 -- files of tests/fixtures/triage are run end to end by tests/e2e/test_triage.py).
 -- Run: commscript --backend self --trusted tests/lua/test_triage.lua
 local cs = require "commscript"
 local lu = require "luaunit"
 local T = require "cs.triage"
-local P = require "cs.triage_parse"
-local R = require "cs.triage_repro"
+local P = require "cs.triage.parse"
+local R = require "cs.triage.repro"
 
 local recipe = cs.recipe {
   name = "test_triage",

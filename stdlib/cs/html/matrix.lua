@@ -3,7 +3,7 @@
 local M = {}
 
 local fmt, concat, floor, ceil = string.format, table.concat, math.floor, math.ceil
-local U = require "cs.html_util"
+local U = require "cs.html.util"
 local esc, T, num, str, keys, fnum, fsize, text = U.esc, U.T, U.num, U.str, U.keys, U.fnum, U.fsize, U.text
 local kvtable, records, section, ranges = U.kvtable, U.records, U.section, U.ranges
 

@@ -1,4 +1,4 @@
--- cs.topo_gpu: the GPU path of a job, from the topology's link facts (NVML and sysfs, gathered by
+-- cs.topo.gpu: the GPU path of a job, from the topology's link facts (NVML and sysfs, gathered by
 -- cs.topo) and the copies gpu_copy_bw's method measures (docs/full_diag-and-scorecard.md, "GPU
 -- nodes"). Pure functions over cs.topo's model; no communication.
 --
@@ -34,7 +34,7 @@ local LANE = { 0.25, 0.5, 8 * 128 / 130 / 8, 16 * 128 / 130 / 8, 32 * 128 / 130 
                128 * 242 / 256 / 8 }
 
 -- at(list, i): list[i], also when a sparse list came through a JSON round trip (keys "2", "3",
--- ...); nil when list is not a table (cs.html_topo reads the copies with it too)
+-- ...); nil when list is not a table (cs.html.topo reads the copies with it too)
 function M.at(list, i)
   if type(list) ~= "table" then return nil end
   local v = list[i]

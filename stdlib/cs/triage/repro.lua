@@ -1,11 +1,11 @@
--- cs.triage_repro: writes repro.lua + repro.toml from a cs.triage diagnosis (docs/triage.md).
+-- cs.triage.repro: writes repro.lua + repro.toml from a cs.triage diagnosis (docs/triage.md).
 -- repro.lua holds the process groups (rank lists) and the collective sequence as plain Lua data
 -- and replays them; repro.toml holds the customer's timeout and environment and plants the
 -- observed failure as [[chaos]] (a rank that never arrives: hang; a size desync: desync with a
 -- factor; another op: desync with op). `--set 'chaos=[]'` runs it without the fault, to see
 -- whether the fabric alone reproduces it.
-local P = require "cs.triage_parse"
-local T = require "cs.triage"
+local P = require "cs.triage.parse"
+local N, T = require "cs.triage.names", require "cs.triage.report"
 
 local M = {}
 local bad = P.bad
@@ -265,8 +265,8 @@ local function plant(b)
     local e = v.errors[1]
     if e.kind == "SIZE_OR_SYNTAX_MISMATCH" then
       local gsize = #groups[gindex[G]].ranks
-      local want = T.count_of(fail_rec, gsize)
-      local got = T.count_of(e.rec, gsize)
+      local want = N.count_of(fail_rec, gsize)
+      local got = N.count_of(e.rec, gsize)
       if want and got and want > 0 and got > 0 and want ~= got then
         local f = math.min(want, got) / math.max(want, got)
         chaos = { kind = "desync", ranks = mapped(v.ranks), ops = { op }, after = k - 1, factor = f }
@@ -534,7 +534,7 @@ local function repro_lua(b, opts)
           tostring(it.rec.profiling_name), it.transfer.src, it.transfer.dst, tostring(it.rec.at))))
     else
       -- alltoall keeps the customer's count per peer; the others their count per rank
-      local c = T.count_of(it.rec, it.rec.op == "alltoall" and #groups[it.gi].g.ranks or gsize)
+      local c = N.count_of(it.rec, it.rec.op == "alltoall" and #groups[it.gi].g.ranks or gsize)
       local mark = it.rec == fail_rec and "  -- <- the failure" or ""
       w("  { group = %d, op = %s, count = %d, dtype = %s, customer = %s },%s", it.gi, lua_str(it.rec.op), c or 0,
         lua_str(it.rec.dtype or "float32"), note(lua_str, T.rec_text(it.rec) .. " @ " .. tostring(it.rec.at)), mark)

@@ -4,8 +4,8 @@
 -- name. Many hosts: one table row per host (hosts with findings first), and one drawing per
 -- distinct host layout plus one per host with findings, so 128 hosts read at a glance.
 -- topology(report) -> html or nil. Pure; every string from the report is escaped.
-local U = require "cs.html_util"
-local G = require "cs.topo_gpu"
+local U = require "cs.html.util"
+local G = require "cs.topo.gpu"
 local esc, T, num, str, keys, section, ranges, kvtable, islist = U.esc, U.T, U.num, U.str, U.keys, U.section,
   U.ranges, U.kvtable, U.islist
 local fmt, concat = string.format, table.concat

@@ -1,4 +1,4 @@
--- cs.triage_parse: recognises and reads the artifacts a customer sends (docs/triage.md), each as
+-- cs.triage.parse: recognises and reads the artifacts a customer sends (docs/triage.md), each as
 -- its writer writes it:
 --   * PyTorch Flight Recorder dumps, pickle (FlightRecorder::dump -> pickle_str) or JSON
 --     (FlightRecorder::dump_json), versions "2.x" (torch/csrc/distributed/c10d/FlightRecorder*.hpp);

@@ -1,4 +1,4 @@
--- cs.env, part 1 of 5: parsing as the libraries parse (glibc's strtoll, NCCL_PARAM's integers,
+-- cs.env.parse, part 1 of 5 of cs.env: parsing as the libraries parse (glibc's strtoll, NCCL_PARAM's integers,
 -- truthy words), version comparison, name suggestions, and the small helpers the other parts
 -- share. Pure functions. Recipes use cs.env, which re-exports this part's public functions.
 local text = require "cs.text"

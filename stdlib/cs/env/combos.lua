@@ -1,9 +1,9 @@
--- cs.env, part 3 of 5: one variable (which checks apply to an NCCL_*, TORCH_NCCL_*, TORCH_FR_*
+-- cs.env.combos, part 3 of 5 of cs.env: one variable (which checks apply to an NCCL_*, TORCH_NCCL_*, TORCH_FR_*
 -- or UCX_* name), the combination rules over the whole set, and audit(vars, opts). Pure
--- functions. [key] in comments: the section of docs/nccl.md cs.env_registry.SECTIONS names.
-local R = require "cs.env_registry"
-local P = require "cs.env_parse"
-local C = require "cs.env_checks"
+-- functions. [key] in comments: the section of docs/nccl.md cs.env.registry.SECTIONS names.
+local R = require "cs.env.registry"
+local P = require "cs.env.parse"
+local C = require "cs.env.checks"
 local trim, set_of, fmt_num, show, has_prefix, version_lt, FALSE_WORDS = P.internal.trim, P.internal.set_of,
   P.internal.fmt_num, P.internal.show, P.internal.has_prefix, P.internal.version_lt, P.internal.FALSE_WORDS
 local finding, var_ctx, in_list, list_text, NCCL_AUDIT = C.internal.finding, C.internal.var_ctx, C.internal.in_list,
@@ -33,7 +33,7 @@ local function audit_nccl(c)
   local name, v, opts = c.name, c.value, c.opts
   local e = R.nccl[name]
   if not e and R.container[name] then
-    c.entry = { src = "not_core" }  -- set by NVIDIA's images: cs.env_checks.container_facts says what it means
+    c.entry = { src = "not_core" }  -- set by NVIDIA's images: cs.env.checks.container_facts says what it means
     return
   end
   if not e then
@@ -317,7 +317,7 @@ end
 -- TORCH_NCCL_/UCX_ names warn), sources (NAME -> where it was set; default "environment"),
 -- interfaces (this host's network interfaces: NCCL_SOCKET_IFNAME must match one), hcas (its
 -- RDMA devices), file_exists (function(path) -> true | false [, why] | nil when not checked, for
--- tests; default cs.env_checks.file_exists), nvlink (GPUs connected by NVLink, from the topology),
+-- tests; default cs.env.checks.file_exists), nvlink (GPUs connected by NVLink, from the topology),
 -- per_var_only (skip the combination rules), libraries (the NCCL and
 -- CUDA this process loaded, report.json commscript.backends.nccl: container_facts compares them
 -- with an NVIDIA image's).

@@ -5,8 +5,8 @@
 local M = {}
 
 local fmt, concat = string.format, table.concat
-local U = require "cs.html_util"
--- Sizes as the rest of the page and protocol_compare's own output write them (cs.html_util).
+local U = require "cs.html.util"
+-- Sizes as the rest of the page and protocol_compare's own output write them (cs.html.util).
 local esc, T, num, fsize = U.esc, U.T, U.num, U.fsize
 local function f3(x) x = num(x); return x and fmt("%.3f", x) or "-" end
 local function list(t)

@@ -1,7 +1,7 @@
--- cs.topo, part 3 of 3: render(t [, opts]) -> the text rank 0 prints (hosts, NICs, GPUs, ranks,
+-- cs.topo.text, part 3 of 3 of cs.topo: render(t [, opts]) -> the text rank 0 prints (hosts, NICs, GPUs, ranks,
 -- versions).
-local model = require "cs.topo_model"
-local checks = require "cs.topo_check"
+local model = require "cs.topo.model"
+local checks = require "cs.topo.checks"
 local fmt, ranges, rank_word, flatten = model.internal.fmt, model.internal.ranges, model.internal.rank_word,
   model.internal.flatten
 local pcie_text, DEFAULT_ENV_PREFIXES = checks.internal.pcie_text, checks.internal.DEFAULT_ENV_PREFIXES

@@ -355,7 +355,7 @@ M.not_nccl = {
 -- NGC framework images add NVIDIA_BUILD_ID, NVIDIA_*_VERSION and the like. NCCL_VERSION is the
 -- only one in a family the audit lints: NCCL does not read it, and it names the NCCL the image
 -- packages, not the one a process loads (a pip or conda NCCL comes first on the library path of
--- most framework installs). cs.env_checks.container_facts compares the two.
+-- most framework installs). cs.env.checks.container_facts compares the two.
 -- ---------------------------------------------------------------------------------------------
 M.container = {
   NCCL_VERSION = "the NCCL package (libnccl2) the NVIDIA CUDA image installs; informational, NCCL does not read it",

@@ -1,9 +1,9 @@
--- cs.env, part 2 of 5: the checks of one value by its kind (integers as NCCL_PARAM reads them,
+-- cs.env.checks, part 2 of 5 of cs.env: the checks of one value by its kind (integers as NCCL_PARAM reads them,
 -- enums, P2P levels, NCCL_ALGO/PROTO, name lists, interface and HCA filters, paths, host:port,
 -- CIDRs) and the finding they produce. Pure functions except file_exists. [key] in comments:
--- the section of docs/nccl.md cs.env_registry.SECTIONS names.
-local R = require "cs.env_registry"
-local P = require "cs.env_parse"
+-- the section of docs/nccl.md cs.env.registry.SECTIONS names.
+local R = require "cs.env.registry"
+local P = require "cs.env.parse"
 local trim, fmt_num, show, has_prefix, version_lt = P.internal.trim, P.internal.fmt_num, P.internal.show,
   P.internal.has_prefix, P.internal.version_lt
 local M = {}
@@ -517,7 +517,7 @@ local NCCL_AUDIT = {
 
 
 -- ---------------------------------------------------------------------------------------------
--- the container's libraries against the process's ([not_core]: cs.env_registry.container)
+-- the container's libraries against the process's ([not_core]: cs.env.registry.container)
 -- ---------------------------------------------------------------------------------------------
 -- "2.28.3-1" / "2.28.3-1+cuda12.8" -> "2.28.3"
 local function package_version(v)

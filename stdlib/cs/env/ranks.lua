@@ -1,11 +1,11 @@
--- cs.env, part 5 of 5: across ranks. snapshot (the variables worth comparing, secrets left
+-- cs.env.ranks, part 5 of 5 of cs.env: across ranks. snapshot (the variables worth comparing, secrets left
 -- out), compare (what differs between ranks), dedupe (one finding for the same finding on
 -- several ranks), collect (the whole audit over a job, collective), and this host's network
 -- interfaces and RDMA devices (from the engine: native.interfaces, native.topology's NICs).
-local R = require "cs.env_registry"
-local P = require "cs.env_parse"
-local A = require "cs.env_combos"
-local F = require "cs.env_conf"
+local R = require "cs.env.registry"
+local P = require "cs.env.parse"
+local A = require "cs.env.combos"
+local F = require "cs.env.conf"
 local text = require "cs.text"
 local findings_mod = require "cs.findings"
 local set_of, show, has_prefix = P.internal.set_of, P.internal.show, P.internal.has_prefix

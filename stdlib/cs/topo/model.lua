@@ -1,4 +1,4 @@
--- cs.topo, part 1 of 3: the model. build (the job's topology from per-rank tables), summarize,
+-- cs.topo.model, part 1 of 3 of cs.topo: the model. build (the job's topology from per-rank tables), summarize,
 -- collect (gather every rank's, collective), oversubscribed, and the helpers the other parts
 -- share. Recipes use cs.topo, which re-exports this part's public functions.
 local native = require "commscript.native"

@@ -1,15 +1,15 @@
--- cs.env, part 4 of 5: NCCL's configuration files (NCCL_CONF_FILE or ~/.nccl.conf, then
+-- cs.env.conf, part 4 of 5 of cs.env: NCCL's configuration files (NCCL_CONF_FILE or ~/.nccl.conf, then
 -- /etc/nccl.conf) parsed and applied as NCCL applies them, and full_audit: the audit of the
 -- environment NCCL ends up with. Reads files.
-local P = require "cs.env_parse"
-local C = require "cs.env_checks"
-local A = require "cs.env_combos"
+local P = require "cs.env.parse"
+local C = require "cs.env.checks"
+local A = require "cs.env.combos"
 local trim, show, version_lt = P.internal.trim, P.internal.show, P.internal.version_lt
 local finding = C.internal.finding
 local sort_findings = A.sort_findings
 local M = {}
 -- evidence.reference of the findings about the files: where docs/nccl.md says how NCCL reads them.
-local READING = require("cs.env_registry").reference("reading")
+local READING = require("cs.env.registry").reference("reading")
 
 -- ---------------------------------------------------------------------------------------------
 -- NCCL's configuration files (docs/nccl.md#how-nccl-reads-a-variable)

@@ -1,4 +1,4 @@
--- Shared pieces of report.html's sections (cs.html, cs.html_matrix, cs.html_elastic): escaping,
+-- Shared pieces of report.html's sections (cs.html, cs.html.matrix, cs.html.elastic): escaping,
 -- number and size text, key/value and record tables, the section wrapper.
 local M = {}
 

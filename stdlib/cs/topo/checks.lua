@@ -1,6 +1,6 @@
--- cs.topo, part 2 of 3: check(t [, opts]) -> the findings (versions, binary, env, NICs, PCIe
+-- cs.topo.checks, part 2 of 3 of cs.topo: check(t [, opts]) -> the findings (versions, binary, env, NICs, PCIe
 -- links, NIC speeds, CPU binding, ranks per host). Pure functions over the model.
-local model = require "cs.topo_model"
+local model = require "cs.topo.model"
 local I = model.internal
 local fmt, array, ranges, cpu_set, rank_word, host_word, flatten, version_label, VERSION_FIELDS, REMEDY =
   I.fmt, I.array, I.ranges, I.cpu_set, I.rank_word, I.host_word, I.flatten, I.version_label, I.VERSION_FIELDS,
@@ -105,8 +105,8 @@ local function check_binary(t, out)
   end
 end
 
--- The variables compared between ranks by default: the audited prefixes (cs.env_registry).
-local DEFAULT_ENV_PREFIXES = require("cs.env_registry").AUDITED_PREFIXES
+-- The variables compared between ranks by default: the audited prefixes (cs.env.registry).
+local DEFAULT_ENV_PREFIXES = require("cs.env.registry").AUDITED_PREFIXES
 
 local function check_env(t, out, prefixes)
   local names, seen = {}, {}
