@@ -317,6 +317,29 @@ function TestEvidence:test_half_the_hosts_slow_are_told_apart_by_their_best_pair
   end
 end
 
+-- An 11x link between ranks 0 and 1 (8 hosts x 1 rank: scripts/truth_harness.py seed 36), rank 1
+-- re-tested too and slow with one partner at 1.6x: that pair must not block an 11x link (it was
+-- named nowhere, and a spike elsewhere was the run's only warning).
+function TestEvidence:test_a_noisy_end_does_not_hide_an_11x_link()
+  local hosts, values = {}, {}
+  for r = 0, 7 do hosts[r + 1] = "h" .. r end
+  for a = 0, 7 do for b = a + 1, 7 do values[#values + 1] = { a, b, 100 } end end
+  values[1][3] = 1100  -- the pair (0, 1)
+  local k = 0
+  local loc = localise(values, hosts, { ranks = { 1 }, hosts = {} }, function(a, b)
+    if (a == 0 and b == 1) or (a == 1 and b == 0) then return 1100 end
+    if (a == 1 and b == 3) or (a == 3 and b == 1) then return 160 end  -- slow in rank 1's own re-test
+    k = k + 1
+    return 100 * (0.97 + 0.01 * (k % 7))
+  end)
+  local links = {}
+  for _, l in ipairs(loc.links) do links[#links + 1] = ("%d-%d"):format(l.a, l.b) end
+  table.sort(links)
+  -- the 11x link, and the 1.6x pair that rank 1's re-test pointed to (slow as planted)
+  lu.assertEquals(links, { "0-1", "1-3" })
+  lu.assertEquals(#loc.ranks, 0)
+end
+
 -- A flapping host in the pattern (scripts/truth_harness.py seed 9, 8 hosts x 2 ranks): 12 of its
 -- 52 pair directions under a third of the fleet's rate, its median near the fleet's. It is forced
 -- into the re-tests, and named intermittent when they do not find it slow. Two hosts alike (the

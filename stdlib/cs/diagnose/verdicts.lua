@@ -326,9 +326,15 @@ local function judge_rank(c, t)
 end
 
 -- Whether an end's own rank re-test came out slow with a partner other than the link's other end
--- (`not_good`: rank -> its slow partners): a slow rank is not its links.
-local function blocked(not_good, r, other)
-  for x in pairs(not_good[r] or {}) do if x ~= other then return true end end
+-- (`not_good`: rank -> its slow partners -> their effect) at least 1/BLOCK_SHARE of the link's
+-- effect: a slow rank is not its links, but a pair of an end at 1.52x (the factor 1.5) is no
+-- reason to drop an 11x link (8 namespace hosts x 1 rank: the link, measured 11x with both ends
+-- shown good, was named nowhere).
+local BLOCK_SHARE = 2
+local function blocked(not_good, r, other, effect)
+  for x, e in pairs(not_good[r] or {}) do
+    if x ~= other and e >= effect / BLOCK_SHARE then return true end
+  end
   return false
 end
 
@@ -343,7 +349,8 @@ local function judge_link(c, t, not_good)
   ea.cv, eb.cv = t.pairs[2].cv, t.pairs[3].cv
   verdict(c, e, { link }, link.threshold, { ea, eb })
   e.verdict.ends = { ea, eb }
-  if link.slow and ea.good and eb.good and not blocked(not_good, e.a, e.b) and not blocked(not_good, e.b, e.a) then
+  local eff = effect_of(t.pairs[1])
+  if link.slow and ea.good and eb.good and not blocked(not_good, e.a, e.b, eff) and not blocked(not_good, e.b, e.a, eff) then
     e.retest = link.median_us
     local ref = c.out.references[t.pairs[1].kind]
     e.reference = ref and ref.median_us
@@ -363,7 +370,7 @@ local function slow_partners(c, tests)
       for _, p in ipairs(t.pairs) do
         if not p.mate and effect_of(p) >= c.factor then
           out[r] = out[r] or {}
-          out[r][p[1] == r and p[2] or p[1]] = true
+          out[r][p[1] == r and p[2] or p[1]] = effect_of(p)
         end
       end
     end
