@@ -4,7 +4,9 @@
 // job, signals handled), read the inputs into a plan (replay, baseline, config, [run], chaos plan,
 // the recipe), answer what needs no ranks (--help, --check), join the launcher's world on the
 // chosen backend, run the plan on every rank, and end with the exit code of the contract
-// (docs/reference.md "Exit codes"). Bad input is refused before anything communicates.
+// (docs/reference.md "Exit codes"). Bad input is refused before anything communicates. It
+// includes the public header alone: what it asks of the build (backend and launcher names, its
+// own options, versions, the bundled recipes) is the C API's too (API 2.2).
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
@@ -17,18 +19,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
-#include "backends.hpp"
-#include "cli_options.hpp"
 #include "commscript/commscript.h"
-#include "edit_distance.hpp"
-#include "error.hpp"
-#include "job.hpp"
-#include "recipe_run.hpp"
-#include "triage_input.hpp"
-#include "versions.hpp"
 
 namespace cs {
 
@@ -47,8 +44,40 @@ struct Args {
   std::vector<std::string> rest;  // RECIPE [recipe options]
 };
 
+// The exit code of bad input (docs/reference.md "Exit codes"), generated from error.hpp.
+constexpr int kBadInput = CS_EXIT_BAD_INPUT;
+
 // Who prints errors found before MPI starts: the launcher's rank 0 (or a process on its own).
-bool prints_early() { return job::launcher_rank() <= 0; }
+bool prints_early() { return cs_launcher_rank() <= 0; }
+
+// commscript's own options, from the library's one table (cs_cli_option).
+struct CliOption {
+  const char* name;
+  bool value;        // takes a value (--config FILE); false: a flag
+  const char* help;  // the --help text; nullptr: registered with another entry (--no-check) or by CLI11 (--help)
+};
+const std::vector<CliOption>& cli_options() {
+  static const std::vector<CliOption> all = [] {
+    std::vector<CliOption> v;
+    const char *name = nullptr, *help = nullptr;
+    int value = 0;
+    for (int i = 0; cs_cli_option(i, &name, &value, &help) == CS_OK; ++i) v.push_back({name, value != 0, help});
+    return v;
+  }();
+  return all;
+}
+const CliOption* find_cli_option(const std::string& name) {
+  for (const auto& o : cli_options())
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+// The names the library lists through `nth` (cs_backend_name, cs_launcher_name).
+std::vector<std::string> names(const char* (*nth)(int)) {
+  std::vector<std::string> v;
+  for (int i = 0; nth(i); ++i) v.emplace_back(nth(i));
+  return v;
+}
 
 // A rank that refuses its input before anything communicates says nothing (rank 0 prints the
 // message). Ending at once, it can end first, and mpirun then kills rank 0 before its message
@@ -61,21 +90,14 @@ int quiet_ranks_linger(int code) {
   return code;
 }
 
-int fail_early(ExitCode code, const std::string& msg) {
+int fail_early(int code, const std::string& msg) {
   if (prints_early()) std::fprintf(stderr, "commscript: %s\n", msg.c_str());
-  return static_cast<int>(code);
+  return code;
 }
 
 // "; did you mean --timeout?" when an option of commscript is close to `given`, else "".
 std::string did_you_mean(const std::string& given) {
-  const std::string name = given.substr(0, given.find('='));
-  if (name.size() > 64) return "";
-  const char* best = nullptr;
-  size_t best_d = 0;
-  for (const auto& o : kCliOptions) {
-    const size_t d = edit_distance(name, o.name);
-    if (d <= std::max<size_t>(1, name.size() / 3) && (!best || d < best_d)) best = o.name, best_d = d;
-  }
+  const char* best = cs_cli_option_nearest(given.c_str());
   return best ? std::string("; did you mean ") + best + "?" : "";
 }
 
@@ -85,7 +107,7 @@ std::optional<int> flag_with_separate_value(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string a = argv[i];
     if (a.empty() || a[0] != '-') return std::nullopt;  // the recipe: what follows is its own
-    const CliOption* o = find_cli_option(a.c_str());
+    const CliOption* o = find_cli_option(a);
     if (o && o->value) ++i;                         // an option that takes a value: skip it
     if (!o || o->value || a == "--help") continue;  // --help is answered whatever follows
     std::string w = argv[i + 1];
@@ -93,8 +115,8 @@ std::optional<int> flag_with_separate_value(int argc, char** argv) {
     for (const char* const* x = kWords; *x; ++x)
       if (w == *x) {
         const std::string how = a == "--check" ? " or --no-check" : "";
-        return fail_early(ExitCode::bad_input, a + " is a flag and takes no separate value: write " + a + how +
-                                                   " (or " + a + "=" + argv[i + 1] + ")");
+        return fail_early(kBadInput, a + " is a flag and takes no separate value: write " + a + how + " (or " + a +
+                                         "=" + argv[i + 1] + ")");
       }
   }
   return std::nullopt;
@@ -141,7 +163,7 @@ const CliOption& cli_option(const char* name) {
 
 // Every option of the table is registered, each as a flag or as taking a value as the table says.
 void check_against_table(CLI::App& app) {
-  for (const auto& o : kCliOptions) {
+  for (const auto& o : cli_options()) {
     const CLI::Option* opt = app.get_option_no_throw(o.name);
     const bool registered = opt || std::string(o.name) == "--no-check";  // the negation of --check
     if (!registered || (opt && opt->get_expected_min() > 0) != o.value)
@@ -166,9 +188,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
       ->allow_extra_args(false);  // one value: the next word may be the recipe
   app.add_option("--out", a.out, help("--out"));
   app.add_option("--backend", a.backend, help("--backend"))
-      ->check(CLI::IsMember(backend_names()))
+      ->check(CLI::IsMember(names(cs_backend_name)))
       ->each([&](const std::string&) { a.backend_given = true; });
-  app.add_option("--launcher", a.launcher, help("--launcher"))->check(CLI::IsMember({"auto", "mpi", "env", "slurm"}));
+  app.add_option("--launcher", a.launcher, help("--launcher"))->check(CLI::IsMember(names(cs_launcher_name)));
   app.add_option("--seed", a.seed, help("--seed"))->check(seed_number())->each([&](const std::string&) {
     a.seed_given = true;
   });
@@ -203,25 +225,23 @@ std::optional<int> parse_args(int argc, char** argv, Args& a, bool act = true) {
     if (prints_early()) std::fprintf(stderr, "commscript: %s\n(see commscript --help)\n", e.what());
     return 1;
   }
-  a.rest = triage::recipe_words(app.remaining());                       // `triage LOG DIR`: positional paths as --paths
+  a.rest = app.remaining();  // as given: the plan reads the bundled triage's positional paths
   if (a.insecure_plane) setenv("COMMSCRIPT_JOB_TOKEN", "insecure", 1);  // read by the launch (launch_env.cpp)
   if (!act && (a.version || a.list)) return 0;
   if (a.version) {
-    std::fputs(version_text().c_str(), stdout);
+    std::fputs(cs_version_text(), stdout);
     return 0;
   }
-  if (a.list) return list_recipes();
+  if (a.list) return cs_list_recipes();
   if (!a.replay.empty() && !a.rest.empty())
-    return fail_early(ExitCode::bad_input,
+    return fail_early(kBadInput,
                       "--replay takes the recipe and its options from the report; remove '" + a.rest[0] + "'");
   if (!a.rest.empty() && a.rest[0].size() > 1 && a.rest[0][0] == '-')
-    return fail_early(ExitCode::bad_input,
+    return fail_early(kBadInput,
                       "unknown option '" + a.rest[0] + "'" + did_you_mean(a.rest[0]) + " (see commscript --help)");
   if (a.rest.empty() && a.replay.empty())
-    return fail_early(ExitCode::bad_input,
+    return fail_early(kBadInput,
                       "no recipe given (usage: commscript [options] RECIPE.lua; --list shows the bundled ones)");
-  if (std::string why; !backend_built(a.backend, &why))  // "backend nccl: this commscript was built without ..."
-    return fail_early(ExitCode::bad_input, "--" + why);
   return std::nullopt;
 }
 

@@ -310,6 +310,8 @@ int answer_without_ranks(Session& s, const RecipeSource& src, const std::vector<
   return 0;
 }
 
+std::unique_ptr<RecipeHost> make_recipe_host(Session* s) { return std::make_unique<LuaRecipeHost>(s); }
+
 int run_recipe(Session& s, const RecipeSource& src, const std::vector<std::string>& rargs, const RunInfo& info) {
   LuaRecipeHost host(&s);
   return run::run_recipe(s, host, src, rargs, info);

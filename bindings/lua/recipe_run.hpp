@@ -3,6 +3,7 @@
 // stdlib's cs.runner, which the engine's phases of a run (engine/control/run.hpp) drive. Also
 // what needs no ranks: finding a recipe, --list, --help and --check. The command line
 // (bindings/cli) and the C API (bindings/embed) are the callers.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ int answer_without_ranks(Session& s, const RecipeSource& src, const std::vector<
 // report.html in a fresh, sandboxed Lua state (cs.html): nothing of a recipe's state, nor
 // --trusted. What rank 0's guardian renders with (guardian::start); lives as long as the process.
 const PageRenderer& sandboxed_pages();
+
+// A fresh Lua host for one run's recipe over `s` (engine/control/plan.hpp's RecipeLibrary).
+std::unique_ptr<RecipeHost> make_recipe_host(Session* s);
 
 // Runs the recipe on every rank of s.world (collective): run::run_recipe with the Lua host.
 // Returns the agreed exit code; a recipe error on any rank ends the job through job::abort with

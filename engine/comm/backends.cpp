@@ -196,6 +196,14 @@ bool backend_built(const std::string& name, std::string* why) {
   return true;
 }
 
+std::string resolve_backend(const std::optional<std::string>& given, const std::optional<std::string>& replayed,
+                            const std::string& replay_file) {
+  const std::string name = given ? *given : replayed ? *replayed : "mpi";
+  if (std::string why; !backend_built(name, &why))
+    throw InputError(given || !replayed ? why : "replay " + replay_file + ": " + why);
+  return name;
+}
+
 nlohmann::json backend_versions() {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& b : kTable)

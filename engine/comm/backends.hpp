@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ const std::vector<std::string>& backend_names();
 // Whether `name` is a backend of this build; otherwise false and *why ("backend nccl: this
 // commscript was built without CUDA/NCCL", "backend 'x' is none of mpi, gloo, nccl, self").
 bool backend_built(const std::string& name, std::string* why);
+
+// The run's backend, resolved once: the one the host gave, else a replayed report's, else mpi.
+// InputError when it is not built ("backend nccl: this commscript was built without CUDA/NCCL";
+// a replayed report's prefixed "replay FILE: ").
+std::string resolve_backend(const std::optional<std::string>& given, const std::optional<std::string>& replayed,
+                            const std::string& replay_file);
 
 // Per backend: {"library": ... and the backend's own facts}, or {"built": false, "why": ...}.
 nlohmann::json backend_versions();

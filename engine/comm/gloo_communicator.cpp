@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "clock.hpp"
+#include "deadline.hpp"
 #include "elementwise.hpp"
 #include "error.hpp"
 #include "host_name.hpp"
@@ -140,7 +141,7 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::over_mpi(Communicator& mpi, 
   secret = mpi.broadcast(secret, 0);
   const auto [host, port] = parse_endpoint(endpoint, "gloo store");
   auto store = std::make_shared<KvClient>(mpi.rank() == 0 ? server->dial_ip() : host, port, mpi.rank(),
-                                          ms_of(timeout_s > 0 ? timeout_s : 300), 0, secret);
+                                          ms_of(setup_deadline_s(timeout_s)), 0, secret);
   return world(std::move(store), std::move(server), mpi.rank(), mpi.size(), timeout_s);
 }
 
@@ -160,12 +161,12 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::world_at(const std::string& 
     }
   }
   auto store = std::make_shared<KvClient>(rank == 0 ? server->dial_ip() : host, port, rank,
-                                          ms_of(timeout_s > 0 ? timeout_s : 300), size, secret);
+                                          ms_of(setup_deadline_s(timeout_s)), size, secret);
   // Nobody connects to a peer before every rank has joined and none was refused: a process that
   // had started Gloo's connect to a rank that never comes waited there for the whole deadline,
   // deaf to the store's refusal (a RANK given twice, under load).
   try {
-    store->get(KvServer::kLaunchKey, ms_of(timeout_s > 0 ? timeout_s : 300));
+    store->get(KvServer::kLaunchKey, ms_of(setup_deadline_s(timeout_s)));
   } catch (const InputError&) {
     if (server) server->drain(std::chrono::milliseconds(2000));
     throw;

@@ -56,6 +56,19 @@ nlohmann::json LaunchEnv::to_json() const {
   return j;
 }
 
+const std::vector<std::string>& launcher_names() {
+  static const std::vector<std::string> names = {"auto", "mpi", "env", "slurm"};
+  return names;
+}
+
+bool launcher_known(const std::string& kind, std::string* why) {
+  const auto& n = launcher_names();
+  if (std::find(n.begin(), n.end(), kind) != n.end()) return true;
+  std::string list;
+  for (const auto& x : n) list += (list.empty() ? "" : ", ") + x;
+  return *why = "launcher '" + kind + "' is none of " + list, false;
+}
+
 LaunchEnv read_launch_env(const std::string& kind_in) {
   LaunchEnv e;
   e.kind = kind_in;
@@ -107,7 +120,10 @@ LaunchEnv read_launch_env(const std::string& kind_in) {
     e.token = job_auth::token_from_env(who, &e.insecure);
     return e;
   }
-  throw InputError("--launcher " + kind_in + ": expected auto, mpi, env or slurm");
+  std::string list;  // "auto, mpi, env or slurm"
+  const auto& n = launcher_names();
+  for (size_t i = 0; i < n.size(); ++i) list += (i == 0 ? "" : i + 1 == n.size() ? " or " : ", ") + n[i];
+  throw InputError("--launcher " + kind_in + ": expected " + list);
 }
 
 namespace job_auth {

@@ -4,6 +4,7 @@
 // or Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; MASTER_ADDR/MASTER_PORT for the store).
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace cs {
 
@@ -20,7 +21,13 @@ struct LaunchEnv {
   nlohmann::json to_json() const;
 };
 
-// `kind`: "auto", "mpi", "env" or "slurm". Throws InputError naming the missing or inconsistent
+// The launchers commscript knows, in one list: "auto" (detected), "mpi", "env", "slurm".
+const std::vector<std::string>& launcher_names();
+// Whether `kind` is one of them; otherwise false and *why ("launcher 'x' is none of auto, mpi,
+// env, slurm"). The one check of a launcher's name (the C API's session, the launch below).
+bool launcher_known(const std::string& kind, std::string* why);
+
+// `kind`: one of launcher_names(). Throws InputError naming the missing or inconsistent
 // variable (for env and slurm: also no job token, docs/security.md).
 LaunchEnv read_launch_env(const std::string& kind);
 

@@ -27,6 +27,7 @@
 #include "coordinator_timing.hpp"
 #include "coordinator_verdict.hpp"
 #include "coordinator_wire.hpp"
+#include "deadline.hpp"
 
 namespace cs {
 
@@ -145,7 +146,7 @@ class Coordinator {
  public:
   struct Options {
     int nranks = 1;
-    double timeout_s = 300;
+    double timeout_s = kDefaultTimeoutS;
     std::string out_dir;
     std::string launcher = "mpi";  // named in the death message (who ends the job)
     // Receives the verdict (incident JSON, with "line") on the coordinator thread as soon as it

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends.hpp"
 #include "error.hpp"
 #include "file_read.hpp"
 #include "json_text.hpp"
@@ -37,8 +39,19 @@ double check_timeout(double t, const std::string& what, const std::string& where
   return t;
 }
 
+double resolve_deadline(const Config& config, std::optional<double> given, std::optional<double> replayed,
+                        const std::string& where) {
+  const std::optional<double> t = given ? given : replayed;
+  if (t) return check_timeout(*t, "--timeout", "");
+  const nlohmann::json run = config.section("run");
+  const auto it = run.find("timeout");
+  if (it == run.end()) return kDefaultTimeoutS;
+  if (!it->is_number()) throw InputError("run.timeout must be a number of seconds, not " + json_text(*it) + where);
+  return check_timeout(it->get<double>(), "run.timeout", where);
+}
+
 RunSettings run_settings(const Config& config, std::optional<double> timeout, std::optional<uint64_t> seed,
-                         const std::string& where) {
+                         const std::string& where, std::optional<double> replayed_timeout) {
   const nlohmann::json run = config.section("run");
   for (auto& [k, v] : run.items()) {
     if (k == "timeout") {
@@ -52,8 +65,7 @@ RunSettings run_settings(const Config& config, std::optional<double> timeout, st
     }
   }
   RunSettings r;
-  if (timeout) check_timeout(*timeout, "--timeout", "");
-  r.timeout_s = timeout ? *timeout : run.value("timeout", kDefaultTimeoutS);
+  r.timeout_s = resolve_deadline(config, timeout, replayed_timeout, where);
   r.seed = seed ? *seed : run.value("seed", static_cast<uint64_t>(0));
   return r;
 }
@@ -129,6 +141,17 @@ void expect(bool ok, const std::string& path, const std::string& field, const st
   throw InputError(path + ": field " + field + " must be " + want + ", not " + g);
 }
 
+// The backends commscript knows, built or not (backends.hpp: their one list).
+bool known_backend(const std::string& name) {
+  const auto& n = backend_names();
+  return std::find(n.begin(), n.end(), name) != n.end();
+}
+std::string quoted_backend_names() {
+  std::string s;
+  for (const auto& n : backend_names()) s += (s.empty() ? "\"" : ", \"") + n + "\"";
+  return s;
+}
+
 void check_replay_fields(const nlohmann::json& rep, const std::string& path) {
   expect(rep.is_object(), path, "(top level)", "an object", rep);
   expect(rep.contains("schema") && readable_report_schema(rep["schema"]), path, "schema",
@@ -164,9 +187,8 @@ void check_replay_fields(const nlohmann::json& rep, const std::string& path) {
       check_timeout(run["timeout_s"].get<double>(), path + ": run.timeout_s", "");
     }
     if (run.contains("backend"))
-      expect(run["backend"].is_string() && (run["backend"] == "mpi" || run["backend"] == "self" ||
-                                            run["backend"] == "nccl" || run["backend"] == "gloo"),
-             path, "run.backend", "one of \"mpi\", \"self\", \"nccl\", \"gloo\"", run["backend"]);
+      expect(run["backend"].is_string() && known_backend(run["backend"].get<std::string>()), path, "run.backend",
+             "one of " + quoted_backend_names(), run["backend"]);
     if (run.contains("trusted")) expect(run["trusted"].is_boolean(), path, "run.trusted", "a boolean", run["trusted"]);
     if (run.contains("ranks"))
       expect(run["ranks"].is_number_integer() && run["ranks"].get<int64_t>() >= 0 &&

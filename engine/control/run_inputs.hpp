@@ -11,17 +11,11 @@
 
 #include "chaos.hpp"
 #include "config.hpp"
+#include "deadline.hpp"
 #include "env_policy.hpp"
 
 namespace cs {
 
-// The default deadline of each operation, in seconds, when neither --timeout nor [run] says.
-inline constexpr double kDefaultTimeoutS = 300;
-
-// Deadlines: 0 means none; otherwise between these (a deadline of 1e10 s overflowed the clock
-// and fired at once; one of 1e-300 s fires before anything can arrive).
-inline constexpr double kMinTimeoutS = 0.001;
-inline constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
 // Checks a deadline in seconds: finite, 0 or within [kMinTimeoutS, kMaxTimeoutS]; InputError
 // "WHAT must ...WHERE" otherwise. Returns it.
 double check_timeout(double t, const std::string& what, const std::string& where);
@@ -31,10 +25,15 @@ struct RunSettings {
   uint64_t seed = 0;
 };
 
-// [run] (timeout, seed) with the command line's values taking precedence. `where` is appended
-// to messages (" (in FILE)").
+// The run's deadline, resolved once (docs/architecture.md): `given` (--timeout, checked), else a
+// `replayed` report's, else the config's [run] timeout, else kDefaultTimeoutS (deadline.hpp).
+double resolve_deadline(const Config& config, std::optional<double> given, std::optional<double> replayed,
+                        const std::string& where);
+
+// [run] (timeout, seed) checked, with the command line's values taking precedence (then a
+// replayed report's deadline). `where` is appended to messages (" (in FILE)").
 RunSettings run_settings(const Config& config, std::optional<double> timeout, std::optional<uint64_t> seed,
-                         const std::string& where);
+                         const std::string& where, std::optional<double> replayed_timeout = std::nullopt);
 
 // The [[chaos]] plan of the config. Refuses kinds the backend cannot inject.
 std::vector<ChaosRule> chaos_plan(const Config& config, const std::string& backend, const std::string& where);

@@ -21,7 +21,7 @@
 #include "commscript_exit_codes.h"
 
 #define COMMSCRIPT_API_VERSION_MAJOR 2
-#define COMMSCRIPT_API_VERSION_MINOR 1
+#define COMMSCRIPT_API_VERSION_MINOR 2
 #define COMMSCRIPT_API_VERSION_PATCH 0
 #define COMMSCRIPT_API_VERSION \
   (COMMSCRIPT_API_VERSION_MAJOR * 10000 + COMMSCRIPT_API_VERSION_MINOR * 100 + COMMSCRIPT_API_VERSION_PATCH)
@@ -201,6 +201,36 @@ CS_API int cs_result_free(cs_result* r);                      /* as cs_plan_free
  * (own_process: MPI is finalized when cs_session_attach_world initialised it). CS_OK; a session
  * closed already is CS_E_HANDLE and NULL CS_E_INVALID, nothing done (2.1: returned void). */
 CS_API int cs_session_close(cs_session* s);
+
+/* ---- API 2.2: what the build knows, as the commscript command asks it (its one table each) ---- */
+
+/* The i-th backend commscript knows, built or not ("self", "mpi", "gloo", "nccl"); NULL past the
+ * last. Whether one is built: cs_session_open refuses one that is not, saying why. */
+CS_API const char* cs_backend_name(int i);
+
+/* The i-th launcher cs_session_options.launcher takes ("auto", "mpi", "env", "slurm"); NULL past
+ * the last. */
+CS_API const char* cs_launcher_name(int i);
+
+/* The lines of `commscript --version`: commscript, LuaJIT, each backend's library (or why it is
+ * not built). Valid for the life of the process. */
+CS_API const char* cs_version_text(void);
+
+/* Prints the bundled recipes (name, version, summary) to stdout, as `commscript --list`; 0. */
+CS_API int cs_list_recipes(void);
+
+/* The rank the launcher gave this process (mpirun, srun, torchrun's RANK ...), read from its
+ * environment before anything starts; -1 when none did. */
+CS_API int cs_launcher_rank(void);
+
+/* The i-th of commscript's own command-line options: its name ("--config"), whether it takes a
+ * value, and its --help text (NULL for one registered with another: --no-check, --help). CS_OK;
+ * CS_E_NOT_FOUND past the last. Any pointer may be NULL. */
+CS_API int cs_cli_option(int i, const char** name, int* takes_value, const char** help);
+
+/* The option of commscript's own closest to `given` (its text before any '='), for "did you mean
+ * --timeout?"; NULL when none is close. */
+CS_API const char* cs_cli_option_nearest(const char* given);
 
 #ifdef __cplusplus
 }
