@@ -19,6 +19,13 @@
 //
 // Buffers must be device memory of the rank's GPU (Tensor::on_device): a host pointer is refused
 // with a UsageError before anything is enqueued.
+//
+// One concern a file: nccl_communicator.cpp (creation, init, abort, teardown), nccl_device.cpp
+// (the choice of GPU and its refusals), nccl_run.cpp (an operation: checks, enqueue, the wait
+// against the deadline, failure and timeout), nccl_enqueue.cpp (an operation as NCCL calls),
+// nccl_buffers.cpp (which buffers are accepted), nccl_timing.cpp (CUDA-event timing),
+// nccl_guard.{hpp,cpp} (the monitor thread), nccl_split.cpp (split and the timed twin),
+// nccl_shrink.cpp (revoke and shrink after a dropped rank), nccl_shared.{hpp,cpp} (what they share).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 

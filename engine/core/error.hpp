@@ -14,10 +14,9 @@ enum class ExitCode : int {
   corruption = 4,  // wrong elements in a checked result
   // The ranks stopped moving together: a hang (an operation past its deadline, a rank missing or
   // stuck) or a desync (ranks calling different operations or sizes, so that they would hang).
-  hang_or_desync = 5,        // a hang (a deadline passed: missing or stuck ranks) or a desync
-  output = 6,                // the outputs could not be written (disk full, directory gone, unwritable)
-  internal = 70,             // a failure inside commscript
-  timeout = hang_or_desync,  // removed after the nccl split merges
+  hang_or_desync = 5,  // a hang (a deadline passed: missing or stuck ranks) or a desync
+  output = 6,          // the outputs could not be written (disk full, directory gone, unwritable)
+  internal = 70,       // a failure inside commscript
 };
 
 // Every code with its name, for the Lua side (cs.exit is built from this list, so the two cannot

@@ -12,29 +12,24 @@
 // `pcie` as read_pcie_link() describes it.
 #include "topology.hpp"
 
-#include <fcntl.h>
-#include <openssl/evp.h>
 #include <sched.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <memory>
 #include <mutex>
 #include <regex>
 #include <sstream>
 
+#include "file_digest.hpp"
 #include "file_read.hpp"
 #include "gpu_topology.hpp"
 #include "host_name.hpp"
 #include "int_list.hpp"
+#include "text.hpp"
 
 #ifdef COMMSCRIPT_HAVE_HWLOC
 #include <hwloc.h>
@@ -52,13 +47,8 @@ namespace {
 std::mutex g_probe_mu;
 GpuProbe g_probe;
 
-std::string trim(std::string s) {
-  const char* ws = " \t\r\n";
-  const auto b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return {};
-  const auto e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
+// core/text.hpp's trim, as an owned string (the callers pass temporaries)
+std::string trimmed(const std::string& s) { return std::string(cs::trim(s)); }
 
 // The trimmed text of a file; nullopt when it cannot be opened or read (sysfs answers EINVAL
 // to a read of `speed` on an interface that is down) or is empty.
@@ -66,7 +56,7 @@ std::string trim(std::string s) {
 std::optional<std::string> read_text(const fs::path& p) {
   const FileRead r = read_regular_file(p.string(), 1 << 20);
   if (!r.ok()) return std::nullopt;
-  std::string s = trim(r.text);
+  std::string s = trimmed(r.text);
   if (s.empty()) return std::nullopt;
   return s;
 }
@@ -122,7 +112,7 @@ std::string uevent_value(const fs::path& dir, const std::string& key) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == '=')
-      return trim(line.substr(key.size() + 1));
+      return trimmed(line.substr(key.size() + 1));
   }
   return {};
 }
@@ -321,131 +311,21 @@ json sysfs_gpus(const std::string& root) {
   return out;
 }
 
-// The SHA-256 of a file, hex; false (and `*why`) when it cannot be read.
-bool sha256_file(const std::string& path, std::string* hex, unsigned long long* size, std::string* why) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    *why = "cannot open " + path;
-    return false;
-  }
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  std::vector<char> buf(1 << 20);
-  *size = 0;
-  while (f) {
-    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const std::streamsize got = f.gcount();
-    if (got <= 0) break;
-    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(got));
-    *size += static_cast<unsigned long long>(got);
-  }
-  if (f.bad()) {
-    *why = "cannot read " + path;
-    return false;
-  }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  static const char* hx = "0123456789abcdef";
-  hex->clear();
-  for (unsigned int i = 0; i < len; ++i) {
-    *hex += hx[md[i] >> 4];
-    *hex += hx[md[i] & 15];
-  }
-  return true;
-}
-
-// What identifies one version of a file on this host: device, inode, size, mtime and ctime in
-// nanoseconds (ctime cannot be set back: a file rewritten in place, even with its mtime
-// restored, gets a new one). Empty when it cannot be stat'ed.
-std::string file_identity(const std::string& path, struct stat* st) {
-  if (::stat(path.c_str(), st) != 0 || !S_ISREG(st->st_mode)) return "";
-  char b[160];
-  std::snprintf(b, sizeof b, "%llx-%llx-%llx-%llx.%09ld-%llx.%09ld", static_cast<unsigned long long>(st->st_dev),
-                static_cast<unsigned long long>(st->st_ino), static_cast<unsigned long long>(st->st_size),
-                static_cast<unsigned long long>(st->st_mtim.tv_sec), st->st_mtim.tv_nsec,
-                static_cast<unsigned long long>(st->st_ctim.tv_sec), st->st_ctim.tv_nsec);
-  return b;
-}
-
-bool is_sha256_hex(const std::string& s) {
-  return s.size() == 64 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// The cache directory when it is usable: created 0700 if missing, ours, not writable by others.
-bool usable_cache_dir(const std::string& dir) {
-  if (dir.empty()) return false;
-  ::mkdir(dir.c_str(), 0700);  // an existing one is checked below
-  struct stat st {};
-  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-}
-
 }  // namespace
-
-std::string default_hash_cache_dir() {
-  if (const char* e = std::getenv("COMMSCRIPT_HASH_CACHE")) return std::string(e) == "off" ? std::string() : e;
-  const char* tmp = std::getenv("TMPDIR");
-  std::string base = tmp && *tmp ? tmp : "/tmp";
-  return base + "/commscript-" + std::to_string(::geteuid()) + "-hashes";
-}
 
 json exe_info(const std::string& path, const std::string& cache_dir, double min_age_s) {
   json j;
   std::error_code ec;
   fs::path real = fs::is_symlink(path, ec) ? fs::read_symlink(path, ec) : fs::path(path);
   j["path"] = ec ? path : real.string();
-  std::string hex, why;
-  unsigned long long size = 0;
-  // Hashed once per host and file version: the ranks of a host take the cache's lock in turn,
-  // the first hashes, the others read its answer. Ranks running different binaries (or a binary
-  // replaced meanwhile) have different identities, so each is hashed and a mismatch is seen.
-  struct stat st {};
-  const std::string id = usable_cache_dir(cache_dir) ? file_identity(path, &st) : std::string();
-  int lock = -1;
-  if (!id.empty()) {
-    lock = ::open((cache_dir + "/" + id + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lock >= 0) {
-      while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
-      }
-      const std::string cached = trim(read_regular_file(cache_dir + "/" + id, 4096).text);
-      if (is_sha256_hex(cached)) {
-        j["size"] = static_cast<unsigned long long>(st.st_size);
-        j["sha256"] = cached;
-        j["sha256_from"] = "host cache";
-        ::close(lock);  // releases the lock
-        return j;
-      }
-    }
-  }
-  const bool ok = sha256_file(path, &hex, &size, &why);
-  if (ok && lock >= 0) {
-    // Stored only when the file did not change while it was read, and is older than min_age_s:
-    // a file rewritten within the clock's granularity of the hash would keep its identity (the
-    // "racy" case git's index has).
-    struct stat after {};
-    const std::string id_after = file_identity(path, &after);
-    const double age = static_cast<double>(std::time(nullptr) - after.st_ctim.tv_sec);
-    if (id_after == id && static_cast<unsigned long long>(after.st_size) == size && age >= min_age_s) {
-      const std::string tmp = cache_dir + "/" + id + ".tmp" + std::to_string(::getpid());
-      {
-        std::ofstream out(tmp);
-        out << hex << "\n";
-      }
-      std::error_code rec;
-      fs::rename(tmp, cache_dir + "/" + id, rec);
-      if (rec) fs::remove(tmp, rec);
-    }
-  }
-  if (lock >= 0) ::close(lock);
-  if (!ok) {
-    j["error"] = why;
+  const FileDigest d = sha256_file_cached(path, cache_dir, min_age_s);
+  if (!d.ok) {
+    j["error"] = d.why;
     return j;
   }
-  j["size"] = size;
-  j["sha256"] = hex;
-  j["sha256_from"] = "computed";
+  j["size"] = d.size;
+  j["sha256"] = d.sha256;
+  j["sha256_from"] = d.from;
   return j;
 }
 
@@ -626,11 +506,11 @@ double ib_rate_gbps(const std::string& rate) {
 
 std::string strip_state_number(const std::string& s) {
   const auto colon = s.find(':');
-  if (colon == std::string::npos) return trim(s);
-  const std::string head = trim(s.substr(0, colon));
+  if (colon == std::string::npos) return trimmed(s);
+  const std::string head = trimmed(s.substr(0, colon));
   if (head.empty() || !std::all_of(head.begin(), head.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return trim(s);
-  return trim(s.substr(colon + 1));
+    return trimmed(s);
+  return trimmed(s.substr(colon + 1));
 }
 
 std::string pci_address_of(const std::string& device_path) {

@@ -35,8 +35,8 @@ struct TopologyOptions {
   // The binary whose SHA-256 is reported (empty: none).
   std::string exe_path = "/proc/self/exe";
   // Where the binary's hash is cached for the other ranks of this host and later runs, keyed by
-  // the file's identity (device, inode, size, mtime, ctime): "auto" is default_hash_cache_dir(),
-  // "" no cache (every process hashes).
+  // the file's identity (device, inode, size, mtime, ctime): "auto" is default_hash_cache_dir()
+  // (core/file_digest.hpp), "" no cache (every process hashes).
   std::string hash_cache_dir = "auto";
   // A hash is cached only for a file whose ctime is at least this old (a file rewritten within
   // the clock's granularity of its hash would keep its identity).
@@ -64,11 +64,9 @@ nlohmann::json local_topology(const TopologyOptions& opt = {});
 
 // ---- pieces, public for the tests ----
 
-// $COMMSCRIPT_HASH_CACHE ("off": none), else $TMPDIR (or /tmp)/commscript-<euid>-hashes.
-std::string default_hash_cache_dir();
-// {path, size, sha256, sha256_from = "computed" | "host cache"} or {path, error}. With a
-// cache_dir, the processes of a host hash each version of a file once: they take the cache's
-// lock for it in turn, the first hashes and stores, the others read (docs/scale.md).
+// {path, size, sha256, sha256_from = "computed" | "host cache"} or {path, error}: the file's
+// hash through core/file_digest.hpp's cache (with a cache_dir, the processes of a host hash each
+// version of a file once; docs/scale.md).
 nlohmann::json exe_info(const std::string& path, const std::string& cache_dir = "", double min_age_s = 2);
 
 // "16.0 GT/s PCIe" / "8 GT/s" -> 4 / 3; 0 when unknown.

@@ -149,7 +149,7 @@ TEST_CASE("nccl fake: a blocking call stuck inside NCCL ends at the deadline as 
   unsetenv("FAKE_NCCL_FIFO_DEPTH");
   unsetenv("FAKE_NCCL_HANG");
   INFO(msg);
-  CHECK(code == static_cast<int>(cs::ExitCode::timeout));
+  CHECK(code == static_cast<int>(cs::ExitCode::hang_or_desync));
   CHECK(msg.find("timeout: allreduce #2") == 0);
   CHECK(msg.find("inside the blocking call") != std::string::npos);
   CHECK(secs < 10);
