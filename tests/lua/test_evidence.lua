@@ -388,6 +388,21 @@ function TestEvidence:test_link_ends_and_one_spike_are_not_spiky()
   lu.assertEquals(cs.evidence.off(bw2, hosts).spiky, {})
 end
 
+-- Slow in every round and left undecided by the budget (scripts/truth_harness.py seed 50: an 11x
+-- pair, 11 of 11 rounds) is not "intermittent".
+function TestEvidence:test_slow_in_every_round_is_not_intermittent()
+  local hosts = { "h0", "h0", "h1", "h1" }
+  local loc = { hosts = {}, ranks = {}, links = {},
+                tested = { { host = "h1", threshold = 1.6,
+                             pairs = { { a = 1, b = 2, above = 11, rounds = 11, ratio = 10.96 } } } } }
+  local ev = cs.evidence.off({ {}, {}, {}, {} }, hosts)
+  lu.assertEquals(cs.evidence.unconfirmed(ev, loc, hosts, 262144), {})
+  loc.tested[1].pairs[1].above = 4  -- 4 of 11: intermittent (info)
+  local f = cs.evidence.unconfirmed(ev, loc, hosts, 262144)
+  lu.assertEquals(#f, 1)
+  lu.assertStrContains(f[1].message, "intermittent")
+end
+
 -- On a host with more ranks than CPUs a rank waiting for a CPU is slow by turns: the finding is
 -- info there, saying why; elsewhere it stays a warning.
 function TestEvidence:test_not_confirmed_on_shared_cpus_is_info()
