@@ -107,7 +107,7 @@ std::string KvServer::listen_ip_for(const std::string& host, bool one_host) {
 }
 
 KvServer::KvServer(int port, int world_size, std::string secret, const std::string& bind_ip)
-    : world_size_(world_size), secret_(std::move(secret)) {
+    : secret_(std::move(secret)), world_size_(world_size) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw Error(ExitCode::runtime, std::string("store: socket: ") + std::strerror(errno));
   const int one = 1;

@@ -49,7 +49,7 @@ TEST_CASE("sha256_file_cached: an entry is its hash, white space around it allow
   f.write_entry(" \t" + other + " \r\n");
   CHECK(cs::sha256_file_cached(f.file, f.cache, 0).sha256 == other);
   CHECK(cs::sha256_file_cached(f.file, f.cache, 0).from == "host cache");
-  for (const std::string bad :
+  for (const std::string& bad :
        {other + "0\n", other + " x\n", other.substr(1) + "\n", "A" + other.substr(1), std::string()}) {
     f.write_entry(bad);
     const cs::FileDigest d = cs::sha256_file_cached(f.file, f.cache, 0);
