@@ -53,9 +53,9 @@ ncclComm_t NcclCommunicator::child_polled(const std::function<ncclResult_t(ncclC
     }
     const double waited = static_cast<double>(now_ns() - t0) * 1e-9;
     if (limit > 0 && waited > limit)
-      end_with(ExitCode::hang_or_desync, "timeout: " + what + " did not complete within " +
-                                      std::to_string(static_cast<int>(limit)) +
-                                      " s (a rank never called it?); the communicator was aborted (ncclCommAbort)");
+      end_with(ExitCode::hang_or_desync,
+               "timeout: " + what + " did not complete within " + std::to_string(static_cast<int>(limit)) +
+                   " s (a rank never called it?); the communicator was aborted (ncclCommAbort)");
     pause_poll(waited, polls);
   }
   if (r != ncclSuccess)
