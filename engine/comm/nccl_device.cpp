@@ -15,6 +15,7 @@
 #include "gpu_libs.hpp"
 #include "host_name.hpp"
 #include "int_list.hpp"
+#include "json_text.hpp"
 #include "nccl_communicator.hpp"
 
 namespace cs {
@@ -104,7 +105,7 @@ RankFacts gather_rank_facts(Communicator& ctl) {
                      {"blocking", blocking_env ? blocking_env : ""}};
   RankFacts f;
   auto& hosts = f.hosts;
-  for (const auto& s : ctl.allgather(mine.dump())) {
+  for (const auto& s : ctl.allgather(json_text(mine))) {
     const json j = json::parse(s);
     hosts.push_back(j["host"]);
     f.counts.push_back(j["count"]);
