@@ -177,11 +177,12 @@ end
 -- the full pattern again while it spans under PASSES.span_s and another pass fits the
 -- pattern's share (rank 0 decides), merged (cs.p2p.merge_passes)
 local function more_passes(ctx, tier, margs, first, t0)
+  if ctx.nhosts < 3 then return first end  -- one or two hosts: nothing to tell a flapping host by
   local list, began = { first }, cs.now()
   local span = first.plan.round_s and first.plan.round_s * first.plan.rounds_run or 0
   while true do
     local again = false
-    if ctx.rank == 0 and first.plan.kind == "full" and not first.plan.cut and ctx.nhosts >= 3 and #list < PASSES.max then
+    if ctx.rank == 0 and first.plan.kind == "full" and not first.plan.cut and #list < PASSES.max then
       local per = span / #list
       again = span < PASSES.span_s and per > 0 and cs.now() + per < t0 + SHARE.pattern * tier.budget
     end
