@@ -2,14 +2,14 @@
 // The one policy for environment variables (docs/stdlib.md, "One home per concept"): which
 // families the environment audit lints, which the topology records for every rank, which a
 // report's snapshot keeps, and which names are credentials whose values are never copied. The Lua
-// stdlib reads the same lists through native.env_policy (cs.env_registry), so the audit, the
+// stdlib reads the same lists through native.env_policy (cs.env.registry), so the audit, the
 // topology's comparison between ranks and report.json cannot disagree on what they look at.
 #include <string>
 #include <vector>
 
 namespace cs {
 
-// The families the environment audit lints (cs.env_registry.AUDITED_PREFIXES). Each is also
+// The families the environment audit lints (cs.env.registry.AUDITED_PREFIXES). Each is also
 // recorded by the topology (compared between ranks) and kept by the snapshot.
 const std::vector<std::string>& env_audited_prefixes();
 // What local_topology() records per rank: the audited families, and CUDA_VISIBLE_DEVICES (the

@@ -11,7 +11,7 @@ local kvtable, records, section, ranges, cellv, islist = U.kvtable, U.records, U
 local X = require("commscript").exit  -- the codes, one table (stdlib/commscript.lua)
 local EXIT = { [X.ok] = "ok: the recipe ran and nothing failed", [X.bad_input] = "bad input",
   [X.runtime] = "recipe runtime error", [X.health] = "health verdict failed",
-  [X.corruption] = "data corruption detected", [X.timeout] = "timeout / hang detected",
+  [X.corruption] = "data corruption detected", [X.hang_or_desync] = "timeout / hang detected",
   [X.output] = "the outputs could not be written", [X.internal] = "internal error" }
 local SIG = { [1] = "SIGHUP", [2] = "SIGINT", [6] = "SIGABRT", [9] = "SIGKILL", [11] = "SIGSEGV", [15] = "SIGTERM" }
 local function exit_meaning(c)
