@@ -78,12 +78,6 @@ local function at(list, i)
   return out
 end
 
-local function mean(xs)
-  local sum = 0
-  for _, x in ipairs(xs) do sum = sum + x end
-  return #xs > 0 and sum / #xs or nil
-end
-
 -- in how many samples x[i] is at least `factor` times fleet[i] (or under it: `under`)
 local function count_off(x, fleet, factor, under, floor)
   local n = 0
@@ -109,7 +103,7 @@ function M.judge(fractions, rank_hosts, opts)
   if not fractions or #fractions < 3 then return out end  -- two ranks: no fleet to compare with
   local k = #fractions[1]
   local fleet, shares = fleet_of(fractions, k), {}
-  for r, s in ipairs(fractions) do shares[r] = mean(s) end
+  for r, s in ipairs(fractions) do shares[r] = stats.mean(s) end
   local fleet_all = stats.median(shares)
   local gap_fleet = gaps and #gaps == #fractions and fleet_of(gaps, k) or nil
   for r, s in ipairs(fractions) do

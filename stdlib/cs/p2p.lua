@@ -32,6 +32,7 @@
 --   timed alone); min_us by default (noise only adds time). args.op is accepted for the older
 --   interface and must be "sendrecv".
 local pairs_mod = require "cs.pairs"
+local stats = require "cs.stats"
 local native = require "commscript.native"
 local M = {}
 
@@ -493,7 +494,7 @@ function M.merge_passes(list, bytes)
     for b = 1, n do
       local xs = {}
       for _, m in ipairs(list) do if m.bw[a] and m.bw[a][b] then xs[#xs + 1] = m.bw[a][b] end end
-      if #xs > 0 then table.sort(xs); bw[a][b] = (xs[math.floor((#xs + 1) / 2)] + xs[math.ceil((#xs + 1) / 2)]) / 2 end
+      if #xs > 0 then bw[a][b] = stats.median(xs) end
     end
   end
   local pairs_list = {}
