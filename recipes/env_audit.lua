@@ -8,7 +8,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "env_audit",
-  version = "1.1.1",
+  version = "1.1.2",
   requires = ">=0.1, <1.0",
   summary = "lint NCCL/PyTorch/UCX environment variables and NCCL config files on every rank; name what differs between ranks",
   options = {

@@ -14,7 +14,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "triage",
-  version = "1.1.1",
+  version = "1.1.2",
   requires = ">=0.1, <1.0",
   summary = "diagnose a customer's logs and dumps (watchdog, Flight Recorder, NCCL, RAS, nccl-tests) and write a repro",
   options = {
