@@ -6,7 +6,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "p2p_matrix",
-  version = "1.2.0",
+  version = "1.2.1",
   requires = ">=0.1, <1.0",
   summary = "latency and bandwidth of every rank pair, as an N x N matrix, with localisation",
   options = {
@@ -72,11 +72,16 @@ function recipe.run(ctx)
   local args = { stream = true, bytes = ctx.opt.bytes, window = ctx.opt.window, iters = ctx.opt.iters, warmup = 1,
                  force = ev and cs.evidence.force(ev, {}), bw = ctx.rank == 0 and m.bw or nil }
   local loc = cs.p2p.localise(ctx, m.pairs, hosts, args)
+  -- A host with more ranks than CPUs: its ranks' links and unconfirmed suspects are info (two may
+  -- share a core), as in full_diag.
+  local oversubscribed = cs.topo.oversubscribed(cs.topo.collect(ctx))
   if ev then
     cs.evidence.annotate(loc, ev, hosts)
-    for _, f in ipairs(cs.evidence.unconfirmed(ev, loc, hosts, ctx.opt.bytes)) do ctx.report:finding(f) end
+    for _, f in ipairs(cs.evidence.shared_cpus(cs.evidence.unconfirmed(ev, loc, hosts, ctx.opt.bytes), oversubscribed)) do
+      ctx.report:finding(f)
+    end
   end
-  local run = { size = n, rank_hosts = hosts, localisation = loc }
+  local run = { size = n, rank_hosts = hosts, localisation = loc, oversubscribed = oversubscribed }
   if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
     ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
                                      under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,

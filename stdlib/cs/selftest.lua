@@ -11,6 +11,9 @@
 --                                          status/op ...) on the target after ctx.opt.after
 --                                          operations, runs all-reduces, and raises (exit 2,
 --                                          naming the recipe's line) when every one completed
+--   selftest.slow_outcome(loc, injected, rank_hosts, oversubscribed)
+--                                       -> chaos_slow's judgement of a localisation (pure):
+--                                          { named, links, shared_core_links, correct }
 local cs = require "commscript"
 local M = {}
 
@@ -55,6 +58,33 @@ function M.run(ctx, fault)
   for _ = 1, ctx.opt.after + M.EXTRA_OPS do ctx.comm:allreduce(t, r) end
   cs.raise(cs.exit.runtime, ("self-test failed: rank %d was told to %s, yet every all-reduce completed"):format(
     target, fault.kind), 2)
+end
+
+-- chaos_slow's judgement of cs.p2p.localise's result `loc` when `injected` ({ rank } or {}) was
+-- slowed. Correct: exactly the injected rank named (nobody when none), and no link named, except
+-- a link between two ranks of a host in `oversubscribed` ({ [host] = true }: more ranks than
+-- CPUs) that does not touch the injected rank. Two such ranks may share a core, and their
+-- exchange then waits for the scheduler: a fact of the machine, which cs.rules reports as info
+-- (CI, 4 ranks on 2 busy cores: a pair named at --factor 1). A link at the slowed rank is always
+-- wrong: that is the rank-from-link distinction this self-test exists for.
+function M.slow_outcome(loc, injected, rank_hosts, oversubscribed)
+  local named = {}
+  for _, r in ipairs(loc.ranks or {}) do named[#named + 1] = r.rank end
+  for _, h in ipairs(loc.hosts or {}) do
+    for _, r in ipairs(h.ranks) do named[#named + 1] = r end
+  end
+  local target = injected[1]
+  local links, shared = 0, 0
+  for _, l in ipairs(loc.links or {}) do
+    local ha, hb = rank_hosts[l.a + 1], rank_hosts[l.b + 1]
+    if ha and ha == hb and (oversubscribed or {})[ha] and l.a ~= target and l.b ~= target then
+      shared = shared + 1
+    else
+      links = links + 1
+    end
+  end
+  local correct = #named == #injected and (#named == 0 or named[1] == target) and links == 0
+  return { named = named, links = links, shared_core_links = shared, correct = correct }
 end
 
 return M

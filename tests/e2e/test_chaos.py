@@ -94,7 +94,10 @@ class Slow(ChaosCase):
         r, rep = self.chaos(["chaos_slow"], cs_e2e.OK, QUICK_S)
         named = [f["subject"]["rank"] for f in bad_findings(rep) if "rank" in f["subject"]]
         self.assertEqual(named, [3], brief(rep))
-        links = [f for f in rep["findings"] if "pair" in f["subject"]]
+        # A slowed rank must not be reported as a slow link. A link of two other ranks on this
+        # oversubscribed host is info (they may share a core), never a warning.
+        links = [f for f in rep["findings"] if "pair" in f["subject"]
+                 and (3 in f["subject"]["pair"] or f["severity"] != "info")]
         self.assertEqual(links, [], "a slowed rank must not be reported as a slow link\n" + brief(rep))
         st = selftest(rep)
         self.assertIs(st["correct"], True, st)
@@ -105,12 +108,11 @@ class Slow(ChaosCase):
         for i in range(2):
             with self.subTest(run=i):
                 r, rep = self.chaos(["chaos_slow", "--factor", "1"], cs_e2e.OK, QUICK_S)
-                # A finding naming a rank (or ranks) is a false positive. Slow-link findings
-                # (subject.pair) are not counted: chaos_slow does not retest links before naming
-                # them, and on an oversubscribed host (4 ranks on 2 cores beside other jobs) a
-                # pair sharing a core can measure 3x slower than the fleet.
-                naming = [f for f in bad_findings(rep) if "rank" in f["subject"] or "ranks" in f["subject"]]
-                self.assertEqual(naming, [], brief(rep))
+                # A finding naming a rank, ranks or a link is a false positive. On this
+                # oversubscribed host (4 ranks on 2 cores) a pair sharing a core can measure 3x
+                # slower than the fleet: such a link is info, not a warning (cs.rules slow_link).
+                self.assertEqual(bad_findings(rep), [], brief(rep))
+                self.assertEqual(selftest(rep)["links"], 0)
                 st = selftest(rep)
                 self.assertIs(st["correct"], True, st)
                 self.assertEqual(st["named"], [])

@@ -121,6 +121,34 @@ function TestSelftest:test_target()
   lu.assertEquals(e.message, "--rank 4 is not a rank")
 end
 
+-- chaos_slow's judgement: a link between two ranks of an oversubscribed host is no failure (CI
+-- named one at --factor 1, 4 ranks on 2 cores), a link at the slowed rank always is.
+function TestSelftest:test_slow_outcome()
+  local st = require "cs.selftest"
+  local hosts = { "h0", "h0", "h0", "h0" }
+  local link = { ranks = {}, hosts = {}, links = { { a = 0, b = 2 } } }
+  local busy = { h0 = true }
+  local o = st.slow_outcome(link, {}, hosts, busy)
+  lu.assertTrue(o.correct)
+  lu.assertEquals({ o.links, o.shared_core_links }, { 0, 1 })
+  o = st.slow_outcome(link, {}, hosts, {})  -- as many CPUs as ranks: the link is a failure
+  lu.assertFalse(o.correct)
+  lu.assertEquals({ o.links, o.shared_core_links }, { 1, 0 })
+  local at_target = { ranks = { { rank = 2 } }, hosts = {}, links = { { a = 0, b = 2 } } }
+  o = st.slow_outcome(at_target, { 2 }, hosts, busy)  -- the slowed rank's link: a failure anyway
+  lu.assertFalse(o.correct)
+  lu.assertEquals(o.named, { 2 })
+  o = st.slow_outcome({ ranks = { { rank = 2 } }, hosts = {}, links = {} }, { 2 }, hosts, busy)
+  lu.assertTrue(o.correct)
+  o = st.slow_outcome({ ranks = { { rank = 1 } }, hosts = {}, links = {} }, { 2 }, hosts, busy)
+  lu.assertFalse(o.correct)
+  o = st.slow_outcome({ ranks = {}, hosts = { { ranks = { 2, 3 } } }, links = {} }, { 2 }, hosts, busy)
+  lu.assertFalse(o.correct)  -- a host of two ranks named for one slowed rank
+  o = st.slow_outcome({ ranks = {}, hosts = {}, links = { { a = 0, b = 1 } } }, {}, { "h0", "h0", "h1", "h1" },
+    { h1 = true })  -- its host is not the oversubscribed one
+  lu.assertFalse(o.correct)
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
