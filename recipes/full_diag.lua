@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.5.0",
+  version = "1.5.1",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -55,8 +55,12 @@ local MATRIX = { window = 4, repeats = 1, repeats_one_host = 3, lat_iters = 50 }
 -- A full pattern shorter than PASSES.span_s runs again (at most PASSES.max passes in all, within
 -- the pattern's share of the budget), so that it spans a few seconds: a link that flaps every 2 s
 -- was off for the whole 2 s pattern of 4 hosts and nothing saw it. Each pair direction's rate is
--- the median over the passes; cs.evidence counts slow directions over all of them.
-local PASSES = { span_s = 6, max = 4 }
+-- the median over the passes; cs.evidence counts slow directions over all of them. The cap is
+-- the span's, not the passes': at 4 passes, 4 hosts' passes of 0.5 s spanned 2 s, inside one
+-- phase of a link flapping every 2-3 s (4 of 4 such runs named nobody). 10 s: two periods of a
+-- link on and off for 2.5 s each; at 6 s one on phase of 2.4 s slowed 3 directions of 18, under
+-- cs.evidence's SPIKE.min.
+local PASSES = { span_s = 10, max = 16 }
 local SUSTAINED = { drain = 4194304, timed = 1048576 }
 -- The detour probe's seconds per sample (cs.detour: SAMPLES of them, every rank at once): at
 -- least two periods of a CFS quota (100 ms by default), so that a throttled rank's share is seen

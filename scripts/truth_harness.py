@@ -312,6 +312,11 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
     finally:
         planter.stop()
     elapsed = time.monotonic() - t0
+    # the run's output and the planting's times (from the launch), for reading a miss
+    with open(os.path.join(out_dir, "run.log"), "w") as fh:
+        fh.write(so.decode("utf-8", "replace") + se.decode("utf-8", "replace"))
+        for t, what in planter.log:
+            fh.write("planted %.2f s: %s\n" % (t - t0, what))
     planted = [x[1] for x in planter.log]
     rep = {}
     path = os.path.join(out_dir, "report.json")
