@@ -191,6 +191,7 @@ void rank_died(nlohmann::json inc) {
   Session* s = g_session.load();
   if (!s) return;
   g_death_pending = true;
+  int status = chaos_exit_status(inc);
   try {
     const int rank = inc["dead_ranks"][0].value("rank", -1);
     const auto file = std::filesystem::path(s->out_dir) / "flight" / ("rank-" + std::to_string(rank) + ".json");
@@ -222,13 +223,17 @@ void rank_died(nlohmann::json inc) {
       for (const auto& r : d.ops) (r.value("state", "") == "in flight" ? inc["in_flight"] : inc["last_completed"]) = r;
       if (!d.lua_site.empty()) inc["lua_site"] = {{"site", d.lua_site}, {"seen_s_ago", d.lua_age_s}};
       inc["flight_recorder"] = nlohmann::json::array({file.string()});
+      // What its guardian saw it end with, as mpirun passes it on: 128 + the signal (a kill -9:
+      // 137), else its exit status (report.json said exit_code null while mpirun exited 137).
+      if (status < 0) status = d.signal > 0 ? 128 + d.signal : d.status;
     }
   } catch (const std::exception&) {  // keep the coordinator's words
   }
   std::fprintf(stderr, "commscript: %s\n", inc.value("message", std::string("a rank died")).c_str());
   // The job's exit code is the dead rank's status, which mpirun passes on: known here when the
-  // rank died of a chaos exit (its injection, with the status, reached the coordinator first).
-  save(inc, chaos_exit_status(inc));
+  // rank died of a chaos exit (its injection, with the status, reached the coordinator first) or
+  // its guardian recorded how it ended.
+  save(inc, status);
   g_death_pending = false;
 }
 
