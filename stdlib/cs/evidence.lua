@@ -150,30 +150,28 @@ end
 -- link that flaps (on 2.3 s, off 2.7 s at 67 Mbit: 12 of host h0's 52 directions under a third of
 -- the fleet's median, no other host more than 4; healthy runs at most 1). Re-tested, and a
 -- warning naming it intermittent when the re-tests do not name it slow.
--- Counted per host and way (its sends, its receives: a flap on one side slows only those), the
--- next host's count leaving out its directions with the top host (each slow direction is a
+-- The next host's count leaves out its directions with the top host (each slow direction is a
 -- send of one host and a receive of another: with 4 hosts a flapping host's partners shared its
 -- count, 7 slow, one partner 3 of them, 2.3x, under over_next, and nobody was named). A top host
 -- whose slow directions are mostly (one_partner) with one host is the end of a link, not a
--- flapping host. With the pattern's passes spanning 10 s, a host flapping on its receive side
--- (2.4 s on, 2.2 off) had 5 of its 30 receives slow (an on phase slowed only some of the pairs
--- it overlapped), another on 8 hosts 5 of 28; a healthy host of 4 x 2 ranks 4 of its 72
--- directions, both ways, with partners on 2 hosts (named intermittent when both ways were
--- counted together at 5 %).
-M.SPIKE = { below = 1 / 3, min = 4, share = 0.1, over_next = 2.5, partners = 2, one_partner = 0.75 }
+-- flapping host. Counted both ways together, at a tenth: counted per way, healthy hosts of 4 x 2
+-- ranks on this 2-core machine had 9 of 60 and 5 of 36 receives slow (2 of 18 healthy runs
+-- warned), as many as a receive-side flap (5 of 30); `way` says which way most of them went.
+M.SPIKE = { below = 1 / 3, min = 4, share = 0.1, over_next = 2.5, partners = 2, one_partner = 0.75, one_way = 0.75 }
 
--- adds to by[host .. way] one pass's pair directions of that host that way and those under cut
+-- adds to by[host] one pass's pair directions of that host and those under cut (sends and
+-- receives counted apart too)
 local function count_spikes(bw, rank_hosts, cut, by)
   for a = 1, #rank_hosts do
     for b, x in pairs(bw[a] or {}) do
       if type(b) == "number" and a ~= b and x and rank_hosts[b] ~= rank_hosts[a] then
         for _, e in ipairs { { a, b, "sending" }, { b, a, "receiving" } } do
           local h, other = rank_hosts[e[1]], rank_hosts[e[2]]
-          local key = tostring(h) .. "\0" .. e[3]
-          local c = by[key] or { host = h, way = e[3], n = 0, total = 0, partners = {}, count = 0 }
-          by[key], c.total = c, c.total + 1
+          local c = by[h] or { host = h, n = 0, total = 0, partners = {}, count = 0, ways = {} }
+          by[h], c.total = c, c.total + 1
           if x < cut then
             c.n = c.n + 1
+            c.ways[e[3]] = (c.ways[e[3]] or 0) + 1
             if not c.partners[other] then c.count = c.count + 1 end
             c.partners[other] = (c.partners[other] or 0) + 1
           end
@@ -204,22 +202,20 @@ local function spiky(passes, rank_hosts)
   local by = spike_counts(passes, rank_hosts)
   local list = {}
   for _, c in pairs(by or {}) do list[#list + 1] = c end
-  table.sort(list, function(x, y)
-    if x.n ~= y.n then return x.n > y.n end
-    if x.host ~= y.host then return tostring(x.host) < tostring(y.host) end
-    return x.way < y.way
-  end)
+  table.sort(list, function(x, y) return x.n > y.n or (x.n == y.n and tostring(x.host) < tostring(y.host)) end)
   local top, next_n, most = list[1], 0, 0
   if not top then return {} end
-  for i = 2, #list do
-    if list[i].host ~= top.host then next_n = math.max(next_n, list[i].n - (list[i].partners[top.host] or 0)) end
-  end
+  for i = 2, #list do next_n = math.max(next_n, list[i].n - (list[i].partners[top.host] or 0)) end
   for _, k in pairs(top.partners) do most = math.max(most, k) end
   if top.n < M.SPIKE.min or top.n < M.SPIKE.share * top.total or top.n < M.SPIKE.over_next * next_n
       or top.count < M.SPIKE.partners or most > M.SPIKE.one_partner * top.n then
     return {}
   end
-  return { { host = top.host, way = top.way, n = top.n, total = top.total, partners = top.count, next = next_n } }
+  local way = "both"
+  for _, w in ipairs { "sending", "receiving" } do
+    if (top.ways[w] or 0) >= M.SPIKE.one_way * top.n then way = w end
+  end
+  return { { host = top.host, way = way, n = top.n, total = top.total, partners = top.count, next = next_n } }
 end
 
 function M.off(bw, rank_hosts, factor, passes)
@@ -445,8 +441,9 @@ local function spikes(ev, loc, rank_hosts, out, seen)
     if not seen[h.host] and not named(loc, h.host, nil) and not link_end(loc, rank_hosts, h.host, nil) then
       seen[h.host] = true
       out[#out + 1] = { rule = "not_confirmed", severity = "warn", subject = { host = h.host },
-        message = ("host %s: intermittent %s; %d of its %d pair directions %s in the pattern ran under a third of the fleet's median rate, with partners on %d hosts (no other host more than %d), and its re-tests did not find it slow: a link that flaps or drops in bursts"):format(
-          h.host, h.way, h.n, h.total, h.way, h.partners, h.next),
+        message = ("host %s: intermittent%s; %d of its %d pair directions in the pattern ran under a third of the fleet's median rate%s, with partners on %d hosts (no other host more than %d), and its re-tests did not find it slow: a link that flaps or drops in bursts"):format(
+          h.host, h.way == "both" and "" or (" " .. h.way), h.n, h.total,
+          h.way == "both" and "" or (", " .. h.way), h.partners, h.next),
         evidence = { intermittent = true, direction = h.way, spikes = h.n, directions = h.total, partners = h.partners, next = h.next },
         remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters, pause frames) and measure again" }
     end

@@ -355,15 +355,15 @@ function TestEvidence:test_a_host_with_many_slow_directions_is_intermittent()
   lu.assertEquals(#ev.hosts, 0, "its median is near the fleet's: not off")
   lu.assertEquals(#ev.spiky, 1)
   lu.assertEquals(ev.spiky[1].host, "h0")
-  lu.assertEquals(ev.spiky[1].n, 7)
-  lu.assertEquals(ev.spiky[1].total, 28)
+  lu.assertEquals(ev.spiky[1].n, 14)
+  lu.assertEquals(ev.spiky[1].total, 56)
   lu.assertEquals(ev.spiky[1].next, 0, "the others' slow directions are all with h0")
   lu.assertItemsEquals(cs.evidence.force(ev, {}).hosts, { "h0" })
   local f = cs.evidence.unconfirmed(ev, { hosts = {}, ranks = {}, links = {}, tested = {} }, hosts, 262144)
   lu.assertEquals(#f, 1)
   lu.assertEquals(f[1].severity, "warn")
   lu.assertEquals(f[1].subject.host, "h0")
-  lu.assertStrContains(f[1].message, "host h0: intermittent receiving; 7 of its 28 pair directions receiving")
+  lu.assertStrContains(f[1].message, "host h0: intermittent; 14 of its 56 pair directions")
   -- named slow by the re-tests: no intermittent finding beside the verdict
   lu.assertEquals(cs.evidence.unconfirmed(ev, { hosts = { { host = "h0" } }, ranks = {}, links = {} }, hosts, 262144), {})
 end
@@ -409,7 +409,7 @@ function TestEvidence:test_a_flapping_host_of_four_is_spiky_by_its_own_direction
   lu.assertEquals(#ev.spiky, 1)
   lu.assertEquals(ev.spiky[1].host, "h3")
   lu.assertEquals({ ev.spiky[1].way, ev.spiky[1].n, ev.spiky[1].total, ev.spiky[1].partners, ev.spiky[1].next },
-                  { "receiving", 7, 24, 3, 0 }, "its 24 receives: its sends were not slowed")
+                  { "receiving", 7, 48, 3, 0 }, "all 7 were receives: its sends were not slowed")
   lu.assertItemsEquals(cs.evidence.force(ev, {}).hosts, { "h3" })
 end
 
@@ -432,8 +432,8 @@ function TestEvidence:test_a_link_at_a_flapping_host_is_its_flap()
 end
 
 -- A healthy run (truth harness seed 6, 4 hosts x 2 ranks, 3 passes): host h3 had 4 of its 72
--- directions slow, 2 each way, with partners on 2 hosts. Counted both ways together at 5 % it
--- was warned intermittent; each way has 2 of 36.
+-- directions slow, 2 each way, with partners on 2 hosts. At a share of 5 % it was warned
+-- intermittent.
 function TestEvidence:test_a_few_slow_directions_both_ways_are_no_flap()
   local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
   local slow = { { 7, 1 }, { 8, 3 }, { 1, 8 }, { 3, 7 } }  -- 1-based: sender, receiver
@@ -447,6 +447,27 @@ function TestEvidence:test_a_few_slow_directions_both_ways_are_no_flap()
     for k, d in ipairs(slow) do if k % 3 == i % 3 or (i == 3 and k == 4) then bw[d[1]][d[2]] = 0.01 end end
     passes[i] = bw
   end
+  lu.assertEquals(cs.evidence.off(passes[1], hosts, nil, passes).spiky, {})
+end
+
+-- Healthy runs of 4 hosts x 2 ranks on 2 cores (truth harness seeds 20 and 31, re-run): one host
+-- had 9 of its 60 receives slow in 5 passes, with partners on 3 hosts. Counted per way (15 %) it
+-- was warned intermittent; of all its 120 directions it is 7.5 %, under a tenth.
+function TestEvidence:test_slow_receives_of_a_crowded_host_are_no_flap()
+  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
+  local slow = { { 1, 5 }, { 3, 6 }, { 7, 5 }, { 2, 6 }, { 8, 5 }, { 1, 6 }, { 4, 5 }, { 7, 6 }, { 2, 5 } }
+  local passes = {}
+  for i = 1, 5 do
+    local bw = {}
+    for a = 1, 8 do
+      bw[a] = {}
+      for b = 1, 8 do if a ~= b then bw[a][b] = 0.08 + 0.001 * ((a * 7 + b * 3 + i) % 5) end end
+    end
+    for k, d in ipairs(slow) do if (k - 1) % 5 + 1 == i then bw[d[1]][d[2]] = 0.01 end end
+    passes[i] = bw
+  end
+  passes[2][1][3] = 0.01  -- two more elsewhere
+  passes[4][7][2] = 0.01
   lu.assertEquals(cs.evidence.off(passes[1], hosts, nil, passes).spiky, {})
 end
 
