@@ -431,22 +431,29 @@ function TestEvidence:test_a_link_at_a_flapping_host_is_its_flap()
   lu.assertStrContains(f[1].message, "link 1-3 measured slow (9.5x) at host h3")
 end
 
--- A healthy run (truth harness seed 6, 4 hosts x 2 ranks, 3 passes): host h3 had 4 of its 72
--- directions slow, 2 each way, with partners on 2 hosts. At a share of 5 % it was warned
--- intermittent.
-function TestEvidence:test_a_few_slow_directions_both_ways_are_no_flap()
-  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
-  local slow = { { 7, 1 }, { 8, 3 }, { 1, 8 }, { 3, 7 } }  -- 1-based: sender, receiver
+-- `n` passes of 8 ranks on 4 hosts at about 0.08 GB/s, each direction in `slow` ({ sender,
+-- receiver }, 1-based) at 0.01 in the passes in_pass(k, i) picks (k: its index in `slow`).
+local function passes_with(n, slow, in_pass)
   local passes = {}
-  for i = 1, 3 do
+  for i = 1, n do
     local bw = {}
     for a = 1, 8 do
       bw[a] = {}
       for b = 1, 8 do if a ~= b then bw[a][b] = 0.08 + 0.001 * ((a * 7 + b * 3 + i) % 5) end end
     end
-    for k, d in ipairs(slow) do if k % 3 == i % 3 or (i == 3 and k == 4) then bw[d[1]][d[2]] = 0.01 end end
+    for k, d in ipairs(slow) do if in_pass(k, i) then bw[d[1]][d[2]] = 0.01 end end
     passes[i] = bw
   end
+  return passes
+end
+
+-- A healthy run (truth harness seed 6, 4 hosts x 2 ranks, 3 passes): host h3 had 4 of its 72
+-- directions slow, 2 each way, with partners on 2 hosts. At a share of 5 % it was warned
+-- intermittent.
+function TestEvidence:test_a_few_slow_directions_both_ways_are_no_flap()
+  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
+  local slow = { { 7, 1 }, { 8, 3 }, { 1, 8 }, { 3, 7 } }
+  local passes = passes_with(3, slow, function(k, i) return k % 3 == i % 3 or (i == 3 and k == 4) end)
   lu.assertEquals(cs.evidence.off(passes[1], hosts, nil, passes).spiky, {})
 end
 
@@ -456,16 +463,7 @@ end
 function TestEvidence:test_slow_receives_of_a_crowded_host_are_no_flap()
   local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
   local slow = { { 1, 5 }, { 3, 6 }, { 7, 5 }, { 2, 6 }, { 8, 5 }, { 1, 6 }, { 4, 5 }, { 7, 6 }, { 2, 5 } }
-  local passes = {}
-  for i = 1, 5 do
-    local bw = {}
-    for a = 1, 8 do
-      bw[a] = {}
-      for b = 1, 8 do if a ~= b then bw[a][b] = 0.08 + 0.001 * ((a * 7 + b * 3 + i) % 5) end end
-    end
-    for k, d in ipairs(slow) do if (k - 1) % 5 + 1 == i then bw[d[1]][d[2]] = 0.01 end end
-    passes[i] = bw
-  end
+  local passes = passes_with(5, slow, function(k, i) return (k - 1) % 5 + 1 == i end)
   passes[2][1][3] = 0.01  -- two more elsewhere
   passes[4][7][2] = 0.01
   lu.assertEquals(cs.evidence.off(passes[1], hosts, nil, passes).spiky, {})
