@@ -154,14 +154,9 @@ def rank_pid(rank):
 
 class Signals(cs_e2e.TestCase):
 
-    def interrupt(self, sig):
-        body = """  local t = cs.tensor("float32", 8)
-  for i = 1, 1e9 do
-    ctx.comm:allreduce(t, t)
-    if i % 1000 == 0 then ctx.report:result { kind = "tick", i = i } end
-  end
-  return 0"""
-        path = self.recipe("spin", body)
+    def start_measuring(self, path):
+        """mpirun of `path` on NP ranks, returned once its first result is in results.jsonl (or
+        after 30 s): (the process, the output directory, results.jsonl's path)."""
         out = self.new_out()
         cmd = [cs_e2e.MPIRUN, "-np", str(NP), "--oversubscribe", cs_e2e.BIN, "--out", out, path]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp,
@@ -170,6 +165,17 @@ class Signals(cs_e2e.TestCase):
         t0 = time.monotonic()
         while time.monotonic() - t0 < 30 and not (os.path.exists(results) and os.path.getsize(results) > 0):
             time.sleep(0.1)
+        return p, out, results
+
+    def interrupt(self, sig):
+        body = """  local t = cs.tensor("float32", 8)
+  for i = 1, 1e9 do
+    ctx.comm:allreduce(t, t)
+    if i % 1000 == 0 then ctx.report:result { kind = "tick", i = i } end
+  end
+  return 0"""
+        path = self.recipe("spin", body)
+        p, out, results = self.start_measuring(path)
         p.send_signal(sig)
         try:
             _, err = p.communicate(timeout=30)
@@ -198,14 +204,7 @@ class Signals(cs_e2e.TestCase):
   ctx.report:result { kind = "looping" }
   ctx.comm:bench { op = "sendrecv", bytes = 8, iters = 100000000, warmup = 0, samples = 1 }
   return 0""")
-        out = self.new_out()
-        cmd = [cs_e2e.MPIRUN, "-np", str(NP), "--oversubscribe", cs_e2e.BIN, "--out", out, path]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp,
-                             env=cs_e2e._env(), start_new_session=True)
-        results = os.path.join(out, "results.jsonl")
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 30 and not (os.path.exists(results) and os.path.getsize(results) > 0):
-            time.sleep(0.1)
+        p, out, results = self.start_measuring(path)
         time.sleep(1.0)  # inside the loop
         p.send_signal(signal.SIGTERM)
         try:
@@ -247,14 +246,7 @@ class Signals(cs_e2e.TestCase):
         self.skipTest("the guardian never read the signal before orted reaped the rank (4 runs)")
 
     def kill_rank_1(self, path):
-        out = self.new_out()
-        cmd = [cs_e2e.MPIRUN, "-np", str(NP), "--oversubscribe", cs_e2e.BIN, "--out", out, path]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.tmp,
-                             env=cs_e2e._env(), start_new_session=True)
-        results = os.path.join(out, "results.jsonl")
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 30 and not (os.path.exists(results) and os.path.getsize(results) > 0):
-            time.sleep(0.1)
+        p, out, results = self.start_measuring(path)
         victim = rank_pid(1)
         if victim is None:
             os.killpg(p.pid, signal.SIGKILL)
