@@ -5,6 +5,8 @@
 local cs = require "commscript"
 local driver = require("cs.diagnose.localise").localise  -- localisation's driver, any measure function
 local lu = require "luaunit"
+package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "?.lua;" .. package.path
+local PASSES = require "evidence_passes"  -- recorded pattern passes of truth harness runs
 
 local recipe = cs.recipe {
   name = "test_evidence",
@@ -482,6 +484,33 @@ function TestEvidence:test_a_link_end_with_one_more_spike_is_not_spiky()
     passes[i] = bw
   end
   lu.assertEquals(cs.evidence.off(passes[1], hosts, nil, passes).spiky, {})
+end
+
+-- Recorded passes (tests/lua/evidence_passes.lua). A receive-side flap at 55 Mbit (seed 58):
+-- 6 of host h3's 66 directions slow, 9 %, under the tenth that counted directions; their
+-- transfers took 56 % of its time. Healthy runs of 4 hosts x 2 ranks on 2 cores (seeds 6 and
+-- 20): no host warned.
+local function recorded(run)
+  local passes = {}
+  for i, m in ipairs(run.passes) do passes[i] = as_bw(m) end
+  return cs.evidence.off(passes[1], run.hosts, nil, passes)
+end
+
+function TestEvidence:test_a_receive_side_flap_is_spiky_by_its_transfer_time()
+  local ev = recorded(PASSES.FLAP_RECV_4X1_SEED58)
+  lu.assertEquals(#ev.spiky, 1)
+  local h = ev.spiky[1]
+  lu.assertEquals({ h.host, h.way, h.n, h.total, h.partners, h.next }, { "h3", "receiving", 6, 66, 3, 0 })
+  lu.assertAlmostEquals(h.time_share, 0.56, 0.01)
+  local f = cs.evidence.unconfirmed(ev, { hosts = {}, ranks = {}, links = {}, tested = {} }, { "h0", "h1", "h2", "h3" }, 262144)
+  lu.assertEquals(#f, 1)
+  lu.assertStrContains(f[1].message, "host h3: intermittent receiving; 6 of its 66 pair directions")
+  lu.assertStrContains(f[1].message, "(56 % of its transfer time)")
+end
+
+function TestEvidence:test_recorded_healthy_runs_are_not_spiky()
+  lu.assertEquals(recorded(PASSES.HEALTHY_4X2_SEED6).spiky, {})
+  lu.assertEquals(recorded(PASSES.HEALTHY_4X2_SEED20).spiky, {})
 end
 
 -- Slow in every round and left undecided by the budget (scripts/truth_harness.py seed 50: an 11x
