@@ -7,7 +7,7 @@
 #
 #   scripts/compare_anchors.sh [--rounds 5] [--sizes 8,64,...] [--ops allreduce,sendrecv,latency]
 #                              [--netns N] [--before BINARY] [--osu DIR] [--imb DIR] [--no-states]
-#                              [--work DIR]
+#                              [--control] [--work DIR]
 #   scripts/compare_anchors.sh --tables DIR      (the tables again, from the run that used --work DIR)
 #
 # --sizes   bytes per rank (default 8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864:
@@ -31,6 +31,10 @@
 #           12 packages neither. OSU's allreduce times each iteration with a barrier between
 #           iterations; IMB prints t_avg with its own repetitions (min(1000, 40 MiB / size)).
 # --no-states  skips the runs in Open MPI's second small-message state (below).
+# --control the plain loop a second time in each round, as one more tool ("plain again"): the
+#           table's "plain / plain" is the same program against itself, what this host's spread
+#           alone makes of a ratio at each size (an A/A run). A miss of cs / plain within that
+#           spread is the host's, not commscript's.
 #
 # Open MPI's shared-memory path (vader) settles into one of two steady states for small
 # messages, by the parity of earlier one-directional messages (docs/timing.md): a plain loop
@@ -51,7 +55,7 @@ REPO=$(pwd)
 BUILD_DIR=${BUILD_DIR:-build}
 NP=${NP:-2}
 MPIRUN=${MPIRUN:-mpirun}
-OSU="" IMB="" BEFORE="" ROUNDS=5 WORK="" TABLES_ONLY="" NETNS=0 STATES=1
+OSU="" IMB="" BEFORE="" ROUNDS=5 WORK="" TABLES_ONLY="" NETNS=0 STATES=1 CONTROL=0
 SIZES_ARG=8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864
 OPS_ARG=allreduce
 while [[ $# -gt 0 ]]; do
@@ -64,9 +68,10 @@ while [[ $# -gt 0 ]]; do
     --ops) OPS_ARG=$2; shift 2 ;;
     --netns) NETNS=$2; shift 2 ;;
     --no-states) STATES=0; shift ;;
+    --control) CONTROL=1; shift ;;
     --work) WORK=$2; shift 2 ;;
     --tables) TABLES_ONLY=1; WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
     *) echo "compare_anchors: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -129,7 +134,7 @@ for op in ops:
     cols = ["size", "plain us", "cs us"] + (["cs before us"] if has("csb") else []) + \
         (["OSU us"] if has("osu") else []) + (["IMB us"] if has("imb") else []) + \
         ["cs / plain", "judged", "<= 1.03"] + (["before / plain"] if has("csb") else []) + \
-        (["plain+1 us", "cs+1 us"] if has("plain1") else [])
+        (["plain / plain"] if has("plainb") else []) + (["plain+1 us", "cs+1 us"] if has("plain1") else [])
     print()
     print("%s: us per call, median over rounds; ratios within a round, median (min-max) over rounds" % op)
     print("| " + " | ".join(cols) + " |")
@@ -143,6 +148,7 @@ for op in ops:
         row += [rtext(ratios("cs", "plain", op, b)), "-" if j is None else "%.3f %s" % (j, how),
                 "-" if j is None else ("yes" if j <= 1.03 else "NO")]
         row += [rtext(ratios("csb", "plain", op, b))] if has("csb") else []
+        row += [rtext(ratios("plainb", "plain", op, b))] if has("plainb") else []
         row += [us("plain1", op, b), us("cs1", op, b)] if has("plain1") else []
         print("| " + " | ".join(row) + " |")
 print()
@@ -150,7 +156,8 @@ print("plain: scripts/anchors/plain_loop.c (buffers written before the loop), wh
       " ranks; cs: bw_sweep's time_us (latency: latency.lua's latency_us), the same method; judged: cs/plain,"
       " or up to 4 KiB the closer same-state pairing of cs, cs+1, plain and plain+1 (Open MPI's two"
       " small-message states, docs/timing.md): (cs~plain) cs/plain with cs+1/plain+1, (cs~plain+1)"
-      " cs/plain+1 with cs+1/plain, the larger median of the two ratios.")
+      " cs/plain+1 with cs+1/plain, the larger median of the two ratios." +
+      (" plain / plain: the plain loop's second launch in the round over its first (--control)." if has("plainb") else ""))
 PY
 }
 
@@ -227,12 +234,12 @@ for line in open(sys.argv[1]):
     print(sys.argv[2], "latency" if "latency_us" in x else x["op"], x["bytes"], x.get("latency_us", x.get("time_us")))' "$1" "$2"
 }
 
-tool_plain() {  # OP SIZE
-  local op=$1 s=$2 it wu mode=$1
+tool_plain() {  # OP SIZE [TOOL NAME: plainb for --control's second launch]
+  local op=$1 s=$2 it wu mode=$1 name=${3:-plain}
   [[ "$op" == latency ]] && mode=pingpong
   if [[ "$op" == latency ]]; then it=$(lat_iters_of "$s") wu=$(lat_warmup_of "$s"); else it=$(iters_of "$s") wu=$(warmup_of "$it"); fi
-  run_mpi "$WORK/plain_loop" "$mode" "$s:$it:$wu" | while read -r _ _ b t _; do emit plain "$op" "$b" "$t"; done
-  if states_at "$s" "$op"; then
+  run_mpi "$WORK/plain_loop" "$mode" "$s:$it:$wu" | while read -r _ _ b t _; do emit "$name" "$op" "$b" "$t"; done
+  if [[ "$name" == plain ]] && states_at "$s" "$op"; then
     run_mpi "$WORK/plain_loop" --prior-bcasts 1 "$mode" "$s:$it:$wu" | while read -r _ _ b t _; do emit plain1 "$op" "$b" "$t"; done
   fi
 }
@@ -255,6 +262,7 @@ cs_run() {  # TOOL BINARY OP SIZE
   fi
 }
 tool_cs() { cs_run cs "$CS" "$@"; }
+tool_plainb() { [[ "$CONTROL" == 0 ]] || tool_plain "$1" "$2" plainb; }
 tool_csb() { [[ -z "$BEFORE" ]] || cs_run csb "$BEFORE" "$@"; }
 
 tool_osu() {  # OP SIZE (allreduce and latency)
@@ -280,7 +288,7 @@ tool_imb() {  # OP SIZE
     while read -r x; do emit imb "$op" "$s" "$x"; done
 }
 
-TOOLS=(plain cs csb osu imb)
+TOOLS=(plain cs csb osu imb plainb)
 echo "# compare_anchors: $NP ranks, $ROUNDS rounds, ops ${OPS[*]}, sizes ${SIZES[*]} B; work dir $WORK"
 echo "# commscript: $CS${BEFORE:+; before: $BEFORE}; $(nproc) CPUs; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 LOADS=()
