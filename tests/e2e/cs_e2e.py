@@ -90,6 +90,18 @@ class Run:
         return [json.loads(l) for l in text.splitlines() if l.strip()]
 
 
+def spin_body(every=500):
+    """A recipe body that all-reduces forever, reporting a "tick" result every `every` calls: a
+    run to kill or interrupt while it measures. Its all-reduce is line 6 of TestCase.recipe's file
+    (1 require, 2 declaration, 3 function, 4 local t, 5 for)."""
+    return """  local t = cs.tensor("float32", 8)
+  for i = 1, 1e9 do
+    ctx.comm:allreduce(t, t)
+    if i %% %d == 0 then ctx.report:result { kind = "tick", i = i } end
+  end
+  return 0""" % every
+
+
 def declared_version(recipe):
     """The version a shipped recipe declares in its cs.recipe header: tests compare the report
     with the file, so a version bump does not need a test edit (and a report that loses the

@@ -23,13 +23,8 @@ import time
 import cs_e2e
 
 NP = 4
-SPIN = """  local t = cs.tensor("float32", 8)
-  for i = 1, 1e9 do
-    ctx.comm:allreduce(t, t)
-    if i % 500 == 0 then ctx.report:result { kind = "tick", i = i } end
-  end
-  return 0"""
-# Line 6 of the recipe (cs_e2e.TestCase.recipe: 1 require, 2 declaration, 3 function, 4 local t, 5 for).
+SPIN = cs_e2e.spin_body(500)
+# Line 6 of the recipe: the all-reduce (cs_e2e.spin_body).
 SPIN_LINE = 6
 
 BUSY = """  local t = cs.tensor("float32", 8)

@@ -168,13 +168,7 @@ class Signals(cs_e2e.TestCase):
         return p, out, results
 
     def interrupt(self, sig):
-        body = """  local t = cs.tensor("float32", 8)
-  for i = 1, 1e9 do
-    ctx.comm:allreduce(t, t)
-    if i % 1000 == 0 then ctx.report:result { kind = "tick", i = i } end
-  end
-  return 0"""
-        path = self.recipe("spin", body)
+        path = self.recipe("spin", cs_e2e.spin_body(1000))
         p, out, results = self.start_measuring(path)
         p.send_signal(sig)
         try:
