@@ -406,29 +406,38 @@ class FullDiag(cs_e2e.TestCase):
             cls._first = (r.path("report.json"), r.report())
         return cls._first
 
-    def test_baseline_healthy_no_regression(self):
-        # Up to 3 tries per baseline: on a 2-core host shared with other work, a run's busbw (from
-        # the mean time, which one descheduled iteration inflates) can drop several-fold for a
-        # while. The baseline is one such run too: when all 3 tries regress against it (CI saw
-        # allgather at 51 % of a lucky baseline three times), a second baseline is taken. A rule
-        # that always fires still fails all six.
-        for base_try in (1, 2):
-            if base_try == 1:
-                base_path, base = self.first_report()
-            else:
-                out = self.new_out()
-                b = cs_e2e.run(["full_diag"] + self.BASELINE_ARGS, np=2, timeout=120, out_dir=out, cwd=self.tmp)
-                self.assertExit(b, cs_e2e.OK)
-                base_path, base = b.path("report.json"), b.report()
-            for attempt in (1, 2, 3):
-                r = self.diag("baseline: healthy vs. healthy (np 2, baseline %d, try %d)" % (base_try, attempt),
-                              self.BASELINE_ARGS, np=2, pre=["--baseline", base_path])
-                rep, found = self.baseline_check(r, base)
-                if not found:
-                    break
-            if not found:
-                break
-        self.assertEqual(found, {}, "a healthy run regressed against a healthy baseline\n" + r.describe())
+    def test_baseline_healthy_findings_are_the_numbers(self):
+        # A healthy run against a healthy baseline: the rule finds exactly what the two reports'
+        # numbers call for, whatever they are. That the numbers call for nothing would be a claim
+        # about this machine's steadiness, not about the rule: launches here run at one of two
+        # speeds (docs/timing.md), and CI once saw six healthy runs in a row "regress" 1.7x
+        # against two healthy baselines. The thresholds are unit-tested (tests/lua/test_rules.lua,
+        # TestBaseline); a clean verdict is checked below against a slower baseline.
+        base_path, base = self.first_report()
+        r = self.diag("baseline: healthy vs. healthy (np 2)", self.BASELINE_ARGS, np=2, pre=["--baseline", base_path])
+        self.baseline_check(r, base)
+
+    def test_baseline_slower_no_regression(self):
+        # The first run's report made 4x slower (every time x4, every bandwidth /4): a healthy run
+        # is a regression against it only if it is over 5x slower than the first run (bandwidth)
+        # or 6x (small-message time), so no finding, and none is what the numbers call for.
+        _, base = self.first_report()
+        slow = json.loads(json.dumps(base))
+        for x in slow["results"]:
+            for k, v in x.items():
+                if k.endswith("_us") and isinstance(v, (int, float)):
+                    x[k] = v * 4
+                elif k.endswith("_us") and isinstance(v, list):
+                    x[k] = [t * 4 for t in v]
+            for k in ("busbw", "algbw"):
+                if isinstance(x.get(k), (int, float)):
+                    x[k] /= 4
+        slow_path = os.path.join(self.tmp, "slow_baseline.json")
+        with open(slow_path, "w") as f:
+            json.dump(slow, f)
+        r = self.diag("baseline: vs. 4x slower (np 2)", self.BASELINE_ARGS, np=2, pre=["--baseline", slow_path])
+        rep, found = self.baseline_check(r, slow)
+        self.assertEqual(found, {}, "a healthy run regressed against a 4x slower baseline\n" + r.describe())
 
     def test_baseline_three_times_faster(self):
         _, base = self.first_report()
