@@ -766,12 +766,17 @@ function TestLocalise:test_too_noisy_names_nobody_and_says_so()
 end
 
 -- The budget: the host verdicts' first min_samples rounds run regardless, the rest stop when
--- measure says the budget is spent; an undecided suspect is reported, not named.
+-- measure says the budget is spent; an undecided suspect is reported, not named (a link at 2.5x:
+-- one at `overwhelm` x in the pattern would get rounds past the budget, below).
 function TestLocalise:test_budget_cut_hosts_still_decided_links_left_undecided()
-  local hosts, values, _, measure = job(4, 4, { host = "h2", link = { 0, 12 } })
+  local hosts, values, model = job(4, 4, { host = "h2" })
+  local function m(a, b) return model(a, b) * ((a == 0 and b == 12 or a == 12 and b == 0) and 2.5 or 1) end
+  for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
   local loc = localise(values, hosts, {}, function(batch, must)
     if not must then return nil end
-    return measure(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
   end)
   lu.assertEquals(hosts_of(loc), { "h2" })
   lu.assertEquals(loc.hosts[1].verdict.rounds, cs.diagnose.VERDICT.min_samples)
@@ -819,6 +824,40 @@ function TestLocalise:test_a_link_above_its_threshold_in_every_round_the_budget_
     lu.assertEquals(links_of(loc), case.links, what)
     lu.assertEquals(#loc.hosts + #loc.ranks, 0, what)
     if case.free == 0 then lu.assertEquals(loc.undecided[1].why, "budget", what) end
+  end
+end
+
+-- A slow link at 9x in the pattern with no round left (namespace hosts, 4 x 2 ranks, quick tier,
+-- link seed 43: the sweep and the pattern had spent the budget; the 4 pairs between hosts 2 and
+-- 3 were link suspects, their two hosts suspects too, cleared by their own re-tests against good
+-- ranks elsewhere) was left "undecided: budget". A suspect whose pattern measurement was
+-- `overwhelm` x the fleet's gets min_samples rounds the budget does not cut, as one a re-test
+-- pointed to does: at most 2, the worst first. Both shapes: the links suspects of the screening,
+-- and the links a cleared host's pattern pairs returned (its host a suspect, forced here as the
+-- matrix's evidence forces it).
+function TestLocalise:test_a_link_at_9x_in_the_pattern_is_decided_when_the_budget_runs_out()
+  local V = cs.diagnose.VERDICT
+  for _, force in ipairs { {}, { hosts = { "h2", "h3" } } } do
+    local hosts, values, model = job(4, 2, {}, 0.05)
+    local function on(r, h) return hosts[r + 1] == h end
+    local function link(a, b) return (on(a, "h2") and on(b, "h3")) or (on(a, "h3") and on(b, "h2")) end
+    local function m(a, b) return model(a, b) * (link(a, b) and 9 or 1) end
+    for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+    local loc = localise(values, hosts, { force = force }, function(batch, must)
+      if not must then return nil end  -- the budget was spent before localisation
+      local out = {}
+      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+      return out
+    end)
+    local what = cs.json.encode({ force, loc.suspects, loc.tested, loc.undecided })
+    lu.assertEquals(loc.suspects.hosts, force.hosts and 2 or 0, what)
+    lu.assertTrue(loc.retests.cut, what)
+    lu.assertEquals(#loc.hosts + #loc.ranks, 0, what)
+    lu.assertEquals(#loc.links, 2, what)
+    for _, l in ipairs(loc.links) do
+      lu.assertTrue(link(l.a, l.b), what)
+      lu.assertEquals(l.verdict.rounds, V.min_samples, what)
+    end
   end
 end
 

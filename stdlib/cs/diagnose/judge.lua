@@ -17,7 +17,8 @@ local median = stats.median
 --   min_samples  fewer than this (the budget ran out) and the suspect is undecided, not named,
 --                unless each of its pairs was over `overwhelm` x (and 1 + 2 x margin x the CV)
 --                in every one of at least 2 rounds: then those rounds decide; a rank its host's
---                re-test pointed to gets min_samples rounds past the budget
+--                re-test pointed to gets min_samples rounds past the budget, as do the 2 worst
+--                suspects at overwhelm x the fleet in the pattern that the budget left no round
 --   margin       a suspect is slow when its median ratio to the references exceeds
 --                max(factor, 1 + margin x the references' CV): the references' own spread
 --   max_cv       references noisier than this show nobody good (no link is named), and a run
