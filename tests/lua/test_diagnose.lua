@@ -861,6 +861,38 @@ function TestLocalise:test_a_link_at_9x_in_the_pattern_is_decided_when_the_budge
   end
 end
 
+-- More suspect hosts than a host verdict can take (namespace hosts, 4 x 2 ranks, link seed 57: a
+-- noisy pattern made 3 of the 4 hosts suspects; a host's re-test needs good ranks on two other
+-- hosts, and so do the reference pairs): every host was left "noise" and the 10x link between
+-- hosts 1 and 2 was never decided. The worst hosts - 2 stay host suspects, the forced ones first;
+-- the rest are screened as ranks and links, and the link is named, no host.
+function TestLocalise:test_more_suspect_hosts_than_a_verdict_can_take_leave_the_link_decidable()
+  local hosts, values, model = job(4, 2, {}, 0.05)
+  local function on(r, h) return hosts[r + 1] == h end
+  local function link(a, b) return (on(a, "h1") and on(b, "h2")) or (on(a, "h2") and on(b, "h1")) end
+  local function m(a, b) return model(a, b) * (link(a, b) and 10 or 1) end
+  for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
+  local loc = localise(values, hosts, { force = { hosts = { "h0", "h2", "h3" } } }, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+  local what = cs.json.encode({ loc.suspects, loc.tested, loc.undecided })
+  lu.assertEquals(loc.suspects.hosts, 2, what)
+  lu.assertEquals(#(loc.suspects.untested_hosts or {}), 1, what)
+  local judged = 0
+  for _, t in ipairs(loc.tested) do
+    if t.host then  -- each host re-test has its partners and references: every round judged
+      judged = judged + 1
+      for _, p in ipairs(t.pairs) do lu.assertEquals(p.rounds, cs.diagnose.VERDICT.samples, what) end
+    end
+  end
+  lu.assertEquals(judged, 2, what)
+  lu.assertEquals(#loc.hosts + #loc.ranks, 0, what)
+  lu.assertTrue(#loc.links >= 1, what)
+  for _, l in ipairs(loc.links) do lu.assertTrue(link(l.a, l.b), what) end
+end
+
 -- A rank the screening alone suspected (no host re-test pointed to it) gets no rounds past the
 -- budget: undecided, and the findings say so.
 function TestLocalise:test_a_screening_rank_suspect_is_undecided_when_the_budget_runs_out()

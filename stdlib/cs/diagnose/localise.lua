@@ -52,7 +52,8 @@ function M.localise(values, rank_hosts, args, measure)
     opt(args, "min_host_partners"), c.cap, narrow, args.force)
   c.order, c.bad_host, c.loc, c.values = order, bad_host, loc, values
   local out = { hosts = {}, ranks = {}, links = {}, references = {}, undecided = {}, under_measured = under, tested = {},
-                suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs + loc.skipped_links, rescreen = loc.rescreen } }
+                suspects = { hosts = #host_sus, ranks = #loc.ranks, links = #loc.pairs + loc.skipped_links, rescreen = loc.rescreen,
+                              untested_hosts = loc.untested_hosts } }
   c.out = out
   -- 1. hosts
   local htests = host_tests(c, host_sus)
