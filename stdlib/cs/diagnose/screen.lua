@@ -219,6 +219,27 @@ local function add_forced(force, host_sus, loc, rank_hosts)
   end
 end
 
+-- A host verdict needs good ranks on two other hosts (its partners, and the reference pairs
+-- between them): with more suspects than hosts - 2 none can be judged, and every one was left
+-- "noise" (namespace hosts, 4 x 2 ranks, link seed 57: a noisy pattern made 3 of the 4 hosts
+-- suspects, the slow link's pairs went with them and were never decided). The worst hosts - 2
+-- stay suspects (the forced ones first: the matrix's own evidence); the others
+-- (loc.untested_hosts) are screened as ranks and links, as any others.
+local function cap_hosts(host_sus, bad_host, loc, nhosts)
+  local keep = nhosts - 2
+  if keep < 1 or #host_sus <= keep then return end
+  table.sort(host_sus, function(x, y)
+    if (x.forced or false) ~= (y.forced or false) then return x.forced or false end
+    return x.score > y.score
+  end)
+  loc.untested_hosts = {}
+  for i = #host_sus, keep + 1, -1 do
+    table.insert(loc.untested_hosts, 1, host_sus[i].host)
+    bad_host[host_sus[i].host] = nil
+    host_sus[i] = nil
+  end
+end
+
 function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partners, max_suspects, narrow, force)
   local host_sus = M.screen_hosts(values, rank_hosts, { factor = factor })
   local loc = M.screen_pairs(n, values, { factor = factor, link_factor = link_factor })
@@ -278,25 +299,7 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
       bad_host[h] = e
     end
   end
-  -- A host verdict needs good ranks on two other hosts (its partners, and the reference pairs
-  -- between them): with more suspects than hosts - 2 none can be judged, and every one was left
-  -- "noise" (namespace hosts, 4 x 2 ranks, link seed 57: a noisy pattern made 3 of the 4 hosts
-  -- suspects, the slow link's pairs went with them and were never decided). The worst hosts - 2
-  -- stay suspects (the forced ones first: the matrix's own evidence); the others are re-tested as
-  -- ranks and links are, their ranks screened as any others.
-  local keep = #names - 2
-  if keep >= 1 and #host_sus > keep then
-    table.sort(host_sus, function(x, y)
-      if (x.forced or false) ~= (y.forced or false) then return x.forced or false end
-      return x.score > y.score
-    end)
-    loc.untested_hosts = {}
-    for i = #host_sus, keep + 1, -1 do
-      table.insert(loc.untested_hosts, 1, host_sus[i].host)
-      bad_host[host_sus[i].host] = nil
-      host_sus[i] = nil
-    end
-  end
+  cap_hosts(host_sus, bad_host, loc, #names)
   local links = {}
   for _, l in ipairs(loc.pairs) do
     local ha, hb = bad_host[rank_hosts[l.a + 1]], bad_host[rank_hosts[l.b + 1]]
