@@ -893,6 +893,37 @@ function TestLocalise:test_more_suspect_hosts_than_a_verdict_can_take_leave_the_
   for _, l in ipairs(loc.links) do lu.assertTrue(link(l.a, l.b), what) end
 end
 
+-- A cleared host's links taking every good rank (namespace hosts, 4 x 2 ranks, link seed 29, a
+-- 61 Mbit link between hosts 1 and 2 at 8x in the pattern): host 1's re-test cleared it and
+-- returned its 4 pairs with host 2 and a noise pair 0-2 as link suspects; with a noise link 1-7
+-- of the screening, 7 of the 8 ranks were link ends, no one's partner. Every re-test then had no
+-- reference pair across hosts and nobody was decided. A slow link slows its own pair, not its
+-- ends' other pairs: the ends of the weakest link suspects are partners again, weakest first,
+-- until good ranks stand on two hosts, and the link is named.
+function TestLocalise:test_link_ends_become_partners_again_when_no_good_rank_is_left_on_two_hosts()
+  local hosts, values = {}, {}
+  for r = 0, 7 do hosts[r + 1] = "h" .. math.floor(r / 2) end
+  local u = rng(5)
+  local function on(r, h) return hosts[r + 1] == h end
+  local function link(a, b) return (on(a, "h1") and on(b, "h2")) or (on(a, "h2") and on(b, "h1")) end
+  local function m(a, b) return (on(a, hosts[b + 1]) and 20 or 100) * (link(a, b) and 16 or 1) * u(0.975, 1.025) end
+  for a = 0, 7 do
+    for b = a + 1, 7 do
+      local noise = (a == 0 and b == 2) or (a == 1 and b == 7)
+      values[#values + 1] = { a, b, m(a, b) * (noise and 2.2 or 1) }  -- the noise in the pattern only
+    end
+  end
+  local loc = localise(values, hosts, { force = { hosts = { "h1" } } }, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+  local what = cs.json.encode({ loc.suspects, loc.tested, loc.undecided })
+  lu.assertEquals(#loc.hosts + #loc.ranks, 0, what)
+  lu.assertTrue(#loc.links >= 1, what)
+  for _, l in ipairs(loc.links) do lu.assertTrue(link(l.a, l.b), what) end
+end
+
 -- A rank the screening alone suspected (no host re-test pointed to it) gets no rounds past the
 -- budget: undecided, and the findings say so.
 function TestLocalise:test_a_screening_rank_suspect_is_undecided_when_the_budget_runs_out()
