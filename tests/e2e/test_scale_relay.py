@@ -37,6 +37,7 @@ HOSTS, SLOTS = 4, 2
 NP = HOSTS * SLOTS
 DEADLINE_S = 2.0
 HEARTBEAT_S = 0.1  # engine/control/coordinator_timing.hpp, kHeartbeatMs
+STALL_S = 0.8
 VICTIM_HOST = 3
 FOLLOWER, LEADER = VICTIM_HOST * SLOTS + 1, VICTIM_HOST * SLOTS  # ranks 7 and 6
 
@@ -232,7 +233,10 @@ class RelayAcrossHosts(cs_e2e.TestCase):
         self.assertIn("missing ranks: %d (host %s, stuck)" % (victim, host(VICTIM_HOST)), line)
         # In time: rank 0's view, and each arrived rank's own clock (its operation's age when it
         # answered the DUMP that follows the verdict).
-        bound_s = DEADLINE_S + 2 * HEARTBEAT_S
+        # (plus STALL_S: a 2-core VM can stall a thread for a few hundred ms; the verdict's exact
+        # timing is tested on a virtual clock, tests/unit/test_coordinator_verdict.cpp. Waiting for
+        # a second deadline would still fail here.)
+        bound_s = DEADLINE_S + 2 * HEARTBEAT_S + STALL_S
         self.assertGreaterEqual(inc["after_s"], DEADLINE_S, inc["line"])
         self.assertLessEqual(inc["after_s"], bound_s, inc["line"])
         rings = job.rings()
