@@ -924,6 +924,28 @@ function TestLocalise:test_link_ends_become_partners_again_when_no_good_rank_is_
   for _, l in ipairs(loc.links) do lu.assertTrue(link(l.a, l.b), what) end
 end
 
+-- The same on one host (4 ranks on 2 CPUs, e2e_full_diag's slow rank, 1 run in 30): rank 1 at 4x,
+-- rank 3 forced by the matrix's evidence (a noisy column), and a noise link 1-2 left rank 0 the
+-- only good rank, no reference pair: the 4x rank was left "noise". Rank 2, the end of that one
+-- link, is a partner again (the link undecided), and rank 1 is named, rank 3 not.
+function TestLocalise:test_on_one_host_a_link_end_becomes_a_partner_when_one_good_rank_is_left()
+  local hosts, u = { "h0", "h0", "h0", "h0" }, rng(3)
+  local function m(a, b) return 20 * ((a == 1 or b == 1) and 4 or 1) * u(0.975, 1.025) end
+  local values = {}
+  for a = 0, 3 do
+    for b = a + 1, 3 do values[#values + 1] = { a, b, m(a, b) * ((a == 1 and b == 2) and 2.5 or 1) } end
+  end
+  local loc = localise(values, hosts, { force = { ranks = { 3 } } }, function(batch)
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+  local what = cs.json.encode({ loc.suspects, loc.tested, loc.undecided })
+  lu.assertEquals(loc.suspects.links, 1, what)
+  lu.assertEquals(ranks_of(loc.ranks), { 1 }, what)
+  lu.assertEquals(#loc.hosts + #loc.links, 0, what)
+end
+
 -- A rank the screening alone suspected (no host re-test pointed to it) gets no rounds past the
 -- budget: undecided, and the findings say so.
 function TestLocalise:test_a_screening_rank_suspect_is_undecided_when_the_budget_runs_out()

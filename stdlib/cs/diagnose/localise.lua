@@ -61,6 +61,7 @@ function M.localise(values, rank_hosts, args, measure)
   local named_host = judge_hosts(c, htests, loc)
   -- 2. ranks and links
   clear_hosts(c, host_sus, loc, named_host, htests)
+  V.readmit_link_ends(c, loc)
   local tests = rank_link_tests(c, loc, named_host)
   -- a rank its host's re-test showed overwhelming (a pair over `overwhelm` in every round) first,
   -- with 2 rounds the budget does not cut (the two decide it: statistics), then the rest; a rank

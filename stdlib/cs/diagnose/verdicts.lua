@@ -117,8 +117,10 @@ local function judge_hosts(c, tests, loc)
 end
 
 -- The ends of link suspects are no one's partner (a slow rank can look like its slow links),
--- unless that leaves no good ranks on two hosts: then no re-test has a partner on another host
--- nor a reference pair across hosts, and nobody is decided (namespace hosts, 4 x 2 ranks, link
+-- unless that leaves no good ranks on two hosts (on a job of one host: no two good ranks): then
+-- no re-test has a partner on another host nor a reference pair, and nobody is decided (one
+-- host, 4 ranks on 2 CPUs: rank 1 at 4x and a noise rank 3, both suspects, and a link 1-2 left
+-- rank 0 alone, 1 run in 30 of e2e_full_diag's slow rank; namespace hosts, 4 x 2 ranks, link
 -- seed 29: a cleared host returned its 4 pairs with the far end of a slow link and a noise pair,
 -- which with a noise link of the screening made 7 of the 8 ranks link ends). A slow link slows
 -- its own pair, not its ends' other pairs: the ends of the weakest link suspects are partners
@@ -127,14 +129,16 @@ end
 -- trials of test_diagnose.lua). Only an end of one link suspect (a slow rank is the end of
 -- several); rank suspects and the ranks of named hosts never.
 local function readmit_link_ends(c, loc)
-  local hosts, nh, kept = {}, 0, {}
+  local hosts, nh, kept, all, njob = {}, 0, {}, {}, 0
+  for _, h in ipairs(c.rank_hosts) do if not all[h] then all[h] = true; njob = njob + 1 end end
+  local function enough() return (njob >= 2 and nh >= 2) or (njob == 1 and #c.order >= 2) end
   local function keep(r)
     local h = c.rank_hosts[r + 1]
     if not hosts[h] then hosts[h] = true; nh = nh + 1 end
     kept[r] = true
   end
   for _, r in ipairs(c.order) do keep(r) end
-  if nh >= 2 then return end
+  if enough() then return end
   local rank_suspect, ends = {}, {}
   for _, s in ipairs(loc.ranks) do rank_suspect[s.rank] = true end
   for _, l in ipairs(loc.pairs) do ends[l.a], ends[l.b] = (ends[l.a] or 0) + 1, (ends[l.b] or 0) + 1 end
@@ -151,7 +155,7 @@ local function readmit_link_ends(c, loc)
       table.remove(loc.pairs, i)
       undecided(c, { pair = { l.a, l.b }, why = "its end was needed as a partner" })
     end
-    if nh >= 2 then return end
+    if enough() then return end
   end
 end
 
@@ -214,7 +218,6 @@ local function clear_hosts(c, host_sus, loc, named_host, htests)
     c.order = kept
     for _, l in ipairs(returned) do loc.pairs[#loc.pairs + 1] = l end
     table.sort(loc.pairs, function(x, y) return x.score > y.score end)
-    readmit_link_ends(c, loc)
   end
 end
 
@@ -523,7 +526,7 @@ end
 
 M.host_tests, M.judge_hosts, M.clear_hosts, M.rank_link_tests = host_tests, judge_hosts, clear_hosts, rank_link_tests
 M.judge_rank, M.judge_link, M.slow_partners, M.pointed_links = judge_rank, judge_link, slow_partners, pointed_links
-M.cleared_rank_links, M.group_ranks = cleared_rank_links, group_ranks
+M.cleared_rank_links, M.group_ranks, M.readmit_link_ends = cleared_rank_links, group_ranks, readmit_link_ends
 
 -- findings(loc) -> the localisation's own findings (not a culprit: what the verdict could not
 --   say): too noisy to localise (warn), hosts under-measured (info), suspects left undecided by
