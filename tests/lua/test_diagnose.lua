@@ -461,9 +461,10 @@ local function hosts_of(loc)
   return out
 end
 
--- localise with the screening values as given and every re-test from the model m(a, b)
-local function localise_with(values, hosts, m)
-  return localise(values, hosts, {}, function(batch)
+-- localise with the screening values as given and every re-test from the model m(a, b) (args:
+-- localise's, e.g. force)
+local function localise_with(values, hosts, m, args)
+  return localise(values, hosts, args or {}, function(batch)
     local out = {}
     for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
     return out
@@ -872,11 +873,7 @@ function TestLocalise:test_more_suspect_hosts_than_a_verdict_can_take_leave_the_
   local function link(a, b) return (on(a, "h1") and on(b, "h2")) or (on(a, "h2") and on(b, "h1")) end
   local function m(a, b) return model(a, b) * (link(a, b) and 10 or 1) end
   for _, p in ipairs(values) do p[3] = m(p[1], p[2]) end
-  local loc = localise(values, hosts, { force = { hosts = { "h0", "h2", "h3" } } }, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_with(values, hosts, m, { force = { hosts = { "h0", "h2", "h3" } } })
   local what = cs.json.encode({ loc.suspects, loc.tested, loc.undecided })
   lu.assertEquals(loc.suspects.hosts, 2, what)
   lu.assertEquals(#(loc.suspects.untested_hosts or {}), 1, what)
@@ -913,11 +910,7 @@ function TestLocalise:test_link_ends_become_partners_again_when_no_good_rank_is_
       values[#values + 1] = { a, b, m(a, b) * (noise and 2.2 or 1) }  -- the noise in the pattern only
     end
   end
-  local loc = localise(values, hosts, { force = { hosts = { "h1" } } }, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_with(values, hosts, m, { force = { hosts = { "h1" } } })
   local what = cs.json.encode({ loc.suspects, loc.tested, loc.undecided })
   lu.assertEquals(#loc.hosts + #loc.ranks, 0, what)
   lu.assertTrue(#loc.links >= 1, what)
@@ -935,11 +928,7 @@ function TestLocalise:test_on_one_host_a_link_end_becomes_a_partner_when_one_goo
   for a = 0, 3 do
     for b = a + 1, 3 do values[#values + 1] = { a, b, m(a, b) * ((a == 1 and b == 2) and 2.5 or 1) } end
   end
-  local loc = localise(values, hosts, { force = { ranks = { 3 } } }, function(batch)
-    local out = {}
-    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
-    return out
-  end)
+  local loc = localise_with(values, hosts, m, { force = { ranks = { 3 } } })
   local what = cs.json.encode({ loc.suspects, loc.tested, loc.undecided })
   lu.assertEquals(loc.suspects.links, 1, what)
   lu.assertEquals(ranks_of(loc.ranks), { 1 }, what)
