@@ -264,6 +264,59 @@ function TestJudge:test_a_stop_given_its_time_back_is_named_by_its_gaps()
   lu.assertEquals(starved[1].long_gaps, 4)
 end
 
+-- Seed 45 a third time (the nineteenth stop's run C): the scheduler gave rank 2 all its time
+-- back (the fleet's share over the probe 0.998x its own), its longest gaps 1.9-2.7x the fleet's.
+-- With GAP.share at 1 it went unnamed.
+local SEED45C = { shares = { { 0.154, 0.135, 0.230, 0.141, 0.129 },
+      { 0.135, 0.293, 0.201, 0.172, 0.126 },
+      { 0.062, 0.099, 0.172, 0.079, 0.411 },
+      { 0.183, 0.230, 0.291, 0.246, 0.264 },
+      { 0.131, 0.119, 0.193, 0.125, 0.143 },
+      { 0.133, 0.152, 0.239, 0.133, 0.142 },
+      { 0.250, 0.177, 0.195, 0.159, 0.334 },
+      { 0.147, 0.153, 0.187, 0.310, 0.136 },
+      { 0.163, 0.142, 0.381, 0.155, 0.123 },
+      { 0.116, 0.282, 0.221, 0.143, 0.150 },
+      { 0.088, 0.155, 0.217, 0.118, 0.143 },
+      { 0.194, 0.143, 0.175, 0.184, 0.126 },
+      { 0.100, 0.156, 0.207, 0.148, 0.119 },
+      { 0.139, 0.136, 0.194, 0.146, 0.132 },
+      { 0.138, 0.144, 0.212, 0.119, 0.099 },
+      { 0.159, 0.156, 0.209, 0.216, 0.176 } },
+                  gaps = { { 0.044, 0.038, 0.022, 0.038, 0.034 },
+      { 0.034, 0.028, 0.036, 0.036, 0.064 },
+      { 0.112, 0.108, 0.092, 0.100, 0.077 },
+      { 0.066, 0.028, 0.040, 0.029, 0.032 },
+      { 0.052, 0.046, 0.037, 0.045, 0.036 },
+      { 0.039, 0.028, 0.028, 0.036, 0.032 },
+      { 0.032, 0.056, 0.037, 0.038, 0.036 },
+      { 0.044, 0.028, 0.033, 0.040, 0.042 },
+      { 0.055, 0.044, 0.014, 0.044, 0.037 },
+      { 0.039, 0.044, 0.041, 0.028, 0.040 },
+      { 0.060, 0.035, 0.037, 0.044, 0.058 },
+      { 0.036, 0.042, 0.032, 0.036, 0.052 },
+      { 0.060, 0.032, 0.024, 0.040, 0.044 },
+      { 0.049, 0.046, 0.028, 0.038, 0.040 },
+      { 0.040, 0.044, 0.040, 0.056, 0.072 },
+      { 0.046, 0.028, 0.032, 0.032, 0.045 } } }
+
+function TestJudge:test_a_stop_given_all_its_time_back_is_named_by_its_gaps()
+  local hosts = {}
+  for r = 1, 16 do hosts[r] = "h" .. math.floor((r - 1) / 2) end
+  local starved = cs.detour.judge(SEED45C.shares, hosts, { gaps = SEED45C.gaps })
+  lu.assertEquals(ranks(starved), { 2 })
+  lu.assertEquals(starved[1].by, "gaps")
+  lu.assertEquals(starved[1].long_gaps, 4, "1.9x in the last sample")
+  -- the fleet ran about as much as it did: the share says nothing here, the gaps do
+  lu.assertTrue(starved[1].ratio > 0.95 and starved[1].ratio < 1, tostring(starved[1].ratio))
+  -- a healthy rank that ran 1.4x the fleet's share with the same gaps (long slices, then long
+  -- waits) is not taken for a stopped one
+  local shares = {}
+  for r, s in ipairs(SEED45C.shares) do shares[r] = s end
+  shares[3] = { 0.22, 0.23, 0.21, 0.22, 0.24 }
+  lu.assertEquals(ranks(cs.detour.judge(shares, hosts, { gaps = SEED45C.gaps })), {})
+end
+
 function TestJudge:test_two_ranks_have_no_fleet()
   lu.assertEquals(cs.detour.judge({ { 0.5 }, { 0.01 } }, { "h0", "h1" }), {})
 end
