@@ -411,11 +411,11 @@ function recipe.run(ctx)
   -- 2b. CPU: does every rank run when it asks to (cs.detour: a rank starved by a CPU quota or
   -- stopped from outside slows every collective for everyone alike, so the sweep cannot tell)
   stage("cpu")
-  local shares, gaps = cs.detour.measure(ctx, { seconds = DETOUR_SECONDS[ctx.opt.tier] })
+  local shares, gaps, long = cs.detour.measure(ctx, { seconds = DETOUR_SECONDS[ctx.opt.tier] })
   local starved
   if ctx.rank == 0 then
     starved = cs.detour.judge(shares, ctx.hosts, { gaps = gaps })
-    ctx.report:set("cpu", { shares = shares, gaps = gaps, starved = starved, seconds = DETOUR_SECONDS[ctx.opt.tier] })
+    ctx.report:set("cpu", { shares = shares, gaps = gaps, long = long, starved = starved, seconds = DETOUR_SECONDS[ctx.opt.tier] })
     found:add(cs.detour.findings(starved))
     ctx.log("cpu: %s starved of CPU", cs.text.plural(#starved, "rank"))
   end

@@ -6,10 +6,13 @@
 -- every collective equally for everyone (all wait for it, and its own clock runs on while it is
 -- stopped), so neither arrival times nor pair times single it out (docs/scale.md).
 --
--- sample(seconds) -> fraction of the wall time this process ran, longest gap (s). Not collective.
--- measure(ctx, args) -> on rank 0, per rank (1-based) the list of its samples' fractions, and
---   the list of their longest gaps (s); nil elsewhere. Collective: args.samples (5) probes of args.seconds (0.2) each, every rank at once
---   between two barriers.
+-- sample(seconds) -> fraction of the wall time this process ran, longest gap (s), and its gaps
+--   of at least GAP.min_s: { count, seconds }. Not collective.
+-- measure(ctx, args) -> on rank 0, per rank (1-based) the list of its samples' fractions, the
+--   list of their longest gaps (s), and the list of their long gaps ({ count, seconds }: recorded
+--   in report.json's cpu.long for the replays that set this module's thresholds, not judged);
+--   nil elsewhere. Collective: args.samples (5) probes of args.seconds (0.25) each, every rank at
+--   once between two barriers.
 -- judge(fractions, rank_hosts, opts) -> list of { rank, host, ran, fleet, ratio, above, samples, by }
 --   (opts.gaps: measure's longest gaps, for a rank stopped from outside: M.GAP):
 --   a rank is starved when its share of the whole probe (its samples' mean) is at most the
@@ -53,32 +56,33 @@ M.GAP = { factor = 2, min_s = 0.02, share = 0.8 }
 function M.sample(seconds)
   local now = require("commscript.native").now
   local t0 = now()
-  local last, lost, longest = t0, 0, 0
+  local last, lost, longest, n_long, s_long = t0, 0, 0, 0, 0
   while last - t0 < seconds do
     local t = now()
     local d = t - last
     if d > M.DETOUR_S then
       lost = lost + d
       if d > longest then longest = d end
+      if d >= M.GAP.min_s then n_long, s_long = n_long + 1, s_long + d end
     end
     last = t
   end
-  return 1 - lost / (last - t0), longest
+  return 1 - lost / (last - t0), longest, { n_long, s_long }
 end
 
 function M.measure(ctx, args)
   args = args or {}
-  local mine, gaps = {}, {}
+  local mine, gaps, long = {}, {}, {}
   for i = 1, args.samples or M.SAMPLES do
     ctx.comm:barrier()
-    mine[i], gaps[i] = M.sample(args.seconds or M.SECONDS)
+    mine[i], gaps[i], long[i] = M.sample(args.seconds or M.SECONDS)
   end
   ctx.comm:barrier()
-  local all = ctx.comm:gather_value({ mine, gaps }, 0)
+  local all = ctx.comm:gather_value({ mine, gaps, long }, 0)
   if ctx.rank ~= 0 then return nil end
-  local shares, longest = {}, {}
-  for r, x in ipairs(all) do shares[r], longest[r] = x[1], x[2] end
-  return shares, longest
+  local shares, longest, stops = {}, {}, {}
+  for r, x in ipairs(all) do shares[r], longest[r], stops[r] = x[1], x[2], x[3] end
+  return shares, longest, stops
 end
 
 local function at(list, i)

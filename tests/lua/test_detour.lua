@@ -317,6 +317,20 @@ function TestJudge:test_a_stop_given_all_its_time_back_is_named_by_its_gaps()
   lu.assertEquals(ranks(cs.detour.judge(shares, hosts, { gaps = SEED45C.gaps })), {})
 end
 
+function TestJudge:test_a_samples_long_gaps_are_part_of_its_lost_time()
+  for _ = 1, 3 do
+    local share, longest, long = cs.detour.sample(0.05)
+    lu.assertTrue(share > 0 and share <= 1)
+    lu.assertEquals(#long, 2)
+    -- a long gap is one of at least GAP.min_s: there is one exactly when the longest is one
+    lu.assertEquals(long[1] > 0, longest >= cs.detour.GAP.min_s)
+    lu.assertTrue(long[2] >= long[1] * cs.detour.GAP.min_s)
+    lu.assertTrue(long[2] <= longest * long[1] + 1e-12)
+    -- and the time in them is part of the time the process did not run
+    lu.assertTrue(long[2] <= (1 - share) * 0.06 + 1e-9)
+  end
+end
+
 function TestJudge:test_two_ranks_have_no_fleet()
   lu.assertEquals(cs.detour.judge({ { 0.5 }, { 0.01 } }, { "h0", "h1" }), {})
 end
