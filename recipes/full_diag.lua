@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.5.4",
+  version = "1.5.5",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -414,7 +414,7 @@ function recipe.run(ctx)
   local shares, gaps, long = cs.detour.measure(ctx, { seconds = DETOUR_SECONDS[ctx.opt.tier] })
   local starved
   if ctx.rank == 0 then
-    starved = cs.detour.judge(shares, ctx.hosts, { gaps = gaps })
+    starved = cs.detour.judge(shares, ctx.hosts, { gaps = gaps, stops = long, seconds = DETOUR_SECONDS[ctx.opt.tier] })
     ctx.report:set("cpu", { shares = shares, gaps = gaps, long = long, starved = starved, seconds = DETOUR_SECONDS[ctx.opt.tier] })
     found:add(cs.detour.findings(starved))
     ctx.log("cpu: %s starved of CPU", cs.text.plural(#starved, "rank"))

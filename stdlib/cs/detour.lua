@@ -9,12 +9,12 @@
 -- sample(seconds) -> fraction of the wall time this process ran, longest gap (s), and its gaps
 --   of at least GAP.min_s: { count, seconds }. Not collective.
 -- measure(ctx, args) -> on rank 0, per rank (1-based) the list of its samples' fractions, the
---   list of their longest gaps (s), and the list of their long gaps ({ count, seconds }: recorded
---   in report.json's cpu.long for the replays that set this module's thresholds, not judged);
---   nil elsewhere. Collective: args.samples (5) probes of args.seconds (0.25) each, every rank at
---   once between two barriers.
+--   list of their longest gaps (s), and the list of their long gaps ({ count, seconds }, in
+--   report.json's cpu.long); nil elsewhere. Collective: args.samples (5) probes of args.seconds
+--   (0.25) each, every rank at once between two barriers.
 -- judge(fractions, rank_hosts, opts) -> list of { rank, host, ran, fleet, ratio, above, samples, by }
---   (opts.gaps: measure's longest gaps, for a rank stopped from outside: M.GAP):
+--   (opts.gaps: measure's longest gaps, for a rank stopped from outside: M.GAP; opts.stops and
+--   opts.seconds: measure's long gaps and the sample's length, for one stopped often: M.STOPS):
 --   a rank is starved when its share of the whole probe (its samples' mean) is at most the
 --   fleet's median share / opts.factor (FACTOR), and it ran less than the fleet's median by
 --   SAMPLE_FACTOR in all samples but one. Judged on the whole probe, not sample by sample: a CFS
@@ -52,6 +52,14 @@ M.SAMPLES, M.SECONDS = 5, 0.25
 -- the fleet's, no more than a crowded rank's wait for its turn, 8 runs) and no healthy one: no
 -- healthy rank's gaps were over 1.7x the fleet's in 4 of 5 samples, whatever its share.
 M.GAP = { factor = 2, min_s = 0.02, share = 0.8 }
+-- Stopped often (opts.stops, opts.seconds; since full_diag 1.5.5): a rank stopped for no longer
+-- than a crowded rank waits for its turn is stopped more often: it is starved too when, in all
+-- samples but one, it lost at least STOPS.share of the sample in gaps of GAP.min_s or more, and
+-- STOPS.factor times the fleet's median such time. Harness seed 31 (33 of every 61 ms, 8 ranks on
+-- 2 cores): 55-70 % of each sample in 4 such gaps, the fleet's median 13-34 %; healthy ranks
+-- reached 67 % in one sample and 39 % in the others. Replayed over the 140 runs of the twentieth
+-- stop's harness run (docs/scale.md): it names seed 31 and no healthy rank.
+M.STOPS = { share = 0.4, factor = 1.5 }
 
 function M.sample(seconds)
   local now = require("commscript.native").now
@@ -109,6 +117,16 @@ local function fleet_of(lists, k)
   return fleet
 end
 
+-- per rank, per sample: the seconds lost in gaps of at least GAP.min_s (measure's third list)
+local function stop_times(stops)
+  local out = {}
+  for r, samples in ipairs(stops) do
+    out[r] = {}
+    for i, x in ipairs(samples) do out[r][i] = x[2] end
+  end
+  return out
+end
+
 function M.judge(fractions, rank_hosts, opts)
   opts = opts or {}
   local factor, gaps = opts.factor or M.FACTOR, opts.gaps
@@ -119,20 +137,36 @@ function M.judge(fractions, rank_hosts, opts)
   for r, s in ipairs(fractions) do shares[r] = stats.mean(s) end
   local fleet_all = stats.median(shares)
   local gap_fleet = gaps and #gaps == #fractions and fleet_of(gaps, k) or nil
+  local stop_s = opts.stops and #opts.stops == #fractions and opts.seconds and stop_times(opts.stops) or nil
+  local stop_fleet = stop_s and fleet_of(stop_s, k) or nil
   for r, s in ipairs(fractions) do
     local above = count_off(s, fleet, M.SAMPLE_FACTOR, true)
     local ran = shares[r]
     local ratio = ran and fleet_all and fleet_all / math.max(ran, 1e-3) or 0
     local long = gap_fleet and count_off(gaps[r], gap_fleet, M.GAP.factor, false, M.GAP.min_s) or 0
+    local often = stop_fleet and count_off(stop_s[r], stop_fleet, M.STOPS.factor, false, M.STOPS.share * opts.seconds) or 0
     local starved = above >= k - 1 and ratio >= factor
     local stopped = long >= k - 1 and ratio >= M.GAP.share
-    if starved or stopped then
+    local stops = often >= k - 1
+    if starved or stopped or stops then
       out[#out + 1] = { rank = r - 1, host = rank_hosts and rank_hosts[r], ran = ran, fleet = fleet_all, ratio = ratio,
                         above = above, samples = s, gaps = gaps and gaps[r] or nil, long_gaps = long,
-                        by = starved and "share" or "gaps" }
+                        stopped_s = stop_s and stop_s[r] or nil, stop_fleet = stop_fleet, often = often, seconds = opts.seconds,
+                        by = starved and "share" or stopped and "gaps" or "stops" }
     end
   end
   return out
+end
+
+-- the finding's words for a rank named by its gaps or its stops
+local function detail(s)
+  if s.by == "gaps" then
+    return (", stopped for %.0f ms at a time in %d"):format(1e3 * stats.median(s.gaps), s.long_gaps)
+  elseif s.by == "stops" then
+    return (", %.0f%% of each sample in stops of %.0f ms or more, the fleet's %.0f%%, in %d"):format(
+      100 * stats.median(s.stopped_s) / s.seconds, 1e3 * M.GAP.min_s, 100 * stats.median(s.stop_fleet) / s.seconds, s.often)
+  end
+  return ""
 end
 
 function M.findings(starved)
@@ -142,7 +176,7 @@ function M.findings(starved)
       rule = "starved_rank", severity = "warn", subject = { rank = s.rank, host = s.host },
       message = ("rank %d%s ran %.0f%% of the time while every rank spun on the clock, the fleet's median %.0f%% (%.1fx over the probe, below the fleet in %d of %d samples%s): starved of CPU or stopped from outside"):format(
         s.rank, s.host and (" (host " .. tostring(s.host) .. ")") or "", 100 * s.ran, 100 * s.fleet, s.ratio, s.above, #s.samples,
-        s.by == "gaps" and (", stopped for %.0f ms at a time in %d"):format(1e3 * stats.median(s.gaps), s.long_gaps) or ""),
+        detail(s)),
       evidence = { ran = s.ran, fleet = s.fleet, ratio = s.ratio, samples = s.samples, factor = M.FACTOR, detour_s = M.DETOUR_S,
                    gaps_s = s.gaps, by = s.by },
       remedy = "check that rank's CPU quota and cgroup (cpu.cfs_quota_us, cpu.max), its binding, and what else runs on its cores",

@@ -331,6 +331,65 @@ function TestJudge:test_a_samples_long_gaps_are_part_of_its_lost_time()
   end
 end
 
+-- Seed 31 of the twentieth stop's harness run (4 hosts x 2 ranks, quick: rank 2 stopped 33 of
+-- every 61 ms beside 7 ranks on 2 cores). Its share 0.14-0.24 against the fleet's 0.26 (1.3x
+-- over the probe), its longest gaps 36-61 ms against the fleet's 20-28 (2x in 2 of 5 samples):
+-- a crowded rank's wait for its turn is as long as the stop, and neither rule named it. But it
+-- was stopped 4 times in every sample, 55-70 % of each in gaps of 20 ms or more, the fleet's
+-- median 13-34 %; the healthy ranks reached 67 % in one sample, 39 % at most in the others.
+local SEED31 = { seconds = 0.25,
+  shares = { { 0.137, 0.339, 0.400, 0.270, 0.243 },
+      { 0.264, 0.376, 0.278, 0.251, 0.240 },
+      { 0.239, 0.243, 0.144, 0.176, 0.201 },
+      { 0.578, 0.352, 0.493, 0.364, 0.332 },
+      { 0.277, 0.257, 0.310, 0.273, 0.259 },
+      { 0.203, 0.223, 0.263, 0.205, 0.220 },
+      { 0.140, 0.207, 0.251, 0.254, 0.321 },
+      { 0.320, 0.259, 0.236, 0.361, 0.250 } },
+  gaps = { { 0.081, 0.016, 0.028, 0.020, 0.020 },
+      { 0.020, 0.024, 0.024, 0.024, 0.025 },
+      { 0.043, 0.061, 0.053, 0.036, 0.040 },
+      { 0.012, 0.024, 0.012, 0.012, 0.016 },
+      { 0.024, 0.024, 0.020, 0.020, 0.024 },
+      { 0.032, 0.040, 0.019, 0.028, 0.036 },
+      { 0.056, 0.030, 0.036, 0.017, 0.021 },
+      { 0.020, 0.024, 0.028, 0.020, 0.024 } },
+  long = { { { 4, 0.164 }, { 0, 0.000 }, { 1, 0.028 }, { 2, 0.040 }, { 2, 0.040 } },
+      { { 1, 0.020 }, { 1, 0.024 }, { 2, 0.045 }, { 1, 0.024 }, { 1, 0.025 } },
+      { { 4, 0.148 }, { 4, 0.174 }, { 4, 0.175 }, { 4, 0.138 }, { 4, 0.159 } },
+      { { 0, 0.000 }, { 1, 0.024 }, { 0, 0.000 }, { 0, 0.000 }, { 0, 0.000 } },
+      { { 4, 0.086 }, { 1, 0.024 }, { 1, 0.020 }, { 1, 0.020 }, { 4, 0.089 } },
+      { { 3, 0.081 }, { 3, 0.092 }, { 0, 0.000 }, { 2, 0.056 }, { 4, 0.096 } },
+      { { 4, 0.167 }, { 4, 0.098 }, { 3, 0.080 }, { 0, 0.000 }, { 3, 0.061 } },
+      { { 2, 0.040 }, { 3, 0.072 }, { 3, 0.076 }, { 2, 0.040 }, { 2, 0.044 } } } }
+
+function TestJudge:test_a_rank_stopped_often_for_short_stops_is_named_by_its_stops()
+  local hosts = {}
+  for r = 1, 8 do hosts[r] = "h" .. math.floor((r - 1) / 2) end
+  lu.assertEquals(ranks(cs.detour.judge(SEED31.shares, hosts, { gaps = SEED31.gaps })), {},
+    "by its share and its longest gaps: not named")
+  local opts = { gaps = SEED31.gaps, stops = SEED31.long, seconds = SEED31.seconds }
+  local starved = cs.detour.judge(SEED31.shares, hosts, opts)
+  lu.assertEquals(ranks(starved), { 2 })
+  lu.assertEquals(starved[1].by, "stops")
+  lu.assertEquals(starved[1].often, 5)
+  -- the fleet's median time in stops, sample 1: the 8 ranks' 0.164 0.020 0.148 0 0.086 0.081
+  -- 0.167 0.040 -> (0.081 + 0.086) / 2
+  lu.assertAlmostEquals(starved[1].stop_fleet[1], (0.081 + 0.086) / 2, 1e-12)
+  lu.assertStrContains(cs.detour.findings(starved)[1].message,
+    "64% of each sample in stops of 20 ms or more, the fleet's 19%, in 5")
+  -- the same fleet without it: nobody (rank 6 lost 67 % of one sample, 39 % at most otherwise)
+  local sh, gp, lg, h7 = {}, {}, {}, {}
+  for r = 1, 8 do
+    if r ~= 3 then
+      sh[#sh + 1], gp[#gp + 1], lg[#lg + 1], h7[#h7 + 1] = SEED31.shares[r], SEED31.gaps[r], SEED31.long[r], hosts[r]
+    end
+  end
+  lu.assertEquals(ranks(cs.detour.judge(sh, h7, { gaps = gp, stops = lg, seconds = 0.25 })), {})
+  -- a sample's time is needed to judge a share of it: without seconds, no stops rule
+  lu.assertEquals(ranks(cs.detour.judge(SEED31.shares, hosts, { gaps = SEED31.gaps, stops = SEED31.long })), {})
+end
+
 function TestJudge:test_two_ranks_have_no_fleet()
   lu.assertEquals(cs.detour.judge({ { 0.5 }, { 0.01 } }, { "h0", "h1" }), {})
 end
