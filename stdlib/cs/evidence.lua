@@ -230,6 +230,40 @@ local function spiky(passes, rank_hosts)
              time_share = top.slow_time / top.time } }
 end
 
+-- A rank off one way only because its partners are off the other way is explained by them, not
+-- a suspect: two of 4 hosts (1 rank each) sending at 76 Mbit made the two good ranks' receive
+-- medians theirs (2 of 3 senders), all 4 ranks were off and forced, and no good rank was left to
+-- re-test with: nobody named (truth harness seed 117, 8.4x in the pattern). Explained when the
+-- rank's pairs that way with partners not off the other way (at least one) are all within
+-- `factor` of the fleet's rate: a rank with a fault of its own keeps a slow pair with a good
+-- partner. Returns { [a] = true } (1-based).
+local function explained_away(ev, bw, rank_hosts, entries, factor)
+  local out, n = {}, #rank_hosts
+  local one_host = true
+  for a = 2, n do one_host = one_host and rank_hosts[a] == rank_hosts[1] end
+  local function off(e, way) return (e[way .. "_ratio"] or 0) >= factor end
+  for a = 1, n do
+    local e = entries[a]
+    local way = off(e, "recv") and not off(e, "send") and "recv" or off(e, "send") and not off(e, "recv") and "send"
+    if way then
+      local other = way == "recv" and "send" or "recv"
+      local fleet = way == "recv" and ev.fleet_recv or ev.fleet_send
+      local seen, ok = 0, fleet ~= nil
+      for b = 1, n do
+        if b ~= a and (one_host or rank_hosts[b] ~= rank_hosts[a]) and not off(entries[b], other) then
+          local x = way == "recv" and (bw[b] or {})[a] or (bw[a] or {})[b]
+          if type(x) == "number" then
+            seen = seen + 1
+            ok = ok and x > 0 and fleet / x < factor
+          end
+        end
+      end
+      if ok and seen > 0 then out[a] = true end
+    end
+  end
+  return out
+end
+
 function M.off(bw, rank_hosts, factor, passes)
   factor = factor or M.OFF_FACTOR
   local n = #rank_hosts
@@ -240,13 +274,17 @@ function M.off(bw, rank_hosts, factor, passes)
   -- 2 of them on slow hosts, was halfway between a slow host's and a good one's: 2.5x)
   local function q3(xs) return #xs > 0 and stats.percentile(xs, 75) or nil end
   ev.fleet_send_best, ev.fleet_recv_best = q3(values(ev.send_best, n)), q3(values(ev.recv_best, n))
-  local lowest
+  local lowest, entries = nil, {}
+  for a = 1, n do entries[a] = rank_entry(ev, a, rank_hosts) end
+  local explained = explained_away(ev, bw, rank_hosts, entries, factor)
   for a = 1, n do
-    local e = rank_entry(ev, a, rank_hosts)
-    if e.ratio >= factor then ev.ranks[#ev.ranks + 1] = e end
-    if e.ratio > 0 and (not lowest or e.ratio > lowest.ratio) then lowest = e end
+    local e = entries[a]
+    if e.ratio >= factor and not explained[a] then ev.ranks[#ev.ranks + 1] = e end
+    if e.ratio > 0 and not explained[a] and (not lowest or e.ratio > lowest.ratio) then lowest = e end
   end
   ev.worst = lowest
+  ev.explained = {}
+  for a = 1, n do if explained[a] then ev.explained[#ev.explained + 1] = a - 1 end end
   ev.hosts, ev.ranks = off_hosts(ev, rank_hosts)
   ev.spiky = spiky(passes or { bw }, rank_hosts)
   return ev

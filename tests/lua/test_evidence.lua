@@ -310,6 +310,44 @@ function TestEvidence:test_half_the_hosts_slow_are_told_apart_by_their_best_pair
   end
 end
 
+-- Two of 4 hosts (1 rank each) sending at 76 Mbit (scripts/truth_harness.py seed 117, quick;
+-- GB/s, row = sender): the good ranks' receive medians were the slow senders' (2 of 3), all 4
+-- ranks were off and forced, no good rank was left to re-test with, and nobody was named. A
+-- receive that is slow only from senders off themselves is theirs: ranks 0 and 1 are explained.
+function TestEvidence:test_a_rank_off_only_with_partners_off_the_other_way_is_explained()
+  local hosts = { "h0", "h1", "h2", "h3" }
+  local seed117 = { { nil, 0.07614, 0.07093, 0.06568 },
+    { 0.08717, nil, 0.06324, 0.06576 },
+    { 0.00908, 0.00908, nil, 0.00908 },
+    { 0.00908, 0.00908, 0.00908, nil } }
+  local ev = cs.evidence.off(seed117, hosts)
+  local off = {}
+  for _, e in ipairs(ev.ranks) do off[#off + 1] = e.rank; lu.assertEquals(e.direction, "sending") end
+  lu.assertEquals(off, { 2, 3 })
+  lu.assertEquals(ev.explained, { 0, 1 })
+  lu.assertEquals(cs.evidence.force(ev, {}).ranks, { 2, 3 })
+  -- re-tested with 0 and 1 as partners and references, both slow senders are named
+  local loc = localise(values_of(4), hosts, cs.evidence.force(ev, {}), function(a, b)
+    return 100 * ((a >= 2 or b >= 2) and 8 or 1)
+  end)
+  local named = {}
+  for _, h in ipairs(loc.hosts) do named[#named + 1] = h.host end
+  for _, r in ipairs(loc.ranks) do named[#named + 1] = hosts[r.rank + 1] end
+  table.sort(named)
+  lu.assertEquals(named, { "h2", "h3" })
+  -- a receiver with a fault of its own keeps a slow pair with a good sender: not explained
+  -- (rank 0 receives at 1/8 from rank 1 too)
+  local both = { { nil, 0.07614, 0.07093, 0.06568 },
+    { 0.0109, nil, 0.06324, 0.06576 },
+    { 0.00908, 0.00908, nil, 0.00908 },
+    { 0.00908, 0.00908, 0.00908, nil } }
+  local ev2 = cs.evidence.off(both, hosts)
+  off = {}
+  for _, e in ipairs(ev2.ranks) do off[#off + 1] = e.rank end
+  lu.assertEquals(off, { 0, 2, 3 })
+  lu.assertEquals(ev2.explained, { 1 })
+end
+
 -- An 11x link between ranks 0 and 1 (8 hosts x 1 rank: scripts/truth_harness.py seed 36), rank 1
 -- re-tested too and slow with one partner at 1.6x: that pair must not block an 11x link (it was
 -- named nowhere, and a spike elsewhere was the run's only warning).
