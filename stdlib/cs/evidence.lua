@@ -465,17 +465,54 @@ local function in_some_rounds(p)
   return p.above >= need and p.above <= p.rounds - 2
 end
 
-local function flapping(loc, rank_hosts, out, seen)
-  for _, b in ipairs(pairs_by_host(loc, rank_hosts)) do
-    local h, n, worst, clean = b.host, 0, nil, #b.control > 0
-    for _, p in ipairs(b.own) do
-      if in_some_rounds(p) then
-        n = n + 1
-        if not worst or p.above > worst.above then worst = p end
+-- the hosts at the other end of a host's pairs slow in some rounds: { [host] = true }, and how many
+local function partner_hosts(b, rank_hosts)
+  local set, count = {}, 0
+  for _, p in ipairs(b.own) do
+    if in_some_rounds(p) then
+      for _, r in ipairs { p.a, p.b } do
+        local o = rank_hosts[r + 1]
+        if o ~= b.host and o ~= nil and not set[o] then set[o], count = true, count + 1 end
       end
     end
-    for _, p in ipairs(b.control) do clean = clean and p.above <= M.FLAP.control end
-    if n >= M.FLAP.pairs and clean and not seen[h] and not named(loc, h, nil) and not link_end(loc, rank_hosts, h, nil) then
+  end
+  return set, count
+end
+
+-- A host whose pairs slow in some rounds all go to one host, which has such pairs with other
+-- hosts too, is that host's partner, not a flap of its own (truth harness seed 128: flapping h1's
+-- pairs slow with h0, h2 and h3; h2's two, both with h1, made h2 "intermittent" too).
+-- a host's pairs slow in some rounds (n, the worst), and whether the same re-tests' pairs
+-- without it were clean
+local function flap_counts(b)
+  local n, worst, clean = 0, nil, #b.control > 0
+  for _, p in ipairs(b.own) do
+    if in_some_rounds(p) then
+      n = n + 1
+      if not worst or p.above > worst.above then worst = p end
+    end
+  end
+  for _, p in ipairs(b.control) do clean = clean and p.above <= M.FLAP.control end
+  return n, worst, clean
+end
+
+local function explained_by_partner(b, by, rank_hosts)
+  local set, count = partner_hosts(b, rank_hosts)
+  local other = count == 1 and by[next(set)]
+  if not other then return false end
+  local n, _, clean = flap_counts(other)
+  local _, others = partner_hosts(other, rank_hosts)
+  return n >= M.FLAP.pairs and clean and others >= 2
+end
+
+local function flapping(loc, rank_hosts, out, seen)
+  local list, by = pairs_by_host(loc, rank_hosts), {}
+  for _, b in ipairs(list) do by[b.host] = b end
+  for _, b in ipairs(list) do
+    local h = b.host
+    local n, worst, clean = flap_counts(b)
+    if n >= M.FLAP.pairs and clean and not seen[h] and not named(loc, h, nil) and not link_end(loc, rank_hosts, h, nil)
+        and not explained_by_partner(b, by, rank_hosts) then
       seen[h] = true
       out[#out + 1] = { rule = "not_confirmed", severity = "warn", subject = { host = h },
         message = ("host %s: intermittent; %d of its pairs re-tested alone were slow in some rounds (up to %d of %d), the same re-tests' pairs without it in at most %d: a link that flaps or drops in bursts, not slow in every round"):format(

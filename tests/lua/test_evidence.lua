@@ -244,6 +244,37 @@ local function flap_run(slow_pair)
   return loc, cs.evidence.unconfirmed(ev, loc, hosts, 262144)
 end
 
+-- scripts/truth_harness.py seed 128 (4 hosts x 2 ranks, h1 sending at 67 Mbit on 2.3 s, off
+-- 2.8 s): the re-tests (localisation.tested of that run, pairs as a, b, rounds above the
+-- threshold, rounds, median ratio, shown good) saw h1's pairs slow in some rounds with h0, h2
+-- and h3, and h2's two such pairs were both the one pair 3-5 with h1. h2 was warned
+-- intermittent too; it is h1's partner there, and only h1 is.
+function TestEvidence:test_a_flap_partner_with_no_other_slow_pair_is_not_intermittent()
+  local function P(a, b, above, rounds, ratio, shown)
+    return { a = a, b = b, above = above, rounds = rounds, ratio = ratio, median_us = 9000 * ratio, shown_good = shown,
+             good = true, slow = false }
+  end
+  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
+  local loc = { hosts = {}, ranks = {}, links = {}, tested = {
+    { host = "h1", pairs = { P(2, 6, 0, 5, 1.03), P(3, 5, 0, 5, 0.98) } },
+    { rank = 3, pairs = { P(3, 6, 0, 5, 1.02), P(3, 5, 2, 5, 1.00) } },
+    { pair = { 1, 2 }, pairs = { P(1, 2, 2, 5, 1.04), P(1, 6, 0, 5, 1.00, true), P(2, 6, 3, 5, 3.88, true) } },
+    { pair = { 3, 5 }, pairs = { P(3, 5, 2, 5, 1.09), P(3, 6, 0, 5, 1.02, true), P(5, 6, 0, 5, 1.01, true) } } } }
+  local ev = cs.evidence.off({ {}, {}, {}, {}, {}, {}, {}, {} }, hosts)
+  local warned = {}
+  for _, f in ipairs(cs.evidence.unconfirmed(ev, loc, hosts, 1048576)) do
+    if f.severity == "warn" then warned[#warned + 1] = f.subject.host end
+  end
+  lu.assertEquals(warned, { "h1" })
+  -- h2 with a slow pair of its own with another host (5-7 with h3) is warned as well
+  table.insert(loc.tested, { pair = { 5, 7 }, pairs = { P(5, 7, 2, 5, 1.1), P(1, 5, 0, 5, 1.0, true), P(1, 7, 0, 5, 1.0, true) } })
+  warned = {}
+  for _, f in ipairs(cs.evidence.unconfirmed(ev, loc, hosts, 1048576)) do
+    if f.severity == "warn" then warned[#warned + 1] = f.subject.host end
+  end
+  lu.assertEquals(warned, { "h1", "h2" })
+end
+
 function TestEvidence:test_a_flapping_host_is_named_intermittent()
   local loc, f = flap_run(function(a, b) return a == 2 or b == 2 end)
   lu.assertEquals(#loc.hosts + #loc.ranks + #loc.links, 0, "slow in a quarter of the rounds: no verdict")
