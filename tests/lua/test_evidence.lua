@@ -377,6 +377,16 @@ function TestEvidence:test_a_rank_off_only_with_partners_off_the_other_way_is_ex
   for _, e in ipairs(ev2.ranks) do off[#off + 1] = e.rank end
   lu.assertEquals(off, { 0, 2, 3 })
   lu.assertEquals(ev2.explained, { 1 })
+  -- seed 26 (4 x 1, h0 and h3 sending at 119 Mbit): 2.8x off on the medians, 4.7x on the best
+  -- pairs; ranks off by their best pair are never explained away
+  local seed26 = { { nil, 0.014, 0.014, 0.014 }, { 0.080, nil, 0.069, 0.056 }, { 0.065, 0.059, nil, 0.078 },
+                   { 0.014, 0.014, 0.014, nil } }
+  local ev3 = cs.evidence.off(seed26, hosts)
+  off = {}
+  for _, e in ipairs(ev3.ranks) do off[#off + 1] = e.rank; lu.assertEquals(e.basis, "best") end
+  lu.assertEquals(off, { 0, 3 })
+  lu.assertEquals(ev3.explained, {})
+  lu.assertEquals(cs.evidence.force(ev3, {}).ranks, { 0, 3 })
 end
 
 -- An 11x link between ranks 0 and 1 (8 hosts x 1 rank: scripts/truth_harness.py seed 36), rank 1
