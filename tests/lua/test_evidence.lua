@@ -56,6 +56,15 @@ local function localise(values, hosts, force, m)
   end)
 end
 
+-- the hosts localisation named, as hosts or through a named rank, sorted
+local function named_hosts(loc, hosts)
+  local named = {}
+  for _, h in ipairs(loc.hosts) do named[#named + 1] = h.host end
+  for _, r in ipairs(loc.ranks) do named[#named + 1] = hosts[r.rank + 1] end
+  table.sort(named)
+  return named
+end
+
 local function tested(loc, rank, host)
   for _, t in ipairs(loc.tested) do
     if (rank and t.rank == rank) or (host and t.host == host) then return t end
@@ -313,11 +322,7 @@ function TestEvidence:test_half_the_hosts_slow_are_told_apart_by_their_best_pair
   local loc = localise(values, hosts, cs.evidence.force(ev, {}), function(a, b)
     return 100 * ((a >= 2 or b >= 2) and 8 or 1)
   end)
-  local named = {}
-  for _, h in ipairs(loc.hosts) do named[#named + 1] = h.host end
-  for _, r in ipairs(loc.ranks) do named[#named + 1] = hosts[r.rank + 1] end
-  table.sort(named)
-  lu.assertEquals(named, { "h2", "h3" })
+  lu.assertEquals(named_hosts(loc, hosts), { "h2", "h3" })
   -- the matrix of seed 19 itself (GB/s, row = sender): the median of the four best pairs was
   -- 0.03, 2.5x over the slow hosts'; the upper quartile is 0.047
   local seed19 = { { nil, 0.047, 0.013, 0.012 }, { 0.072, nil, 0.012, 0.012 }, { 0.012, 0.012, nil, 0.012 },
@@ -361,11 +366,7 @@ function TestEvidence:test_a_rank_off_only_with_partners_off_the_other_way_is_ex
   local loc = localise(values_of(4), hosts, cs.evidence.force(ev, {}), function(a, b)
     return 100 * ((a >= 2 or b >= 2) and 8 or 1)
   end)
-  local named = {}
-  for _, h in ipairs(loc.hosts) do named[#named + 1] = h.host end
-  for _, r in ipairs(loc.ranks) do named[#named + 1] = hosts[r.rank + 1] end
-  table.sort(named)
-  lu.assertEquals(named, { "h2", "h3" })
+  lu.assertEquals(named_hosts(loc, hosts), { "h2", "h3" })
   -- a receiver with a fault of its own keeps a slow pair with a good sender: not explained
   -- (rank 0 receives at 1/8 from rank 1 too)
   local both = { { nil, 0.07614, 0.07093, 0.06568 },
