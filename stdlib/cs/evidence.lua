@@ -2,7 +2,8 @@
 -- statistic that decides"). Pure functions over plain tables: no communication.
 --
 -- off(bw, rank_hosts, factor, passes) -> { ranks = {...}, hosts = {...}, fleet_send, fleet_recv, worst,
---   spiky } (passes: the pattern's passes' bw, all counted for spiky; default { bw })
+--   spiky, explained } (passes: the pattern's passes' bw, all counted for spiky; default { bw };
+--   explained: 0-based ranks off one way only because their partners are off the other way)
 --   bw[a][b]: GB/s rank a-1 sent to b-1 streaming (cs.p2p.matrix). Each rank's send rate is the
 --   median of its row over ranks of other hosts (every other rank on one host), its receive rate
 --   the median of its column (none with fewer than min(MIN_PAIRS, possible) partners on other
@@ -481,9 +482,6 @@ local function partner_hosts(b, rank_hosts)
   return set, count
 end
 
--- A host whose pairs slow in some rounds all go to one host, which has such pairs with other
--- hosts too, is that host's partner, not a flap of its own (truth harness seed 128: flapping h1's
--- pairs slow with h0, h2 and h3; h2's two, both with h1, made h2 "intermittent" too).
 -- a host's pairs slow in some rounds (n, the worst), and whether the same re-tests' pairs
 -- without it were clean
 local function flap_counts(b)
@@ -498,6 +496,9 @@ local function flap_counts(b)
   return n, worst, clean
 end
 
+-- A host whose pairs slow in some rounds all go to one host, which has such pairs with other
+-- hosts too, is that host's partner, not a flap of its own (truth harness seed 128: flapping h1's
+-- pairs slow with h0, h2 and h3; h2's two, both with h1, made h2 "intermittent" too).
 local function explained_by_partner(b, by, rank_hosts)
   local set, count = partner_hosts(b, rank_hosts)
   local other = count == 1 and by[next(set)]
