@@ -605,6 +605,17 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
         retested(loc, nil, e.rank, bytes), loc)
     end
   end
+  -- a rank off one way only because its partners are off the other way: said, never silent
+  for _, r in ipairs(ev.explained or {}) do
+    if not seen[r] and not named(loc, rank_hosts[r + 1], r) then
+      local e = rank_entry(ev, r + 1, rank_hosts)
+      out[#out + 1] = { rule = "explained_by_partners", severity = "info", subject = { rank = r, host = rank_hosts[r + 1] },
+        message = ("rank %d (host %s) %s in the pattern, %.1fx off: only with partners that are slow %s themselves, which explains it"):format(
+          r, tostring(rank_hosts[r + 1]), e.direction == "sending" and ("sends at %.3g GB/s"):format(e.send_gbs or 0)
+            or ("receives at %.3g GB/s"):format(e.recv_gbs or 0), e.ratio, e.direction == "sending" and "receiving" or "sending"),
+        evidence = { ratio = e.ratio, direction = e.direction } }
+    end
+  end
   flapping(loc, rank_hosts, out, seen)
   spikes(ev, loc, rank_hosts, out, seen)
   intermittent(loc, rank_hosts, out, seen)

@@ -367,6 +367,17 @@ function TestEvidence:test_a_rank_off_only_with_partners_off_the_other_way_is_ex
     return 100 * ((a >= 2 or b >= 2) and 8 or 1)
   end)
   lu.assertEquals(named_hosts(loc, hosts), { "h2", "h3" })
+  -- the explained ranks' 3x columns are said, not silent
+  local said = {}
+  for _, f in ipairs(cs.evidence.unconfirmed(ev, loc, hosts, 262144)) do
+    if f.rule == "explained_by_partners" then
+      said[#said + 1] = f.subject.rank
+      lu.assertEquals(f.severity, "info")
+      lu.assertStrContains(f.message, "receives at")
+      lu.assertTrue(f.evidence.ratio >= 3, tostring(f.evidence.ratio))
+    end
+  end
+  lu.assertEquals(said, { 0, 1 })
   -- a receiver with a fault of its own keeps a slow pair with a good sender: not explained
   -- (rank 0 receives at 1/8 from rank 1 too)
   local both = { { nil, 0.07614, 0.07093, 0.06568 },
