@@ -246,7 +246,8 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
     if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
       ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
                                        under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,
-                                       noisy = loc.noisy or false, forced = la.force })
+                                       noisy = loc.noisy or false, forced = la.force,
+                                       spikes = ev and ev.spikes })
     end
   end
   if ev then

@@ -2,8 +2,9 @@
 -- statistic that decides"). Pure functions over plain tables: no communication.
 --
 -- off(bw, rank_hosts, factor, passes) -> { ranks = {...}, hosts = {...}, fleet_send, fleet_recv, worst,
---   spiky, explained } (passes: the pattern's passes' bw, all counted for spiky; default { bw };
---   explained: 0-based ranks off one way only because their partners are off the other way)
+--   spiky, spikes, explained } (passes: the pattern's passes' bw, all counted for spiky; default { bw };
+--   explained: 0-based ranks off one way only because their partners are off the other way;
+--   spikes: the three most spiky hosts' counts, ev.spiky or not, for the report)
 --   bw[a][b]: GB/s rank a-1 sent to b-1 streaming (cs.p2p.matrix). Each rank's send rate is the
 --   median of its row over ranks of other hosts (every other rank on one host), its receive rate
 --   the median of its column (none with fewer than min(MIN_PAIRS, possible) partners on other
@@ -216,19 +217,24 @@ local function spiky(passes, rank_hosts)
   table.sort(list, function(x, y) return x.n > y.n or (x.n == y.n and tostring(x.host) < tostring(y.host)) end)
   local top, next_n, most = list[1], 0, 0
   if not top then return {} end
+  local seen = {}  -- the most spiky hosts' counts, for report.json (why a host was or was not)
+  for i = 1, math.min(3, #list) do
+    local c = list[i]
+    seen[i] = { host = c.host, slow = c.n, of = c.total, partners = c.count, time_share = c.time > 0 and c.slow_time / c.time or 0 }
+  end
   for i = 2, #list do next_n = math.max(next_n, list[i].n - (list[i].partners[top.host] or 0)) end
   for _, k in pairs(top.partners) do most = math.max(most, k) end
   local few = top.n < M.SPIKE.share * top.total and top.slow_time < M.SPIKE.time_share * top.time
   if top.n < M.SPIKE.min or few or top.n < M.SPIKE.over_next * next_n
       or top.count < M.SPIKE.partners or most > M.SPIKE.one_partner * top.n then
-    return {}
+    return {}, seen
   end
   local way = "both"
   for _, w in ipairs { "sending", "receiving" } do
     if (top.ways[w] or 0) >= M.SPIKE.one_way * top.n then way = w end
   end
   return { { host = top.host, way = way, n = top.n, total = top.total, partners = top.count, next = next_n,
-             time_share = top.slow_time / top.time } }
+             time_share = top.slow_time / top.time } }, seen
 end
 
 -- A rank off one way only because its partners are off the other way is explained by them, not
@@ -289,7 +295,7 @@ function M.off(bw, rank_hosts, factor, passes)
   ev.explained = {}
   for a = 1, n do if explained[a] then ev.explained[#ev.explained + 1] = a - 1 end end
   ev.hosts, ev.ranks = off_hosts(ev, rank_hosts)
-  ev.spiky = spiky(passes or { bw }, rank_hosts)
+  ev.spiky, ev.spikes = spiky(passes or { bw }, rank_hosts)
   return ev
 end
 

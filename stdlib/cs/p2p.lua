@@ -315,6 +315,8 @@ end
 function M.sparse(m)
   return m.n > M.DENSE_MAX or (m.pairs ~= nil and #m.pairs < m.n * (m.n - 1) / 4)
 end
+M.PASSES_MAX_RANKS = 64  -- report.json keeps each pass's matrix up to this many ranks
+
 function M.matrix_report(m, bytes)
   local null = require("commscript").json.null
   if M.sparse(m) then
@@ -338,8 +340,15 @@ function M.matrix_report(m, bytes)
     end
     return out
   end
-  return { metric = "bandwidth", unit = "GB/s", n = m.n, rows = "sender", values = dense(m.bw),
-           latency_us = dense(m.lat), bytes = bytes }
+  local rep = { metric = "bandwidth", unit = "GB/s", n = m.n, rows = "sender", values = dense(m.bw),
+                latency_us = dense(m.lat), bytes = bytes }
+  -- each pass's own matrix on small fleets (values is their median): the time series an
+  -- intermittent fault shows in, and what cs.evidence's spike counts were made from
+  if m.passes and #m.passes > 1 and m.n <= M.PASSES_MAX_RANKS then
+    rep.passes = {}
+    for i, bw in ipairs(m.passes) do rep.passes[i] = dense(bw) end
+  end
+  return rep
 end
 
 -- one pair: ping-pong latency (p50 us; false when light) and the GB/s this rank sent and

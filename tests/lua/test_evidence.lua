@@ -504,6 +504,31 @@ function TestEvidence:test_a_flapping_host_of_four_is_spiky_by_its_own_direction
   lu.assertEquals({ ev.spiky[1].way, ev.spiky[1].n, ev.spiky[1].total, ev.spiky[1].partners, ev.spiky[1].next },
                   { "receiving", 7, 48, 3, 0 }, "all 7 were receives: its sends were not slowed")
   lu.assertItemsEquals(cs.evidence.force(ev, {}).hosts, { "h3" })
+  -- ev.spikes (report.json's localisation.spikes): the same counts, and the time share
+  -- recomputed here: each direction weighs fleet / GB/s (at most 20), h3's slow ones over all
+  local all, mine = {}, {}
+  for _, bw in ipairs(passes) do
+    for a = 1, 4 do
+      for b, x in pairs(bw[a]) do
+        all[#all + 1] = x
+        if a == 4 or b == 4 then mine[#mine + 1] = x end
+      end
+    end
+  end
+  table.sort(all)
+  local fleet = (all[#all / 2] + all[#all / 2 + 1]) / 2
+  local slow_w, all_w = 0, 0
+  for _, x in ipairs(mine) do
+    local w = math.min(20, fleet / x)
+    all_w = all_w + w
+    if x < fleet / 3 then slow_w = slow_w + w end
+  end
+  lu.assertEquals(#ev.spikes, 3, "the three most spiky hosts, spiky or not")
+  local top = ev.spikes[1]
+  lu.assertEquals({ top.host, top.slow, top.of, top.partners }, { "h3", 7, 48, 3 })
+  lu.assertAlmostEquals(top.time_share, slow_w / all_w, 1e-12)
+  lu.assertAlmostEquals(ev.spiky[1].time_share, slow_w / all_w, 1e-12)
+  lu.assertTrue(ev.spikes[2].slow <= 3 and ev.spikes[2].host ~= "h3")
 end
 
 -- A link named at the flapping host (truth harness seed 16: 2 rounds cut by the budget, the flap

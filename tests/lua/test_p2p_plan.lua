@@ -178,6 +178,26 @@ function TestPlans:test_sparse_matrix_report_rounds_its_values()
   lu.assertEquals(cs.p2p.matrix_report(dense, 8).values[1][2], 1 / 3)
 end
 
+-- A merged matrix keeps each pass's own values in the report (the time series an intermittent
+-- fault shows in), dense like values; one pass, or more ranks than PASSES_MAX_RANKS: none.
+function TestPlans:test_matrix_report_keeps_each_pass()
+  local p1, p2 = { { nil, 0.5 }, { 0.25 } }, { { nil, 0.125 }, { 0.75 } }
+  local m = cs.p2p.merge_passes({ { n = 2, bw = p1, lat = { {}, {} }, pairs = { { 0, 1, 1 } }, plan = {} },
+                                  { n = 2, bw = p2, lat = { {}, {} }, pairs = { { 0, 1, 1 } }, plan = {} } }, 8)
+  local rep = cs.p2p.matrix_report(m, 8)
+  lu.assertEquals(#rep.passes, 2)
+  lu.assertEquals(rep.passes[1], { { cs.json.null, 0.5 }, { 0.25, cs.json.null } })
+  lu.assertEquals(rep.passes[2], { { cs.json.null, 0.125 }, { 0.75, cs.json.null } })
+  local one = { n = 2, bw = p1, lat = { {}, {} }, passes = { p1 } }
+  lu.assertNil(cs.p2p.matrix_report(one, 8).passes)
+  local saved = cs.p2p.PASSES_MAX_RANKS
+  cs.p2p.PASSES_MAX_RANKS = 1
+  local ok, big = pcall(cs.p2p.matrix_report, m, 8)
+  cs.p2p.PASSES_MAX_RANKS = saved
+  lu.assertTrue(ok)
+  lu.assertNil(big.passes)
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
