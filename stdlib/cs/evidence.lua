@@ -26,7 +26,13 @@
 --   or rank the re-tests found slow in some rounds only (intermittent). A named link at a spiky
 --   host that was not named leaves loc.links for an info finding: the host's flap explains it.
 local stats = require "cs.stats"
+local spike_rule = require "cs.evidence.spikes"
+local flap_rule = require "cs.evidence.flap"
+local named, link_end = flap_rule.internal.named, flap_rule.internal.link_end
 local M = {}
+
+M.SPIKE = spike_rule.SPIKE  -- the pattern's spike rule (cs.evidence.spikes)
+M.FLAP = flap_rule.FLAP    -- the re-tests' flap rule (cs.evidence.flap)
 
 M.OFF_FACTOR = 3      -- a matrix row or column this many times off the fleet's median is a suspect
 M.MIN_PAIRS = 3       -- a rank's rate needs this many measured partners on other hosts (or all it has)
@@ -147,96 +153,6 @@ local function off_hosts(ev, rank_hosts)
   return hosts, ranks
 end
 
--- A host whose pair directions fall far under the fleet's rate in the pattern more often than any
--- other host's, with partners on several hosts, while its median rate stays near the fleet's: a
--- link that flaps (on 2.3 s, off 2.7 s at 67 Mbit: 12 of host h0's 52 directions under a third of
--- the fleet's median, no other host more than 4; healthy runs at most 1). Re-tested, and a
--- warning naming it intermittent when the re-tests do not name it slow.
--- The next host's count leaves out its directions with the top host (each slow direction is a
--- send of one host and a receive of another: with 4 hosts a flapping host's partners shared its
--- count, 7 slow, one partner 3 of them, 2.3x, under over_next, and nobody was named). A top host
--- whose slow directions are mostly (one_partner) with one host is the end of a link, not a
--- flapping host. Counted both ways together, at a tenth: counted per way, healthy hosts of 4 x 2
--- ranks on this 2-core machine had 9 of 60 and 5 of 36 receives slow (2 of 18 healthy runs
--- warned), as many as a receive-side flap (5 of 30); `way` says which way most of them went.
--- Or few but deep: a flap's slow transfers take long, so few of them fall in its on phases. A
--- receive-side flap at 55 Mbit (truth harness seed 58, 4 x 1 ranks, on 2.4 s / off 2.2 s) had 6
--- of its 66 directions slow, 9 %, but they took 56 % of its transfer time (each direction
--- weighing fleet median / rate, at most max_weight). A host is also spiky when its slow
--- directions took time_share of its time. Over 18 namespace runs (9 healthy, 9 flapping) healthy
--- hosts spent at most 15 % of their time in slow directions, flapping ones 34-60 %; at 0.45 the
--- crowded host above (9 of 60 receives, at the 8x of the test) stays out.
-M.SPIKE = { below = 1 / 3, min = 4, share = 0.1, time_share = 0.45, max_weight = 20, over_next = 2.5, partners = 2,
-            one_partner = 0.75, one_way = 0.75 }
-
--- adds to by[host] one pass's pair directions of that host and those under cut (sends and
--- receives counted apart too), and their time weights (fleet / x: time, the fleet's as 1)
-local function count_spikes(bw, rank_hosts, fleet, by)
-  local cut = fleet * M.SPIKE.below
-  for a = 1, #rank_hosts do
-    for b, x in pairs(bw[a] or {}) do
-      if type(b) == "number" and a ~= b and x and rank_hosts[b] ~= rank_hosts[a] then
-        local w = x > 0 and math.min(M.SPIKE.max_weight, fleet / x) or M.SPIKE.max_weight
-        for _, e in ipairs { { a, b, "sending" }, { b, a, "receiving" } } do
-          local h, other = rank_hosts[e[1]], rank_hosts[e[2]]
-          local c = by[h] or { host = h, n = 0, total = 0, partners = {}, count = 0, ways = {}, time = 0, slow_time = 0 }
-          by[h], c.total, c.time = c, c.total + 1, c.time + w
-          if x < cut then
-            c.n, c.slow_time = c.n + 1, c.slow_time + w
-            c.ways[e[3]] = (c.ways[e[3]] or 0) + 1
-            if not c.partners[other] then c.count = c.count + 1 end
-            c.partners[other] = (c.partners[other] or 0) + 1
-          end
-        end
-      end
-    end
-  end
-  return by
-end
-
-local function spike_counts(passes, rank_hosts)
-  local one_host, all = true, {}
-  for a = 2, #rank_hosts do one_host = one_host and rank_hosts[a] == rank_hosts[1] end
-  for _, bw in ipairs(passes) do
-    for a = 1, #rank_hosts do
-      for b, x in pairs(bw[a] or {}) do
-        if type(b) == "number" and a ~= b and x and rank_hosts[b] ~= rank_hosts[a] then all[#all + 1] = x end
-      end
-    end
-  end
-  if one_host or #all == 0 then return nil end
-  local fleet, by = median(all), {}
-  for _, bw in ipairs(passes) do count_spikes(bw, rank_hosts, fleet, by) end
-  return by
-end
-
-local function spiky(passes, rank_hosts)
-  local by = spike_counts(passes, rank_hosts)
-  local list = {}
-  for _, c in pairs(by or {}) do list[#list + 1] = c end
-  table.sort(list, function(x, y) return x.n > y.n or (x.n == y.n and tostring(x.host) < tostring(y.host)) end)
-  local top, next_n, most = list[1], 0, 0
-  if not top then return {} end
-  local seen = {}  -- the most spiky hosts' counts, for report.json (why a host was or was not)
-  for i = 1, math.min(3, #list) do
-    local c = list[i]
-    seen[i] = { host = c.host, slow = c.n, of = c.total, partners = c.count, time_share = c.time > 0 and c.slow_time / c.time or 0 }
-  end
-  for i = 2, #list do next_n = math.max(next_n, list[i].n - (list[i].partners[top.host] or 0)) end
-  for _, k in pairs(top.partners) do most = math.max(most, k) end
-  local few = top.n < M.SPIKE.share * top.total and top.slow_time < M.SPIKE.time_share * top.time
-  if top.n < M.SPIKE.min or few or top.n < M.SPIKE.over_next * next_n
-      or top.count < M.SPIKE.partners or most > M.SPIKE.one_partner * top.n then
-    return {}, seen
-  end
-  local way = "both"
-  for _, w in ipairs { "sending", "receiving" } do
-    if (top.ways[w] or 0) >= M.SPIKE.one_way * top.n then way = w end
-  end
-  return { { host = top.host, way = way, n = top.n, total = top.total, partners = top.count, next = next_n,
-             time_share = top.slow_time / top.time } }, seen
-end
-
 -- A rank off one way only because its partners are off the other way is explained by them, not
 -- a suspect: two of 4 hosts (1 rank each) sending at 76 Mbit made the two good ranks' receive
 -- medians theirs (2 of 3 senders), all 4 ranks were off and forced, and no good rank was left to
@@ -295,7 +211,7 @@ function M.off(bw, rank_hosts, factor, passes)
   ev.explained = {}
   for a = 1, n do if explained[a] then ev.explained[#ev.explained + 1] = a - 1 end end
   ev.hosts, ev.ranks = off_hosts(ev, rank_hosts)
-  ev.spiky, ev.spikes = spiky(passes or { bw }, rank_hosts)
+  ev.spiky, ev.spikes = spike_rule.spiky(passes or { bw }, rank_hosts)
   return ev
 end
 
@@ -348,15 +264,6 @@ local function retested(loc, host, rank, bytes)
   return best
 end
 
-local function named(loc, host, rank)
-  for _, h in ipairs(loc.hosts or {}) do
-    if h.host == host then return true end
-  end
-  for _, r in ipairs(loc.ranks or {}) do
-    if r.rank == rank then return true end
-  end
-  return false
-end
 
 local function rate_text(e)
   local d, best = e.direction, e.basis == "best" and "its best pair " or ""
@@ -394,15 +301,6 @@ end
 -- rounds, too few for a verdict): intermittent, not silence.
 M.INTERMITTENT = { above = 2, rounds = 4 }
 
--- a rank, or a host, at one end of a named link (its slow rounds are the link's)
-local function link_end(loc, rank_hosts, host, rank)
-  for _, l in ipairs(loc.links or {}) do
-    for _, r in ipairs { l.a, l.b } do
-      if r == rank or (host and rank_hosts[r + 1] == host) then return true end
-    end
-  end
-  return false
-end
 local function intermittent(loc, rank_hosts, out, seen)
   for _, t in ipairs(loc.tested or {}) do
     local subject = t.host or t.rank
@@ -432,102 +330,6 @@ local function intermittent(loc, rank_hosts, out, seen)
           evidence = { retest = t, intermittent = true },
           remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters) and measure again" }
       end
-    end
-  end
-end
-
--- A host slow in the same few re-test rounds on every pair it is in, while the pairs of the same
--- re-tests without it never were: a link that flaps or drops in bursts (on 2 s, off 2 s: the
--- pattern saw one of its pairs 8x slow; its re-tests, host h2 in 4 of 15 rounds on both its pairs
--- and the control pair without it in none, medians 1.0x); the control pairs never slow (a control
--- slow in 1 of 9 rounds let a noisy healthy host of 8 be warned, beside an 11x link). A warning
--- naming the host, whichever re-test it turned up in (a link's, whose ends were being shown
--- good, a host's or a rank's).
-M.FLAP = { pairs = 2, share = 0.2, above = 2, control = 0 }
-
--- per host (a sorted list of { host, own, control }): its re-tested pairs, and the pairs of the
--- same re-tests without it
-local function pairs_by_host(loc, rank_hosts)
-  local by, order = {}, {}
-  for _, t in ipairs(loc.tested or {}) do
-    local here = {}
-    for _, p in ipairs(t.pairs or {}) do
-      here[rank_hosts[p.a + 1] or false], here[rank_hosts[p.b + 1] or false] = true, true
-    end
-    here[false] = nil
-    for h in pairs(here) do
-      if not by[h] then by[h] = { host = h, own = {}, control = {} }; order[#order + 1] = h end
-      for _, p in ipairs(t.pairs or {}) do
-        local list = (rank_hosts[p.a + 1] == h or rank_hosts[p.b + 1] == h) and by[h].own or by[h].control
-        list[#list + 1] = p
-      end
-    end
-  end
-  table.sort(order, function(x, y) return tostring(x) < tostring(y) end)
-  local out = {}
-  for i, h in ipairs(order) do out[i] = by[h] end
-  return out
-end
-
-local function in_some_rounds(p)
-  local need = math.max(M.FLAP.above, math.ceil(M.FLAP.share * p.rounds))
-  return p.above >= need and p.above <= p.rounds - 2
-end
-
--- the hosts at the other end of a host's pairs slow in some rounds: { [host] = true }, and how many
-local function partner_hosts(b, rank_hosts)
-  local set, count = {}, 0
-  for _, p in ipairs(b.own) do
-    if in_some_rounds(p) then
-      for _, r in ipairs { p.a, p.b } do
-        local o = rank_hosts[r + 1]
-        if o ~= b.host and o ~= nil and not set[o] then set[o], count = true, count + 1 end
-      end
-    end
-  end
-  return set, count
-end
-
--- a host's pairs slow in some rounds (n, the worst), and whether the same re-tests' pairs
--- without it were clean
-local function flap_counts(b)
-  local n, worst, clean = 0, nil, #b.control > 0
-  for _, p in ipairs(b.own) do
-    if in_some_rounds(p) then
-      n = n + 1
-      if not worst or p.above > worst.above then worst = p end
-    end
-  end
-  for _, p in ipairs(b.control) do clean = clean and p.above <= M.FLAP.control end
-  return n, worst, clean
-end
-
--- A host whose pairs slow in some rounds all go to one host, which has such pairs with other
--- hosts too, is that host's partner, not a flap of its own (truth harness seed 128: flapping h1's
--- pairs slow with h0, h2 and h3; h2's two, both with h1, made h2 "intermittent" too).
-local function explained_by_partner(b, by, rank_hosts)
-  local set, count = partner_hosts(b, rank_hosts)
-  local other = count == 1 and by[next(set)]
-  if not other then return false end
-  local n, _, clean = flap_counts(other)
-  local _, others = partner_hosts(other, rank_hosts)
-  return n >= M.FLAP.pairs and clean and others >= 2
-end
-
-local function flapping(loc, rank_hosts, out, seen)
-  local list, by = pairs_by_host(loc, rank_hosts), {}
-  for _, b in ipairs(list) do by[b.host] = b end
-  for _, b in ipairs(list) do
-    local h = b.host
-    local n, worst, clean = flap_counts(b)
-    if n >= M.FLAP.pairs and clean and not seen[h] and not named(loc, h, nil) and not link_end(loc, rank_hosts, h, nil)
-        and not explained_by_partner(b, by, rank_hosts) then
-      seen[h] = true
-      out[#out + 1] = { rule = "not_confirmed", severity = "warn", subject = { host = h },
-        message = ("host %s: intermittent; %d of its pairs re-tested alone were slow in some rounds (up to %d of %d), the same re-tests' pairs without it in at most %d: a link that flaps or drops in bursts, not slow in every round"):format(
-          h, n, worst.above, worst.rounds, M.FLAP.control),
-        evidence = { intermittent = true, pairs = n, above = worst.above, rounds = worst.rounds },
-        remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters, pause frames) and measure again" }
     end
   end
 end
@@ -622,7 +424,7 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
         evidence = { ratio = e.ratio, direction = e.direction } }
     end
   end
-  flapping(loc, rank_hosts, out, seen)
+  flap_rule.flapping(loc, rank_hosts, out, seen)
   spikes(ev, loc, rank_hosts, out, seen)
   intermittent(loc, rank_hosts, out, seen)
   return out

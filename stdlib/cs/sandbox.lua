@@ -41,7 +41,7 @@ local HIDDEN = { os = 1, io = 1, ffi = 1, load = 1, loadstring = 1, loadfile = 1
 
 -- The stdlib's packages: folders stdlib/cs/<name>/ of parts, each part the module cs.<name>.<part>
 -- (docs/stdlib.md). A new folder is added here, or its parts cannot be required sandboxed.
-M.PACKAGES = { diagnose = true, env = true, html = true, topo = true, triage = true }
+M.PACKAGES = { diagnose = true, env = true, evidence = true, html = true, topo = true, triage = true }
 
 -- True when `name` may be required from a sandbox: commscript, a module cs.x or a part cs.x.y of
 -- a package, not the engine's own. Plain names only: no "cs..x", no deeper, no cs.stats.x.

@@ -284,6 +284,80 @@ function TestEvidence:test_a_flap_partner_with_no_other_slow_pair_is_not_intermi
   lu.assertEquals(warned, { "h1", "h2" })
 end
 
+-- scripts/truth_harness.py seed 65 (8 hosts x 2 ranks, h7 receiving at 115 Mbit, on 2.8 s, off
+-- 2.9 s; localisation.tested of that run): h7's pair 9-15 was 8.5x in 3 of 5 rounds, 4-15 and
+-- 6-14 slow in 2, and one control pair (6-9) slow in 1 of 5: nobody was warned. Three such pairs,
+-- one 2x or more, partners on two hosts or more: h7 is warned. With that control slow in 4
+-- or more rounds, or h7's pairs all with one host, or its deepest pair under 2x: not.
+local function flap_warned(hosts, tested, named_ranks)
+  local ranks = {}
+  for _, r in ipairs(named_ranks or {}) do ranks[#ranks + 1] = { rank = r } end
+  local loc = { hosts = {}, ranks = ranks, links = {}, tested = tested }
+  local out = {}
+  for _, f in ipairs(cs.evidence.unconfirmed(cs.evidence.off({}, hosts), loc, hosts, 1048576)) do
+    if f.severity == "warn" then out[#out + 1] = f end
+  end
+  return out
+end
+
+local function P(a, b, above, rounds, ratio, shown)
+  return { a = a, b = b, above = above, rounds = rounds, ratio = ratio, median_us = 9000 * ratio, shown_good = shown,
+           good = true, slow = false }
+end
+
+function TestEvidence:test_a_flap_beside_a_control_slow_in_one_round_is_warned()
+  local hosts = {}
+  for r = 0, 15 do hosts[r + 1] = "h" .. math.floor(r / 2) end
+  local function tested(control_above, deep, partner)
+    return {
+      { rank = 15, pairs = { P(9, 15, 1, 5, 1.01), P(11, 15, 0, 5, 1.02) } },
+      { rank = 14, pairs = { P(9, 14, 0, 5, 0.98), P(11, 14, 0, 5, 0.99) } },
+      { pair = { 5, 14 }, pairs = { P(5, 14, 0, 5, 1.16), P(5, 9, 0, 5, 1.02, true), P(9, 14, 0, 5, 1.01, true) } },
+      { pair = { partner, 15 }, pairs = { P(partner, 15, 2, 5, 1.19), P(partner, 9, 0, 5, 0.99, true), P(9, 15, 3, 5, deep, true) } },
+      { pair = { 6, 14 }, pairs = { P(6, 14, 2, 5, 1.09), P(6, 9, control_above, 5, 1.04, true), P(9, 14, 0, 5, 1.04, true) } },
+      { pair = { 1, 10 }, pairs = { P(1, 10, 0, 5, 1.03), P(1, 9, 0, 5, 1.04, true), P(9, 10, 0, 5, 1.03, true) } },
+      { pair = { 0, 8 }, pairs = { P(0, 8, 0, 5, 1.09), P(0, 11, 0, 5, 1.02, true), P(8, 11, 0, 5, 1.00, true) } } }
+  end
+  local w = flap_warned(hosts, tested(1, 8.46, 4))
+  lu.assertEquals(#w, 1)
+  lu.assertEquals(w[1].subject, { host = "h7" })
+  lu.assertStrContains(w[1].message, "host h7: intermittent; 3 of its pairs re-tested alone were slow in some rounds (up to 3 of 5), the same re-tests' pairs without it in at most 1")
+  lu.assertEquals(w[1].evidence.control, 1)
+  lu.assertEquals(flap_warned(hosts, tested(4, 8.46, 4)), {}, "a control slow in 4 rounds")
+  lu.assertEquals(flap_warned(hosts, tested(1, 1.9, 4)), {}, "no pair 2x or more")
+  -- its three such pairs all with h4 (a control slow in 1 round): either end, h7 not warned
+  local one = {
+    { pair = { 8, 15 }, pairs = { P(8, 15, 2, 5, 1.19), P(1, 8, 0, 5, 0.99, true), P(1, 15, 0, 5, 1.0, true) } },
+    { pair = { 9, 15 }, pairs = { P(9, 15, 3, 5, 8.46), P(1, 9, 0, 5, 0.99, true), P(1, 15, 0, 5, 1.0, true) } },
+    { pair = { 8, 14 }, pairs = { P(8, 14, 2, 5, 1.09), P(3, 8, 0, 5, 1.0, true), P(3, 14, 0, 5, 1.0, true),
+                                  P(2, 5, 1, 5, 1.04) } } }
+  for _, x in ipairs(flap_warned(hosts, one)) do lu.assertNotEquals(x.subject.host, "h7", "all with one host") end
+  lu.assertEquals(#flap_warned(hosts, tested(1, 8.46, 4)), 1)
+end
+
+-- scripts/truth_harness.py seed 10 (4 hosts x 2 ranks, rank 3 stopped 125 of every 168 ms): the
+-- pairs of h1 slow in some rounds are all rank 3's: a rank stopped by turns, not h1's link. Named
+-- slow, it gets no warning beside its verdict; not named, the warning names the rank.
+function TestEvidence:test_an_intermittent_host_whose_slow_pairs_are_one_ranks_names_the_rank()
+  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
+  local tested = {
+    { host = "h1", pairs = { P(2, 5, 0, 5, 1.01), P(1, 3, 1, 5, 1.01) } },
+    { rank = 3, pairs = { P(3, 5, 4, 6, 4.18), P(1, 3, 4, 6, 3.99), P(1, 2, 0, 6, 1.01, true) } },
+    { pair = { 3, 7 }, pairs = { P(3, 7, 3, 6, 2.71), P(3, 5, 3, 6, 2.71, true), P(5, 7, 1, 6, 0.97, true) } },
+    { pair = { 3, 6 }, pairs = { P(3, 6, 1, 5, 1.00), P(3, 5, 1, 5, 1.00, true), P(5, 6, 0, 5, 0.99, true) } } }
+  lu.assertEquals(flap_warned(hosts, tested, { 3 }), {}, "rank 3 named slow: its verdict says it")
+  local w = flap_warned(hosts, tested)
+  lu.assertEquals(#w, 1)
+  lu.assertEquals(w[1].subject, { rank = 3, host = "h1" })
+  lu.assertStrContains(w[1].message, "rank 3 (host h1): intermittent; 4 of its pairs")
+  lu.assertStrContains(w[1].message, "a rank stopped by turns")
+  -- a pair of h1's other rank slow in some rounds too: the host
+  table.insert(tested, { pair = { 2, 6 }, pairs = { P(2, 6, 2, 5, 2.5), P(6, 0, 0, 5, 1.0, true), P(0, 2, 0, 5, 1.0, true) } })
+  w = flap_warned(hosts, tested)
+  lu.assertEquals(#w, 1)
+  lu.assertEquals(w[1].subject, { host = "h1" })
+end
+
 function TestEvidence:test_a_flapping_host_is_named_intermittent()
   local loc, f = flap_run(function(a, b) return a == 2 or b == 2 end)
   lu.assertEquals(#loc.hosts + #loc.ranks + #loc.links, 0, "slow in a quarter of the rounds: no verdict")

@@ -1,0 +1,165 @@
+-- cs.evidence.flap: a part of cs.evidence (docs/stdlib.md): the re-tests' flap rule, a host (or
+-- one rank of it) slow in some re-test rounds on several of its pairs while the same re-tests'
+-- pairs without it were not. Pure: no communication.
+-- flapping(loc, rank_hosts, out, seen): appends its warnings (rule "not_confirmed") to out.
+-- internal.named(loc, host, rank), internal.link_end(loc, rank_hosts, host, rank): shared with
+--   cs.evidence's other findings.
+local M = {}
+
+local function named(loc, host, rank)
+  for _, h in ipairs(loc.hosts or {}) do
+    if h.host == host then return true end
+  end
+  for _, r in ipairs(loc.ranks or {}) do
+    if r.rank == rank then return true end
+  end
+  return false
+end
+
+-- a rank, or a host, at one end of a named link (its slow rounds are the link's)
+local function link_end(loc, rank_hosts, host, rank)
+  for _, l in ipairs(loc.links or {}) do
+    for _, r in ipairs { l.a, l.b } do
+      if r == rank or (host and rank_hosts[r + 1] == host) then return true end
+    end
+  end
+  return false
+end
+
+-- A host slow in the same few re-test rounds on every pair it is in, while the pairs of the same
+-- re-tests without it never were: a link that flaps or drops in bursts (on 2 s, off 2 s: the
+-- pattern saw one of its pairs 8x slow; its re-tests, host h2 in 4 of 15 rounds on both its pairs
+-- and the control pair without it in none, medians 1.0x); the control pairs never slow (a control
+-- slow in 1 of 9 rounds let a noisy healthy host of 8 be warned, beside an 11x link). A warning
+-- naming the host, whichever re-test it turned up in (a link's, whose ends were being shown
+-- good, a host's or a rank's).
+-- Or, with a control pair slow in one round (noise on 2 shared cores: seed 65 of the truth
+-- harness, h7 receiving at 115 Mbit, its pair 9-15 8.5x in 3 of 5 rounds, two more of its pairs
+-- in 2, a control pair 1.04x in 1 of 5, and nobody warned): at least `deep_pairs` such pairs,
+-- one of them at least `deep` x its references at the median, with partners on 2 hosts or more
+-- (over 882 recorded namespace runs of every shape this adds that flap and a stuttering rank,
+-- and nobody innocent; a host whose such pairs all went to one host may be either end).
+M.FLAP = { pairs = 2, share = 0.2, above = 2, control = 0, deep_pairs = 3, deep = 2, deep_control = 1 }
+
+-- per host (a sorted list of { host, own, control }): its re-tested pairs, and the pairs of the
+-- same re-tests without it
+local function pairs_by_host(loc, rank_hosts)
+  local by, order = {}, {}
+  for _, t in ipairs(loc.tested or {}) do
+    local here = {}
+    for _, p in ipairs(t.pairs or {}) do
+      here[rank_hosts[p.a + 1] or false], here[rank_hosts[p.b + 1] or false] = true, true
+    end
+    here[false] = nil
+    for h in pairs(here) do
+      if not by[h] then by[h] = { host = h, own = {}, control = {} }; order[#order + 1] = h end
+      for _, p in ipairs(t.pairs or {}) do
+        local list = (rank_hosts[p.a + 1] == h or rank_hosts[p.b + 1] == h) and by[h].own or by[h].control
+        list[#list + 1] = p
+      end
+    end
+  end
+  table.sort(order, function(x, y) return tostring(x) < tostring(y) end)
+  local out = {}
+  for i, h in ipairs(order) do out[i] = by[h] end
+  return out
+end
+
+local function in_some_rounds(p)
+  local need = math.max(M.FLAP.above, math.ceil(M.FLAP.share * p.rounds))
+  return p.above >= need and p.above <= p.rounds - 2
+end
+
+-- the hosts at the other end of a host's pairs slow in some rounds: { [host] = true }, and how many
+local function partner_hosts(b, rank_hosts)
+  local set, count = {}, 0
+  for _, p in ipairs(b.own) do
+    if in_some_rounds(p) then
+      for _, r in ipairs { p.a, p.b } do
+        local o = rank_hosts[r + 1]
+        if o ~= b.host and o ~= nil and not set[o] then set[o], count = true, count + 1 end
+      end
+    end
+  end
+  return set, count
+end
+
+-- a host's pairs slow in some rounds (n, the worst), and whether the same re-tests' pairs
+-- without it were clean
+local function flap_counts(b, rank_hosts)
+  local n, worst, deepest, clean, near = 0, nil, 0, #b.control > 0, #b.control > 0
+  for _, p in ipairs(b.own) do
+    if in_some_rounds(p) then
+      n = n + 1
+      if not worst or p.above > worst.above then worst = p end
+      deepest = math.max(deepest, p.ratio or 0)
+    end
+  end
+  for _, p in ipairs(b.control) do
+    clean = clean and p.above <= M.FLAP.control
+    near = near and p.above <= M.FLAP.deep_control
+  end
+  if not clean and near and rank_hosts and n >= M.FLAP.deep_pairs and deepest >= M.FLAP.deep then
+    local _, count = partner_hosts(b, rank_hosts)
+    clean = count >= 2
+  end
+  return n, worst, clean
+end
+
+-- the one rank of the host in all its pairs slow in some rounds, when the host has several
+-- ranks: a rank stopped by turns (truth harness seed 10: rank 3 stopped 125 of every 168 ms, all
+-- four pairs of its host h1 that were slow in some rounds its own), not the host's link
+local function one_rank(b, rank_hosts)
+  local mine, count = nil, 0
+  for _, h in ipairs(rank_hosts) do if h == b.host then count = count + 1 end end
+  if count < 2 then return nil end
+  for _, p in ipairs(b.own) do
+    if in_some_rounds(p) then
+      local r = rank_hosts[p.a + 1] == b.host and p.a or p.b
+      if rank_hosts[p.a + 1] == b.host and rank_hosts[p.b + 1] == b.host then return nil end
+      if mine ~= nil and mine ~= r then return nil end
+      mine = r
+    end
+  end
+  return mine
+end
+
+-- A host whose pairs slow in some rounds all go to one host, which has such pairs with other
+-- hosts too, is that host's partner, not a flap of its own (truth harness seed 128: flapping h1's
+-- pairs slow with h0, h2 and h3; h2's two, both with h1, made h2 "intermittent" too).
+local function explained_by_partner(b, by, rank_hosts)
+  local set, count = partner_hosts(b, rank_hosts)
+  local other = count == 1 and by[next(set)]
+  if not other then return false end
+  local n, _, clean = flap_counts(other, rank_hosts)
+  local _, others = partner_hosts(other, rank_hosts)
+  return n >= M.FLAP.pairs and clean and others >= 2
+end
+
+function M.flapping(loc, rank_hosts, out, seen)
+  local list, by = pairs_by_host(loc, rank_hosts), {}
+  for _, b in ipairs(list) do by[b.host] = b end
+  for _, b in ipairs(list) do
+    local h = b.host
+    local n, worst, clean = flap_counts(b, rank_hosts)
+    local r = one_rank(b, rank_hosts)
+    if n >= M.FLAP.pairs and clean and not seen[h] and not named(loc, h, r) and not link_end(loc, rank_hosts, h, nil)
+        and not explained_by_partner(b, by, rank_hosts) then
+      seen[h] = true
+      local control = 0
+      for _, p in ipairs(b.control) do control = math.max(control, p.above) end
+      out[#out + 1] = { rule = "not_confirmed", severity = "warn",
+        subject = r and { rank = r, host = h } or { host = h },
+        message = ("%s: intermittent; %d of its pairs re-tested alone were slow in some rounds (up to %d of %d), the same re-tests' pairs without it in at most %d: %s, not slow in every round"):format(
+          r and ("rank %d (host %s)"):format(r, tostring(h)) or ("host " .. tostring(h)), n, worst.above, worst.rounds, control,
+          r and "a rank stopped by turns (CPU contention, a noisy neighbour, OS jitter)" or "a link that flaps or drops in bursts"),
+        evidence = { intermittent = true, pairs = n, above = worst.above, rounds = worst.rounds, control = control },
+        remedy = r and "look for what takes that rank's CPU by turns (top, perf sched, cgroup throttling counters) and measure again"
+          or "watch that host's link for flaps (carrier changes, FEC and CRC counters, pause frames) and measure again" }
+    end
+  end
+end
+
+M.internal = { named = named, link_end = link_end }
+
+return M
