@@ -44,6 +44,8 @@ local recipe = cs.recipe {
     round_s = { default = 1.0, type = "number", min = 0, help = "a healthy pattern round's seconds (namespace hosts, 1 Gbit: the median of healthy runs, one rank per host)" },
     retest_s = { default = 0.42, type = "number", min = 0, help = "a re-test's seconds, one pair alone (namespace hosts: the median over runs of localisation's seconds per pair re-tested)" },
     pre_s = { default = 12, type = "number", min = 0, help = "seconds before the pattern (topology, probe, sweep)" },
+    budget = { default = 0, type = "number", min = 0,
+               help = "full_diag's --budget in seconds on the model's clock (0: none, the plan uncut): the pattern stops at PATTERN_SHARE of it, the re-tests at all of it (their first rounds excepted), as full_diag's deadlines do" },
     cv = { default = 0.1, type = "number", min = 0, help = "per-sample noise of a direction's time: lognormal, this CV" },
     spikes = { default = 0.02, type = "number", min = 0, max = 1, help = "probability that a sample is a spike" },
     spike = { default = 3, type = "number", min = 1, help = "a spike's factor on the sample" },
@@ -71,6 +73,8 @@ local STREAM_S = 2 * (DRAIN + TIMED) * 8 / 1e9
 -- (z standard normal) and, with probability `spikes`, x `spike` (another job's burst, a
 -- descheduled rank).
 local SWEEP_OPS = { "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall" }
+-- full_diag's deadline for the pattern: this share of its budget from the start (its SHARE.pattern)
+local PATTERN_SHARE = 0.7
 
 -- Wichmann-Hill (three small multiplicative generators, summed mod 1; period ~7e12). The LCG
 -- mod 2^31 this model used before drew correlated values at a fixed stride: a pair standing at
@@ -259,7 +263,10 @@ local function synthetic_measurements(j, rounds, n, o)
   for i = 1, n do bw[i], lat[i] = {}, {} end
   local fixed = math.max(o.round_s - STREAM_S, 0)
   local t0 = j.clock
+  local run = 0
   for _, round in ipairs(rounds) do
+    if o.budget > 0 and o.pre_s + j.clock >= PATTERN_SHARE * o.budget then break end
+    run = run + 1
     local slowest = 0
     for _, p in ipairs(round) do
       local a, b = p[1], p[2]
@@ -273,7 +280,7 @@ local function synthetic_measurements(j, rounds, n, o)
     j.clock = j.clock + fixed + slowest
   end
   measured.matrix = { bw = bw, lat = lat, pairs = list, n = n }
-  return measured, votes, j.clock - t0
+  return measured, votes, j.clock - t0, run
 end
 
 local A = cs.array -- lists in JSON even when empty
@@ -387,7 +394,9 @@ end
 -- its streams), or a rescreen round's pairs at once (a pattern round's). Counts into rt.
 local function retest_model(j, o, rt)
   local fixed_alone, fixed_round = math.max(o.retest_s - STREAM_S, 0), math.max(o.round_s - STREAM_S, 0)
-  return function(batch, _, together)
+  return function(batch, must, together)
+    -- full_diag's re-tests stop at its deadline, except the rounds localise says the budget must not cut
+    if o.budget > 0 and not must and o.pre_s + j.clock >= o.budget then return nil end
     local out, slowest = {}, 0
     for i, p in ipairs(batch) do
       local _, _, us, s = j.stream(p[1], p[2])
@@ -460,13 +469,13 @@ function recipe.run(ctx)
   end
 
   -- The synthetic measurements (not analysis: what the measuring stages hand rank 0).
-  local j, rounds, measured, votes, pattern_s
+  local j, rounds, measured, votes, pattern_s, rounds_run
   local vote = cs.diagnose.straggler_vote { op = "allreduce" }
   stage("generate_s", function()
     j = job(n, h, o.seed, o)
     rounds = plan_rounds(j, plan)
     for _, x in ipairs(j.faults) do if x.what == "pair" then x.a, x.b = choose_link(j, rounds) end end
-    measured, votes, pattern_s = synthetic_measurements(j, rounds, n, o)
+    measured, votes, pattern_s, rounds_run = synthetic_measurements(j, rounds, n, o)
   end)
 
   -- The analysis full_diag runs on rank 0's data.
@@ -492,7 +501,7 @@ function recipe.run(ctx)
   end)
   -- in a real run written during the measuring stages: timed apart (results_s), not analysis
   stage("results_s", function() if o.results == "yes" then write_results(ctx, j, measured) end end)
-  local plan_info = { kind = plan, rounds_run = #rounds, modelled_s = pattern_s }
+  local plan_info = { kind = plan, rounds_run = rounds_run, rounds_planned = #rounds, cut = rounds_run < #rounds, modelled_s = pattern_s }
   stage("report_sections_s", function() write_sections(ctx, j, measured, plan_info, loc, card, findings) end)
 
   local named, planted = named_by(findings), planted_in(j)
@@ -506,7 +515,8 @@ function recipe.run(ctx)
   local retest_s = j.clock - retest_t0
   -- full_diag's time to its verdict, projected: before the pattern, the pattern's rounds and the
   -- re-tests on the model's clock (round_s, retest_s: measured on namespace hosts)
-  local projection = { pre_s = o.pre_s, pattern_rounds = #rounds, pattern_s = pattern_s, retest_rounds = rt.rounds,
+  local projection = { pre_s = o.pre_s, pattern_rounds = rounds_run, pattern_rounds_planned = #rounds, budget = o.budget,
+                       pattern_s = pattern_s, retest_rounds = rt.rounds,
                        rescreen_rounds = rt.rescreen_rounds, retests = rt.pairs, retests_alone = rt.alone, retest_s = retest_s,
                        verdict_s = o.pre_s + pattern_s + retest_s, round_s = o.round_s, retest_pair_s = o.retest_s }
   for k, v in pairs({ ranks = n, hosts = h, plan = plan, pairs = #measured.matrix.pairs, retests = rt.pairs,

@@ -8,7 +8,7 @@
 #                          [--max-json-bytes 200000000] [--time wall|cpu]
 #                          [--plant all|bucket|two|link|flap|stutter|cpu|none] [--factor F] [--dir send|recv|both]
 #                          [--burst BYTES] [--on_s S] [--off_s S] [--cpu_stream F] [--cv C] [--spikes P] [--spike X]
-#                          [--round_s S] [--retest_s S] [--pre_s S] [--results yes|no]
+#                          [--round_s S] [--retest_s S] [--pre_s S] [--budget S] [--results yes|no]
 # --plant and the fault's shape (--factor, --dir, --burst, --on_s, --off_s, --cpu_stream), the noise
 # (--cv, --spikes, --spike), the clock (--round_s, --retest_s, --pre_s: the projected time to the
 # verdict, "projection" in the line) and --results are scale_model.lua's options (docs/scale.md,
@@ -40,7 +40,7 @@ while [[ $# -gt 0 ]]; do
     --hosts) hosts=${2:?}; shift 2 ;;
     --plan) plan=${2:?}; shift 2 ;;
     --seed) seed=${2:?}; shift 2 ;;
-    --plant|--factor|--cv|--spikes|--spike|--results|--dir|--burst|--on_s|--off_s|--cpu_stream|--round_s|--retest_s|--pre_s)
+    --plant|--factor|--cv|--spikes|--spike|--results|--dir|--burst|--on_s|--off_s|--cpu_stream|--round_s|--retest_s|--pre_s|--budget)
       model+=("$1" "${2:?}"); shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     --check) check=1; shift ;;

@@ -448,7 +448,7 @@ def model_seed(seed, args):
     f = cfg["fault"]
     cmd = [os.path.join(REPO, "scripts", "scale_model.sh"), "--ranks", str(args.ranks), "--hosts", str(args.hosts),
            "--plan", args.plan, "--seed", str(seed), "--time", "cpu", "--results", "no"] + model_args(f)
-    for k in ("cv", "spikes", "spike"):
+    for k in ("cv", "spikes", "spike", "budget"):
         v = getattr(args, k)
         if v is not None:
             cmd += ["--" + k, str(v)]
@@ -518,6 +518,7 @@ def main(argv):
     m.add_argument("--cv", type=float)
     m.add_argument("--spikes", type=float)
     m.add_argument("--spike", type=float)
+    m.add_argument("--budget", type=float, help="full_diag's --budget on the model's clock (default: none, the plan uncut)")
     m.add_argument("--timeout", type=int, default=900)
     m.add_argument("--kind", choices=KINDS, help="every seed this shape (default: by turn, seed %% 7)")
     for p in (a, m):
