@@ -211,8 +211,9 @@ def score(cfg, named, where):
         ok_ranks.update(x for k, x in right if k == "r")
     link_hosts = tuple(f["hosts"]) if f["kind"] == "link" else None
     said = {("h", h) for h in named["hosts"]} | {("r", r) for r in named["ranks"]}
-    # an intermittent fault may be named as such: a "not confirmed" warning naming it
-    if f["kind"] == "flap":
+    # an intermittent fault (a flapping host, a rank stopped by turns) may be named as such: a
+    # "not confirmed" warning naming it
+    if f["kind"] in ("flap", "stutter"):
         said |= {("r", u[1]) if isinstance(u, (list, tuple)) else ("h", u) for u in named.get("unconfirmed", [])}
     correct = bool(planted) and all(right & said for right in planted)
     innocent = []

@@ -31,6 +31,7 @@ local flap_rule = require "cs.evidence.flap"
 local named, link_end = flap_rule.internal.named, flap_rule.internal.link_end
 local M = {}
 
+M.spikes, M.flap = spike_rule, flap_rule  -- the package's parts (docs/stdlib.md)
 M.SPIKE = spike_rule.SPIKE  -- the pattern's spike rule (cs.evidence.spikes)
 M.FLAP = flap_rule.FLAP    -- the re-tests' flap rule (cs.evidence.flap)
 
@@ -343,7 +344,7 @@ local function spikes(ev, loc, rank_hosts, out, seen)
           h.host, h.way == "both" and "" or (" " .. h.way), h.n, h.total,
           h.way == "both" and "" or (", " .. h.way), 100 * (h.time_share or 0), h.partners, h.next),
         evidence = { intermittent = true, direction = h.way, spikes = h.n, directions = h.total, partners = h.partners, next = h.next,
-                     time_share = h.time_share },
+                     time_share = h.time_share, with = h.with },
         remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters, pause frames) and measure again" }
     end
   end

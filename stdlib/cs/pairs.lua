@@ -23,6 +23,23 @@ function M.round_robin(n)
   return rounds
 end
 
+-- The same rounds in another order, the same for every rank that calls it with the same `k`
+-- (1: as given; else a Fisher-Yates shuffle driven by an LCG seeded by k). Passes of a pattern
+-- in one order pair each host with the same partner at the same point of every pass: a link
+-- flapping with about a pass's period then showed slow with one partner only, like a link.
+function M.reordered(rounds, k)
+  local out = {}
+  for i, r in ipairs(rounds) do out[i] = r end
+  if k == nil or k <= 1 then return out end
+  local x = (k * 2654435761) % 2147483648
+  for i = #out, 2, -1 do
+    x = (1103515245 * x + 12345) % 2147483648
+    local j = 1 + math.floor(x / 2147483648 * i)
+    out[i], out[j] = out[j], out[i]
+  end
+  return out
+end
+
 -- The partner of `rank` in `round`, or nil when it sits this round out.
 function M.partner(round, rank)
   for _, p in ipairs(round) do

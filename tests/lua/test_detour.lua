@@ -421,6 +421,27 @@ function TestExplain:test_a_starved_ranks_link_and_host_are_explained()
   lu.assertEquals(f[2].message, "host h1: rank 3 (host h1) is starved of CPU (the cpu stage), which explains it")
 end
 
+-- scripts/truth_harness.py seed 87 (4 hosts x 1 rank, rank 2 of h2 stopped 134 of every 189
+-- ms, named starved): h1 was warned "intermittent receiving" for 4 slow pair directions, 3 of
+-- them with h2. Mostly with the starved rank's host: explained (info), not a warning. A flap
+-- whose slow pairs went to several hosts, or a warning without that evidence, stays.
+function TestExplain:test_an_intermittent_host_slow_mostly_with_a_starved_rank_is_explained()
+  local hosts = { "h0", "h1", "h2", "h3" }
+  local function warn(host, with)
+    return { rule = "not_confirmed", severity = "warn", subject = { host = host }, evidence = { intermittent = true, with = with } }
+  end
+  local loc = { links = {}, hosts = {}, ranks = {},
+                unconfirmed = { warn("h1", { h2 = 3, h0 = 1 }), warn("h3", { h2 = 2, h0 = 1, h1 = 1 }),
+                                { rule = "not_confirmed", severity = "warn", subject = { host = "h0" } } } }
+  local f = cs.detour.explain(loc, { { rank = 2, host = "h2" } }, hosts)
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].severity, "info")
+  lu.assertEquals(f[1].subject.host, "h1")
+  lu.assertEquals(f[1].message, "host h1 (intermittent): rank 2 (host h2) is starved of CPU (the cpu stage), which explains it")
+  lu.assertEquals(#loc.unconfirmed, 2, "h3: 2 of its 4 with h2, under 3/4; h0: no partners given")
+  lu.assertEquals({ loc.unconfirmed[1].subject.host, loc.unconfirmed[2].subject.host }, { "h3", "h0" })
+end
+
 function TestExplain:test_nobody_starved_changes_nothing()
   local loc = { links = { { a = 1, b = 3 } }, hosts = {}, ranks = {} }
   lu.assertEquals(cs.detour.explain(loc, {}, HOSTS), {})

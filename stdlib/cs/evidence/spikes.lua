@@ -1,7 +1,8 @@
 -- cs.evidence.spikes: a part of cs.evidence (docs/stdlib.md): the pattern's spike rule, a host
 -- whose pair directions ran far under the fleet's rate in more passes than any other host's
 -- (ev.spiky, ev.spikes of cs.evidence.off). Pure: no communication.
--- spiky(passes, rank_hosts) -> { {host, way, n, total, partners, next, time_share} } (at most one),
+-- spiky(passes, rank_hosts) -> { {host, way, n, total, partners, next, time_share, with} } (at most
+--   one; with: its slow directions' count by partner host),
 --   and the three hosts with the most such directions { {host, slow, of, partners, time_share} }
 local stats = require "cs.stats"
 local M = {}
@@ -95,7 +96,7 @@ function M.spiky(passes, rank_hosts)
     if (top.ways[w] or 0) >= M.SPIKE.one_way * top.n then way = w end
   end
   return { { host = top.host, way = way, n = top.n, total = top.total, partners = top.count, next = next_n,
-             time_share = top.slow_time / top.time } }, seen
+             time_share = top.slow_time / top.time, with = top.partners } }, seen
 end
 
 return M
