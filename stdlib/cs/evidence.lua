@@ -425,7 +425,10 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
         evidence = { ratio = e.ratio, direction = e.direction } }
     end
   end
-  flap_rule.flapping(loc, rank_hosts, out, seen)
+  local pointed = {}
+  for _, h in ipairs(ev.hosts or {}) do pointed[h.host] = true end
+  for _, h in ipairs(ev.spiky or {}) do pointed[h.host] = true end
+  flap_rule.flapping(loc, rank_hosts, out, seen, pointed)
   spikes(ev, loc, rank_hosts, out, seen)
   intermittent(loc, rank_hosts, out, seen)
   return out

@@ -1,7 +1,8 @@
--- cs.evidence.flap: a part of cs.evidence (docs/stdlib.md): the re-tests' flap rule, a host (or
--- one rank of it) slow in some re-test rounds on several of its pairs while the same re-tests'
--- pairs without it were not. Pure: no communication.
--- flapping(loc, rank_hosts, out, seen): appends its warnings (rule "not_confirmed") to out.
+-- cs.evidence.flap: a part of cs.evidence (docs/stdlib.md): the re-tests' flap rule, a host slow
+-- in some re-test rounds on several of its pairs while the same re-tests' pairs without it were
+-- not. Pure: no communication.
+-- flapping(loc, rank_hosts, out, seen, pointed): appends its warnings (rule "not_confirmed") to
+--   out; pointed: { [host] = true }, the hosts the pattern's evidence was against (off, spiky).
 -- internal.named(loc, host, rank), internal.link_end(loc, rank_hosts, host, rank): shared with
 --   cs.evidence's other findings.
 local M = {}
@@ -132,8 +133,12 @@ end
 -- A host whose pairs slow in some rounds all go to one host, which has such pairs with other
 -- hosts too, is that host's partner, not a flap of its own (truth harness seed 128: flapping h1's
 -- pairs slow with h0, h2 and h3; h2's two, both with h1, made h2 "intermittent" too).
-local function explained_by_partner(b, by, rank_hosts)
+-- So is a host whose such pairs all go to one host the pattern's own evidence pointed at (off
+-- or spiky: `pointed`), itself not pointed at (seed 163: h3 flapping, spiky in the pattern, and
+-- h0 warned for its one pair with h3, measured in two re-tests).
+local function explained_by_partner(b, by, rank_hosts, pointed)
   local set, count = partner_hosts(b, rank_hosts)
+  if count == 1 and pointed and pointed[next(set)] and not pointed[b.host] then return true end
   local other = count == 1 and by[next(set)]
   if not other then return false end
   local n, _, clean = flap_counts(other, rank_hosts)
@@ -141,7 +146,7 @@ local function explained_by_partner(b, by, rank_hosts)
   return n >= M.FLAP.pairs and clean and others >= 2
 end
 
-function M.flapping(loc, rank_hosts, out, seen)
+function M.flapping(loc, rank_hosts, out, seen, pointed)
   local list, by = pairs_by_host(loc, rank_hosts), {}
   for _, b in ipairs(list) do by[b.host] = b end
   for _, b in ipairs(list) do
@@ -149,7 +154,7 @@ function M.flapping(loc, rank_hosts, out, seen)
     local n, worst, clean = flap_counts(b, rank_hosts)
     local r = one_rank(b, rank_hosts)
     if n >= M.FLAP.pairs and clean and not seen[h] and not named(loc, h, r) and not link_end(loc, rank_hosts, h, nil)
-        and not explained_by_partner(b, by, rank_hosts) then
+        and not explained_by_partner(b, by, rank_hosts, pointed) then
       seen[h] = true
       local control = 0
       for _, p in ipairs(b.control) do control = math.max(control, p.above) end
