@@ -184,8 +184,7 @@ end
 
 -- the full pattern again while it spans under PASSES.span_s (and budget_share of the budget)
 -- and another pass fits the pattern's share (rank 0 decides), each pass's rounds in another
--- order (cs.pairs.reordered),
--- merged (cs.p2p.merge_passes)
+-- order (cs.pairs.reordered), merged (cs.p2p.merge_passes)
 local function more_passes(ctx, tier, margs, first, t0)
   if ctx.nhosts < 3 then return first end  -- one or two hosts: nothing to tell a flapping host by
   local list, began = { first }, cs.now()
