@@ -862,6 +862,28 @@ function TestLocalise:test_a_link_at_9x_in_the_pattern_is_decided_when_the_budge
   end
 end
 
+-- At most max_suspects host suspects, the forced first even when the screen found them too and
+-- they score lowest (the scale model, 4096 ranks cut at 30 pattern rounds by a 60 s budget: 510
+-- of 512 hosts suspects, each host verdict's first rounds uncut, 22 minutes of re-tests). 12
+-- hosts, 6 of them 2-4x slow, max_suspects 3, the mildest of them forced: 3 host suspects, the
+-- forced one and the two worst, the other screened hosts re-tested as ranks.
+function TestLocalise:test_host_suspects_are_capped_the_forced_kept()
+  local hosts = {}
+  for r = 0, 11 do hosts[r + 1] = "h" .. r end
+  local slow = { h1 = 4, h3 = 3.5, h5 = 3, h7 = 2.8, h9 = 2.5, h11 = 2 }
+  local function m(a, b) return 100 * math.max(slow[hosts[a + 1]] or 1, slow[hosts[b + 1]] or 1) end
+  local values = {}
+  for a = 0, 11 do for b = a + 1, 11 do values[#values + 1] = { a, b, m(a, b) } end end
+  local loc = localise_with(values, hosts, m, { force = { hosts = { "h11" } }, max_suspects = 3 })
+  local what = cs.json.encode({ loc.suspects, loc.tested })
+  lu.assertEquals(loc.suspects.hosts, 3, what)
+  local tested = {}
+  for _, t in ipairs(loc.tested) do if t.host then tested[t.host] = true end end
+  lu.assertTrue(tested.h11, "the forced host is re-tested: " .. what)
+  lu.assertTrue(tested.h1 and tested.h3, "then the worst: " .. what)
+  lu.assertItemsEquals(loc.suspects.untested_hosts, { "h5", "h7" }, "screened as ranks: " .. what)
+end
+
 -- More suspect hosts than a host verdict can take (namespace hosts, 4 x 2 ranks, link seed 57: a
 -- noisy pattern made 3 of the 4 hosts suspects; a host's re-test needs good ranks on two other
 -- hosts, and so do the reference pairs): every host was left "noise" and the 10x link between

@@ -196,10 +196,12 @@ local function add_forced(force, host_sus, loc, rank_hosts)
     if not ranks_of[h] then ranks_of[h] = {}; nhosts = nhosts + 1 end
     table.insert(ranks_of[h], r - 1)
   end
-  for _, h in ipairs(host_sus) do have[h.host] = true end
+  for _, h in ipairs(host_sus) do have[h.host] = h end
   local ranks = {}
   for _, r in ipairs(force.ranks or {}) do ranks[#ranks + 1] = r end
   for _, h in ipairs(force.hosts or {}) do
+    -- a forced host the screen found too is forced all the same (cap_hosts keeps the forced first)
+    if have[h] and have[h] ~= true then have[h].forced = true end
     if ranks_of[h] and nhosts < 3 then
       for _, r in ipairs(ranks_of[h]) do ranks[#ranks + 1] = r end
     elseif ranks_of[h] and not have[h] then
@@ -224,9 +226,12 @@ end
 -- "noise" (namespace hosts, 4 x 2 ranks, link seed 57: a noisy pattern made 3 of the 4 hosts
 -- suspects, the slow link's pairs went with them and were never decided). The worst hosts - 2
 -- stay suspects (the forced ones first: the matrix's own evidence); the others
--- (loc.untested_hosts) are screened as ranks and links, as any others.
-local function cap_hosts(host_sus, bad_host, loc, nhosts)
-  local keep = nhosts - 2
+-- (loc.untested_hosts) are screened as ranks and links, as any others. At most max_suspects
+-- too: each host verdict's first rounds are not cut by the budget, and a pattern of 4096 ranks
+-- cut at 30 rounds by the quick tier's budget made 510 of 512 hosts suspects (the scale model,
+-- --budget 60: 3102 pairs re-tested alone, 22 minutes).
+local function cap_hosts(host_sus, bad_host, loc, nhosts, max_suspects)
+  local keep = math.min(nhosts - 2, max_suspects or math.huge)
   if keep < 1 or #host_sus <= keep then return end
   table.sort(host_sus, function(x, y)
     if (x.forced or false) ~= (y.forced or false) then return x.forced or false end
@@ -299,7 +304,7 @@ function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partner
       bad_host[h] = e
     end
   end
-  cap_hosts(host_sus, bad_host, loc, #names)
+  cap_hosts(host_sus, bad_host, loc, #names, max_suspects)
   local links = {}
   for _, l in ipairs(loc.pairs) do
     local ha, hb = bad_host[rank_hosts[l.a + 1]], bad_host[rank_hosts[l.b + 1]]
