@@ -24,17 +24,20 @@ function M.round_robin(n)
 end
 
 -- The same rounds in another order, the same for every rank that calls it with the same `k`
--- (1: as given; else a Fisher-Yates shuffle driven by an LCG seeded by k). Passes of a pattern
+-- (1: as given; else a Fisher-Yates shuffle driven by Park and Miller's minimal standard
+-- generator seeded by k: its products stay under 2^53, exact in a double). Passes of a pattern
 -- in one order pair each host with the same partner at the same point of every pass: a link
 -- flapping with about a pass's period then showed slow with one partner only, like a link.
 function M.reordered(rounds, k)
   local out = {}
   for i, r in ipairs(rounds) do out[i] = r end
   if k == nil or k <= 1 then return out end
-  local x = (k * 2654435761) % 2147483648
+  local m = 2147483647
+  local x = (k * 48271) % m
+  if x == 0 then x = 1 end
   for i = #out, 2, -1 do
-    x = (1103515245 * x + 12345) % 2147483648
-    local j = 1 + math.floor(x / 2147483648 * i)
+    x = 16807 * x % m
+    local j = 1 + math.floor(x / m * i)
     out[i], out[j] = out[j], out[i]
   end
   return out
