@@ -241,10 +241,16 @@ function M.explain(loc, starved, rank_hosts)
     local sj = f.subject or {}
     return not (sj.rank ~= nil and ranks[sj.rank]) and not (sj.rank == nil and sj.host ~= nil and hosts[sj.host])
   end, function() end)
-  loc.unconfirmed = filter(loc.unconfirmed, function(f) return not mostly_with(f, hosts) end, function(f)
-    out[#out + 1] = explained({ what = "host " .. tostring(f.subject.host) .. " (intermittent)", host = f.subject.host },
-                              mostly_with(f, hosts), rank_hosts)
-  end)
+  local keep = {}
+  for _, f in ipairs(loc.unconfirmed or {}) do
+    local s = mostly_with(f, hosts)
+    if s then
+      out[#out + 1] = explained({ what = "host " .. tostring(f.subject.host) .. " (intermittent)", host = f.subject.host }, s, rank_hosts)
+    else
+      keep[#keep + 1] = f
+    end
+  end
+  loc.unconfirmed = keep
   return out
 end
 

@@ -425,9 +425,8 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
         evidence = { ratio = e.ratio, direction = e.direction } }
     end
   end
-  local pointed = {}
-  for _, h in ipairs(ev.hosts or {}) do pointed[h.host] = true end
-  for _, h in ipairs(ev.spiky or {}) do pointed[h.host] = true end
+  local pointed = {}  -- the hosts the pattern's evidence forces (off or spiky)
+  for _, h in ipairs(M.force(ev, {}).hosts) do pointed[h] = true end
   flap_rule.flapping(loc, rank_hosts, out, seen, pointed)
   spikes(ev, loc, rank_hosts, out, seen)
   intermittent(loc, rank_hosts, out, seen)
