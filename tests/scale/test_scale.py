@@ -112,6 +112,26 @@ class ScaleTest(unittest.TestCase):
             self.assertEqual(r["pairs"], 64 * 28 + 64 * 63 // 2)
             self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_budget_cuts_the_pattern_at_its_share(self):
+        # --budget B: the pattern stops at the first round that starts at or after 0.7 B on the
+        # model's clock (pre_s 12, healthy rounds of round_s 1.0: at 40 s, 16 rounds of 63), as
+        # full_diag's pattern deadline; without it the whole plan runs
+        def model(extra):
+            with tempfile.TemporaryDirectory() as tmp:
+                cmd = [os.path.join(REPO, "scripts", "scale_model.sh"), "--ranks", "64", "--hosts", "16", "--plant", "none",
+                       "--out", os.path.join(tmp, "out"), "--time", "cpu", *extra]
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+                lines = p.stdout.strip().splitlines()
+                self.assertTrue(lines, p.stdout + p.stderr)
+                return json.loads(lines[-1])["projection"]
+        cut = model(("--budget", "40"))
+        self.assertEqual(cut["pattern_rounds_planned"], 63)
+        self.assertEqual(cut["pattern_rounds"], (40 * 0.7 - 12) // 1.0)
+        self.assertAlmostEqual(cut["pattern_s"], cut["pattern_rounds"] * 1.0, places=6)
+        whole = model(())
+        self.assertEqual(whole["pattern_rounds"], 63)
+        self.assertAlmostEqual(whole["pattern_s"], 63.0, places=6)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
