@@ -162,7 +162,7 @@ function M.flapping(loc, rank_hosts, out, seen, pointed)
         message = ("host %s: intermittent; %d of its pairs re-tested alone were slow in some rounds (up to %d of %d)%s, the same re-tests' pairs without it in at most %d: a link that flaps or drops in bursts, not slow in every round"):format(
           tostring(h), n, worst.above, worst.rounds, r and (", all of them rank %d's"):format(r) or "", control),
         evidence = { intermittent = true, pairs = n, above = worst.above, rounds = worst.rounds, control = control, rank = r,
-                     with = (partner_hosts(b, rank_hosts)) },
+                     with = (partner_hosts(b, rank_hosts)), need = M.FLAP.pairs },
         remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters, pause frames) and measure again" }
     end
   end
