@@ -305,6 +305,29 @@ local function P(a, b, above, rounds, ratio, shown)
            good = true, slow = false }
 end
 
+-- scripts/truth_harness.py seed 156 (8 hosts x 2 ranks, quick tier, h2 sending at 95 Mbit, on
+-- 3.7 s, off 3.7 s; localisation.tested of that run, the budget cut the link re-tests at 3
+-- rounds): rank 4's pairs 4-11 and 4-7 10x in 2 of 3 rounds, 5-7 in 3 of 15 of the host's own
+-- re-test, the control 7-11 in none: h2 is warned. Not cut (2 of 4 rounds, fast in 2) the same;
+-- slow in 3 of 3 is no flap.
+function TestEvidence:test_a_flap_whose_re_tests_the_budget_cut_is_warned()
+  local hosts = {}
+  for r = 0, 15 do hosts[r + 1] = "h" .. math.floor(r / 2) end
+  local function tested(above, rounds)
+    return {
+      { host = "h2", pairs = { P(4, 10, 2, 15, 1.07), P(5, 7, 3, 15, 0.98) } },
+      { pair = { 4, 15 }, pairs = { P(4, 15, 1, 3, 0.99), P(4, 7, 1, 3, 1.03, true), P(7, 15, 0, 3, 1.04, true) } },
+      { pair = { 4, 11 }, pairs = { P(4, 11, above, rounds, 10.07), P(4, 7, above, rounds, 10.07, true), P(7, 11, 0, rounds, 1.09, true) } },
+      { pair = { 0, 12 }, pairs = { P(0, 12, 0, 1, 0.97), P(0, 7, 0, 1, 0.96, true), P(7, 12, 1, 1, 1.7, true) } } }
+  end
+  local w = flap_warned(hosts, tested(2, 3))
+  lu.assertEquals(#w, 1)
+  lu.assertEquals(w[1].subject, { host = "h2" })
+  lu.assertStrContains(w[1].message, "host h2: intermittent; 3 of its pairs re-tested alone were slow in some rounds (up to 3 of 15), the same re-tests' pairs without it in at most 0")
+  lu.assertEquals(#flap_warned(hosts, tested(2, 4)), 1, "2 of 4 rounds")
+  lu.assertEquals(flap_warned(hosts, tested(3, 3)), {}, "slow in every round: no flap")
+end
+
 function TestEvidence:test_a_flap_beside_a_control_slow_in_one_round_is_warned()
   local hosts = {}
   for r = 0, 15 do hosts[r + 1] = "h" .. math.floor(r / 2) end
