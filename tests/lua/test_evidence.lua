@@ -747,6 +747,21 @@ function TestEvidence:test_a_receive_side_flap_is_spiky_by_its_transfer_time()
   lu.assertStrContains(f[1].message, "(56 % of its transfer time)")
 end
 
+-- Seed 219 (8 x 1, h5 receiving at 63 Mbit, on 2.2 s, off 2.7 s): 5 of h5's 56 directions
+-- slow, 35 % of its time, no other host slow without h5: spiky, though under the tenth. A healthy
+-- run of 8 x 2 (seed 13 of the twentieth stop) with 4 of 56 so, 20 %: by chance 3 %, not.
+function TestEvidence:test_a_flap_that_alone_is_slow_is_spiky_though_few()
+  local ev = recorded(PASSES.FLAP_RECV_8X1_SEED219)
+  lu.assertEquals(#ev.spiky, 1)
+  local h = ev.spiky[1]
+  lu.assertEquals({ h.host, h.way, h.n, h.total, h.partners, h.next }, { "h5", "receiving", 5, 56, 4, 0 })
+  lu.assertAlmostEquals(h.time_share, 0.35, 0.01)
+  lu.assertEquals(ev.spikes[1].slow, 5)
+  local healthy = recorded(PASSES.HEALTHY_8X2_SEED13)
+  lu.assertEquals(healthy.spiky, {})
+  lu.assertEquals({ healthy.spikes[1].slow, healthy.spikes[1].of, healthy.spikes[1].partners }, { 4, 56, 3 })
+end
+
 function TestEvidence:test_recorded_healthy_runs_are_not_spiky()
   lu.assertEquals(recorded(PASSES.HEALTHY_4X2_SEED6).spiky, {})
   lu.assertEquals(recorded(PASSES.HEALTHY_4X2_SEED20).spiky, {})
