@@ -215,20 +215,24 @@ end
 -- partner host) whose slow ones went mostly (WITH_STARVED) to a starved rank's host: that rank's
 -- stops, not the host's link (truth harness seed 87: rank 2 of h2 stopped 134 of every 189 ms,
 -- h1 warned "intermittent receiving" for 4 slow directions, 3 of them with h2).
--- Or whose rule would not have fired without them (evidence.need, the fewest the rule warns on:
--- CI's e2e run, rank 1 of h1 stopped 60 of every 100 ms, h2 warned for 4 slow directions, 2 of
--- them with h1 and one each with h0 and h3, where the spike rule needs 4).
+-- Or whose rule would not have fired without them (evidence.need, the fewest the rule warns on,
+-- against the rule's own count, evidence.spikes or .pairs), when more of them went to the starved
+-- rank's host than its fair share (1 / its partner hosts): CI's e2e run, rank 1 of h1 stopped 60
+-- of every 100 ms, h2 warned for 4 slow directions, 2 of them with h1 and one each with h0 and
+-- h3, where the spike rule needs 4. A flap slow with the starved rank's host no more than with
+-- any other stays warned.
 M.WITH_STARVED = 0.75
 local function mostly_with(f, hosts)
   local e = (f or {}).evidence or {}
   local with = e.with
   if type(with) ~= "table" or not e.intermittent then return nil end
-  local all, theirs, s = 0, 0, nil
+  local all, theirs, partners, s = 0, 0, 0, nil
   for h, k in pairs(with) do
-    all = all + k
+    all, partners = all + k, partners + 1
     if hosts[h] then theirs, s = theirs + k, hosts[h] end
   end
-  local short = theirs > 0 and type(e.need) == "number" and all - theirs < e.need
+  local count = tonumber(e.spikes or e.pairs) or all
+  local short = theirs > 0 and type(e.need) == "number" and count - theirs < e.need and theirs * partners > all
   return all > 0 and (theirs >= M.WITH_STARVED * all or short) and s or nil
 end
 

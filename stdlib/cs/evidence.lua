@@ -344,7 +344,7 @@ local function spikes(ev, loc, rank_hosts, out, seen)
           h.host, h.way == "both" and "" or (" " .. h.way), h.n, h.total,
           h.way == "both" and "" or (", " .. h.way), 100 * (h.time_share or 0), h.partners, h.next),
         evidence = { intermittent = true, direction = h.way, spikes = h.n, directions = h.total, partners = h.partners, next = h.next,
-                     time_share = h.time_share, with = h.with, need = spike_rule.SPIKE.min },
+                     time_share = h.time_share, with = h.with, need = h.need },
         remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters, pause frames) and measure again" }
     end
   end

@@ -454,12 +454,19 @@ function TestExplain:test_an_intermittent_host_the_rule_would_not_have_warned_wi
   end
   local loc = { links = {}, hosts = {}, ranks = {},
                 unconfirmed = { warn("h2", { h1 = 2, h0 = 1, h3 = 1 }, 4), warn("h3", { h1 = 2, h0 = 3, h2 = 2 }, 4),
-                                warn("h0", { h3 = 1, h2 = 1 }, 2) } }
+                                warn("h0", { h3 = 1, h2 = 1 }, 2), warn("h3", { h1 = 1, h2 = 1 }, 2) } }
   local f = cs.detour.explain(loc, { { rank = 1, host = "h1" } }, hosts)
   lu.assertEquals(#f, 1)
   lu.assertEquals(f[1].message, "host h2 (intermittent): rank 1 (host h1) is starved of CPU (the cpu stage), which explains it")
-  lu.assertEquals(#loc.unconfirmed, 2, "h3: 5 of 7 without h1, over 4; h0: none with h1")
+  lu.assertEquals(#loc.unconfirmed, 3, "h3: 5 of 7 without h1, over 4; h0: none with h1; h3 again: h1 only its fair half")
   lu.assertEquals({ loc.unconfirmed[1].subject.host, loc.unconfirmed[2].subject.host }, { "h3", "h0" })
+  -- counted by the rule's own count (a flap's pairs include those inside its host, not in `with`)
+  local own = warn("h2", { h1 = 2, h0 = 1 }, 2)
+  own.evidence.pairs = 4
+  loc.unconfirmed = { own }
+  lu.assertEquals(cs.detour.explain(loc, { { rank = 1, host = "h1" } }, hosts), {}, "4 pairs, 2 without h1: still warned")
+  own.evidence.pairs = 3
+  lu.assertEquals(#cs.detour.explain(loc, { { rank = 1, host = "h1" } }, hosts), 1, "3 pairs, 1 without h1")
 end
 
 function TestExplain:test_nobody_starved_changes_nothing()

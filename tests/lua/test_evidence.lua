@@ -308,7 +308,7 @@ end
 -- scripts/truth_harness.py seed 156 (8 hosts x 2 ranks, quick tier, h2 sending at 95 Mbit, on
 -- 3.7 s, off 3.7 s; localisation.tested of that run, the budget cut the link re-tests at 3
 -- rounds): rank 4's pairs 4-11 and 4-7 10x in 2 of 3 rounds, 5-7 in 3 of 15 of the host's own
--- re-test, the control 7-11 in none: h2 is warned. Not cut (2 of 4 rounds, fast in 2) the same;
+-- re-test, the control 7-11 in none: h2 is warned. Under 5 rounds 3 of 4 counts too, at 5 not 4;
 -- slow in 3 of 3 is no flap.
 function TestEvidence:test_a_flap_whose_re_tests_the_budget_cut_is_warned()
   local hosts = {}
@@ -325,7 +325,11 @@ function TestEvidence:test_a_flap_whose_re_tests_the_budget_cut_is_warned()
   lu.assertEquals(w[1].subject, { host = "h2" })
   lu.assertStrContains(w[1].message, "host h2: intermittent; 3 of its pairs re-tested alone were slow in some rounds (up to 3 of 15), the same re-tests' pairs without it in at most 0")
   lu.assertEquals(#flap_warned(hosts, tested(2, 4)), 1, "2 of 4 rounds")
+  lu.assertEquals(#flap_warned(hosts, tested(3, 4)), 1, "3 of 4 rounds: under 5, fast in one is enough")
+  lu.assertEquals(flap_warned(hosts, tested(4, 5)), {}, "4 of 5 rounds: not cut, fast in 2 wanted")
   lu.assertEquals(flap_warned(hosts, tested(3, 3)), {}, "slow in every round: no flap")
+  lu.assertEquals(w[1].evidence.need, 2)
+  lu.assertEquals(cs.evidence.flap.FLAP.full, cs.diagnose.VERDICT.samples, "the verdict's rounds uncut")
 end
 
 function TestEvidence:test_a_flap_beside_a_control_slow_in_one_round_is_warned()
@@ -745,6 +749,7 @@ function TestEvidence:test_a_receive_side_flap_is_spiky_by_its_transfer_time()
   lu.assertEquals(#f, 1)
   lu.assertStrContains(f[1].message, "host h3: intermittent receiving; 6 of its 66 pair directions")
   lu.assertStrContains(f[1].message, "(56 % of its transfer time)")
+  lu.assertEquals(f[1].evidence.need, 4, "by its time share: SPIKE.min")
 end
 
 -- Seed 219 (8 x 1, h5 receiving at 63 Mbit, on 2.2 s, off 2.7 s): 5 of h5's 56 directions
@@ -760,6 +765,33 @@ function TestEvidence:test_a_flap_that_alone_is_slow_is_spiky_though_few()
   local healthy = recorded(PASSES.HEALTHY_8X2_SEED13)
   lu.assertEquals(healthy.spiky, {})
   lu.assertEquals({ healthy.spikes[1].slow, healthy.spikes[1].of, healthy.spikes[1].partners }, { 4, 56, 3 })
+  local f = cs.evidence.unconfirmed(ev, { hosts = {}, ranks = {}, links = {}, tested = {} }, PASSES.FLAP_RECV_8X1_SEED219.hosts, 262144)
+  lu.assertEquals(f[1].evidence.need, 5, "at 8 hosts 5 directions alone are under 1 in 100 by chance")
+end
+
+-- The chance of all slow directions on one host counts at most 8 hosts (with 16, 4 directions
+-- would do: 16 (2/16)^4 = 0.004), and one pass's directions are one stall, not independent.
+function TestEvidence:test_alone_needs_five_directions_in_two_passes_however_many_hosts()
+  local hosts = {}
+  for r = 0, 15 do hosts[r + 1] = "h" .. r end
+  local function run(slow)  -- slow: { {pass, from, to} }, ranks 1-based
+    local passes = {}
+    for i = 1, 2 do
+      local bw = {}
+      for a = 1, 16 do
+        bw[a] = {}
+        for b = 1, 16 do if a ~= b then bw[a][b] = 0.04 end end
+      end
+      passes[i] = bw
+    end
+    for _, x in ipairs(slow) do passes[x[1]][x[2]][x[3]] = 0.008 end
+    return cs.evidence.off(passes[1], hosts, nil, passes)
+  end
+  lu.assertEquals(run { { 1, 2, 4 }, { 1, 3, 4 }, { 2, 5, 4 }, { 2, 6, 4 } }.spiky, {}, "4 at 16 hosts")
+  local ev = run { { 1, 2, 4 }, { 1, 3, 4 }, { 2, 5, 4 }, { 2, 6, 4 }, { 2, 7, 4 } }
+  lu.assertEquals(#ev.spiky, 1, "5 in 2 passes")
+  lu.assertEquals({ ev.spiky[1].host, ev.spiky[1].way, ev.spiky[1].need }, { "h3", "receiving", 5 })
+  lu.assertEquals(run { { 1, 2, 4 }, { 1, 3, 4 }, { 1, 5, 4 }, { 1, 6, 4 }, { 1, 7, 4 } }.spiky, {}, "5 in 1 pass")
 end
 
 function TestEvidence:test_recorded_healthy_runs_are_not_spiky()

@@ -40,8 +40,8 @@ end
 -- one of them at least `deep` x its references at the median, with partners on 2 hosts or more
 -- (over 882 recorded namespace runs of every shape this adds that flap and a stuttering rank,
 -- and nobody innocent; a host whose such pairs all went to one host may be either end).
--- A pair the budget cut under `full` rounds (the verdict's samples) counts when fast in one of
--- them (2 of 3): seed 156 of the truth harness, quick tier, h2 sending at 95 Mbit on 3.7 s, off
+-- A pair the budget cut under `full` rounds (cs.diagnose's VERDICT.samples) counts when fast in
+-- one of them (2 of 3, 3 of 4): seed 156 of the truth harness, quick tier, h2 sending at 95 Mbit on 3.7 s, off
 -- 3.7 s, its pairs 4-11 and 4-7 10x in 2 of 3 rounds and 5-7 in 3 of 15, the control 7-11 in
 -- none, and nobody warned. Replayed over 1,019 kept namespace reports of every shape it adds
 -- only the planted host (or a starved rank's, which cs.detour explains).
