@@ -247,7 +247,8 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   if ctx.size >= 4 or ctx.nhosts >= 3 then
     local la = matrix_args(tier, st, ctx.nhosts)
     la.stream, la.deadline, la.force = true, t0 + tier.budget, ev and cs.evidence.force(ev, stragglers)
-    la.bw = ctx.rank == 0 and matrix.bw or nil  -- re-tests stream the way the matrix found slower
+    la.bw = ctx.rank == 0 and matrix.bw or nil  -- re-tests stream the way the matrix found slower,
+    la.ways = ev and cs.evidence.ways(ev, ctx.hosts)  -- or the way the evidence found an end slow
     loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts, la)
     st:info("retests", loc.retests)
     if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under

@@ -70,7 +70,8 @@ function recipe.run(ctx)
   -- re-tested whatever the screen says, and end as a verdict or a "not confirmed" finding.
   local ev = ctx.rank == 0 and cs.evidence.off(m.bw, hosts) or nil
   local args = { stream = true, bytes = ctx.opt.bytes, window = ctx.opt.window, iters = ctx.opt.iters, warmup = 1,
-                 force = ev and cs.evidence.force(ev, {}), bw = ctx.rank == 0 and m.bw or nil }
+                 force = ev and cs.evidence.force(ev, {}), bw = ctx.rank == 0 and m.bw or nil,
+                 ways = ev and cs.evidence.ways(ev, hosts) }
   local loc = cs.p2p.localise(ctx, m.pairs, hosts, args)
   -- A host with more ranks than CPUs: its ranks' links and unconfirmed suspects are info (two may
   -- share a core), as in full_diag.

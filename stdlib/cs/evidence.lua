@@ -228,6 +228,23 @@ function M.force(ev, stragglers)
   return f
 end
 
+-- ways(ev, rank_hosts) -> { [rank] = "sending" | "receiving" }: the way the evidence found each
+-- off rank slow (its own entry, else its host's, else its spiky host's), where it found one way
+-- only. The re-tests stream a pair of such a rank that way (cs.p2p.retest_from): the matrix's
+-- slower way of each pair is one sample, and noise picked the wrong one (truth harness seed 418,
+-- h2 receiving at 88 Mbit: its pair 4-11 0.0082 GB/s out of h2 and 0.0105 in, re-tested out of
+-- h2, unshaped, 1.02x; h2 cleared and its rank 5 named alone).
+function M.ways(ev, rank_hosts)
+  local ways = {}
+  local function set(r, w) if ways[r] == nil and (w == "sending" or w == "receiving") then ways[r] = w end end
+  for _, e in ipairs(ev.ranks or {}) do set(e.rank, e.direction) end
+  for _, h in ipairs(ev.hosts or {}) do for _, r in ipairs(h.ranks or {}) do set(r, h.direction) end end
+  for _, h in ipairs(ev.spiky or {}) do
+    for a, x in ipairs(rank_hosts or {}) do if x == h.host then set(a - 1, h.way) end end
+  end
+  return ways
+end
+
 -- the evidence entry of a host or rank, if any (a host's ranks' own entries when it has none)
 local function rates_of(ev, rank_hosts, host, rank)
   for _, h in ipairs(ev.hosts) do if h.host == host then return h end end

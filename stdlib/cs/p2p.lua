@@ -155,6 +155,23 @@ local function slower_from(bw, a, b)
   return ab <= ba and a or b
 end
 
+-- retest_from(bw, ways, a, b) -> the rank a re-test of {a, b} streams from: the way the run's
+-- evidence found an end slow (ways: cs.evidence.ways; "receiving" streams into it, "sending" out
+-- of it), when the ends agree; else the matrix's slower way (nil: both ways)
+function M.retest_from(bw, ways, a, b)
+  local pick
+  for _, e in ipairs { { a, b }, { b, a } } do
+    local w = ways and ways[e[1]]
+    local from = (w == "sending" and e[1]) or (w == "receiving" and e[2]) or nil
+    if from ~= nil then
+      if pick ~= nil and pick ~= from then return slower_from(bw, a, b) end
+      pick = from
+    end
+  end
+  if pick ~= nil then return pick end
+  return slower_from(bw, a, b)
+end
+
 local function pair_value(comm, peer, args, from)
   if args.stream and from then return stream_from(comm, comm:rank(), peer, from, args) end
   if args.stream then return stream_value(comm, comm:rank(), peer, args) end
@@ -275,9 +292,9 @@ function M.localise(ctx, values, rank_hosts, args)
         end
       end
       local from
-      if args.stream and args.bw then  -- each pair streams the way the matrix found slower
+      if args.stream and (args.bw or args.ways) then  -- each pair streams the way its ends were slow
         from = {}
-        for i, p in ipairs(batch) do from[i] = slower_from(args.bw, p[1], p[2]) or false end
+        for i, p in ipairs(batch) do from[i] = M.retest_from(args.bw, args.ways, p[1], p[2]) or false end
       end
       ctx.comm:broadcast_value({ batch = batch, together = together or nil, from = from }, 0)
       return exec(batch, together, from)

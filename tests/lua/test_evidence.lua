@@ -802,6 +802,22 @@ function TestEvidence:test_alone_needs_five_directions_in_two_passes_however_man
   lu.assertEquals(run { { 1, 2, 4 }, { 1, 3, 4 }, { 1, 5, 4 }, { 1, 6, 4 }, { 1, 7, 4 } }.spiky, {}, "5 in 1 pass")
 end
 
+-- The ways the re-tests stream (cs.evidence.ways): a rank off one way, a host's ranks by the
+-- host's way, a spiky host's ranks by its way; "both" sets nothing.
+function TestEvidence:test_ways_follow_the_evidence()
+  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
+  local bw = {}
+  for a = 1, 8 do bw[a] = {} for b = 1, 8 do if a ~= b then bw[a][b] = 0.04 end end end
+  for a = 1, 8 do if a ~= 5 and a ~= 6 then bw[a][5], bw[a][6] = 0.008, 0.008 end end  -- h2 receives slowly
+  for b = 1, 8 do if b ~= 3 then bw[3][b] = 0.008 end end  -- rank 2 sends slowly
+  local ev = cs.evidence.off(bw, hosts)
+  local ways = cs.evidence.ways(ev, hosts)
+  lu.assertEquals(ways, { [2] = "sending", [4] = "receiving", [5] = "receiving" })
+  ev.spiky = { { host = "h3", way = "sending" } }
+  lu.assertEquals(cs.evidence.ways(ev, hosts)[6], "sending")
+  lu.assertEquals(cs.evidence.ways(ev, hosts)[7], "sending")
+end
+
 function TestEvidence:test_recorded_healthy_runs_are_not_spiky()
   lu.assertEquals(recorded(PASSES.HEALTHY_4X2_SEED6).spiky, {})
   lu.assertEquals(recorded(PASSES.HEALTHY_4X2_SEED20).spiky, {})

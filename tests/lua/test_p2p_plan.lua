@@ -181,6 +181,23 @@ end
 -- A pattern's later passes run its rounds in another order, the same on every rank (a flap with
 -- about a pass's period met the same partner each pass: truth harness seed 100, a flapping h2 of
 -- 4 x 2 ranks slow only with h3 in 3 passes, like a link): the same rounds, each once.
+-- A re-test streams the way the evidence found an end slow; the matrix's slower way otherwise,
+-- or when the ends disagree (truth harness seed 418: h2's ranks 4 and 5 receiving at 88 Mbit,
+-- pair 4-11 0.0082 GB/s 4 -> 11 and 0.0105 back: by the matrix it streamed out of h2, 1.02x).
+function TestPlans:test_a_retest_streams_the_way_the_evidence_found_slow()
+  local bw = {}
+  for a = 1, 12 do bw[a] = {} for b = 1, 12 do if a ~= b then bw[a][b] = 0.04 end end end
+  bw[5][12], bw[12][5] = 0.0082, 0.0105
+  lu.assertEquals(cs.p2p.retest_from(bw, nil, 4, 11), 4, "the matrix's slower way")
+  lu.assertEquals(cs.p2p.retest_from(bw, { [4] = "receiving", [5] = "receiving" }, 4, 11), 11, "into the receiving end")
+  lu.assertEquals(cs.p2p.retest_from(bw, { [11] = "receiving" }, 4, 11), 4, "into 11: from 4")
+  lu.assertEquals(cs.p2p.retest_from(bw, { [11] = "sending" }, 4, 11), 11)
+  lu.assertEquals(cs.p2p.retest_from(bw, { [4] = "receiving", [11] = "sending" }, 4, 11), 11, "the ends agree")
+  lu.assertEquals(cs.p2p.retest_from(bw, { [4] = "receiving", [11] = "receiving" }, 4, 11), 4, "they disagree: the matrix")
+  lu.assertEquals(cs.p2p.retest_from({}, { [4] = "receiving" }, 4, 11), 11, "no matrix: the evidence")
+  lu.assertNil(cs.p2p.retest_from({}, {}, 4, 11), "neither: both ways")
+end
+
 function TestPlans:test_later_passes_reorder_the_rounds()
   local rounds = cs.p2p.full_plan(8)
   lu.assertEquals(cs.pairs.reordered(rounds, 1), rounds)
