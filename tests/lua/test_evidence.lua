@@ -747,12 +747,18 @@ local function recorded(run)
   return cs.evidence.off(passes[1], run.hosts, nil, passes)
 end
 
-function TestEvidence:test_a_receive_side_flap_is_spiky_by_its_transfer_time()
-  local ev = recorded(PASSES.FLAP_RECV_4X1_SEED58)
+-- the recorded run's one spiky host: { host, way, n, total, partners, next } and its time share
+local function one_spiky(run, want, time_share)
+  local ev = recorded(run)
   lu.assertEquals(#ev.spiky, 1)
   local h = ev.spiky[1]
-  lu.assertEquals({ h.host, h.way, h.n, h.total, h.partners, h.next }, { "h3", "receiving", 6, 66, 3, 0 })
-  lu.assertAlmostEquals(h.time_share, 0.56, 0.01)
+  lu.assertEquals({ h.host, h.way, h.n, h.total, h.partners, h.next }, want)
+  lu.assertAlmostEquals(h.time_share, time_share, 0.01)
+  return ev
+end
+
+function TestEvidence:test_a_receive_side_flap_is_spiky_by_its_transfer_time()
+  local ev = one_spiky(PASSES.FLAP_RECV_4X1_SEED58, { "h3", "receiving", 6, 66, 3, 0 }, 0.56)
   local f = cs.evidence.unconfirmed(ev, { hosts = {}, ranks = {}, links = {}, tested = {} }, { "h0", "h1", "h2", "h3" }, 262144)
   lu.assertEquals(#f, 1)
   lu.assertStrContains(f[1].message, "host h3: intermittent receiving; 6 of its 66 pair directions")
@@ -764,11 +770,7 @@ end
 -- slow, 35 % of its time, no other host slow without h5: spiky, though under the tenth. A healthy
 -- run of 8 x 2 (seed 13 of the twentieth stop) with 4 of 56 so, 20 %: by chance 3 %, not.
 function TestEvidence:test_a_flap_that_alone_is_slow_is_spiky_though_few()
-  local ev = recorded(PASSES.FLAP_RECV_8X1_SEED219)
-  lu.assertEquals(#ev.spiky, 1)
-  local h = ev.spiky[1]
-  lu.assertEquals({ h.host, h.way, h.n, h.total, h.partners, h.next }, { "h5", "receiving", 5, 56, 4, 0 })
-  lu.assertAlmostEquals(h.time_share, 0.35, 0.01)
+  local ev = one_spiky(PASSES.FLAP_RECV_8X1_SEED219, { "h5", "receiving", 5, 56, 4, 0 }, 0.35)
   lu.assertEquals(ev.spikes[1].slow, 5)
   local healthy = recorded(PASSES.HEALTHY_8X2_SEED13)
   lu.assertEquals(healthy.spiky, {})
