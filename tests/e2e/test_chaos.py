@@ -63,6 +63,11 @@ class Delay(ChaosCase):
         warns = [f for f in rep["findings"] if f["severity"] == "warn"]
         self.assertEqual(len(warns), 1, brief(rep))
         self.assertEqual(warns[0]["subject"]["rank"], rank, brief(rep))
+        # late by about the injected 20 ms in every one of the 5 measurements voted over
+        ev = warns[0]["evidence"]
+        self.assertEqual(ev["late_in"], "5/5", brief(rep))
+        self.assertGreater(ev["lateness_us"], 0.5 * 20000, brief(rep))
+        self.assertEqual(len([x for x in rep["results"] if x.get("kind") == "chaos_delay"]), 5)
         self.assertEqual([f for f in rep["findings"] if f["severity"] == "error"], [], brief(rep))
         st = selftest(rep)
         self.assertIs(st["correct"], True, st)
