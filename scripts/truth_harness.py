@@ -316,6 +316,7 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
     # the run's output and the planting's times (from the launch), for reading a miss
     with open(os.path.join(out_dir, "run.log"), "w") as fh:
         fh.write(so.decode("utf-8", "replace") + se.decode("utf-8", "replace"))
+        fh.write("launched at monotonic %.3f s\n" % t0)
         for t, what in planter.log:
             fh.write("planted %.2f s: %s\n" % (t - t0, what))
     planted = [x[1] for x in planter.log]

@@ -1,8 +1,9 @@
 -- What the run's own matrix says, held against localisation's verdict (docs/scale.md, "The
 -- statistic that decides"). Pure functions over plain tables: no communication.
 --
--- off(bw, rank_hosts, factor, passes) -> { ranks = {...}, hosts = {...}, fleet_send, fleet_recv, worst,
+-- off(bw, rank_hosts, factor, passes, clocks) -> { ranks = {...}, hosts = {...}, fleet_send, fleet_recv, worst,
 --   spiky, spikes, explained } (passes: the pattern's passes' bw, all counted for spiky; default { bw };
+--   clocks: each pass's round times, cs.p2p.matrix's { clock, ran }, for spiky's wall-time share;
 --   explained: 0-based ranks off one way only because their partners are off the other way;
 --   spikes: the three most spiky hosts' counts, ev.spiky or not, for the report)
 --   bw[a][b]: GB/s rank a-1 sent to b-1 streaming (cs.p2p.matrix). Each rank's send rate is the
@@ -190,7 +191,7 @@ local function explained_away(ev, bw, rank_hosts, entries, factor)
   return out
 end
 
-function M.off(bw, rank_hosts, factor, passes)
+function M.off(bw, rank_hosts, factor, passes, clocks)
   factor = factor or M.OFF_FACTOR
   local n = #rank_hosts
   local ev = { ranks = {}, hosts = {}, factor = factor }
@@ -212,7 +213,7 @@ function M.off(bw, rank_hosts, factor, passes)
   ev.explained = {}
   for a = 1, n do if explained[a] then ev.explained[#ev.explained + 1] = a - 1 end end
   ev.hosts, ev.ranks = off_hosts(ev, rank_hosts)
-  ev.spiky, ev.spikes = spike_rule.spiky(passes or { bw }, rank_hosts)
+  ev.spiky, ev.spikes = spike_rule.spiky(passes or { bw }, rank_hosts, clocks)
   return ev
 end
 

@@ -310,6 +310,24 @@ function M.localise(ctx, values, rank_hosts, args)
   return ctx.comm:broadcast_value(out, 0)
 end
 
+-- the report's matrix.clocks: origin (rank 0's cs.now() at the first round's start) and, per
+-- pass, each round's { start s from origin, seconds, { a, b, a, b, ... } its pairs }
+local function clocks_report(clocks)
+  local origin, out = nil, {}
+  for _, c in ipairs(clocks) do
+    for _, t in ipairs(c.clock or {}) do origin = origin and math.min(origin, t[1]) or t[1] end
+  end
+  for i, c in ipairs(clocks) do
+    out[i] = {}
+    for k, t in ipairs(c.clock or {}) do
+      local flat = {}
+      for _, p in ipairs(c.ran and c.ran[k] or {}) do flat[#flat + 1] = p[1]; flat[#flat + 1] = p[2] end
+      out[i][k] = { t[1] - origin, t[2] - t[1], flat }
+    end
+  end
+  return { origin = origin, passes = out }
+end
+
 -- matrix_report(m, bytes) -> the report's "matrix" section: n x n lists (row = sender) with
 -- null on the diagonal, bandwidth in GB/s and ping-pong latency in us.
 -- Above DENSE_MAX ranks (or when fewer than half the pairs were measured: a sampled plan) the
@@ -365,6 +383,7 @@ function M.matrix_report(m, bytes)
     rep.passes = {}
     for i, bw in ipairs(m.passes) do rep.passes[i] = dense(bw) end
   end
+  if m.clocks and m.n <= M.PASSES_MAX_RANKS then rep.clocks = clocks_report(m.clocks) end
   return rep
 end
 
@@ -512,9 +531,9 @@ end
 --   .passes holds every pass's bw (cs.evidence.off counts their slow directions).
 function M.merge_passes(list, bytes)
   local first = list[1]
-  if #list == 1 then first.passes = { first.bw }; return first end
-  local n, bw, passes = first.n, {}, {}
-  for i, m in ipairs(list) do passes[i] = m.bw end
+  if #list == 1 then first.passes, first.clocks = { first.bw }, { { clock = first.clock, ran = first.ran } }; return first end
+  local n, bw, passes, clocks = first.n, {}, {}, {}
+  for i, m in ipairs(list) do passes[i], clocks[i] = m.bw, { clock = m.clock, ran = m.ran } end
   for a = 1, n do
     bw[a] = {}
     for b = 1, n do
@@ -530,7 +549,7 @@ function M.merge_passes(list, bytes)
       if slow > 0 then pairs_list[#pairs_list + 1] = { a - 1, b - 1, bytes / slow / 1e3 } end
     end
   end
-  return { bw = bw, lat = first.lat, pairs = pairs_list, n = n, plan = first.plan, passes = passes }
+  return { bw = bw, lat = first.lat, pairs = pairs_list, n = n, plan = first.plan, passes = passes, clocks = clocks }
 end
 
 function M.matrix(ctx, args)
@@ -546,13 +565,19 @@ function M.matrix(ctx, args)
   local i = 0
   local first = args.first  -- round 1 of the full plan, measured before the call (first_round)
   if first then for _, row in ipairs(first.mine) do mine[#mine + 1] = row end end
+  local clock, ran = {}, {}  -- rank 0: each round's { start, end } (cs.now()) and its pairs
   while i < #rounds do
     i = i + 1
     local round = rounds[i]
     local given = i == 1 and first and not args.plan
+    local began = native.now()
     if not given then
       measure_round(ctx, round, args, light, mine)
       ctx.comm:barrier()  -- rounds do not overlap
+    end
+    if me == 0 then
+      clock[#clock + 1] = given and { t0 - first.round_s, t0 } or { began, native.now() }
+      ran[#ran + 1] = round
     end
     done = done + 1
     if args.stages then args.stages:count("rounds", 1) end
@@ -574,7 +599,7 @@ function M.matrix(ctx, args)
   for r = 1, n do bw[r], lat[r] = {}, {} end
   local list = {}
   if me == 0 then list = fill_matrix(all, n, args, bw, lat) end
-  return { bw = bw, lat = lat, pairs = list, n = n, plan = plan }
+  return { bw = bw, lat = lat, pairs = list, n = n, plan = plan, clock = clock, ran = ran }
 end
 
 return M

@@ -744,7 +744,7 @@ end
 local function recorded(run)
   local passes = {}
   for i, m in ipairs(run.passes) do passes[i] = as_bw(m) end
-  return cs.evidence.off(passes[1], run.hosts, nil, passes)
+  return cs.evidence.off(passes[1], run.hosts, nil, passes, run.clocks)
 end
 
 -- the recorded run's one spiky host: { host, way, n, total, partners, next } and its time share
@@ -777,6 +777,39 @@ function TestEvidence:test_a_flap_that_alone_is_slow_is_spiky_though_few()
   lu.assertEquals({ healthy.spikes[1].slow, healthy.spikes[1].of, healthy.spikes[1].partners }, { 4, 56, 3 })
   local f = cs.evidence.unconfirmed(ev, { hosts = {}, ranks = {}, links = {}, tested = {} }, PASSES.FLAP_RECV_8X1_SEED219.hosts, 262144)
   lu.assertEquals(f[1].evidence.need, 5, "at 8 hosts 5 directions alone are under 1 in 100 by chance")
+end
+
+-- Seed 723 of the twenty-third stop (4 x 1, h1 receiving at 74 Mbit, on 2.7 s, off 3.2 s): 6
+-- of h1's 72 directions slow in 12 passes (under the tenth, 42 % of its transfer time, too few
+-- alone at 4 hosts), and nobody was named. The rounds in which h1 had a slow direction took 41 %
+-- of the clock of the rounds it took part in: a round in an on phase lasts long, so few rounds
+-- fall there. Without the clocks it is not spiky; a healthy 4 x 1 run of 16 passes is not either.
+function TestEvidence:test_a_flap_is_spiky_by_its_share_of_the_pattern_clock()
+  local run = PASSES.FLAP_RECV_4X1_SEED723
+  local ev = one_spiky(run, { "h1", "receiving", 6, 72, 2, 0 }, 0.42)
+  lu.assertEquals(ev.spiky[1].need, cs.evidence.SPIKE.min)
+  -- the share recomputed: seconds of the rounds with a direction of h1 under a third of the fleet
+  local passes, all = {}, {}
+  for i, m in ipairs(run.passes) do
+    passes[i] = as_bw(m)
+    for a = 1, 4 do for b = 1, 4 do if a ~= b then all[#all + 1] = passes[i][a][b] end end end
+  end
+  local cut, slow, total = cs.stats.median(all) / 3, 0, 0
+  for i, c in ipairs(run.clocks) do
+    for k, t in ipairs(c.clock) do
+      local hit = false
+      for _, p in ipairs(c.ran[k]) do
+        if p[1] == 1 or p[2] == 1 then hit = hit or passes[i][p[1] + 1][p[2] + 1] < cut or passes[i][p[2] + 1][p[1] + 1] < cut end
+      end
+      total, slow = total + t[2] - t[1], slow + (hit and t[2] - t[1] or 0)
+    end
+  end
+  lu.assertAlmostEquals(ev.spiky[1].wall_share, slow / total, 1e-9)
+  lu.assertTrue(slow / total > 0.4 and slow / total < 0.42, slow / total)
+  lu.assertEquals(cs.evidence.off(passes[1], run.hosts, nil, passes).spiky, {}, "by its counts alone")
+  local healthy = recorded(PASSES.HEALTHY_4X1_SEED727)
+  lu.assertEquals(healthy.spiky, {})
+  lu.assertTrue(healthy.spikes[1].wall_share < 0.05, healthy.spikes[1].wall_share)
 end
 
 -- The chance of all slow directions on one host counts at most 8 hosts (with 16, 4 directions

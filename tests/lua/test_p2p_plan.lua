@@ -224,9 +224,13 @@ end
 -- fault shows in), dense like values; one pass, or more ranks than PASSES_MAX_RANKS: none.
 function TestPlans:test_matrix_report_keeps_each_pass()
   local p1, p2 = { { nil, 0.5 }, { 0.25 } }, { { nil, 0.125 }, { 0.75 } }
-  local m = cs.p2p.merge_passes({ { n = 2, bw = p1, lat = { {}, {} }, pairs = { { 0, 1, 1 } }, plan = {} },
-                                  { n = 2, bw = p2, lat = { {}, {} }, pairs = { { 0, 1, 1 } }, plan = {} } }, 8)
+  local c1 = { clock = { { 10.5, 11.0 } }, ran = { { { 0, 1 } } } }
+  local c2 = { clock = { { 11.25, 13.0 } }, ran = { { { 0, 1 } } } }
+  local m = cs.p2p.merge_passes({ { n = 2, bw = p1, lat = { {}, {} }, pairs = { { 0, 1, 1 } }, plan = {}, clock = c1.clock, ran = c1.ran },
+                                  { n = 2, bw = p2, lat = { {}, {} }, pairs = { { 0, 1, 1 } }, plan = {}, clock = c2.clock, ran = c2.ran } }, 8)
   local rep = cs.p2p.matrix_report(m, 8)
+  -- each pass's rounds: start from the first round's, seconds, pairs (cs.evidence's wall share)
+  lu.assertEquals(rep.clocks, { origin = 10.5, passes = { { { 0, 0.5, { 0, 1 } } }, { { 0.75, 1.75, { 0, 1 } } } } })
   lu.assertEquals(#rep.passes, 2)
   lu.assertEquals(rep.passes[1], { { cs.json.null, 0.5 }, { 0.25, cs.json.null } })
   lu.assertEquals(rep.passes[2], { { cs.json.null, 0.125 }, { 0.75, cs.json.null } })

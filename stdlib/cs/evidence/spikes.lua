@@ -38,8 +38,20 @@ local median = stats.median
 -- one pass), hence the 2 passes, and H counts at most `max_hosts` (8, the most measured here):
 -- with more, (2/H)^n would let the floor fall to `min` alone. Over 1,042 kept namespace reports
 -- this adds seed 219's flap and no healthy host.
+-- Or slow for a share of the pattern's clock: each pass's rounds timed (cs.p2p.matrix's clock), a
+-- host is spiky when rounds in which it had a slow direction took wall_share of the time of the
+-- rounds it took part in, wall_rounds of them in 2 passes or more, and every other host's share
+-- without its directions with this one is under 1 / over_next of it. Counting directions samples
+-- a flap by rounds, and a round in an on phase lasts longer (its streams crawl), so the on
+-- phases hold fewer rounds than their share of the time: over 6 flap runs of the twenty-third
+-- stop, 0.10-0.39 of the flapping host's rounds fell in on phases at duties of 0.41-0.59, while
+-- the rounds' time in on phases was 0.36-0.54 of the whole. Seed 723 (4 x 1, h1 receiving at 74
+-- Mbit, on 2.7 s, off 3.2 s) had 6 of 72 directions slow (under the tenth), in rounds that took
+-- 41 % of the clock, next host 0 %, and nobody was named; healthy hosts of those runs were at
+-- most 8 %, a flapping host's partners without its directions at most 16 %.
 M.SPIKE = { below = 1 / 3, min = 4, share = 0.1, time_share = 0.45, max_weight = 20, over_next = 2.5, partners = 2,
-            one_partner = 0.75, one_way = 0.75, chance = 0.01, alone_passes = 2, max_hosts = 8 }
+            one_partner = 0.75, one_way = 0.75, chance = 0.01, alone_passes = 2, max_hosts = 8, wall_share = 0.3,
+            wall_rounds = 3 }
 
 -- the fewest slow directions all on one of `hosts` hosts that chance puts there at most
 -- SPIKE.chance of the time (5 at 8 hosts, 9 at 4; nil with 2 hosts or fewer)
@@ -78,7 +90,42 @@ local function count_spikes(bw, rank_hosts, fleet, by, pass)
   return by
 end
 
-local function spike_counts(passes, rank_hosts)
+-- adds to by[host].rounds one pass's rounds (clock: cs.p2p.matrix's { clock, ran }) that host
+-- took part in with another host: { seconds, { [other host] = true } for its directions under cut }
+local function wall_rounds(bw, rank_hosts, cut, clock, by)
+  for k, t in ipairs(clock and clock.clock or {}) do
+    local took = {}
+    for _, p in ipairs(clock.ran and clock.ran[k] or {}) do
+      local a, b = p[1] + 1, p[2] + 1
+      local ha, hb = rank_hosts[a], rank_hosts[b]
+      if ha ~= nil and hb ~= nil and ha ~= hb then
+        took[ha], took[hb] = took[ha] or {}, took[hb] or {}
+        for _, e in ipairs { { a, b }, { b, a } } do
+          local x = bw[e[1]] and bw[e[1]][e[2]]
+          if x and x < cut then took[ha][hb], took[hb][ha] = true, true end
+        end
+      end
+    end
+    for h, slow in pairs(took) do
+      local c = by[h]
+      if c then c.rounds[#c.rounds + 1] = { t[2] - t[1], slow } end
+    end
+  end
+end
+
+-- the share of host c's rounds' seconds in which it had a slow direction with a host other than `but`
+local function wall_share(c, but)
+  local all, slow = 0, 0
+  for _, r in ipairs(c.rounds) do
+    all = all + r[1]
+    for o in pairs(r[2]) do
+      if o ~= but then slow = slow + r[1]; break end
+    end
+  end
+  return all > 0 and slow / all or 0
+end
+
+local function spike_counts(passes, rank_hosts, clocks)
   local one_host, all = true, {}
   for a = 2, #rank_hosts do one_host = one_host and rank_hosts[a] == rank_hosts[1] end
   for _, bw in ipairs(passes) do
@@ -91,11 +138,27 @@ local function spike_counts(passes, rank_hosts)
   if one_host or #all == 0 then return nil end
   local fleet, by = median(all), {}
   for i, bw in ipairs(passes) do count_spikes(bw, rank_hosts, fleet, by, i) end
+  for _, c in pairs(by) do c.rounds = {} end
+  for i, bw in ipairs(passes) do wall_rounds(bw, rank_hosts, fleet * M.SPIKE.below, clocks and clocks[i], by) end
   return by
 end
 
-function M.spiky(passes, rank_hosts)
-  local by = spike_counts(passes, rank_hosts)
+-- the wall path: top's rounds with a slow direction took SPIKE.wall_share of its rounds' time,
+-- SPIKE.wall_rounds of them, over_next times any other host's share without top's directions
+local function wall_spiky(top, list)
+  local share, slow_rounds = wall_share(top), 0
+  for _, r in ipairs(top.rounds) do if next(r[2]) ~= nil then slow_rounds = slow_rounds + 1 end end
+  if share < M.SPIKE.wall_share or slow_rounds < M.SPIKE.wall_rounds or top.in_passes < M.SPIKE.alone_passes then
+    return nil, share
+  end
+  for i = 2, #list do
+    if M.SPIKE.over_next * wall_share(list[i], top.host) > share then return nil, share end
+  end
+  return M.SPIKE.min, share
+end
+
+function M.spiky(passes, rank_hosts, clocks)
+  local by = spike_counts(passes, rank_hosts, clocks)
   local list = {}
   for _, c in pairs(by or {}) do list[#list + 1] = c end
   table.sort(list, function(x, y) return x.n > y.n or (x.n == y.n and tostring(x.host) < tostring(y.host)) end)
@@ -104,7 +167,8 @@ function M.spiky(passes, rank_hosts)
   local seen = {}  -- the most spiky hosts' counts, for report.json (why a host was or was not)
   for i = 1, math.min(3, #list) do
     local c = list[i]
-    seen[i] = { host = c.host, slow = c.n, of = c.total, partners = c.count, time_share = c.time > 0 and c.slow_time / c.time or 0 }
+    seen[i] = { host = c.host, slow = c.n, of = c.total, partners = c.count, time_share = c.time > 0 and c.slow_time / c.time or 0,
+                wall_share = #c.rounds > 0 and wall_share(c) or nil }
   end
   for i = 2, #list do next_n = math.max(next_n, list[i].n - (list[i].partners[top.host] or 0)) end
   for _, k in pairs(top.partners) do most = math.max(most, k) end
@@ -117,6 +181,7 @@ function M.spiky(passes, rank_hosts)
     need = math.max(need, math.ceil(M.SPIKE.share * top.total))
   elseif top.slow_time < M.SPIKE.time_share * top.time then
     need = next_n == 0 and top.in_passes >= M.SPIKE.alone_passes and floor and top.n >= floor and floor or nil
+    need = need or wall_spiky(top, list)
   end
   if not need or top.n < M.SPIKE.min or top.n < M.SPIKE.over_next * next_n
       or top.count < M.SPIKE.partners or most > M.SPIKE.one_partner * top.n then
@@ -127,7 +192,7 @@ function M.spiky(passes, rank_hosts)
     if (top.ways[w] or 0) >= M.SPIKE.one_way * top.n then way = w end
   end
   return { { host = top.host, way = way, n = top.n, total = top.total, partners = top.count, next = next_n,
-             time_share = top.slow_time / top.time, with = top.partners, need = need } }, seen
+             time_share = top.slow_time / top.time, wall_share = wall_share(top), with = top.partners, need = need } }, seen
 end
 
 return M
