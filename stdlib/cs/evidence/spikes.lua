@@ -43,9 +43,9 @@ local median = stats.median
 -- rounds it took part in, wall_rounds of them in 2 passes or more, and every other host's share
 -- without its directions with this one is under 1 / over_next of it. Counting directions samples
 -- a flap by rounds, and a round in an on phase lasts longer (its streams crawl), so the on
--- phases hold fewer rounds than their share of the time: over 6 flap runs of the twenty-third
--- stop, 0.10-0.39 of the flapping host's rounds fell in on phases at duties of 0.41-0.59, while
--- the rounds' time in on phases was 0.36-0.54 of the whole. Seed 723 (4 x 1, h1 receiving at 74
+-- phases hold fewer rounds than their share of the time: over 8 flap runs of the twenty-third
+-- stop, 0.10-0.46 of the flapping host's rounds fell in on phases at duties of 0.41-0.59, while
+-- the rounds' time in on phases was 0.36-0.60 of the whole. Seed 723 (4 x 1, h1 receiving at 74
 -- Mbit, on 2.7 s, off 3.2 s) had 6 of 72 directions slow (under the tenth), in rounds that took
 -- 41 % of the clock, next host 0 %, and nobody was named; healthy hosts of those runs were at
 -- most 8 %, a flapping host's partners without its directions at most 16 %.
