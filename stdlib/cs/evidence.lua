@@ -358,11 +358,12 @@ local function spikes(ev, loc, rank_hosts, out, seen)
     if not seen[h.host] and not named(loc, h.host, nil) and not link_end(loc, rank_hosts, h.host, nil) then
       seen[h.host] = true
       out[#out + 1] = { rule = "not_confirmed", severity = "warn", subject = { host = h.host },
-        message = ("host %s: intermittent%s; %d of its %d pair directions in the pattern ran under a third of the fleet's median rate%s (%.0f %% of its transfer time), with partners on %d hosts (no other host more than %d), and its re-tests did not find it slow: a link that flaps or drops in bursts"):format(
+        message = ("host %s: intermittent%s; %d of its %d pair directions in the pattern ran under a third of the fleet's median rate%s (%.0f %% of its transfer time%s), with partners on %d hosts (no other host more than %d), and its re-tests did not find it slow: a link that flaps or drops in bursts"):format(
           h.host, h.way == "both" and "" or (" " .. h.way), h.n, h.total,
-          h.way == "both" and "" or (", " .. h.way), 100 * (h.time_share or 0), h.partners, h.next),
+          h.way == "both" and "" or (", " .. h.way), 100 * (h.time_share or 0),
+          h.wall_share and (", of the rounds it took part in %.0f %% of the time"):format(100 * h.wall_share) or "", h.partners, h.next),
         evidence = { intermittent = true, direction = h.way, spikes = h.n, directions = h.total, partners = h.partners, next = h.next,
-                     time_share = h.time_share, with = h.with, need = h.need },
+                     time_share = h.time_share, wall_share = h.wall_share, with = h.with, need = h.need },
         remedy = "watch that host's link for flaps (carrier changes, FEC and CRC counters, pause frames) and measure again" }
     end
   end

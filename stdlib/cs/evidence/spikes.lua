@@ -192,7 +192,7 @@ function M.spiky(passes, rank_hosts, clocks)
     if (top.ways[w] or 0) >= M.SPIKE.one_way * top.n then way = w end
   end
   return { { host = top.host, way = way, n = top.n, total = top.total, partners = top.count, next = next_n,
-             time_share = top.slow_time / top.time, wall_share = wall_share(top), with = top.partners, need = need } }, seen
+             time_share = top.slow_time / top.time, wall_share = #top.rounds > 0 and wall_share(top) or nil, with = top.partners, need = need } }, seen
 end
 
 return M
