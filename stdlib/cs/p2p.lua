@@ -383,7 +383,8 @@ function M.matrix_report(m, bytes)
     rep.passes = {}
     for i, bw in ipairs(m.passes) do rep.passes[i] = dense(bw) end
   end
-  if m.clocks and m.n <= M.PASSES_MAX_RANKS then rep.clocks = clocks_report(m.clocks) end
+  local clocks = m.clocks or (m.clock and { { clock = m.clock, ran = m.ran } })
+  if clocks and m.n <= M.PASSES_MAX_RANKS then rep.clocks = clocks_report(clocks) end
   return rep
 end
 

@@ -208,7 +208,25 @@ class FullDiag(cs_e2e.TestCase):
         self.assertEqual(stages["probe"]["info"]["probe_s"], plan["round_s"])
         self.assertEqual(stages["pattern"]["rank0"]["ops"],
                          (plan["rounds_run"] - 1) * stages["probe"]["rank0"]["ops"], (stages["probe"], stages["pattern"]))
+        self.check_clocks(m["clocks"], plan, n)
         return m
+
+    def check_clocks(self, clocks, plan, n):
+        """matrix.clocks: each pass's rounds in turn, every pair once a pass, round 1 the probe."""
+        passes = clocks["passes"]
+        self.assertEqual(len(passes), plan.get("passes", 1))
+        end = 0
+        for rounds in passes:
+            self.assertEqual(len(rounds), plan["rounds_run"])
+            seen = []
+            for start, seconds, flat in rounds:
+                self.assertGreaterEqual(start, end - 1e-6, "rounds overlap")
+                self.assertGreater(seconds, 0)
+                end = start + seconds
+                seen += [tuple(sorted(flat[i:i + 2])) for i in range(0, len(flat), 2)]
+            self.assertEqual(sorted(seen), [(a, b) for a in range(n) for b in range(a + 1, n)])
+        self.assertEqual(passes[0][0][0], 0)
+        self.assertAlmostEqual(passes[0][0][1], plan["round_s"], places=6)
 
     def check_scorecard(self, rep, sweep, matrix, n):
         card = rep["scorecard"]
