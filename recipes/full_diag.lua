@@ -249,13 +249,14 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
     la.stream, la.deadline, la.force = true, t0 + tier.budget, ev and cs.evidence.force(ev, stragglers)
     la.bw = ctx.rank == 0 and matrix.bw or nil  -- re-tests stream the way the matrix found slower,
     la.ways = ev and cs.evidence.ways(ev, ctx.hosts)  -- or the way the evidence found an end slow
-    loc = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts, la)
+    local clock
+    loc, clock = cs.p2p.localise(ctx, matrix.pairs, ctx.hosts, la)
     st:info("retests", loc.retests)
-    if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under
+    if ctx.rank == 0 then  -- the verdict's measurements: what noise it decided under, and when
       ctx.report:set("localisation", { references = loc.references, suspects = loc.suspects, retests = loc.retests,
                                        under_measured = loc.under_measured, undecided = loc.undecided, tested = loc.tested,
                                        noisy = loc.noisy or false, forced = la.force,
-                                       spikes = ev and ev.spikes })
+                                       spikes = ev and ev.spikes, clock = cs.p2p.retests_report(clock, ctx.size) })
     end
   end
   if ev then

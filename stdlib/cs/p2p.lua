@@ -255,6 +255,8 @@ end
 --   take) measure their disjoint pairs at once, one barrier per round. The verdict is broadcast (O(suspects) per rank). args also
 --   carries the verdict's options (cs.diagnose.VERDICT: samples, margin, max_cv, factor,
 --   link_factor, ...); args.stages (cs.stages) gets the counts "retests" and "rescreened".
+--   On rank 0 a second result: each re-test's { a, b, start (cs.now()), seconds, us }, in order
+--   (for retests_report).
 function M.localise(ctx, values, rank_hosts, args)
   check_op(args)
   local D = require "cs.diagnose.localise"
@@ -262,15 +264,21 @@ function M.localise(ctx, values, rank_hosts, args)
   if args.stream then  -- the re-tests measure what the pattern measured: streams, the slower way
     margs = { bytes = args.bytes, stream = true, window = args.window, iters = args.iters, warmup = args.warmup }
   end
+  local clock = {}  -- rank 0: each re-test's { a, b, start (cs.now()), seconds, us }, in order
   local function exec(batch, together, from)  -- collective: every rank, the same batch
-    local mine = {}
+    local mine, times = {}, {}
+    local t = native.now()
     for i, p in ipairs(batch) do
       if ctx.rank == p[1] or ctx.rank == p[2] then
         local v = pair_value(ctx.comm, ctx.rank == p[1] and p[2] or p[1], margs, from and from[i] or nil)
         if ctx.rank == math.min(p[1], p[2]) then mine[#mine + 1] = { i, v } end
         if together then break end  -- disjoint pairs (checked on rank 0): this rank's only one
       end
-      if not together then ctx.comm:barrier() end  -- each re-test alone
+      if not together then  -- each re-test alone
+        ctx.comm:barrier()
+        local now = native.now()
+        times[i], t = { t, now - t }, now
+      end
     end
     if together then ctx.comm:barrier() end  -- the rescreen's round: its pairs at once
     if args.stages then args.stages:count(together and "rescreened" or "retests", #batch) end
@@ -278,6 +286,10 @@ function M.localise(ctx, values, rank_hosts, args)
     if ctx.rank ~= 0 then return nil end
     local out = {}
     for _, list in ipairs(all) do for _, v in ipairs(list) do out[v[1]] = v[2] end end
+    for i, p in ipairs(batch) do
+      local tt = times[i] or { t, native.now() - t }
+      clock[#clock + 1] = { p[1], p[2], tt[1], tt[2], out[i] or false }
+    end
     return out
   end
   local out = false
@@ -307,7 +319,17 @@ function M.localise(ctx, values, rank_hosts, args)
       exec(msg.batch, msg.together, msg.from)
     end
   end
-  return ctx.comm:broadcast_value(out, 0)
+  return ctx.comm:broadcast_value(out, 0), ctx.rank == 0 and clock or nil
+end
+
+-- retests_report(clock, n) -> the report's localisation.clock (n ranks up to PASSES_MAX_RANKS,
+-- else nil): origin (rank 0's cs.now() at the first re-test) and each re-test in order,
+-- { a, b, start s from origin, seconds, us } (a rescreen round's pairs share their round's times)
+function M.retests_report(clock, n)
+  if not clock or #clock == 0 or n > M.PASSES_MAX_RANKS then return nil end
+  local origin, out = clock[1][3], {}
+  for i, c in ipairs(clock) do out[i] = { c[1], c[2], c[3] - origin, c[4], c[5] } end
+  return { origin = origin, retests = out }
 end
 
 -- the report's matrix.clocks: origin (rank 0's cs.now() at the first round's start) and, per

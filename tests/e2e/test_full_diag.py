@@ -359,6 +359,18 @@ class FullDiag(cs_e2e.TestCase):
         self.assertEqual(int(m.group(1)), ev["partner"])
         self.assertAlmostEqual(float(m.group(2)), ev["value"], delta=0.051)  # printed with %.1f
         self.assertAlmostEqual(float(m.group(3)), ev["reference"], delta=0.051)
+        # the re-tests' clock: each pair re-tested, in turn, inside the localisation stage
+        loc = rep["localisation"]
+        clock = loc["clock"]["retests"]
+        self.assertEqual(len(clock), loc["retests"]["run"] + loc["retests"].get("rescreened", 0), loc["retests"])
+        self.assertEqual(clock[0][2], 0)
+        for prev, cur in zip(clock, clock[1:]):
+            self.assertGreaterEqual(cur[2], prev[2])
+        for a, b, start, seconds, us in clock:
+            self.assertGreater(seconds, 0)
+            self.assertTrue(us is False or us > 0, (a, b, us))
+        stage = {x["name"]: x for x in rep["cost"]["stages"]}["localisation"]
+        self.assertLessEqual(clock[-1][2] + clock[-1][3], stage["seconds"], stage)
         # the injection fired on rank 1's sends and receives only
         self.assertTrue(rep["chaos"])
         self.assertEqual({(e["rank"], e["op"], e["kind"]) for e in rep["chaos"]}, {(1, "send", "slow"), (1, "recv", "slow")})

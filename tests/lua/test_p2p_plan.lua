@@ -244,6 +244,16 @@ function TestPlans:test_matrix_report_keeps_each_pass()
   lu.assertNil(big.passes)
 end
 
+-- the re-tests' clock in the report: times from the first re-test's start, up to 64 ranks
+function TestPlans:test_retests_report_times_each_retest_from_the_first()
+  local clock = { { 0, 5, 100.25, 0.5, 812.5 }, { 2, 7, 100.75, 1.25, false } }
+  lu.assertEquals(cs.p2p.retests_report(clock, 8),
+                  { origin = 100.25, retests = { { 0, 5, 0, 0.5, 812.5 }, { 2, 7, 0.5, 1.25, false } } })
+  lu.assertNil(cs.p2p.retests_report(clock, cs.p2p.PASSES_MAX_RANKS + 1))
+  lu.assertNil(cs.p2p.retests_report({}, 8))
+  lu.assertNil(cs.p2p.retests_report(nil, 8))
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
