@@ -243,7 +243,9 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   local loc = { hosts = {}, ranks = {}, links = {} }
   -- the matrix's own evidence (rank 0's): rows or columns far off, the ranks the sweep waited
   -- for and the worst rank are re-tested whatever the screen says, and never end in silence
-  local ev = ctx.rank == 0 and cs.evidence.off(matrix.bw, ctx.hosts, nil, matrix.passes, matrix.clocks) or nil
+  -- the rounds' clocks up to the size whose passes the report keeps (per host and round: O(h n) at most)
+  local clocks = ctx.size <= cs.p2p.PASSES_MAX_RANKS and matrix.clocks or nil
+  local ev = ctx.rank == 0 and cs.evidence.off(matrix.bw, ctx.hosts, nil, matrix.passes, clocks) or nil
   if ctx.size >= 4 or ctx.nhosts >= 3 then
     local la = matrix_args(tier, st, ctx.nhosts)
     la.stream, la.deadline, la.force = true, t0 + tier.budget, ev and cs.evidence.force(ev, stragglers)
