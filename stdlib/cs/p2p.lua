@@ -332,6 +332,9 @@ function M.retests_report(clock, n)
   return { origin = origin, retests = out }
 end
 
+-- one pass's clock as merge_passes keeps it (matrix's clock and ran)
+local function pass_clock(m) return { clock = m.clock, ran = m.ran } end
+
 -- the report's matrix.clocks: origin (rank 0's cs.now() at the first round's start) and, per
 -- pass, each round's { start s from origin, seconds, { a, b, a, b, ... } its pairs }
 local function clocks_report(clocks)
@@ -405,7 +408,7 @@ function M.matrix_report(m, bytes)
     rep.passes = {}
     for i, bw in ipairs(m.passes) do rep.passes[i] = dense(bw) end
   end
-  local clocks = m.clocks or (m.clock and { { clock = m.clock, ran = m.ran } })
+  local clocks = m.clocks or (m.clock and { pass_clock(m) })
   if clocks and m.n <= M.PASSES_MAX_RANKS then rep.clocks = clocks_report(clocks) end
   return rep
 end
@@ -554,9 +557,9 @@ end
 --   .passes holds every pass's bw (cs.evidence.off counts their slow directions).
 function M.merge_passes(list, bytes)
   local first = list[1]
-  if #list == 1 then first.passes, first.clocks = { first.bw }, { { clock = first.clock, ran = first.ran } }; return first end
+  if #list == 1 then first.passes, first.clocks = { first.bw }, { pass_clock(first) }; return first end
   local n, bw, passes, clocks = first.n, {}, {}, {}
-  for i, m in ipairs(list) do passes[i], clocks[i] = m.bw, { clock = m.clock, ran = m.ran } end
+  for i, m in ipairs(list) do passes[i], clocks[i] = m.bw, pass_clock(m) end
   for a = 1, n do
     bw[a] = {}
     for b = 1, n do

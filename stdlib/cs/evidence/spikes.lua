@@ -141,13 +141,14 @@ local function spike_counts(passes, rank_hosts, clocks)
   for i, bw in ipairs(passes) do count_spikes(bw, rank_hosts, fleet, by, i) end
   for _, c in pairs(by) do c.rounds = {} end
   for i, bw in ipairs(passes) do wall_rounds(bw, rank_hosts, fleet * M.SPIKE.below, clocks and clocks[i], by) end
+  for _, c in pairs(by) do c.wall = #c.rounds > 0 and wall_share(c) or nil end  -- nil: no clock
   return by
 end
 
 -- the wall path: top's rounds with a slow direction took SPIKE.wall_share of its rounds' time,
 -- SPIKE.wall_rounds of them, over_next times any other host's share without top's directions
 local function wall_spiky(top, list)
-  local share, slow_rounds = wall_share(top), 0
+  local share, slow_rounds = top.wall or 0, 0
   for _, r in ipairs(top.rounds) do if next(r[2]) ~= nil then slow_rounds = slow_rounds + 1 end end
   if share < M.SPIKE.wall_share or slow_rounds < M.SPIKE.wall_rounds or top.in_passes < M.SPIKE.alone_passes then
     return nil, share
@@ -169,7 +170,7 @@ function M.spiky(passes, rank_hosts, clocks)
   for i = 1, math.min(3, #list) do
     local c = list[i]
     seen[i] = { host = c.host, slow = c.n, of = c.total, partners = c.count, time_share = c.time > 0 and c.slow_time / c.time or 0,
-                wall_share = #c.rounds > 0 and wall_share(c) or nil }
+                wall_share = c.wall }
   end
   for i = 2, #list do next_n = math.max(next_n, list[i].n - (list[i].partners[top.host] or 0)) end
   for _, k in pairs(top.partners) do most = math.max(most, k) end
@@ -193,7 +194,7 @@ function M.spiky(passes, rank_hosts, clocks)
     if (top.ways[w] or 0) >= M.SPIKE.one_way * top.n then way = w end
   end
   return { { host = top.host, way = way, n = top.n, total = top.total, partners = top.count, next = next_n,
-             time_share = top.slow_time / top.time, wall_share = #top.rounds > 0 and wall_share(top) or nil, with = top.partners, need = need } }, seen
+             time_share = top.slow_time / top.time, wall_share = top.wall, with = top.partners, need = need } }, seen
 end
 
 return M
