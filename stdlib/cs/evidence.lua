@@ -2,9 +2,10 @@
 -- statistic that decides"). Pure functions over plain tables: no communication.
 --
 -- off(bw, rank_hosts, factor, passes, clocks) -> { ranks = {...}, hosts = {...}, fleet_send, fleet_recv, worst,
---   spiky, spikes, explained } (passes: the pattern's passes' bw, all counted for spiky; default { bw };
+--   spiky, spikes, explained, slow_ranks } (passes: the pattern's passes' bw, all counted for spiky; default { bw };
 --   clocks: each pass's round times, cs.p2p.matrix's { clock, ran }, for spiky's wall-time share;
 --   explained: 0-based ranks off one way only because their partners are off the other way;
+--   slow_ranks: each 0-based rank's pair directions under the spike rule's cut, over the passes;
 --   spikes: the three most spiky hosts' counts, ev.spiky or not, for the report)
 --   bw[a][b]: GB/s rank a-1 sent to b-1 streaming (cs.p2p.matrix). Each rank's send rate is the
 --   median of its row over ranks of other hosts (every other rank on one host), its receive rate
@@ -213,7 +214,7 @@ function M.off(bw, rank_hosts, factor, passes, clocks)
   ev.explained = {}
   for a = 1, n do if explained[a] then ev.explained[#ev.explained + 1] = a - 1 end end
   ev.hosts, ev.ranks = off_hosts(ev, rank_hosts)
-  ev.spiky, ev.spikes = spike_rule.spiky(passes or { bw }, rank_hosts, clocks)
+  ev.spiky, ev.spikes, ev.slow_ranks = spike_rule.spiky(passes or { bw }, rank_hosts, clocks)
   return ev
 end
 
@@ -446,7 +447,7 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
   end
   local pointed = {}  -- the hosts the pattern's evidence forces (off or spiky)
   for _, h in ipairs(M.force(ev, {}).hosts) do pointed[h] = true end
-  flap_rule.flapping(loc, rank_hosts, out, seen, pointed)
+  flap_rule.flapping(loc, rank_hosts, out, seen, pointed, ev.slow_ranks)
   spikes(ev, loc, rank_hosts, out, seen)
   intermittent(loc, rank_hosts, out, seen)
   return out

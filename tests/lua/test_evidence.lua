@@ -419,6 +419,58 @@ function TestEvidence:test_an_intermittent_host_whose_slow_pairs_are_a_named_ran
   lu.assertNil(w[1].evidence.rank)
 end
 
+-- scripts/truth_harness.py seed 1003 (PASSES.FLAP_BOTH_8X2_SEED1003: h7 flapping both ways, its
+-- ranks 14 and 15 two slow directions each in the pattern, the re-tests caught only rank 15's
+-- pairs in an on phase): a host's link slows all its ranks' pairs, so the warning goes on h7,
+-- not rank 15. With rank 14's slow directions at the fleet's rate, rank 15 alone is warned.
+local function recorded_flap_warnings(rec, bw)
+  local tested = {}
+  for i, t in ipairs(rec.tested) do
+    local ps = {}
+    for k, p in ipairs(t.pairs) do
+      ps[k] = { a = p[1], b = p[2], above = p[3], rounds = p[4], ratio = p[5], median_us = 9000 * p[5], good = p[3] == 0, slow = false }
+    end
+    tested[i] = { rank = t.rank, host = t.host, pair = t.pair, pairs = ps }
+  end
+  local ev = cs.evidence.off(bw, rec.hosts, nil, { bw })
+  local out = {}
+  for _, f in ipairs(cs.evidence.unconfirmed(ev, { hosts = {}, ranks = {}, links = {}, tested = tested }, rec.hosts, 1048576)) do
+    if f.evidence and f.evidence.intermittent and f.evidence.pairs then out[#out + 1] = f end
+  end
+  return out, ev
+end
+
+function TestEvidence:test_a_flap_caught_on_one_rank_is_its_hosts_when_the_pattern_slowed_its_other_rank()
+  local rec = PASSES.FLAP_BOTH_8X2_SEED1003
+  local bw = rec.passes[1]
+  -- the slow directions recomputed: under a third of the median over pairs on two hosts
+  local inter, slow = {}, {}
+  for a = 1, #bw do for b = 1, #bw do
+    if bw[a][b] and rec.hosts[a] ~= rec.hosts[b] then inter[#inter + 1] = bw[a][b] end
+  end end
+  local cut = cs.stats.median(inter) / 3
+  for a = 1, #bw do for b = 1, #bw do
+    if bw[a][b] and rec.hosts[a] ~= rec.hosts[b] and bw[a][b] < cut then
+      slow[a - 1], slow[b - 1] = (slow[a - 1] or 0) + 1, (slow[b - 1] or 0) + 1
+    end
+  end end
+  local w, ev = recorded_flap_warnings(rec, bw)
+  lu.assertEquals(slow[14], 2)
+  lu.assertEquals(slow[15], 2)
+  lu.assertEquals(#w, 1)
+  lu.assertEquals(w[1].subject, { host = "h7" })
+  for r = 0, #bw - 1 do lu.assertEquals(ev.slow_ranks[r] or 0, slow[r] or 0, "rank " .. r) end
+  lu.assertStrContains(w[1].message, "host h7: intermittent; 3 of its pairs re-tested alone were slow in some rounds (up to 2 of 3), all of them rank 15's")
+  -- rank 14's two slow directions (1 -> 14, 14 -> 9) at the fleet's rate: rank 15's alone
+  local fixed = {}
+  for a = 1, #bw do fixed[a] = {}; for b = 1, #bw do fixed[a][b] = bw[a][b] end end
+  fixed[2][15], fixed[15][10] = 3 * cut, 3 * cut
+  w, ev = recorded_flap_warnings(rec, fixed)
+  lu.assertEquals(ev.slow_ranks[14] or 0, 0)
+  lu.assertEquals(#w, 1)
+  lu.assertEquals(w[1].subject, { rank = 15, host = "h7" })
+end
+
 function TestEvidence:test_a_flapping_host_is_named_intermittent()
   local loc, f = flap_run(function(a, b) return a == 2 or b == 2 end)
   lu.assertEquals(#loc.hosts + #loc.ranks + #loc.links, 0, "slow in a quarter of the rounds: no verdict")

@@ -3,7 +3,8 @@
 -- (ev.spiky, ev.spikes of cs.evidence.off). Pure: no communication.
 -- spiky(passes, rank_hosts) -> { {host, way, n, total, partners, next, time_share, with} } (at most
 --   one; with: its slow directions' count by partner host),
---   and the three hosts with the most such directions { {host, slow, of, partners, time_share} }
+--   and the three hosts with the most such directions { {host, slow, of, partners, time_share} },
+--   and each rank's such directions (sent or received) over the passes { [rank, 0-based] = n }
 local stats = require "cs.stats"
 local M = {}
 
@@ -65,13 +66,15 @@ local function alone_floor(hosts)
 end
 
 -- adds to by[host] one pass's pair directions of that host and those under cut (sends and
--- receives counted apart too), and their time weights (fleet / x: time, the fleet's as 1)
-local function count_spikes(bw, rank_hosts, fleet, by, pass)
+-- receives counted apart too), and their time weights (fleet / x: time, the fleet's as 1); to
+-- ranks[rank] (0-based) the directions under cut that rank sent or received
+local function count_spikes(bw, rank_hosts, fleet, by, pass, ranks)
   local cut = fleet * M.SPIKE.below
   for a = 1, #rank_hosts do
     for b, x in pairs(bw[a] or {}) do
       if type(b) == "number" and a ~= b and x and rank_hosts[b] ~= rank_hosts[a] then
         local w = x > 0 and math.min(M.SPIKE.max_weight, fleet / x) or M.SPIKE.max_weight
+        if x < cut then ranks[a - 1], ranks[b - 1] = (ranks[a - 1] or 0) + 1, (ranks[b - 1] or 0) + 1 end
         for _, e in ipairs { { a, b, "sending" }, { b, a, "receiving" } } do
           local h, other = rank_hosts[e[1]], rank_hosts[e[2]]
           local c = by[h] or { host = h, n = 0, total = 0, partners = {}, count = 0, ways = {}, time = 0, slow_time = 0,
@@ -137,12 +140,12 @@ local function spike_counts(passes, rank_hosts, clocks)
     end
   end
   if one_host or #all == 0 then return nil end
-  local fleet, by = median(all), {}
-  for i, bw in ipairs(passes) do count_spikes(bw, rank_hosts, fleet, by, i) end
+  local fleet, by, ranks = median(all), {}, {}
+  for i, bw in ipairs(passes) do count_spikes(bw, rank_hosts, fleet, by, i, ranks) end
   for _, c in pairs(by) do c.rounds = {} end
   for i, bw in ipairs(passes) do wall_rounds(bw, rank_hosts, fleet * M.SPIKE.below, clocks and clocks[i], by) end
   for _, c in pairs(by) do c.wall = #c.rounds > 0 and wall_share(c) or nil end  -- nil: no clock
-  return by
+  return by, ranks
 end
 
 -- the wall path: top's rounds with a slow direction took SPIKE.wall_share of its rounds' time,
@@ -160,12 +163,12 @@ local function wall_spiky(top, list)
 end
 
 function M.spiky(passes, rank_hosts, clocks)
-  local by = spike_counts(passes, rank_hosts, clocks)
+  local by, ranks = spike_counts(passes, rank_hosts, clocks)
   local list = {}
   for _, c in pairs(by or {}) do list[#list + 1] = c end
   table.sort(list, function(x, y) return x.n > y.n or (x.n == y.n and tostring(x.host) < tostring(y.host)) end)
   local top, next_n, most = list[1], 0, 0
-  if not top then return {} end
+  if not top then return {}, nil, ranks or {} end
   local seen = {}  -- the most spiky hosts' counts, for report.json (why a host was or was not)
   for i = 1, math.min(3, #list) do
     local c = list[i]
@@ -187,14 +190,14 @@ function M.spiky(passes, rank_hosts, clocks)
   end
   if not need or top.n < M.SPIKE.min or top.n < M.SPIKE.over_next * next_n
       or top.count < M.SPIKE.partners or most > M.SPIKE.one_partner * top.n then
-    return {}, seen
+    return {}, seen, ranks
   end
   local way = "both"
   for _, w in ipairs { "sending", "receiving" } do
     if (top.ways[w] or 0) >= M.SPIKE.one_way * top.n then way = w end
   end
   return { { host = top.host, way = way, n = top.n, total = top.total, partners = top.count, next = next_n,
-             time_share = top.slow_time / top.time, wall_share = top.wall, with = top.partners, need = need } }, seen
+             time_share = top.slow_time / top.time, wall_share = top.wall, with = top.partners, need = need } }, seen, ranks
 end
 
 return M
