@@ -1230,6 +1230,36 @@ function TestLocalise:test_links_the_retests_pointed_to_are_named()
   end
 end
 
+-- A slow link that only a rank re-test's mate pair measured (truth harness seed 1114, 8 x 2, a
+-- 115 Mbit link between h0 and h6: rank 0 a forced suspect, its mate rank 1's pair with rank 13
+-- of h6 8.3x in 5 of 5 rounds, rank 0's own pairs good, and nobody named): the mate's slow pair
+-- is a link the re-test pointed to, re-tested as one, and a link between the two hosts is named.
+function TestLocalise:test_a_link_only_a_mate_pair_measured_is_named()
+  for seed = 1, 5 do
+    local hosts, values, model = job(8, 2, {}, 0.1, seed)
+    local force = { ranks = { 0 }, hosts = {} }
+    -- which pair is rank 0's mate pair here: the driver's choice, read from a healthy run
+    local loc = localise_with(values, hosts, model, { force = force })
+    local mate
+    for _, t in ipairs(loc.tested) do
+      if t.rank == 0 then
+        for _, p in ipairs(t.pairs) do if p.a ~= 0 and p.b ~= 0 then mate = p end end
+      end
+    end
+    lu.assertNotNil(mate, "rank 0's re-test has a mate pair")
+    local x, y = hosts[mate.a + 1], hosts[mate.b + 1]
+    local function across(a, b)
+      local ha, hb = hosts[a + 1], hosts[b + 1]
+      return (ha == x and hb == y) or (ha == y and hb == x)
+    end
+    loc = localise_with(values, hosts, function(a, b) return model(a, b) * (across(a, b) and 8 or 1) end, { force = force })
+    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.tested })
+    lu.assertEquals({ #loc.hosts, #loc.ranks }, { 0, 0 }, what)
+    lu.assertTrue(#loc.links >= 1, what)
+    for _, l in ipairs(loc.links) do lu.assertTrue(across(l.a, l.b), what) end
+  end
+end
+
 -- A cleared host's evidence pairs that its own re-test measured good are no link suspects, and
 -- ranks shown good by the host re-tests stay partners (CI, 8 namespace hosts x 1, an 80 Mbit
 -- link between hosts 1 and 5 on a loaded machine: both ends were host suspects, both cleared;
