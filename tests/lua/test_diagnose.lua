@@ -1260,6 +1260,36 @@ function TestLocalise:test_a_link_only_a_mate_pair_measured_is_named()
   end
 end
 
+-- Named links at one rank whose other ends are on two hosts are the rank's (truth harness seed
+-- 1200, 8 x 2, rank 6 stopped 58 of every 114 ms: its pairs with ranks of h7 and h2 slow in every
+-- round, with h5 not, and links 6-14 and 4-6 named): no link is named, the finding names rank 6.
+-- One host pair's slow links stay links.
+function TestLocalise:test_slow_links_at_one_rank_to_two_hosts_are_the_ranks()
+  for seed = 1, 5 do
+    local hosts, values, model = job(8, 2, {}, 0.1, seed)
+    local function slow(a, b)
+      local o = a == 6 and b or b == 6 and a or nil
+      return o ~= nil and (hosts[o + 1] == "h7" or hosts[o + 1] == "h2")
+    end
+    for _, p in ipairs(values) do p[3] = p[3] * (slow(p[1], p[2]) and 8 or 1) end
+    local loc = localise_with(values, hosts, function(a, b) return model(a, b) * (slow(a, b) and 8 or 1) end)
+    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.links, loc.rank_links })
+    lu.assertEquals({ #loc.hosts, #loc.links }, { 0, 0 }, what)
+    if #loc.ranks == 0 then
+      lu.assertEquals(#loc.rank_links, 1, what)
+      lu.assertEquals(loc.rank_links[1].rank, 6, what)
+      lu.assertTrue(#loc.rank_links[1].links >= 2, what)
+      local f = cs.diagnose.findings(loc)
+      local w
+      for _, x in ipairs(f) do if x.rule == "not_confirmed" then w = x end end
+      lu.assertEquals(w.subject, { rank = 6, host = "h3" }, what)
+      lu.assertStrContains(w.message, "rank 6 (host h3): its pairs with ranks on")
+    else
+      lu.assertEquals(ranks_of(loc.ranks), { 6 }, what)
+    end
+  end
+end
+
 -- A cleared host's evidence pairs that its own re-test measured good are no link suspects, and
 -- ranks shown good by the host re-tests stay partners (CI, 8 namespace hosts x 1, an 80 Mbit
 -- link between hosts 1 and 5 on a loaded machine: both ends were host suspects, both cleared;

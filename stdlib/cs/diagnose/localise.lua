@@ -101,10 +101,11 @@ function M.localise(values, rank_hosts, args, measure)
   run_phase(c, pointed, true)
   for _, t in ipairs(pointed) do judge_link(c, t, not_good) end
   group_ranks(c, loc)
+  V.links_at_one_rank(c)
   -- References noisier than max_cv: a suspect is still named when its effect clears the
   -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)
   -- and when nobody is named the finding says that the run was too noisy, not that it is healthy.
-  if out.noisy and #out.hosts + #out.ranks + #out.links > 0 then out.noisy = nil end
+  if out.noisy and #out.hosts + #out.ranks + #out.links + #(out.rank_links or {}) > 0 then out.noisy = nil end
   if out.noisy then
     out.noisy.message = ("measurements too noisy to localise: CV %.2f of the %s-host reference pairs (at most %.2f for a verdict)"):format(
       out.noisy.cv, out.noisy.kind == "intra" and "same" or "cross", c.max_cv)
