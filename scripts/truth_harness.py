@@ -40,6 +40,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -241,11 +242,59 @@ def score(cfg, named, where):
     return correct, innocent
 
 
+def on_phases(log, end):
+    """A flap's on intervals (monotonic seconds) from the planter's log [(t, "host I on|off")]."""
+    iv, cur = [], None
+    for t, what in log:
+        if what.endswith(" on") and cur is None:
+            cur = t
+        elif what.endswith(" off") and cur is not None:
+            iv.append((cur, t))
+            cur = None
+    if cur is not None:
+        iv.append((cur, end))
+    return iv
+
+
+def flap_visible(cfg, rep, where, on):
+    """A flap's visibility in the pattern: the fleet's median rate (pairs on two hosts) over the
+    median of the flapping host's directions the fault shapes (its sends, receives or both) in
+    the rounds that ran at least half in an on phase (report.json matrix.clocks, rank 0's
+    monotonic clock, the same as the planter's). A pair's best single exchange (min_us) hides a
+    fault that is off part of the time. None without clocks or such rounds."""
+    f, m = cfg["fault"], rep.get("matrix") or {}
+    clocks = m.get("clocks")
+    passes = m.get("passes") or ([m["values"]] if m.get("values") else [])
+    if not isinstance(clocks, dict) or not on or len(passes) != len(clocks.get("passes", [])):
+        return None
+    d, fleet, mine = f.get("dir", "both"), [], []
+    for bw, rounds in zip(passes, clocks["passes"]):
+        vals = [x for a, row in enumerate(bw) for b, x in enumerate(row) if x and where[a] != where[b]]
+        if not vals:
+            continue
+        fleet.append(statistics.median(vals))
+        for start, secs, flat in rounds:
+            t0 = clocks["origin"] + start
+            inside = sum(max(0.0, min(t0 + secs, y) - max(t0, x)) for x, y in on)
+            if secs <= 0 or inside < 0.5 * secs:
+                continue
+            for i in range(0, len(flat) - 1, 2):
+                for s, r in ((flat[i], flat[i + 1]), (flat[i + 1], flat[i])):
+                    shaped = (where[s] == f["host"] and d in ("send", "both")) or (where[r] == f["host"] and d in ("recv", "both"))
+                    if where[s] != where[r] and shaped and bw[s][r]:
+                        mine.append(bw[s][r])
+    if not fleet or not mine:
+        return None
+    return round(statistics.median(fleet) / statistics.median(mine), 2)
+
+
 def visible(cfg, rep, where):
     """How much slower the planted fault made its pairs in the pattern (the report's pair results):
     the median of the faulty pairs over the median of the others of the same kind (same host or
-    not); None when no pair showed it (a fault the pattern never measured)."""
+    not); None when no pair showed it (a fault the pattern never measured). A flap's: flap_visible."""
     f = cfg["fault"]
+    if f["kind"] == "flap":
+        return flap_visible(cfg, rep, where, rep.get("_on"))
     pairs = [(r["a"], r["b"], r["min_us"]) for r in rep.get("results", []) if r.get("kind") == "pair" and "min_us" in r]
 
     def hit(a, b):
@@ -326,6 +375,7 @@ def run_netns(cfg, ns, binary, mpirun, recipe, out_dir, timeout):
         with open(path) as fh:
             rep = json.load(fh)
     rep["_planted"] = planted[:6] + ["... %d more" % (len(planted) - 6)] if len(planted) > 6 else planted
+    rep["_on"] = on_phases(planter.log, time.monotonic())
     return rc, elapsed, rep, (so + se).decode("utf-8", "replace")[-3000:]
 
 
@@ -371,14 +421,14 @@ def alone(cfg, ns, binary, mpirun, timeout=120):
 
 
 def culprit_s(rep):
-    """Seconds from the run's start to the end of localisation (its verdict), from the report's
-    stage costs; None without them."""
-    total = 0.0
+    """Seconds from the run's start to the end of localisation (its verdict) or of the watch after
+    it (its warning), from the report's stage costs; None without them."""
+    total, end = 0.0, None
     for s in (rep.get("cost") or {}).get("stages", []):
         total += s["seconds"]
-        if s["name"] == "localisation":
-            return round(total, 1)
-    return None
+        if s["name"] in ("localisation", "watch"):
+            end = round(total, 1)
+    return end
 
 
 def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
@@ -401,6 +451,7 @@ def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
                plan=(rep.get("matrix") or {}).get("plan"),
                stages=[(s["name"], round(s["seconds"], 2)) for s in (rep.get("cost") or {}).get("stages", [])],
                culprit_s=culprit_s(rep), planted=rep.pop("_planted", None))
+    rep.pop("_on", None)
     if rc not in (0, 3):
         row["tail"] = tail
     if keep:
