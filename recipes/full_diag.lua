@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.5.8",
+  version = "1.6.0",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -39,6 +39,8 @@ local recipe = cs.recipe {
     max = { default = "0", help = "largest sweep size (0: the tier's)", type = "size" },
     dtype = { default = "float32", help = "element type of the sweep", choices = cs.dtypes },
     budget = { default = 0, type = "number", min = 0, help = "time budget in seconds (0: the tier's)" },
+    watch = { default = 8, type = "number", min = 0,
+              help = "seconds of the watch after localisation: every host alone, in turn (3+ hosts, up to 64 ranks; 0: none)" },
     copy_bytes = { default = "32M", type = "size",
                    help = "bytes per host<->GPU and GPU<->GPU copy of the link check (--backend nccl)" },
   },
@@ -268,6 +270,30 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   return matrix, loc
 end
 
+-- The watch (cs.watch, cs.evidence.watch): every host's samples alone, in turn, for --watch
+-- seconds after localisation, whatever is left of the budget (as the host re-tests' first
+-- rounds: in the twenty-third stop's 105 namespace runs, 54 had under 4 s of it left then, 26 of
+-- the 30 on 8 x 2 ranks, where the pattern hides a flap most); none with under 3 hosts or over
+-- WATCH.max_ranks ranks. Its warning joins loc.unconfirmed (rank 0).
+local function watch_stage(ctx, tier, st, loc)
+  local W, secs = cs.evidence.WATCH, ctx.opt.watch
+  local skipped = secs <= 0 and "--watch 0" or ctx.nhosts < 3 and "under 3 hosts"
+    or ctx.size > W.max_ranks and ("over %d ranks (the pattern's passes decide)"):format(W.max_ranks)
+  if skipped then
+    if ctx.rank == 0 then ctx.report:set("watch", { skipped = skipped }) end
+    return
+  end
+  st:begin("watch")
+  local m = matrix_args(tier, st, ctx.nhosts)
+  local samples, cycles = cs.watch.run(ctx, { bytes = m.bytes, window = m.window, iters = m.iters, warmup = m.warmup, seconds = secs })
+  ctx.log("watch: %d cycles of every host alone in %.0f s", cycles, secs)
+  if ctx.rank == 0 then
+    ctx.report:set("watch", cs.watch.report(samples, cycles, secs, ctx.size))
+    loc.unconfirmed = loc.unconfirmed or {}
+    for _, f in ipairs(cs.evidence.watch.judge(samples, ctx.hosts, loc)) do loc.unconfirmed[#loc.unconfirmed + 1] = f end
+  end
+end
+
 -- The GPU links of every host (docs/full_diag-and-scorecard.md, "GPU nodes"): NVLinks down, GPUs
 -- and NICs on another NUMA node than the ranks that use them (from the topology), and on a GPU
 -- job the copies of gpu_copy_bw's method, measured by the lowest rank of each host one GPU at a
@@ -447,6 +473,7 @@ function recipe.run(ctx)
     ctx.log("== pattern and localisation (%.1f s)", elapsed())
     local matrix
     matrix, loc = pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
+    watch_stage(ctx, tier, st, loc)
     if ctx.rank == 0 then measured.matrix = matrix end
   end
 

@@ -30,12 +30,14 @@
 local stats = require "cs.stats"
 local spike_rule = require "cs.evidence.spikes"
 local flap_rule = require "cs.evidence.flap"
+local watch_rule = require "cs.evidence.watch"
 local named, link_end = flap_rule.internal.named, flap_rule.internal.link_end
 local M = {}
 
-M.spikes, M.flap = spike_rule, flap_rule  -- the package's parts (docs/stdlib.md)
+M.spikes, M.flap, M.watch = spike_rule, flap_rule, watch_rule  -- the package's parts (docs/stdlib.md)
 M.SPIKE = spike_rule.SPIKE  -- the pattern's spike rule (cs.evidence.spikes)
 M.FLAP = flap_rule.FLAP    -- the re-tests' flap rule (cs.evidence.flap)
+M.WATCH = watch_rule.WATCH  -- the watch's rule (cs.evidence.watch)
 
 M.OFF_FACTOR = 3      -- a matrix row or column this many times off the fleet's median is a suspect
 M.MIN_PAIRS = 3       -- a rank's rate needs this many measured partners on other hosts (or all it has)

@@ -146,6 +146,7 @@ local function stream_from(comm, me, peer, sender, args)
                           iters = args.iters or 5, warmup = args.warmup or 1 }
   return (args.bytes or 262144) / g / 1e3
 end
+M.stream_from = stream_from
 
 -- the direction a re-test of {a, b} streams: the slower one in the matrix bw (rank 0's), nil
 -- (both) where the matrix has not both

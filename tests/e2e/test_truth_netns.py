@@ -7,6 +7,8 @@ on 4 network-namespace hosts x 1 rank, and nobody innocent:
   - a rank stopped from outside (SIGSTOP) 60 ms of every 100 ms (OS jitter, a noisy neighbour);
   - a slow link (htb on the path between two hosts);
   - two of the four hosts slow (every rank's median pair is then a slow one);
+  - a host whose link flaps (receiving at 60 Mbit for 2 s, then 2 s at the fabric's rate): warned
+    intermittent, and the watch's samples alone show it (3x its peers' median in some);
   - a healthy run: nobody named, no "not confirmed" finding.
 Every other path runs at 1 Gbit. The planting is scripts/plant.py's (the harness's:
 scripts/truth_harness.py measures precision and recall over 60+ random plantings; these are fixed
@@ -29,6 +31,7 @@ CASES = {
     "stutter": {"kind": "stutter", "rank": 1, "stop_ms": 60, "every_ms": 100},
     "link": {"kind": "link", "hosts": [0, 3], "rate": "50mbit"},
     "two": {"kind": "two", "hosts": [2, 3], "rate": "100mbit", "burst": 262144, "dir": "both"},
+    "flap": {"kind": "flap", "host": 1, "rate": "60mbit", "burst": 65536, "dir": "recv", "on_s": 2.0, "off_s": 2.0},
     "none": {"kind": "none"},
 }
 
@@ -95,6 +98,21 @@ class TruthNetns(cs_e2e.TestCase):
 
     def test_slow_link(self):
         self.check("link")
+
+    def test_flapping_host(self):
+        rep = self.check("flap")
+        # the watch (8 s, every host alone in turn): 3 or more of the flapping host's samples at 3x
+        # the median of the samples without it, and at most a quarter as many of those (recomputed)
+        w = rep.get("watch") or {}
+        samples = [s for s in w.get("samples", []) if s[5]]
+        self.assertGreaterEqual(w.get("cycles", 0), 5, w)
+
+        own = [s[5] for s in samples if 1 in (s[1], s[2])]
+        rest = sorted(s[5] for s in samples if 1 not in (s[1], s[2]))
+        cut = 3 * rest[len(rest) // 2]
+        slow, others = sum(1 for x in own if x >= cut), sum(1 for x in rest if x >= cut)
+        self.assertGreaterEqual(slow, 3, w)
+        self.assertLessEqual(others, slow / 4, w)
 
     def test_healthy_names_nobody(self):
         self.check("none")

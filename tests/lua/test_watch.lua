@@ -1,0 +1,165 @@
+-- LuaUnit tests of cs.evidence.watch: the watch's schedule, and its rule over samples built the
+-- way cs.watch measures them (one at a time, each host in turn), with a fault switched on and off
+-- by the samples' clock.
+local cs = require "commscript"
+local lu = require "luaunit"
+local W = require "cs.evidence.watch"
+
+local recipe = cs.recipe {
+  name = "test_watch",
+  version = "0.1.0",
+  summary = "LuaUnit tests of cs.evidence.watch",
+}
+
+-- a seeded 31-bit LCG: uniform(lo, hi)
+local function rng(seed)
+  local x = seed
+  return function(lo, hi)
+    x = (x * 1103515245 + 12345) % 2147483648
+    return lo + (hi - lo) * (x / 2147483648)
+  end
+end
+
+local function layout(nhosts, per)
+  local hosts = {}
+  for r = 0, nhosts * per - 1 do hosts[r + 1] = "h" .. math.floor(r / per) end
+  return hosts
+end
+
+-- `seconds` of cycles as cs.watch runs them: each sample 9-11 ms a message (us) and 0.1 s long,
+-- times factor(sample, t) (1 when healthy), its length growing with it
+local function watch_run(hosts, seconds, factor, seed)
+  local u, out, t, cycle = rng(seed or 7), {}, 0, 0
+  while t < seconds do
+    for _, p in ipairs(W.schedule(hosts, cycle)) do
+      local s = { cycle = cycle, from = p[1], to = p[2], start = t }
+      local f = factor(s, t)
+      s.us, s.seconds = u(9000, 11000) * f, 0.1 * f
+      t = t + s.seconds
+      out[#out + 1] = s
+    end
+    cycle = cycle + 1
+  end
+  return out
+end
+
+local function on_host(hosts, h, s) return hosts[s.from + 1] == h or hosts[s.to + 1] == h end
+
+TestWatch = {}
+
+function TestWatch:test_every_host_sends_and_receives_once_a_cycle_and_meets_every_other_host()
+  local hosts = layout(4, 2)
+  local met, used = {}, {}
+  for cycle = 0, 5 do
+    local sent, recv = {}, {}
+    for _, p in ipairs(W.schedule(hosts, cycle)) do
+      local a, b = hosts[p[1] + 1], hosts[p[2] + 1]
+      lu.assertNotEquals(a, b, "a sample joins two hosts")
+      sent[a], recv[b] = (sent[a] or 0) + 1, (recv[b] or 0) + 1
+      met[a .. b], used[p[1]], used[p[2]] = true, true, true
+    end
+    for h = 0, 3 do
+      lu.assertEquals(sent["h" .. h], 1, "cycle " .. cycle)
+      lu.assertEquals(recv["h" .. h], 1, "cycle " .. cycle)
+    end
+  end
+  for a = 0, 3 do for b = 0, 3 do
+    if a ~= b then lu.assertTrue(met["h" .. a .. "h" .. b], ("h%d -> h%d in 3 cycles"):format(a, b)) end
+  end end
+  for r = 0, 7 do lu.assertTrue(used[r], "rank " .. r .. " sampled") end
+  lu.assertEquals(W.schedule({ "h0", "h0" }, 0), {}, "one host: nothing to sample")
+end
+
+function TestWatch:test_a_healthy_run_warns_nobody()
+  for seed = 1, 20 do
+    local hosts = layout(seed % 2 == 0 and 8 or 4, seed % 3 == 0 and 2 or 1)
+    lu.assertEquals(W.judge(watch_run(hosts, 8, function() return 1 end, seed), hosts, {}), {}, "seed " .. seed)
+  end
+end
+
+-- h2 receiving at a tenth of its rate, on 2 s, off 2 s: slow in the samples into it while on
+function TestWatch:test_a_flapping_host_is_warned_with_its_numbers()
+  local hosts = layout(4, 2)
+  local function flap(s, t)
+    return (hosts[s.to + 1] == "h2" and t % 4 < 2) and 10 or 1
+  end
+  local samples = watch_run(hosts, 8, flap, 3)
+  local f = W.judge(samples, hosts, {})
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].subject, { host = "h2" })
+  lu.assertEquals(f[1].rule, "not_confirmed")
+  lu.assertEquals(f[1].severity, "warn")
+  -- the numbers recomputed: h2's samples, those over 3x the median of the samples without it
+  local own, without = {}, {}
+  for _, s in ipairs(samples) do table.insert(on_host(hosts, "h2", s) and own or without, s.us) end
+  local cut, slow = 3 * cs.stats.median(without), 0
+  for _, x in ipairs(own) do if x >= cut then slow = slow + 1 end end
+  lu.assertTrue(slow >= 3)
+  lu.assertEquals(f[1].evidence.slow, slow)
+  lu.assertEquals(f[1].evidence.samples, #own)
+  lu.assertEquals(f[1].evidence.others, 0)
+  lu.assertStrContains(f[1].message, ("host h2: intermittent; %d of its %d samples alone in the watch"):format(slow, #own))
+  lu.assertStrContains(f[1].message, "a link that flaps")
+  -- named slow, or already warned: the verdict says it
+  lu.assertEquals(W.judge(samples, hosts, { hosts = { { host = "h2" } } }), {})
+  lu.assertEquals(W.judge(samples, hosts, { unconfirmed = { { subject = { host = "h2" } } } }), {})
+  -- a host slow in every one of its samples is warned too (slow, and the verdict missed it)
+  f = W.judge(watch_run(hosts, 8, function(s) return on_host(hosts, "h2", s) and 10 or 1 end, 3), hosts, {})
+  lu.assertEquals(f[1].subject, { host = "h2" })
+end
+
+-- rank 5 (h2) stopped by turns: its samples slow, its mate's (rank 4) not
+function TestWatch:test_a_rank_stopped_by_turns_is_warned_as_that_rank()
+  local hosts = layout(4, 2)
+  local samples = watch_run(hosts, 8, function(s, t) return (s.from == 5 or s.to == 5) and t % 2 < 1.5 and 6 or 1 end, 5)
+  local f = W.judge(samples, hosts, {})
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].subject, { rank = 5, host = "h2" })
+  lu.assertEquals(f[1].evidence.rank, 5)
+  lu.assertStrContains(f[1].message, "rank 5 (host h2): intermittent")
+  lu.assertStrContains(f[1].message, "a rank stopped by turns")
+  -- both ranks of h2 slow while on: the host
+  samples = watch_run(hosts, 8, function(s, t) return on_host(hosts, "h2", s) and t % 2 < 1 and 6 or 1 end, 5)
+  f = W.judge(samples, hosts, {})
+  lu.assertEquals(f[1].subject, { host = "h2" })
+end
+
+function TestWatch:test_a_slow_link_or_a_second_noisy_host_is_no_flap()
+  local hosts = layout(4, 1)
+  -- h1-h3 slow only with each other: one partner host
+  local link = function(s)
+    local a, b = hosts[s.from + 1], hosts[s.to + 1]
+    return ((a == "h1" and b == "h3") or (a == "h3" and b == "h1")) and 8 or 1
+  end
+  lu.assertEquals(W.judge(watch_run(hosts, 8, link, 2), hosts, {}), {})
+  -- h1 and h3 each slow now and then: the samples without the top host as slow as its own
+  local two = function(s, t)
+    return (on_host(hosts, "h1", s) and t % 4 < 2 or on_host(hosts, "h3", s) and t % 4 >= 2) and 8 or 1
+  end
+  lu.assertEquals(W.judge(watch_run(hosts, 8, two, 2), hosts, {}), {})
+  -- the samples of a named host are its verdict's: a flap beside it is still seen
+  local named = function(s, t)
+    return (on_host(hosts, "h0", s) and 4 or 1) * ((on_host(hosts, "h2", s) and t % 4 < 2) and 8 or 1)
+  end
+  local f = W.judge(watch_run(hosts, 24, named, 2), hosts, { hosts = { { host = "h0" } } })
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].subject, { host = "h2" })
+end
+
+function TestWatch:test_samples_without_a_value_are_skipped()
+  local hosts = layout(4, 1)
+  local samples = watch_run(hosts, 4, function() return 1 end, 9)
+  samples[1].us, samples[2].us = false, 0
+  lu.assertEquals(W.judge(samples, hosts, {}), {})
+  lu.assertEquals(W.judge({}, hosts, {}), {})
+  lu.assertEquals(W.judge(nil, hosts, nil), {})
+end
+
+function recipe.run(ctx)
+  local runner = lu.LuaUnit.new()
+  runner:setOutputType("text")
+  local fails = runner:runSuiteByInstances { { "TestWatch", TestWatch } }
+  if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
+end
+
+return recipe
