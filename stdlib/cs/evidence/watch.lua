@@ -62,10 +62,12 @@ local function set_aside(loc, rank_hosts)
     links[tostring(a) .. "\0" .. tostring(b)], links[tostring(b) .. "\0" .. tostring(a)] = true, true
     warned[a], warned[b] = true, true
   end
-  for _, f in ipairs(loc.unconfirmed or {}) do
+  for _, f in ipairs(loc.unconfirmed or {}) do  -- warnings only: an info blames nobody (seed 1255)
     local s = f.subject or {}
-    if s.host ~= nil then warned[s.host] = true end
-    if s.rank ~= nil and rank_hosts[s.rank + 1] ~= nil then warned[rank_hosts[s.rank + 1]] = true end
+    if f.severity == "warn" or f.severity == "error" then
+      if s.host ~= nil then warned[s.host] = true end
+      if s.rank ~= nil and rank_hosts[s.rank + 1] ~= nil then warned[rank_hosts[s.rank + 1]] = true end
+    end
   end
   return function(s)
     local ha, hb = rank_hosts[s.from + 1], rank_hosts[s.to + 1]
