@@ -20,15 +20,8 @@ local function error_of(f, ...)
   return tostring(err)
 end
 
--- A seeded generator of our own (a 31-bit LCG), so that the noisy trials are the same on every
--- LuaJIT build: uniform(lo, hi) in [lo, hi).
-local function rng(seed)
-  local x = seed
-  return function(lo, hi)
-    x = (x * 1103515245 + 12345) % 2147483648
-    return lo + (hi - lo) * (x / 2147483648)
-  end
-end
+package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "?.lua;" .. package.path
+local rng = require "rng_testlib"  -- a seeded 31-bit LCG: uniform(lo, hi)
 
 local function ranks_of(list)
   local out = {}

@@ -14,14 +14,7 @@ local recipe = cs.recipe {
   summary = "LuaUnit tests of cs.evidence",
 }
 
--- a seeded 31-bit LCG: uniform(lo, hi)
-local function rng(seed)
-  local x = seed
-  return function(lo, hi)
-    x = (x * 1103515245 + 12345) % 2147483648
-    return lo + (hi - lo) * (x / 2147483648)
-  end
-end
+local rng = require "rng_testlib"  -- a seeded 31-bit LCG: uniform(lo, hi)
 
 -- n ranks, `per` per host (h0, h1, ...); bw[a][b] GB/s a -> b: 1.0 +/- 10 %, with slow(a, b) ->
 -- a factor dividing it

@@ -11,14 +11,8 @@ local recipe = cs.recipe {
   summary = "LuaUnit tests of cs.evidence.watch",
 }
 
--- a seeded 31-bit LCG: uniform(lo, hi)
-local function rng(seed)
-  local x = seed
-  return function(lo, hi)
-    x = (x * 1103515245 + 12345) % 2147483648
-    return lo + (hi - lo) * (x / 2147483648)
-  end
-end
+package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "?.lua;" .. package.path
+local rng = require "rng_testlib"  -- a seeded 31-bit LCG: uniform(lo, hi)
 
 local function layout(nhosts, per)
   local hosts = {}
