@@ -285,10 +285,12 @@ local function watch_stage(ctx, tier, st, loc)
   end
   st:begin("watch")
   local m = matrix_args(tier, st, ctx.nhosts)
-  local samples, cycles = cs.watch.run(ctx, { bytes = m.bytes, window = m.window, iters = m.iters, warmup = m.warmup, seconds = secs })
+  local function keep(samples, cycles) ctx.report:set("watch", cs.watch.report(samples, cycles, secs, ctx.size)) end
+  local samples, cycles = cs.watch.run(ctx, { bytes = m.bytes, window = m.window, iters = m.iters, warmup = m.warmup,
+                                              seconds = secs, each = keep })
   ctx.log("watch: %d cycles of every host alone in %.0f s", cycles, secs)
   if ctx.rank == 0 then
-    ctx.report:set("watch", cs.watch.report(samples, cycles, secs, ctx.size))
+    keep(samples, cycles)
     loc.unconfirmed = loc.unconfirmed or {}
     for _, f in ipairs(cs.evidence.watch.judge(samples, ctx.hosts, loc)) do loc.unconfirmed[#loc.unconfirmed + 1] = f end
   end

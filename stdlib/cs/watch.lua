@@ -6,7 +6,8 @@
 --   cycle that starts before it ends is finished), args.bytes, window, iters, warmup (one way
 --   streamed as cs.p2p.stream_from: the time one message of args.bytes takes at its rate, us);
 --   each sample { cycle, from, to, start (s from the first), seconds (its stream and the barrier
---   after it, rank 0's clock), us }.
+--   after it, rank 0's clock), us }. args.each(samples, cycles) on rank 0 after every cycle (to
+--   keep what was measured in the report should the run be killed).
 -- report(samples, cycles, seconds, n) -> report.json's watch section: seconds, cycles and, up to
 --   cs.p2p.PASSES_MAX_RANKS ranks, the samples as [cycle, from, to, start, seconds, us].
 local native = require "commscript.native"
@@ -45,6 +46,7 @@ function M.run(ctx, args)
       end
     end
     cycle = cycle + 1
+    if ctx.rank == 0 and args.each then args.each(samples, cycle) end
   end
   return ctx.rank == 0 and samples or nil, cycle
 end

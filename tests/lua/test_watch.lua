@@ -154,7 +154,24 @@ function TestWatch:test_samples_without_a_value_are_skipped()
   lu.assertEquals(W.judge(nil, hosts, nil), {})
 end
 
+-- cs.watch.run's loop on the self backend (one rank, one host: no sample to take): it stops on
+-- rank 0's clock, counts its cycles and hands each one to args.each
+function TestWatch:test_the_loop_stops_on_time_and_reports_every_cycle()
+  local ctx, calls, last = TestWatch.ctx, 0, nil
+  local t = cs.now()
+  local samples, cycles = cs.watch.run(ctx, { seconds = 0.05, each = function(s, c) calls, last = calls + 1, c; lu.assertEquals(s, {}) end })
+  lu.assertTrue(cs.now() - t >= 0.05)
+  lu.assertEquals(samples, {})
+  lu.assertTrue(cycles >= 1)
+  lu.assertEquals(calls, cycles)
+  lu.assertEquals(last, cycles)
+  local r = cs.watch.report({ { cycle = 0, from = 0, to = 1, start = 0.5, seconds = 0.1, us = 9000 } }, 1, 8, 2)
+  lu.assertEquals(r, { seconds = 8, cycles = 1, count = 1, samples = { { 0, 0, 1, 0.5, 0.1, 9000 } } })
+  lu.assertNil(cs.watch.report({}, 3, 8, 65).samples, "over 64 ranks: counts only")
+end
+
 function recipe.run(ctx)
+  TestWatch.ctx = ctx
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
   local fails = runner:runSuiteByInstances { { "TestWatch", TestWatch } }
