@@ -115,6 +115,8 @@ function TestWatch:test_a_rank_stopped_by_turns_is_warned_as_that_rank()
   lu.assertEquals(#f, 1)
   lu.assertEquals(f[1].subject, { rank = 5, host = "h2" })
   lu.assertEquals(f[1].evidence.rank, 5)
+  -- already warned as the rank at slow links to several hosts (loc.rank_links): not again
+  lu.assertEquals(W.judge(samples, hosts, { rank_links = { { rank = 5, host = "h2", links = {} } } }), {})
   lu.assertStrContains(f[1].message, "rank 5 (host h2): intermittent")
   lu.assertStrContains(f[1].message, "a rank stopped by turns")
   -- both ranks of h2 slow while on: the host

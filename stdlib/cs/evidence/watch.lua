@@ -51,12 +51,17 @@ function M.schedule(rank_hosts, cycle)
   return out
 end
 
--- the samples whose slowness the verdict already says (a named host or rank at an end, or a
--- named link's two hosts), and the hosts not to warn again (named, at a named link, warned)
+-- the samples whose slowness the verdict already says (a named host or rank at an end, a rank
+-- at slow links to several hosts, or a named link's two hosts), and the hosts not to warn again
+-- (named, at a named link, warned)
 local function set_aside(loc, rank_hosts)
   local hosts, ranks, links, warned = {}, {}, {}, {}
   for _, h in ipairs(loc.hosts or {}) do hosts[h.host] = true end
   for _, r in ipairs(loc.ranks or {}) do ranks[r.rank] = true end
+  for _, x in ipairs(loc.rank_links or {}) do  -- warned by cs.diagnose.findings already
+    ranks[x.rank] = true
+    if x.host ~= nil then warned[x.host] = true end
+  end
   for _, l in ipairs(loc.links or {}) do
     local a, b = rank_hosts[l.a + 1], rank_hosts[l.b + 1]
     links[tostring(a) .. "\0" .. tostring(b)], links[tostring(b) .. "\0" .. tostring(a)] = true, true
