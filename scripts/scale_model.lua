@@ -30,7 +30,7 @@ local recipe = cs.recipe {
   options = {
     ranks = { default = 1024, help = "ranks of the synthetic job", min = 16, max = 65536 },
     hosts = { default = 128, help = "hosts (ranks are spread evenly, contiguous per host)", min = 4, max = 65536 },
-    plan = { default = "auto", help = "pattern plan: full (every pair), sampled (intra-host pairs and one rank pair per host pair: cs.p2p.sampled_plan with per_host_pair = 1), auto (full up to 1024 ranks)",
+    plan = { default = "auto", help = "pattern plan: full (every pair), sampled (full_diag's reduced plan: cs.p2p.sampled_plan's host rounds on rails, then the intra-host pairs, the cycles --budget leaves), auto (full up to 1024 ranks)",
              choices = { "auto", "full", "sampled" } },
     seed = { default = 1, help = "noise seed (and, with --plant other than all, where the fault is)" },
     plant = { default = "all", help = "what to plant: all (a slow host, rank and rank-pair link at fixed places: the ctest's), bucket (host: a host's NIC behind a token bucket, --dir), two (two such hosts), link (the path between two hosts), flap (a bucket on --on-s, off --off-s), stutter (rank: a rank slow in all its pairs), cpu (a rank late in every collective, its streams x --cpu-stream), none",
@@ -196,12 +196,17 @@ local function job(n, h, seed, o)
   return j
 end
 
--- The rounds the pattern stage measures: the full round robin, or the sampled plan (every
--- intra-host pair, then one rank pair per host pair, rotating through each host's ranks):
--- cs.p2p's plans, so the clock advances round by round as full_diag's does.
-local function plan_rounds(j, plan)
+-- The rounds the pattern stage measures: the full round robin, or the reduced plan full_diag
+-- switches to (cs.p2p.matrix): the sampled plan's host rounds first (on rails when every host has
+-- 2 or more ranks), then the intra-host pairs, as many cycles as the budget's pattern share
+-- leaves (cs.p2p.sampled_cycles at round_s; one without a budget), or the host plan when not one
+-- fits. cs.p2p's plans, so the clock advances round by round as full_diag's does.
+local function plan_rounds(j, plan, o)
   if plan == "full" then return cs.p2p.full_plan(j.n) end
-  return cs.p2p.sampled_plan(j.rank_hosts, { per_host_pair = 1 })
+  local cycles = 1
+  if o.budget > 0 then cycles = cs.p2p.sampled_cycles(j.rank_hosts, PATTERN_SHARE * o.budget - o.pre_s, o.round_s) end
+  if cycles == 0 then return cs.p2p.host_plan(j.rank_hosts) end
+  return cs.p2p.sampled_plan(j.rank_hosts, { cycles = cycles, inter_first = true })
 end
 
 -- --plant all's link: a measured pair between two hosts that are neither the slow host nor the
@@ -473,7 +478,7 @@ function recipe.run(ctx)
   local vote = cs.diagnose.straggler_vote { op = "allreduce" }
   stage("generate_s", function()
     j = job(n, h, o.seed, o)
-    rounds = plan_rounds(j, plan)
+    rounds = plan_rounds(j, plan, o)
     for _, x in ipairs(j.faults) do if x.what == "pair" then x.a, x.b = choose_link(j, rounds) end end
     measured, votes, pattern_s, rounds_run = synthetic_measurements(j, rounds, n, o)
   end)

@@ -7,17 +7,23 @@
 -- Plans (pure functions; a plan is a list of rounds, a round a list of disjoint pairs {a, b}):
 --   full_plan(n)                   the round robin: every unordered pair, n-1 rounds (n odd: n)
 --   sampled_plan(rank_hosts, opts) every intra-host pair (the hosts' round robins side by side:
---                                  max ranks per host - 1 rounds), then the hosts' round robin
---                                  (h-1 rounds, h odd: h) opts.cycles times (default 1), each
---                                  host pair's ranks paired local rank k with local rank k+shift,
---                                  so that every host pair is covered in every cycle.
+--                                  max ranks per host - 1 rounds), then opts.cycles (default 1)
+--                                  cycles of the hosts' round robin, each covering every host
+--                                  pair: on R rails when every host has R >= 2 ranks (local rank
+--                                  k with local rank k of the other host, R host rounds side by
+--                                  side: ceil((h-1)/R) rounds a cycle, as a rail-optimised
+--                                  fabric carries them), else h-1 rounds (h odd: h) pairing each
+--                                  host pair's local rank k with local rank k+shift.
+--                                  opts.rails = false: no rails;
 --                                  opts.intra = false: the inter-host rounds only;
 --                                  opts.per_host_pair = 1: one rank pair per host pair;
 --                                  opts.inter_first: the first cycle of host rounds before the
 --                                  intra-host rounds (a plan cut short has measured every host
 --                                  with every other first: what a host verdict needs).
---   host_plan(rank_hosts)          the inter-host rounds, one rank pair per host pair (fewer ranks
---                                  busy at once: less noise where hosts share cores)
+--   host_plan(rank_hosts)          one cycle of the inter-host rounds, one rank pair per host pair
+--                                  (on rails: ceil((h-1)/R) rounds; without: h-1, one rank of each
+--                                  host busy at once)
+--   sampled_cycles(rank_hosts, left, round_s) the cycles that fit `left` seconds (0: none)
 --
 -- first_round(ctx, args) -> { mine, round_s }: the full plan's round 1 as matrix measures it.
 -- round_robin(ctx, args) -> on rank 0 a list of { a, b, value } for every pair of the plan
@@ -50,6 +56,54 @@ local function host_ranks(rank_hosts)
   return names, of
 end
 
+-- The rails (ranks per host that carry the host rounds side by side): the fewest ranks any host
+-- has, when that is 2 or more and opts.rails is not false; 1: no rails.
+local function rails_of(names, of, opts)
+  if opts.rails == false or #names < 2 then return 1 end
+  local R = math.huge
+  for _, h in ipairs(names) do R = math.min(R, #of[h]) end
+  return R
+end
+
+-- One cycle of the hosts' round robin `hr` on R rails: round t's rail k (local rank k of every
+-- host, paired with local rank k of the other host) carries host round t*R + (k+c) % R, so a
+-- cycle covers every host pair once in ceil(#hr / R) rounds and cycle c moves each host round to
+-- the next rail (R cycles: every local rank has met every other host).
+local function rail_rounds(hr, names, of, R, c)
+  local out = {}
+  for t = 0, math.ceil(#hr / R) - 1 do
+    local round = {}
+    for k = 0, R - 1 do
+      for _, hp in ipairs(hr[t * R + (k + c) % R + 1] or {}) do
+        local a, b = of[names[hp[1] + 1]][k + 1], of[names[hp[2] + 1]][k + 1]
+        round[#round + 1] = a < b and { a, b } or { b, a }
+      end
+    end
+    out[#out + 1] = round
+  end
+  return out
+end
+
+-- One cycle c of the hosts' round robin `hr` without rails: each host pair's ranks paired local
+-- rank k with local rank k + shift (per_host_pair = 1: one rank pair, its local rank rotating).
+local function host_rounds(hr, names, of, c, per_host_pair)
+  local out = {}
+  for j, hround in ipairs(hr) do
+    local round = {}
+    for _, hp in ipairs(hround) do
+      local A, B = of[names[hp[1] + 1]], of[names[hp[2] + 1]]
+      local shift = (j - 1 + c) % #B
+      local first = per_host_pair == 1 and (j - 1 + c) % #A or 0
+      for k = first, math.min(first + (per_host_pair or #A), math.min(#A, #B)) - 1 do
+        local a, b = A[k + 1], B[(k + shift) % #B + 1]
+        round[#round + 1] = a < b and { a, b } or { b, a }
+      end
+    end
+    out[#out + 1] = round
+  end
+  return out
+end
+
 function M.sampled_plan(rank_hosts, opts)
   opts = opts or {}
   local names, of = host_ranks(rank_hosts)
@@ -73,22 +127,12 @@ function M.sampled_plan(rank_hosts, opts)
     end
   end
   if not opts.inter_first then intra() end
+  local R = rails_of(names, of, opts)
   if #names >= 2 then
     local hr = pairs_mod.round_robin(#names)
     for c = 0, (opts.cycles or 1) - 1 do
-      for j, hround in ipairs(hr) do
-        local round = {}
-        for _, hp in ipairs(hround) do
-          local A, B = of[names[hp[1] + 1]], of[names[hp[2] + 1]]
-          local shift = (j - 1 + c) % #B
-          local first = opts.per_host_pair == 1 and (j - 1 + c) % #A or 0
-          for k = first, math.min(first + (opts.per_host_pair or #A), math.min(#A, #B)) - 1 do
-            local a, b = A[k + 1], B[(k + shift) % #B + 1]
-            round[#round + 1] = a < b and { a, b } or { b, a }
-          end
-        end
-        rounds[#rounds + 1] = round
-      end
+      local cycle = R > 1 and rail_rounds(hr, names, of, R, c) or host_rounds(hr, names, of, c, opts.per_host_pair)
+      for _, round in ipairs(cycle) do rounds[#rounds + 1] = round end
       if c == 0 and opts.inter_first then intra() end
     end
   elseif opts.inter_first then
@@ -105,9 +149,20 @@ function M.plan_rounds(rank_hosts, cycles)
   local names, of = host_ranks(rank_hosts)
   local most = 0
   for _, h in ipairs(names) do if #of[h] >= 2 then most = math.max(most, rounds_of(#of[h])) end end
-  local inter = #names >= 2 and rounds_of(#names) or 0
+  local R = rails_of(names, of, {})
+  local inter = #names >= 2 and math.ceil(rounds_of(#names) / R) or 0
   return { full = #rank_hosts >= 2 and rounds_of(#rank_hosts) or 0, intra = most, inter = inter,
-           sampled = most + inter * (cycles or 1), hosts = inter }
+           sampled = most + inter * (cycles or 1), hosts = inter, rails = R }
+end
+
+-- sampled_cycles(rank_hosts, left, round_s) -> how many cycles of the sampled plan (after its
+-- intra-host rounds) fit `left` seconds when a full round takes round_s: the reduced plan's
+-- rounds are light (about half a full one: no latency, no streams). At most 8 cycles' worth of
+-- every host pair's rank pairs (8 x the rails); 0: not one (the host plan).
+function M.sampled_cycles(rank_hosts, left, round_s)
+  local c = M.plan_rounds(rank_hosts, 1)
+  if c.inter == 0 or round_s <= 0 then return 0 end
+  return math.max(0, math.min(math.floor((left / (round_s / 2) - c.intra) / c.inter), 8 * c.rails))
 end
 
 local function check_op(args)
@@ -458,12 +513,9 @@ local function decide(ctx, args, plan, rounds, i, t0, round_s)
     round_s = round_s or now - t0
     plan.round_s = round_s
     if (#rounds - 1) * round_s > left then
-      local c = M.plan_rounds(ctx.hosts, 1)
-      -- the later rounds are light (about half a full one: no latency, no streams)
-      local light_s = round_s / 2
-      local cycles = c.inter > 0 and math.floor((left / light_s - c.intra) / c.inter) or 0
-      if c.inter > 0 and cycles >= 1 then
-        decision.kind, decision.cycles = "sampled", math.min(cycles, 8)
+      local cycles = M.sampled_cycles(ctx.hosts, left, round_s)
+      if cycles >= 1 then
+        decision.kind, decision.cycles = "sampled", cycles
       else
         decision.kind = "hosts"
       end

@@ -2,7 +2,7 @@
 -- plan_rounds): pure functions, checked at the scales the recipes cannot run here (up to 1024
 -- ranks on 128 hosts): rounds are disjoint pairs, the full plan covers every pair in n-1
 -- rounds, the sampled plan every intra-host pair and every host pair in (ranks per host - 1)
--- + (hosts - 1) rounds.
+-- + (hosts - 1) / (ranks per host) rounds (on rails).
 -- Run: commscript --backend self --trusted tests/lua/test_p2p_plan.lua
 local cs = require "commscript"
 local lu = require "luaunit"
@@ -67,7 +67,8 @@ local function check_sampled(h, l, cycles)
   local rounds = cs.p2p.sampled_plan(rh, { cycles = cycles })
   local seen = check_rounds(rounds, n)
   local intra_rounds = l >= 2 and (l % 2 == 0 and l - 1 or l) or 0
-  local inter_rounds = h >= 2 and (h % 2 == 0 and h - 1 or h) or 0
+  -- the host rounds on l rails (l >= 2): l of them side by side
+  local inter_rounds = h >= 2 and math.ceil((h % 2 == 0 and h - 1 or h) / math.max(l, 1)) or 0
   lu.assertEquals(#rounds, intra_rounds + inter_rounds * cycles, ("h=%d l=%d"):format(h, l))
   local c = cs.p2p.plan_rounds(rh, cycles)
   lu.assertEquals(c.sampled, #rounds)
@@ -106,7 +107,54 @@ end
 
 function TestPlans:test_sampled_plan_1024_ranks_128_hosts()
   local rounds = check_sampled(128, 8, 1)
-  lu.assertEquals(#rounds, 7 + 127)  -- against 1023 for every pair
+  lu.assertEquals(#rounds, 7 + 16)  -- against 1023 for every pair (127 host rounds on 8 rails)
+end
+
+-- Rails: local rank k meets local rank k of the other host; a cycle covers every host pair
+-- exactly once in ceil((h-1)/R) rounds; R cycles pair every rank with its rail on every other
+-- host exactly once. At 4096 ranks on 512 hosts: 64 rounds a cycle, against 511 without rails.
+function TestPlans:test_rails_cover_every_host_pair_once_a_cycle()
+  for _, hl in ipairs { { 64, 8 }, { 8, 2 }, { 7, 3 }, { 5, 4 } } do
+    local h, l = hl[1], hl[2]
+    local rh = hosts_of(h, l)
+    local host_rounds = h % 2 == 0 and h - 1 or h
+    local rounds = cs.p2p.sampled_plan(rh, { intra = false, cycles = l })
+    lu.assertEquals(#rounds, l * math.ceil(host_rounds / l), ("h=%d l=%d"):format(h, l))
+    local seen = check_rounds(rounds, #rh)
+    local per_cycle = math.ceil(host_rounds / l)
+    for c = 0, l - 1 do
+      local hp, count = {}, 0
+      for i = c * per_cycle + 1, (c + 1) * per_cycle do
+        for _, p in ipairs(rounds[i]) do
+          lu.assertEquals(p[1] % l, p[2] % l, "a pair off its rail")
+          local k = rh[p[1] + 1] .. "|" .. rh[p[2] + 1]
+          lu.assertNil(hp[k], ("cycle %d: host pair %s twice"):format(c, k))
+          hp[k], count = true, count + 1
+        end
+      end
+      lu.assertEquals(count, h * (h - 1) / 2, ("cycle %d: every host pair, h=%d l=%d"):format(c, h, l))
+    end
+    local pairs_seen = 0
+    for _, n in pairs(seen) do lu.assertEquals(n, 1); pairs_seen = pairs_seen + 1 end
+    lu.assertEquals(pairs_seen, l * h * (h - 1) / 2)  -- every rank with its rail on every other host
+    lu.assertEquals(cs.p2p.plan_rounds(rh, 1).hosts, per_cycle)
+    lu.assertEquals(#cs.p2p.host_plan(rh), per_cycle)
+  end
+  lu.assertEquals(cs.p2p.plan_rounds(hosts_of(512, 8), 1).sampled, 7 + 64)
+  -- without rails (or one rank on some host): one host round per round, h-1 of them a cycle
+  lu.assertEquals(#cs.p2p.sampled_plan(hosts_of(8, 2), { intra = false, rails = false }), 7)
+  lu.assertEquals(#cs.p2p.sampled_plan(hosts_of({ 2, 1, 2, 2 }), { intra = false }), 3)
+end
+
+-- The cycles a budget allows: light rounds at half a full round, after the intra-host rounds,
+-- at most 8 x the rails' cycles; 0 when not one cycle fits (the host plan).
+function TestPlans:test_sampled_cycles_fit_the_time_left()
+  local rh = hosts_of(512, 8)  -- 7 intra rounds, 64 host rounds a cycle
+  lu.assertEquals(cs.p2p.sampled_cycles(rh, 35, 1.0), 0)        -- 70 light rounds: 7 + 63
+  lu.assertEquals(cs.p2p.sampled_cycles(rh, 35.5, 1.0), 1)      -- 71
+  lu.assertEquals(cs.p2p.sampled_cycles(rh, 0.5 * (7 + 3 * 64), 1.0), 3)
+  lu.assertEquals(cs.p2p.sampled_cycles(rh, 1e6, 1.0), 64)
+  lu.assertEquals(cs.p2p.sampled_cycles(hosts_of(1, 8), 100, 1.0), 0)
 end
 
 function TestPlans:test_uneven_hosts()
@@ -134,7 +182,7 @@ function TestPlans:test_sampled_plan_inter_first_covers_hosts_first()
     local first = cs.p2p.sampled_plan(rh, { cycles = 2, inter_first = true })
     lu.assertEquals(#first, #plain)
     lu.assertEquals(check_rounds(first, #rh), check_rounds(plain, #rh))
-    local inter_rounds = h % 2 == 0 and h - 1 or h
+    local inter_rounds = math.ceil((h % 2 == 0 and h - 1 or h) / l)
     local hp, count = {}, 0
     for i = 1, inter_rounds do
       for _, p in ipairs(first[i]) do
@@ -151,7 +199,7 @@ end
 function TestPlans:test_host_plan_has_no_intra_pairs()
   local rh = hosts_of(8, 2)
   local rounds = cs.p2p.host_plan(rh)
-  lu.assertEquals(#rounds, 7)
+  lu.assertEquals(#rounds, 4)  -- 7 host rounds on 2 rails
   for _, round in ipairs(rounds) do
     for _, p in ipairs(round) do lu.assertNotEquals(rh[p[1] + 1], rh[p[2] + 1]) end
   end
