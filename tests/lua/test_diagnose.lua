@@ -550,7 +550,9 @@ end
 -- More link suspects than the re-tests take (max_suspects): 60 good pairs slow 3x in the pattern
 -- only (noise), a 2.2x link below all of them there. The 32 worst by the pattern alone are all
 -- noise (the link was never re-tested: 1024 ranks in the model, 3 of 8 such links missed); the
--- rescreen measures the wide list again, many pairs at once, and the link is among those kept.
+-- rescreen measures the wide list again, many pairs at once, and the link is among those kept;
+-- its final stage measures the 32 kept once more and clears the 31 whose fresh samples are
+-- healthy (below rescreen_keep): only the link is re-tested alone.
 function TestLocalise:test_the_rescreen_finds_a_link_below_the_retested_ones()
   local hosts, m = one_link(64, 5, 41, 2.2, 7)
   local values, noisy = {}, 0
@@ -582,12 +584,26 @@ function TestLocalise:test_the_rescreen_finds_a_link_below_the_retested_ones()
   lu.assertEquals(#loc.hosts + #loc.ranks, 0)
   local rs = loc.suspects.rescreen
   lu.assertEquals(rs.candidates, 61)
-  lu.assertEquals(rs.kept, cs.diagnose.VERDICT.max_suspects)
-  lu.assertEquals(#rs.stages, 1)
+  lu.assertEquals(rs.kept, 1)
+  lu.assertEquals(rs.cleared, cs.diagnose.VERDICT.max_suspects - 1)
+  lu.assertEquals(#rs.stages, 2)
   lu.assertEquals(rs.stages[1].samples, 2)
-  lu.assertEquals(together, rs.stages[1].rounds)
-  lu.assertTrue(rs.stages[1].references > 0)
+  lu.assertEquals(rs.stages[2], { pairs = cs.diagnose.VERDICT.max_suspects, rounds = rs.stages[2].rounds, final = true,
+                                   samples = cs.diagnose.VERDICT.rescreen_final, references = rs.stages[2].references })
+  lu.assertEquals(together, rs.stages[1].rounds + rs.stages[2].rounds)
+  lu.assertTrue(rs.stages[1].references > 0 and rs.stages[2].references > 0)
   lu.assertEquals(loc.suspects.links, 61)
+  -- without the final stage, the 32 kept are re-tested alone (the pre-1.6.1 cost)
+  local alone = 0
+  local old = localise(values, hosts, { rescreen_final = 0 }, function(batch, _, at_once)
+    if not at_once then alone = alone + #batch end
+    local out = {}
+    for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+    return out
+  end)
+  lu.assertEquals(links_of(old), { { 5, 41 } })
+  lu.assertEquals(old.suspects.rescreen.kept, cs.diagnose.VERDICT.max_suspects)
+  lu.assertTrue(loc.retests.run * 8 < alone, ("pairs re-tested alone: %d, without the final stage %d"):format(loc.retests.run, alone))
 end
 
 -- A rank's pairs split in the first look (one slow, the other 1.15x: below `open`, not yet slow)

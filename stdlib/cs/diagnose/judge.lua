@@ -33,13 +33,19 @@ local median = stats.median
 --   rescreen     more link suspects than max_suspects: the pairs over this factor in the
 --                pattern (at most rescreen_per_rank x ranks of them, the worst first) are
 --                measured again, many at once, in stages (rescreen()), and the max_suspects
---                slowest over all their samples are re-tested
+--                slowest over all their samples are kept, then measured `rescreen_final`
+--                times more the same way: only those whose median over these fresh samples is
+--                at least `rescreen_keep` x their references are re-tested alone (the kept
+--                were chosen as the slowest of thousands, so their own samples overstate them:
+--                a healthy 4096-rank model run's kept 32 were 1.4-1.8x over those samples,
+--                1.0-1.1x over fresh ones)
 --   references   reference pairs of each path kind measured in every round (distinct good ranks
 --                where there are enough); a round's reference is their median
 M.VERDICT = { samples = 5, min_samples = 3, margin = 3, max_cv = 0.75, factor = 1.5, link_factor = 1.5, rank_factor = 1.5, screen = 1.3,
               max_samples = 15, open = 1.2, overwhelm = 4, references = 4,
               screen_link = 1.75,
-              min_host_partners = 3, max_suspects = 32, rescreen = 1.5, rescreen_per_rank = 32 }
+              min_host_partners = 3, max_suspects = 32, rescreen = 1.5, rescreen_per_rank = 32, rescreen_final = 4,
+              rescreen_keep = 1.3 }
 
 local function opt(args, k) local v = args[k]; if v == nil then v = M.VERDICT[k] end; return v end
 

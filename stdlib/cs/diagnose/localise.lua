@@ -42,7 +42,7 @@ local cleared_rank_links, group_ranks = V.cleared_rank_links, V.group_ranks
 --   good (no link named); when nobody is named, `noisy` says the run was too noisy to localise.
 function M.localise(values, rank_hosts, args, measure)
   local c = { rank_hosts = rank_hosts, measure = measure, retests = { planned = 0, run = 0, cut = false, rounds = 0 } }
-  for _, k in ipairs { "factor", "link_factor", "rank_factor", "margin", "max_cv", "max_samples", "open", "overwhelm", "references" } do
+  for _, k in ipairs { "factor", "link_factor", "rank_factor", "margin", "max_cv", "max_samples", "open", "overwhelm", "references", "rescreen_final", "rescreen_keep" } do
     c[k] = opt(args, k)
   end
   c.K, c.kmin, c.cap, c.screen_link = opt(args, "samples"), opt(args, "min_samples"), opt(args, "max_suspects"), opt(args, "screen_link")

@@ -120,6 +120,55 @@ local function run_phase(c, subjects, must)
   record_references(c, ph)
 end
 
+-- One pass of a rescreen stage: every round of `rounds` (disjoint pairs) measured at once
+-- (measure(batch, false, true)) with up to two reference pairs of good free ranks of each kind;
+-- returns { {pair, ratio} } (each sample over the median of the pass's references of its path
+-- kind; without references of a kind, the median of the pass's own samples of it, nearly all of
+-- good pairs) and whether the budget cut the pass.
+local function rescreen_pass(c, rounds, busy, pool, kinds, st)
+  local refs, got, cut = {}, {}, false
+  for i, r in ipairs(rounds) do
+    local batch, entries = {}, {}
+    for _, p in ipairs(r) do entries[#entries + 1] = p end
+    for _, q in ipairs(free_references(c, pool, busy[i], kinds, 2)) do entries[#entries + 1] = q end
+    for j, p in ipairs(entries) do batch[j] = { p.a, p.b } end
+    local v = c.measure(batch, false, true)
+    if not v then cut = true; break end
+    c.retests.rescreened = (c.retests.rescreened or 0) + #batch
+    for j, p in ipairs(entries) do
+      if p.ref then refs[p.ref] = refs[p.ref] or {}; table.insert(refs[p.ref], v[j]); st.references = st.references + 1
+      elseif v[j] and v[j] > 0 then got[#got + 1] = { p, v[j] } end
+    end
+  end
+  local norm, own, out = {}, {}, {}
+  for _, g in ipairs(got) do own[g[1].kind] = own[g[1].kind] or {}; table.insert(own[g[1].kind], g[2]) end
+  for k in pairs(kinds) do norm[k] = median(refs[k] or {}) or median(own[k] or {}) end
+  for _, g in ipairs(got) do
+    local m = norm[g[1].kind]
+    if m and m > 0 then out[#out + 1] = { g[1], g[2] / m } end
+  end
+  return out, cut
+end
+
+-- One stage: `reps` passes over `list`; each sample's log ratio added to its pair's score.
+-- Returns whether the budget cut it; `fresh` (optional) collects each pair's ratios.
+local function rescreen_stage(c, list, pool, info, reps, fresh)
+  local rounds, busy = disjoint_rounds(list)
+  local kinds = {}
+  for _, p in ipairs(list) do p.kind = kind(c, p.a, p.b); kinds[p.kind] = true end
+  local st = { pairs = #list, rounds = #rounds * reps, samples = reps, references = 0, final = fresh and true or nil }
+  info.stages[#info.stages + 1] = st
+  for _ = 1, reps do
+    local got, cut = rescreen_pass(c, rounds, busy, pool, kinds, st)
+    for _, g in ipairs(got) do
+      g[1].lsum, g[1].k = g[1].lsum + math.log(g[2]), g[1].k + 1
+      if fresh then fresh[g[1]] = fresh[g[1]] or {}; table.insert(fresh[g[1]], g[2]) end
+    end
+    if cut then return true end
+  end
+  return false
+end
+
 -- The rescreen: more link suspects than max_suspects (at scale, noise alone makes thousands:
 -- 1024 ranks, CV 0.35, a tenth of the samples spiking 2.5x, about 10,000 pairs over 1.75x in one
 -- pattern), so one pattern sample cannot rank a 2-3x link among them: the model's such links
@@ -130,53 +179,36 @@ end
 -- sixteenth (at least max_suspects) by the mean log ratio over all of a pair's samples (the
 -- pattern's to the fleet median, a stage's to the median of its references of the same path
 -- kind), until max_suspects are left. A budget cut keeps the ranking so far. Noise that
--- made a good pair slow once rarely does so again; a slow link stays slow. Returns the kept
--- pairs, the slowest first (score: their mean ratio), and fills `info` (stages, cut).
+-- made a good pair slow once rarely does so again; a slow link stays slow. Then the final stage:
+-- rescreen_final fresh samples of the kept, and only those with a median ratio over them of at
+-- least rescreen_keep stay (the slowest of thousands are chosen on their own samples, which
+-- therefore overstate them; fresh ones do not: a healthy run's kept 32 links then cost 500
+-- re-tests alone, 3.5 minutes of a 4096-rank run). Returns the kept pairs, the slowest first
+-- (score: their mean ratio), and fills `info` (stages, cut, kept, cleared).
 local function rescreen(c, wide, pool, info)
   for _, p in ipairs(wide) do p.lsum, p.k, p.pattern_score = math.log(math.max(p.score, 1e-9)), 1, p.score end
   local function rank(list) table.sort(list, function(x, y) return x.lsum / x.k > y.lsum / y.k end) end
   info.stages = {}
   local list = wide
   while #list > c.cap do
-    local reps = #info.stages == 0 and 2 or 4
-    local rounds, busy = disjoint_rounds(list)
-    local kinds = {}
-    for _, p in ipairs(list) do p.kind = kind(c, p.a, p.b); kinds[p.kind] = true end
-    local st = { pairs = #list, rounds = #rounds * reps, samples = reps, references = 0 }
-    info.stages[#info.stages + 1] = st
-    local cut = false
-    for _ = 1, reps do
-      local refs, got = {}, {}
-      for i, r in ipairs(rounds) do
-        local batch, entries = {}, {}
-        for _, p in ipairs(r) do entries[#entries + 1] = p end
-        for _, q in ipairs(free_references(c, pool, busy[i], kinds, 2)) do entries[#entries + 1] = q end
-        for j, p in ipairs(entries) do batch[j] = { p.a, p.b } end
-        local v = c.measure(batch, false, true)
-        if not v then cut = true; break end
-        c.retests.rescreened = (c.retests.rescreened or 0) + #batch
-        for j, p in ipairs(entries) do
-          if p.ref then refs[p.ref] = refs[p.ref] or {}; table.insert(refs[p.ref], v[j]); st.references = st.references + 1
-          elseif v[j] and v[j] > 0 then got[#got + 1] = { p, v[j] } end
-        end
-      end
-      -- each pass's samples over its references' median (without references of a kind: the
-      -- median of the pass's own samples of it, nearly all of good pairs)
-      local norm, own = {}, {}
-      for _, g in ipairs(got) do own[g[1].kind] = own[g[1].kind] or {}; table.insert(own[g[1].kind], g[2]) end
-      for k in pairs(kinds) do norm[k] = median(refs[k] or {}) or median(own[k] or {}) end
-      for _, g in ipairs(got) do
-        local m = norm[g[1].kind]
-        if m and m > 0 then g[1].lsum, g[1].k = g[1].lsum + math.log(g[2] / m), g[1].k + 1 end
-      end
-      if cut then break end
-    end
+    local cut = rescreen_stage(c, list, pool, info, #info.stages == 0 and 2 or 4)
     rank(list)
     if cut then info.cut = true; break end
     local keep = math.max(c.cap, math.ceil(#list / 16))
     local next_list = {}
     for i = 1, math.min(keep, #list) do next_list[i] = list[i] end
     list = next_list
+  end
+  if not info.cut and c.rescreen_final > 0 then
+    local fresh = {}
+    info.cut = rescreen_stage(c, list, pool, info, c.rescreen_final, fresh) or nil
+    if not info.cut then
+      local kept = {}
+      for _, p in ipairs(list) do
+        if (median(fresh[p] or {}) or 0) >= c.rescreen_keep then kept[#kept + 1] = p end
+      end
+      info.cleared, list = #list - #kept, kept
+    end
   end
   rank(list)
   for _, p in ipairs(list) do p.score, p.samples_rescreen = math.exp(p.lsum / p.k), p.k - 1 end
