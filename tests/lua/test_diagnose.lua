@@ -1293,6 +1293,15 @@ function TestLocalise:test_slow_links_at_one_rank_to_two_hosts_are_the_ranks()
       for _, x in ipairs(f) do if x.rule == "not_confirmed" then w = x end end
       lu.assertEquals(w.subject, { rank = 6, host = "h3" }, what)
       lu.assertStrContains(w.message, "rank 6 (host h3): its pairs with ranks on")
+      -- its host already warned of (cs.evidence.unconfirmed, an intermittent host): one warning,
+      -- the host's, that also names the rank and its links (a 4096-rank model flap: three
+      -- ranks of the flapping host were warned apart, each an innocent by the harness's score)
+      local hw = { rule = "not_confirmed", severity = "warn", subject = { host = "h3" }, message = "host h3: intermittent" }
+      loc.unconfirmed = { hw }
+      for _, x in ipairs(cs.diagnose.findings(loc)) do lu.assertNotEquals(x.rule, "not_confirmed", what) end
+      lu.assertStrContains(hw.message, "host h3: intermittent; its rank 6 measured slow alone with ranks on")
+      lu.assertEquals(hw.evidence.rank_links[1].rank, 6)
+      lu.assertEquals(#hw.evidence.rank_links[1].links, #loc.rank_links[1].links)
     else
       lu.assertEquals(ranks_of(loc.ranks), { 6 }, what)
     end
