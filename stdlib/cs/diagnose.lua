@@ -5,7 +5,8 @@
 --   cs.diagnose.screen    screen_pairs, screen_hosts: whom localisation re-tests (pure)
 --   cs.diagnose.partners  reference_pair, good_partner: who measures with whom (pure)
 --   cs.diagnose.judge     VERDICT (the verdict's defaults) and the statistics of re-tests (pure)
---   cs.diagnose.verdicts  the re-tests built and judged; findings: what they could not say (pure)
+--   cs.diagnose.verdicts  the re-tests built and judged (pure)
+--   cs.diagnose.findings  findings: what localisation could not say (pure)
 --   cs.diagnose.rounds    the re-tests' rounds, measured through the caller's measure function
 --   cs.diagnose.localise  localisation's driver: screening, rounds, verdicts in order
 -- Localisation's one entry point for recipes is cs.p2p.localise (collective; it runs
@@ -14,7 +15,7 @@ local stats = require "cs.stats"
 
 local M = { median = stats.median }  -- the same function as cs.stats.median (kept: recipes call it)
 for part, names in pairs { lateness = { "stragglers", "straggler_vote" }, screen = { "screen_pairs", "screen_hosts" },
-                           partners = { "reference_pair", "good_partner" }, judge = { "VERDICT" }, verdicts = { "findings" } } do
+                           partners = { "reference_pair", "good_partner" }, judge = { "VERDICT" }, findings = { "findings" } } do
   local m = require("cs.diagnose." .. part)
   for _, n in ipairs(names) do M[n] = m[n] end
 end
