@@ -366,7 +366,7 @@ local function probe(ctx, tier, elapsed, st)
     first = cs.p2p.first_round(ctx, matrix_args(tier, nil, ctx.nhosts))
     probe_s = first.round_s
   end
-  local rounds = ctx.size >= 2 and #cs.p2p.full_plan(ctx.size) - 1 or 0
+  local rounds = ctx.size >= 2 and cs.pairs.rounds_of(ctx.size) - 1 or 0
   local reserve = math.min(probe_s * PROBE_FACTOR * rounds, SHARE.pattern_max * tier.budget)
     + (1 - SHARE.pattern) * tier.budget
   -- the cap where hosts are to be told apart (one host: the probe prices the pattern well)

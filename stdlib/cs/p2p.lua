@@ -4,26 +4,8 @@
 -- communicator is created per round or per re-test. Per-rank results go to rank 0 only
 -- (gather_value); what every rank needs (the plan, the localisation's verdict) is broadcast.
 --
--- Plans (pure functions; a plan is a list of rounds, a round a list of disjoint pairs {a, b}):
---   full_plan(n)                   the round robin: every unordered pair, n-1 rounds (n odd: n)
---   sampled_plan(rank_hosts, opts) every intra-host pair (the hosts' round robins side by side:
---                                  max ranks per host - 1 rounds), then opts.cycles (default 1)
---                                  cycles of the hosts' round robin, each covering every host
---                                  pair: on R rails when every host has R >= 2 ranks (local rank
---                                  k with local rank k of the other host, R host rounds side by
---                                  side: ceil((h-1)/R) rounds a cycle, as a rail-optimised
---                                  fabric carries them), else h-1 rounds (h odd: h) pairing each
---                                  host pair's local rank k with local rank k+shift.
---                                  opts.rails = false: no rails;
---                                  opts.intra = false: the inter-host rounds only;
---                                  opts.per_host_pair = 1: one rank pair per host pair;
---                                  opts.inter_first: the first cycle of host rounds before the
---                                  intra-host rounds (a plan cut short has measured every host
---                                  with every other first: what a host verdict needs).
---   host_plan(rank_hosts)          one cycle of the inter-host rounds, one rank pair per host pair
---                                  (on rails: ceil((h-1)/R) rounds; without: h-1, one rank of each
---                                  host busy at once)
---   sampled_cycles(rank_hosts, left, round_s) the cycles that fit `left` seconds (0: none)
+-- Plans (pure functions, cs.pairs', kept here by name): full_plan, sampled_plan, host_plan,
+-- plan_rounds, sampled_cycles.
 --
 -- first_round(ctx, args) -> { mine, round_s }: the full plan's round 1 as matrix measures it.
 -- round_robin(ctx, args) -> on rank 0 a list of { a, b, value } for every pair of the plan
@@ -42,128 +24,10 @@ local stats = require "cs.stats"
 local native = require "commscript.native"
 local M = {}
 
-local function rounds_of(n) return #pairs_mod.round_robin(n) end
+local rounds_of = pairs_mod.rounds_of
 
-function M.full_plan(n) return pairs_mod.round_robin(n) end
-
--- The hosts in order of their first rank, and each host's ranks (ascending).
-local function host_ranks(rank_hosts)
-  local names, of = {}, {}
-  for r, h in ipairs(rank_hosts) do
-    if not of[h] then of[h] = {}; names[#names + 1] = h end
-    table.insert(of[h], r - 1)
-  end
-  return names, of
-end
-
--- The rails (ranks per host that carry the host rounds side by side): the fewest ranks any host
--- has, when that is 2 or more and opts.rails is not false; 1: no rails.
-local function rails_of(names, of, opts)
-  if opts.rails == false or #names < 2 then return 1 end
-  local R = math.huge
-  for _, h in ipairs(names) do R = math.min(R, #of[h]) end
-  return R
-end
-
--- One cycle of the hosts' round robin `hr` on R rails: round t's rail k (local rank k of every
--- host, paired with local rank k of the other host) carries host round t*R + (k+c) % R, so a
--- cycle covers every host pair once in ceil(#hr / R) rounds and cycle c moves each host round to
--- the next rail (R cycles: every local rank has met every other host).
-local function rail_rounds(hr, names, of, R, c)
-  local out = {}
-  for t = 0, math.ceil(#hr / R) - 1 do
-    local round = {}
-    for k = 0, R - 1 do
-      for _, hp in ipairs(hr[t * R + (k + c) % R + 1] or {}) do
-        local a, b = of[names[hp[1] + 1]][k + 1], of[names[hp[2] + 1]][k + 1]
-        round[#round + 1] = a < b and { a, b } or { b, a }
-      end
-    end
-    out[#out + 1] = round
-  end
-  return out
-end
-
--- One cycle c of the hosts' round robin `hr` without rails: each host pair's ranks paired local
--- rank k with local rank k + shift (per_host_pair = 1: one rank pair, its local rank rotating).
-local function host_rounds(hr, names, of, c, per_host_pair)
-  local out = {}
-  for j, hround in ipairs(hr) do
-    local round = {}
-    for _, hp in ipairs(hround) do
-      local A, B = of[names[hp[1] + 1]], of[names[hp[2] + 1]]
-      local shift = (j - 1 + c) % #B
-      local first = per_host_pair == 1 and (j - 1 + c) % #A or 0
-      for k = first, math.min(first + (per_host_pair or #A), math.min(#A, #B)) - 1 do
-        local a, b = A[k + 1], B[(k + shift) % #B + 1]
-        round[#round + 1] = a < b and { a, b } or { b, a }
-      end
-    end
-    out[#out + 1] = round
-  end
-  return out
-end
-
-function M.sampled_plan(rank_hosts, opts)
-  opts = opts or {}
-  local names, of = host_ranks(rank_hosts)
-  local rounds = {}
-  local function intra()
-    if opts.intra == false then return end
-    local per = {}
-    local most = 0
-    for _, h in ipairs(names) do
-      if #of[h] >= 2 then
-        per[h] = pairs_mod.round_robin(#of[h])
-        if #per[h] > most then most = #per[h] end
-      end
-    end
-    for i = 1, most do
-      local round = {}
-      for _, h in ipairs(names) do
-        for _, p in ipairs(per[h] and per[h][i] or {}) do round[#round + 1] = { of[h][p[1] + 1], of[h][p[2] + 1] } end
-      end
-      rounds[#rounds + 1] = round
-    end
-  end
-  if not opts.inter_first then intra() end
-  local R = rails_of(names, of, opts)
-  if #names >= 2 then
-    local hr = pairs_mod.round_robin(#names)
-    for c = 0, (opts.cycles or 1) - 1 do
-      local cycle = R > 1 and rail_rounds(hr, names, of, R, c) or host_rounds(hr, names, of, c, opts.per_host_pair)
-      for _, round in ipairs(cycle) do rounds[#rounds + 1] = round end
-      if c == 0 and opts.inter_first then intra() end
-    end
-  elseif opts.inter_first then
-    intra()
-  end
-  return rounds
-end
-
-function M.host_plan(rank_hosts) return M.sampled_plan(rank_hosts, { intra = false, per_host_pair = 1 }) end
-
--- The number of rounds of each plan for a job (no communication): what the report says and
--- what the budget is weighed against.
-function M.plan_rounds(rank_hosts, cycles)
-  local names, of = host_ranks(rank_hosts)
-  local most = 0
-  for _, h in ipairs(names) do if #of[h] >= 2 then most = math.max(most, rounds_of(#of[h])) end end
-  local R = rails_of(names, of, {})
-  local inter = #names >= 2 and math.ceil(rounds_of(#names) / R) or 0
-  return { full = #rank_hosts >= 2 and rounds_of(#rank_hosts) or 0, intra = most, inter = inter,
-           sampled = most + inter * (cycles or 1), hosts = inter, rails = R }
-end
-
--- sampled_cycles(rank_hosts, left, round_s) -> how many cycles of the sampled plan (after its
--- intra-host rounds) fit `left` seconds when a full round takes round_s: the reduced plan's
--- rounds are light (about half a full one: no latency, no streams). At most 8 cycles' worth of
--- every host pair's rank pairs (8 x the rails); 0: not one (the host plan).
-function M.sampled_cycles(rank_hosts, left, round_s)
-  local c = M.plan_rounds(rank_hosts, 1)
-  if c.inter == 0 or round_s <= 0 then return 0 end
-  return math.max(0, math.min(math.floor((left / (round_s / 2) - c.intra) / c.inter), 8 * c.rails))
-end
+-- the plans are cs.pairs' (pair schedules); cs.p2p keeps their names (recipes call them here)
+for _, k in ipairs { "full_plan", "sampled_plan", "host_plan", "plan_rounds", "sampled_cycles" } do M[k] = pairs_mod[k] end
 
 local function check_op(args)
   if args.op ~= nil and args.op ~= "sendrecv" then
@@ -505,14 +369,14 @@ end
 -- rank 0 after round i: stop when args.deadline passed; after round 1 of the full plan, when the
 -- other rounds would not fit args.budget_s, the reduced plan to switch to (kind, cycles, reason).
 -- round_s: round 1's time when measured before the call (args.first), else now - t0.
-local function decide(ctx, args, plan, rounds, i, t0, round_s)
+local function decide(ctx, args, plan, nrounds, i, t0, round_s)
   local now = native.now()
   local decision = { stop = args.deadline ~= nil and now > args.deadline }
-  if i == 1 and not args.plan and args.budget_s and #rounds > 1 then
+  if i == 1 and not args.plan and args.budget_s and nrounds > 1 then
     local left = args.budget_s - (now - t0)
     round_s = round_s or now - t0
     plan.round_s = round_s
-    if (#rounds - 1) * round_s > left then
+    if (nrounds - 1) * round_s > left then
       local cycles = M.sampled_cycles(ctx.hosts, left, round_s)
       if cycles >= 1 then
         decision.kind, decision.cycles = "sampled", cycles
@@ -520,7 +384,7 @@ local function decide(ctx, args, plan, rounds, i, t0, round_s)
         decision.kind = "hosts"
       end
       decision.reason = ("%d rounds of %.3f s would take %.1f s, %.1f s are left of the pattern's budget"):format(
-        #rounds - 1, round_s, (#rounds - 1) * round_s, left)
+        nrounds - 1, round_s, (nrounds - 1) * round_s, left)
     end
   end
   return decision
@@ -543,7 +407,7 @@ function M.first_round(ctx, args)
   local t = native.now()
   local mine = {}
   if ctx.size >= 2 then
-    measure_round(ctx, M.full_plan(ctx.size)[1], args, false, mine)
+    measure_round(ctx, pairs_mod.round_robin_round(ctx.size, 1), args, false, mine)
     ctx.comm:barrier()
   end
   return { mine = mine, round_s = native.now() - t }
@@ -634,9 +498,13 @@ end
 function M.matrix(ctx, args)
   local n, me = ctx.size, ctx.rank
   local t0 = native.now()
-  local full = args.plan or M.full_plan(n)
   local plan = { kind = args.plan and "given" or "full", rounds_full = rounds_of(n), reason = args.plan and "given by the caller" or "every pair fits the budget" }
-  local rounds = full
+  -- the full plan one round at a time (every round of it at once is n^2/2 pairs on every rank:
+  -- 768 MB at 4096 ranks), as a list it reads like
+  local rounds = args.plan or setmetatable({}, { __index = function(_, r)
+    if r >= 1 and r <= plan.rounds_full then return pairs_mod.round_robin_round(n, r) end
+  end })
+  local nrounds = args.plan and #args.plan or plan.rounds_full
   local mine = {}  -- { partner, lat_us, GB/s sent } per round this rank took part in
   local done, cut = 0, false
   -- a reduced plan measures only the pair value, once, in its later rounds (args.light: all of them)
@@ -645,7 +513,7 @@ function M.matrix(ctx, args)
   local first = args.first  -- round 1 of the full plan, measured before the call (first_round)
   if first then for _, row in ipairs(first.mine) do mine[#mine + 1] = row end end
   local clock, ran = {}, {}  -- rank 0: each round's { start, end } (cs.now()) and its pairs
-  while i < #rounds do
+  while i < nrounds do
     i = i + 1
     local round = rounds[i]
     local given = i == 1 and first and not args.plan
@@ -661,17 +529,18 @@ function M.matrix(ctx, args)
     done = done + 1
     if args.stages then args.stages:count("rounds", 1) end
     local decision = false
-    if me == 0 then decision = decide(ctx, args, plan, rounds, i, t0, given and first.round_s or nil) end
+    if me == 0 then decision = decide(ctx, args, plan, nrounds, i, t0, given and first.round_s or nil) end
     if i == 1 or args.deadline then decision = ctx.comm:broadcast_value(decision, 0) end
     if decision and decision.kind then
       rounds = switched_rounds(ctx, round, decision)
+      nrounds = #rounds
       plan.kind, plan.reason, plan.cycles = decision.kind, decision.reason, decision.cycles
       light = true  -- the later rounds measure only what localisation takes (no latency)
       plan.light = light
     end
-    if decision and decision.stop then cut = i < #rounds; break end
+    if decision and decision.stop then cut = i < nrounds; break end
   end
-  plan.rounds_planned, plan.rounds_run, plan.cut = #rounds, done, cut
+  plan.rounds_planned, plan.rounds_run, plan.cut = nrounds, done, cut
   if cut then plan.reason = plan.reason .. "; cut short: the pattern's deadline passed" end
   local all = ctx.comm:gather_value(mine, 0)
   local bw, lat = {}, {}

@@ -60,6 +60,22 @@ function TestPlans:test_full_plan_covers_every_pair_in_n_minus_1_rounds()
   end
 end
 
+-- One round of the round robin alone (cs.pairs.round_robin_round: what cs.p2p.matrix and
+-- first_round take, one round at a time) is that round of the whole plan, and rounds_of its
+-- count: building every round is n^2/2 pairs on every rank (768 MB at 4096 ranks, 3 GB at 8192).
+function TestPlans:test_one_round_of_the_round_robin_is_the_plans()
+  for _, n in ipairs { 1, 2, 3, 4, 5, 8, 9, 16, 31, 64 } do
+    local all = cs.pairs.round_robin(n)
+    lu.assertEquals(cs.pairs.rounds_of(n), #all, "n=" .. n)
+    for r = 1, #all do lu.assertEquals(cs.pairs.round_robin_round(n, r), all[r], ("n=%d round %d"):format(n, r)) end
+  end
+  local r = cs.pairs.round_robin_round(16384, 7)  -- O(n): 8192 disjoint pairs
+  lu.assertEquals(#r, 8192)
+  check_rounds({ r }, 16384)
+  lu.assertEquals(cs.pairs.rounds_of(16384), 16383)
+  lu.assertEquals(cs.p2p.plan_rounds(hosts_of(2048, 8), 1), { full = 16383, intra = 7, inter = 256, sampled = 263, hosts = 256, rails = 8 })
+end
+
 -- every intra-host pair exactly once, every host pair at least once per cycle
 local function check_sampled(h, l, cycles)
   local rh = hosts_of(h, l)
