@@ -59,7 +59,15 @@ M.GAP = { factor = 2, min_s = 0.02, share = 0.8 }
 -- 2 cores): 55-70 % of each sample in 4 such gaps, the fleet's median 13-34 %; healthy ranks
 -- reached 67 % in one sample and 39 % in the others. Replayed over the 140 runs of the twentieth
 -- stop's harness run (docs/scale.md): it names seed 31 and no healthy rank.
-M.STOPS = { share = 0.4, factor = 1.5 }
+-- And its longest gaps are STOPS.gap times the fleet's median longest gap, in all samples but
+-- one, as a stop from outside makes them (since full_diag 1.7.0): twenty-fifth stop, seed 1519
+-- (8 ranks on 2 cores, nothing planted on the rank), a healthy rank lost 53-69 % of each sample
+-- in stops beside the fleet's 26-52 %, but in gaps of 1.0-1.42x the fleet's longest (waiting for
+-- its turn, not stopped), and was named. The stopped ranks this rule names had gaps of 1.0-3.6x
+-- (seed 885), 1.15-2.2x (1319), 1.54-2.16x (1242) and 1.4-2x (seed 31). Replayed over 327 kept
+-- harness reports (2884 healthy ranks, 84 stopped or starved): at any STOPS.gap from 1.2 to 1.4
+-- the same 81 of the 84 are named as without it, and no healthy rank (1519's rank 4 was the one).
+M.STOPS = { share = 0.4, factor = 1.5, gap = 1.25 }
 
 function M.sample(seconds)
   local now = require("commscript.native").now
@@ -147,7 +155,8 @@ function M.judge(fractions, rank_hosts, opts)
     local often = stop_fleet and count_off(stop_s[r], stop_fleet, M.STOPS.factor, false, M.STOPS.share * opts.seconds) or 0
     local starved = above >= k - 1 and ratio >= factor
     local stopped = long >= k - 1 and ratio >= M.GAP.share
-    local stops = often >= k - 1
+    local held = gap_fleet and count_off(gaps[r], gap_fleet, M.STOPS.gap, false) or k
+    local stops = often >= k - 1 and held >= k - 1
     if starved or stopped or stops then
       out[#out + 1] = { rank = r - 1, host = rank_hosts and rank_hosts[r], ran = ran, fleet = fleet_all, ratio = ratio,
                         above = above, samples = s, gaps = gaps and gaps[r] or nil, long_gaps = long,

@@ -392,6 +392,54 @@ function TestJudge:test_a_rank_stopped_often_for_short_stops_is_named_by_its_sto
   lu.assertEquals(ranks(cs.detour.judge(SEED31.shares, hosts, { gaps = SEED31.gaps, stops = SEED31.long })), {})
 end
 
+-- Truth harness seed 1519 (twenty-fifth stop), 4 hosts x 2 ranks on 2 cores, a bucket planted on
+-- host 0 and nothing on any rank: rank 4 lost 53-69 % of each sample in stops of 20 ms or more,
+-- about 2x the fleet's, in 4 of 5 samples, and was named "starved" by its stops. Its longest
+-- gaps were 1.0-1.4x the fleet's (waiting for its turn among 8 ranks on 2 CPUs), where a rank
+-- stopped from outside has its stops' length (seed 31 above: 1.4-2x): not named.
+local SEED1519 = { seconds = 0.30,
+  shares = { { 0.231, 0.178, 0.280, 0.248, 0.224 },
+      { 0.184, 0.180, 0.138, 0.155, 0.131 },
+      { 0.280, 0.231, 0.177, 0.214, 0.180 },
+      { 0.220, 0.306, 0.270, 0.178, 0.108 },
+      { 0.160, 0.157, 0.174, 0.165, 0.130 },
+      { 0.260, 0.307, 0.256, 0.285, 0.169 },
+      { 0.200, 0.232, 0.235, 0.186, 0.185 },
+      { 0.218, 0.202, 0.202, 0.177, 0.159 } },
+  gaps = { { 0.036, 0.025, 0.024, 0.020, 0.033 },
+      { 0.032, 0.034, 0.044, 0.029, 0.044 },
+      { 0.028, 0.023, 0.042, 0.020, 0.056 },
+      { 0.028, 0.024, 0.024, 0.030, 0.046 },
+      { 0.028, 0.032, 0.040, 0.028, 0.056 },
+      { 0.022, 0.032, 0.024, 0.016, 0.040 },
+      { 0.024, 0.024, 0.032, 0.024, 0.056 },
+      { 0.036, 0.028, 0.024, 0.025, 0.060 } },
+  long = { { { 3, 0.084 }, { 2, 0.049 }, { 3, 0.068 }, { 1, 0.020 }, { 3, 0.085 } },
+      { { 2, 0.056 }, { 3, 0.096 }, { 3, 0.111 }, { 6, 0.145 }, { 6, 0.191 } },
+      { { 4, 0.088 }, { 3, 0.063 }, { 5, 0.147 }, { 5, 0.100 }, { 5, 0.177 } },
+      { { 4, 0.090 }, { 1, 0.024 }, { 4, 0.086 }, { 5, 0.119 }, { 6, 0.221 } },
+      { { 8, 0.185 }, { 6, 0.160 }, { 6, 0.158 }, { 8, 0.185 }, { 7, 0.207 } },
+      { { 2, 0.042 }, { 2, 0.052 }, { 3, 0.065 }, { 0, 0.000 }, { 5, 0.134 } },
+      { { 6, 0.127 }, { 5, 0.106 }, { 3, 0.089 }, { 6, 0.124 }, { 4, 0.134 } },
+      { { 4, 0.112 }, { 4, 0.096 }, { 6, 0.124 }, { 5, 0.114 }, { 3, 0.115 } } } }
+
+function TestJudge:test_a_rank_waiting_its_turn_is_not_stopped_often()
+  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
+  local opts = { gaps = SEED1519.gaps, stops = SEED1519.long, seconds = SEED1519.seconds }
+  lu.assertEquals(ranks(cs.detour.judge(SEED1519.shares, hosts, opts)), {})
+  -- without the gaps' condition (the rule before full_diag 1.7.0) it was named by its stops
+  local gap = cs.detour.STOPS.gap
+  cs.detour.STOPS.gap = 0
+  local before = cs.detour.judge(SEED1519.shares, hosts, opts)
+  cs.detour.STOPS.gap = gap
+  lu.assertEquals(ranks(before), { 4 })
+  lu.assertEquals(before[1].by, "stops")
+  -- and seed 31's stopped rank keeps its name with it (its test above)
+  local h31 = {}
+  for r = 1, 8 do h31[r] = "h" .. math.floor((r - 1) / 2) end
+  lu.assertEquals(ranks(cs.detour.judge(SEED31.shares, h31, { gaps = SEED31.gaps, stops = SEED31.long, seconds = SEED31.seconds })), { 2 })
+end
+
 function TestJudge:test_two_ranks_have_no_fleet()
   lu.assertEquals(cs.detour.judge({ { 0.5 }, { 0.01 } }, { "h0", "h1" }), {})
 end
