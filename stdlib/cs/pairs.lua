@@ -8,6 +8,8 @@ local M = {}
 -- place a round, so in round r the ring's place k holds ((k - r) mod (m-1)) + 1. Building every
 -- round costs n^2/2 pairs: at 4096 ranks 768 MB and 1.1 s on each rank, at 8192 3 GB and 11 s
 -- (a job's first round, its round count and its later rounds are taken one by one instead).
+local function ordered(a, b) return a < b and { a, b } or { b, a } end
+
 local function check_n(n)
   if type(n) ~= "number" or n < 1 or n % 1 ~= 0 then error("round_robin: a positive integer rank count expected", 3) end
 end
@@ -20,7 +22,7 @@ function M.round_robin_round(n, r)
   local round = {}
   local function at(k) return (k - r) % (m - 1) + 1 end
   local function add(a, b)
-    if a < n and b < n then round[#round + 1] = a < b and { a, b } or { b, a } end
+    if a < n and b < n then round[#round + 1] = ordered(a, b) end
   end
   add(0, at(1))
   for k = 2, m / 2 do add(at(k), at(m - k + 1)) end
@@ -118,8 +120,7 @@ local function rail_rounds(hr, names, of, R, c)
     local round = {}
     for k = 0, R - 1 do
       for _, hp in ipairs(hr[t * R + (k + c) % R + 1] or {}) do
-        local a, b = of[names[hp[1] + 1]][k + 1], of[names[hp[2] + 1]][k + 1]
-        round[#round + 1] = a < b and { a, b } or { b, a }
+        round[#round + 1] = ordered(of[names[hp[1] + 1]][k + 1], of[names[hp[2] + 1]][k + 1])
       end
     end
     out[#out + 1] = round
@@ -138,8 +139,7 @@ local function host_rounds(hr, names, of, c, per_host_pair)
       local shift = (j - 1 + c) % #B
       local first = per_host_pair == 1 and (j - 1 + c) % #A or 0
       for k = first, math.min(first + (per_host_pair or #A), math.min(#A, #B)) - 1 do
-        local a, b = A[k + 1], B[(k + shift) % #B + 1]
-        round[#round + 1] = a < b and { a, b } or { b, a }
+        round[#round + 1] = ordered(A[k + 1], B[(k + shift) % #B + 1])
       end
     end
     out[#out + 1] = round
