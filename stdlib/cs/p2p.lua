@@ -499,12 +499,10 @@ function M.matrix(ctx, args)
   local n, me = ctx.size, ctx.rank
   local t0 = native.now()
   local plan = { kind = args.plan and "given" or "full", rounds_full = rounds_of(n), reason = args.plan and "given by the caller" or "every pair fits the budget" }
-  -- the full plan one round at a time (every round of it at once is n^2/2 pairs on every rank:
-  -- 768 MB at 4096 ranks), as a list it reads like
-  local rounds = args.plan or setmetatable({}, { __index = function(_, r)
-    if r >= 1 and r <= plan.rounds_full then return pairs_mod.round_robin_round(n, r) end
-  end })
-  local nrounds = args.plan and #args.plan or plan.rounds_full
+  -- rounds nil: the full plan, built one round at a time (all of it at once is n^2/2 pairs on
+  -- every rank: 768 MB at 4096 ranks)
+  local rounds = args.plan
+  local nrounds = rounds and #rounds or plan.rounds_full
   local mine = {}  -- { partner, lat_us, GB/s sent } per round this rank took part in
   local done, cut = 0, false
   -- a reduced plan measures only the pair value, once, in its later rounds (args.light: all of them)
@@ -515,7 +513,7 @@ function M.matrix(ctx, args)
   local clock, ran = {}, {}  -- rank 0: each round's { start, end } (cs.now()) and its pairs
   while i < nrounds do
     i = i + 1
-    local round = rounds[i]
+    local round = rounds and rounds[i] or pairs_mod.round_robin_round(n, i)
     local given = i == 1 and first and not args.plan
     local began = native.now()
     if not given then
