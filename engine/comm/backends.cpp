@@ -3,7 +3,9 @@
 // with the reason and no functions.
 #include "backends.hpp"
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "backend_open.hpp"
 #include "job.hpp"
@@ -106,8 +108,13 @@ World nccl_over(MPI_Comm host, double timeout_s) {
 // The GPU is chosen before MPI_Init (CUDA-aware MPI and NCCL start on it).
 void nccl_choose_device() {
   bool print = false;
-  if (const std::string refused = NcclCommunicator::choose_device_before_mpi(&print); !refused.empty())
+  if (const std::string refused = NcclCommunicator::choose_device_before_mpi(&print); !refused.empty()) {
+    // Before MPI_Init a rank's non-zero exit makes mpirun end the others at once, and the
+    // rank that says why (local rank 0) can be killed before its words reach the launcher:
+    // the silent ranks leave a moment later.
+    if (!print) std::this_thread::sleep_for(std::chrono::seconds(2));
     throw WorldError(true, ExitCode::bad_input, refused, print);
+  }
 }
 World nccl_launcher(std::unique_ptr<Communicator> ctl, const LaunchEnv& launch, double timeout_s) {
   if (ctl) {  // no MPI: the Gloo world is the control plane (the unique id, agreements, gathering)
