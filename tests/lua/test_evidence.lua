@@ -226,6 +226,37 @@ function TestEvidence:test_a_host_slow_in_some_rounds_only_is_intermittent()
   lu.assertEquals(cs.evidence.unconfirmed(ev, loc2, hosts, 262144), {})
 end
 
+-- scripts/truth_harness.py seed 1724 (4 x 2, h1 sending at 52 Mbit behind a 4 MB bucket, on 2.8
+-- s, off 1.6 s): the spike rule warned h1, and its rank 3, 6.7x off in the pattern and 1.04x
+-- re-tested, was warned apart. One warning, the host's, carrying the rank's words and numbers.
+function TestEvidence:test_a_ranks_warning_joins_its_hosts()
+  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3" }
+  local function evidence()
+    return { hosts = {}, explained = {},
+             ranks = { { rank = 3, host = "h1", ratio = 6.7, direction = "sending", send_gbs = 0.00664, recv_gbs = 0.0601,
+                         fleet_send = 0.0445, fleet_recv = 0.0424 } },
+             spiky = { { host = "h1", way = "sending", n = 7, total = 24, partners = 3, next = 0, time_share = 0.75,
+                         with = { h0 = 3, h2 = 1, h3 = 3 }, need = 4 } } }
+  end
+  local loc = { hosts = {}, ranks = {}, links = {},
+                tested = { { rank = 3, pairs = { { a = 3, b = 6, ratio = 1.04, rounds = 3, above = 0, median_us = 2418 } } },
+                           { host = "h1", pairs = { { a = 2, b = 5, ratio = 0.98, rounds = 3, above = 0, median_us = 2300 } } } } }
+  local f = cs.evidence.unconfirmed(evidence(), loc, hosts, 262144)
+  lu.assertEquals(#f, 1, cs.json.encode(f))
+  lu.assertEquals(f[1].subject, { host = "h1" })
+  lu.assertEquals(f[1].severity, "warn")
+  lu.assertStrContains(f[1].message, "host h1: intermittent sending; 7 of its 24 pair directions")
+  lu.assertStrContains(f[1].message, "; and rank 3 (host h1) sends at 0.00664 GB/s (the fleet: 0.0445) in the pattern, 6.7x off; re-tested alone: 1.04x")
+  lu.assertEquals(f[1].evidence.ranks[1].rank, 3)
+  lu.assertEquals(f[1].evidence.ranks[1].evidence.retest.ratio, 1.04)
+  -- without the host's warning the rank's stands alone
+  local ev = evidence()
+  ev.spiky = {}
+  f = cs.evidence.unconfirmed(ev, loc, hosts, 262144)
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].subject, { rank = 3, host = "h1" })
+end
+
 -- A host whose link flaps (on 2 s, off 2 s: scripts/truth_harness.py seed 2): the pattern caught
 -- one of its pairs slow, the link's re-test saw both of host h2's pairs slow in the same few rounds
 -- and the control pair without it in none. A warning naming the host as intermittent, not
