@@ -760,6 +760,39 @@ function TestEvidence:test_a_link_at_a_flapping_host_is_its_flap()
   lu.assertStrContains(f[1].message, "link 1-3 measured slow (9.5x) at host h3")
 end
 
+-- scripts/truth_harness.py seed 1856 (8 x 2, the link h5-h6 at 79 Mbit): all 4 rank pairs of
+-- the two hosts named, and h5 spiky (7 slow directions, 5 of them with h6). The links between
+-- them stay named and h5 is not warned; one such link, or links to two hosts, are h5's flap.
+function TestEvidence:test_several_links_to_one_host_at_a_spiky_host_are_a_link()
+  local hosts = { "h0", "h0", "h1", "h1", "h2", "h2", "h3", "h3", "h4", "h4", "h5", "h5", "h6", "h6", "h7", "h7" }
+  local function evidence()
+    return { hosts = {}, ranks = {}, explained = {},
+             spiky = { { host = "h5", way = "both", n = 7, total = 56, partners = 3, next = 2, time_share = 0.32,
+                         with = { h0 = 1, h4 = 1, h6 = 5 }, need = 6 } } }
+  end
+  local function link(a, b, score) return { a = a, b = b, score = score, value = 3e4 } end
+  local loc = { hosts = {}, ranks = {}, tested = {},
+                links = { link(11, 12, 4.4), link(10, 13, 2.6), link(11, 13, 2.4), link(10, 12, 2.1) } }
+  lu.assertEquals(cs.evidence.unconfirmed(evidence(), loc, hosts, 262144), {})
+  lu.assertEquals(#loc.links, 4)
+  -- one link: the flap's
+  loc.links = { link(11, 12, 4.4) }
+  local f = cs.evidence.unconfirmed(evidence(), loc, hosts, 262144)
+  lu.assertEquals(#loc.links, 0)
+  lu.assertEquals(f[1].rule, "explained_by_intermittent_host")
+  lu.assertEquals(f[2].subject, { host = "h5" })
+  -- two links to two hosts: the flap's
+  loc.links = { link(11, 12, 4.4), link(10, 1, 2.6) }
+  f = cs.evidence.unconfirmed(evidence(), loc, hosts, 262144)
+  lu.assertEquals(#loc.links, 0)
+  -- links to one host that does not hold the most of its slow directions: the flap's
+  local ev = evidence()
+  ev.spiky[1].with = { h0 = 5, h4 = 1, h6 = 1 }
+  loc.links = { link(11, 12, 4.4), link(10, 13, 2.6) }
+  f = cs.evidence.unconfirmed(ev, loc, hosts, 262144)
+  lu.assertEquals(#loc.links, 0)
+end
+
 -- `n` passes of 8 ranks on 4 hosts at about 0.08 GB/s, each direction in `slow` ({ sender,
 -- receiver }, 1-based) at 0.01 in the passes in_pass(k, i) picks (k: its index in `slow`).
 local function passes_with(n, slow, in_pass)
