@@ -23,6 +23,8 @@
 -- annotate(loc, ev): the direction and rates of each named host and rank (entry.direction,
 --   entry.send_gbs, entry.recv_gbs, entry.fleet_gbs).
 -- shared_cpus(findings, oversubscribed) -> findings: those on a host with more ranks than CPUs as info.
+-- host_warnings(findings) -> { [host] = its first not_confirmed warning on the host alone }: where
+--   a rank's warning joins its host's (here and cs.diagnose.findings).
 -- unconfirmed(ev, loc, rank_hosts, bytes) -> findings for what the evidence showed and the verdict
 --   did not name: never silence (rule "not_confirmed", warn: maybe intermittent); and for a host
 --   or rank the re-tests found slow in some rounds only (intermittent). A named link at a spiky
@@ -454,14 +456,19 @@ end
 -- sending, and its rank 3 warned apart, 6.7x off in the pattern and 1.04x re-tested, an innocent
 -- by the harness's score though on the right host. Over 435 kept namespace reports a rank's
 -- warning stood beside its host's in that run and in one of 8 x 1 (seed 1234, a flap too).
-local function fold_ranks(out)
-  local host_warning, keep = {}, {}
-  for _, f in ipairs(out) do
+function M.host_warnings(findings)
+  local by = {}
+  for _, f in ipairs(findings or {}) do
     local sj = f.subject or {}
     if f.rule == "not_confirmed" and f.severity == "warn" and sj.rank == nil and sj.host ~= nil then
-      host_warning[sj.host] = host_warning[sj.host] or f
+      by[sj.host] = by[sj.host] or f
     end
   end
+  return by
+end
+
+local function fold_ranks(out)
+  local host_warning, keep = M.host_warnings(out), {}
   for _, f in ipairs(out) do
     local sj = f.subject or {}
     local hw = f.rule == "not_confirmed" and f.severity == "warn" and sj.rank ~= nil and host_warning[sj.host]

@@ -1,6 +1,7 @@
 -- cs.diagnose.findings: what localisation could not say, as findings (not culprits: those are
 -- cs.rules' slow_host / slow_rank / slow_link): too noisy, under-measured, undecided, and a rank
 -- at the end of slow links to several hosts. Pure: reads the verdict (loc) only.
+local evidence = require "cs.evidence"
 local M = {}
 
 -- A rank at the end of slow links to several hosts (loc.rank_links): a not_confirmed warning,
@@ -8,11 +9,7 @@ local M = {}
 -- warning: one warning for one place (the 4096-rank model: a flapping host warned intermittent
 -- and three of its ranks warned apart, each slow alone with ranks on 2 hosts).
 local function rank_link_findings(loc, out)
-  local host_warning = {}
-  for _, f in ipairs(loc.unconfirmed or {}) do
-    local s = f.subject or {}
-    if s.host and s.rank == nil and f.severity == "warn" then host_warning[s.host] = host_warning[s.host] or f end
-  end
+  local host_warning = evidence.host_warnings(loc.unconfirmed)
   for _, x in ipairs(loc.rank_links or {}) do
     local list = {}
     for _, l in ipairs(x.links) do list[#list + 1] = ("%d-%d (%.1fx)"):format(l.a, l.b, l.ratio or 0) end
