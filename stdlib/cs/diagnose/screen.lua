@@ -189,8 +189,15 @@ end
 -- force = { hosts = {h...}, ranks = {r...} }: suspects whatever the screen says (cs.evidence.force:
 -- the matrix's rows and columns far off, the ranks the collectives waited for); a host only
 -- with 3 hosts or more (a host verdict needs two others), else its ranks.
-local function add_forced(force, host_sus, loc, rank_hosts)
+-- A forced host the screen did not find carries its own numbers (its pairs' median over the
+-- hosts' median, as screen_hosts scores every host): a forced host read "its pairs take 0.0x the
+-- fleet's median (0.0 vs 60883.1 us)" (truth harness seed 1881).
+local function add_forced(force, host_sus, loc, rank_hosts, values)
   if not force then return end
+  local scored = {}
+  if force.hosts and #force.hosts > 0 then
+    for _, h in ipairs(M.screen_hosts(values or {}, rank_hosts, { factor = 0 })) do scored[h.host] = h end
+  end
   local have, nhosts, ranks_of = {}, 0, {}
   for r, h in ipairs(rank_hosts) do
     if not ranks_of[h] then ranks_of[h] = {}; nhosts = nhosts + 1 end
@@ -205,8 +212,9 @@ local function add_forced(force, host_sus, loc, rank_hosts)
     if ranks_of[h] and nhosts < 3 then
       for _, r in ipairs(ranks_of[h]) do ranks[#ranks + 1] = r end
     elseif ranks_of[h] and not have[h] then
-      host_sus[#host_sus + 1] = { host = h, ranks = ranks_of[h], score = 0, median = 0, reference = loc.fleet_median or 0,
-                                  forced = true }
+      local x = scored[h] or {}
+      host_sus[#host_sus + 1] = { host = h, ranks = ranks_of[h], score = x.score or 0, median = x.median or 0,
+                                  reference = x.reference or loc.fleet_median or 0, forced = true }
       have[h] = true
     end
   end
@@ -248,7 +256,7 @@ end
 function M.suspects(n, values, rank_hosts, factor, link_factor, min_host_partners, max_suspects, narrow, force)
   local host_sus = M.screen_hosts(values, rank_hosts, { factor = factor })
   local loc = M.screen_pairs(n, values, { factor = factor, link_factor = link_factor })
-  add_forced(force, host_sus, loc, rank_hosts)
+  add_forced(force, host_sus, loc, rank_hosts, values)
   local bad_host, bad_rank = {}, {}
   for _, h in ipairs(host_sus) do bad_host[h.host] = h; h.links = {} end
   -- a suspect host's evidence: its slowest pairs with other hosts (at most 16)
