@@ -893,6 +893,28 @@ function TestLocalise:test_host_suspects_are_capped_the_forced_kept()
   lu.assertItemsEquals(loc.suspects.untested_hosts, { "h5", "h7" }, "screened as ranks: " .. what)
 end
 
+-- A host the matrix forced, not the screen, is named with its own numbers: its pairs with other
+-- hosts' median over the hosts' median (truth harness seed 1881: "its pairs take 0.0x the
+-- fleet's median (0.0 vs 60883.1 us)").
+function TestLocalise:test_a_forced_host_carries_its_pattern_numbers()
+  local hosts, values, model = job(6, 1, {}, 0.1, 3)
+  for _, p in ipairs(values) do if p[1] == 2 or p[2] == 2 then p[3] = p[3] * 1.2 end end
+  local loc = localise_with(values, hosts, function(a, b) return model(a, b) * ((a == 2 or b == 2) and 8 or 1) end,
+                            { force = { hosts = { "h2" } } })
+  lu.assertEquals(hosts_of(loc), { "h2" }, cs.json.encode(loc.tested))
+  local own, medians, per = {}, {}, {}
+  for _, p in ipairs(values) do
+    for _, r in ipairs { p[1], p[2] } do per[r] = per[r] or {}; table.insert(per[r], p[3]) end
+    if p[1] == 2 or p[2] == 2 then own[#own + 1] = p[3] end
+  end
+  for r = 0, 5 do medians[#medians + 1] = cs.stats.median(per[r]) end
+  local h = loc.hosts[1]
+  lu.assertAlmostEquals(h.median, cs.stats.median(own), 1e-9)
+  lu.assertAlmostEquals(h.reference, cs.stats.median(medians), 1e-9)
+  lu.assertAlmostEquals(h.score, h.median / h.reference, 1e-9)
+  lu.assertTrue(h.score > 1.05 and h.score < 1.4, tostring(h.score))
+end
+
 -- More suspect hosts than a host verdict can take (namespace hosts, 4 x 2 ranks, link seed 57: a
 -- noisy pattern made 3 of the 4 hosts suspects; a host's re-test needs good ranks on two other
 -- hosts, and so do the reference pairs): every host was left "noise" and the 10x link between
@@ -1074,6 +1096,38 @@ function TestLocalise:test_a_rank_with_no_good_rank_of_its_host_is_not_named()
   local msgs = {}
   for _, f in ipairs(cs.diagnose.findings(loc)) do msgs[#msgs + 1] = f.severity .. " " .. f.message end
   lu.assertStrContains(table.concat(msgs, "\n"), "info slow, but no other rank of its host was shown good beside it: rank 7 or host h3")
+end
+
+-- Two slow hosts in a noisy pattern (truth harness seed 1881, 8 x 2, h2 and h3 sending at
+-- 113 Mbit behind a 4 MB bucket): h2 and rank 7 forced by the matrix, h3's other rank 6 only an
+-- end of a link suspect (6-9). The re-tests measured rank 7 slow with every partner and rank 6
+-- slow with rank 9 and with the good rank set against it, 8x in every round; rank 7 was left
+-- "the rank or its host" because no re-test of its own had a mate in it. Both ranks slow: the host.
+function TestLocalise:test_a_rank_beside_a_mate_slow_in_a_link_retest_makes_its_host()
+  for seed = 1, 5 do
+    local hosts, values, model = job(8, 2, {}, 0.1, seed)
+    local function m(a, b)
+      local f = 1
+      for _, x in ipairs { a, b } do
+        if hosts[x + 1] == "h2" or hosts[x + 1] == "h3" then f = 8 end
+      end
+      return model(a, b) * f
+    end
+    for _, p in ipairs(values) do if p[1] == 6 and p[2] == 9 then p[3] = p[3] * 4 end end
+    local loc = localise_with(values, hosts, m, { force = { hosts = { "h2" }, ranks = { 7 } } })
+    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.undecided })
+    lu.assertEquals(hosts_of(loc), { "h2", "h3" }, what)
+    lu.assertEquals(#loc.ranks + #loc.links + #loc.undecided, 0, what)
+    local h3 = loc.hosts[2]
+    lu.assertEquals(h3.ranks, { 6, 7 })
+    lu.assertEquals(#h3.verdict.slow_elsewhere, 1, what)
+    lu.assertEquals(h3.verdict.slow_elsewhere[1].rank, 6)
+    for _, p in ipairs(h3.verdict.slow_elsewhere[1].partners) do lu.assertTrue(p.ratio > 6, what) end
+    -- its partners' hosts, each once ("confirmed alone against ...")
+    local seen = {}
+    for h in h3.retest.partner_host:gmatch("h%d") do lu.assertNil(seen[h], h3.retest.partner_host); seen[h] = true end
+    lu.assertTrue(#h3.retest.partners >= 3, what)
+  end
 end
 
 -- A slow rank whose mate is an end of link suspects (no mate in its own re-test) beside a mate

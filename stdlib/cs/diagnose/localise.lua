@@ -100,7 +100,7 @@ function M.localise(values, rank_hosts, args, measure)
   for _, t in ipairs(cleared_rank_links(c, tests, pointed)) do pointed[#pointed + 1] = t end
   run_phase(c, pointed, true)
   for _, t in ipairs(pointed) do judge_link(c, t, not_good) end
-  group_ranks(c, loc)
+  group_ranks(c, loc, { htests, tests, pointed })
   V.links_at_one_rank(c)
   -- References noisier than max_cv: a suspect is still named when its effect clears the
   -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)

@@ -52,8 +52,11 @@ end
 
 -- The retest summary of a named host (or of a host named from its ranks): its partners' hosts
 local function partner_hosts(c, retest)
-  local ph = {}
-  for _, g in ipairs(retest.partners) do ph[#ph + 1] = c.rank_hosts[g + 1] end
+  local ph, seen = {}, {}
+  for _, g in ipairs(retest.partners) do
+    local h = c.rank_hosts[g + 1]
+    if not seen[h] then seen[h] = true; ph[#ph + 1] = h end
+  end
   retest.partner_host = table.concat(ph, " and ")
 end
 
@@ -487,22 +490,71 @@ local function count_ranks(rank_hosts, h)
   return k
 end
 
+-- Ranks no re-test of their own named, that the re-tests measured slow (at rank_factor) with
+-- partners on 2 hosts or more besides their own, each partner shown good by some pair of the
+-- same rounds, and that no pair showed good: rank -> { partners = {{rank, ratio}...}, hosts = n }.
+-- A link re-test's end is such a rank when it is slow with the link's far end and with the good
+-- rank it was set against (truth harness seed 1881, 8 x 2, two hosts sending at 113 Mbit: rank 6
+-- of h3 at 8.4x with rank 9 of h4 and rank 12 of h6, both good elsewhere at 1.0x, in 4 of 4 rounds).
+local function slow_elsewhere(c, all_tests)
+  local rh, judged, good = c.rank_hosts, {}, {}
+  for _, tests in ipairs(all_tests) do
+    for _, t in ipairs(tests) do
+      for _, p in ipairs(t.pairs) do
+        if p.decidable then
+          local j = judge(c, p, threshold(c, p, c.rank_factor))
+          judged[#judged + 1] = { p[1], p[2], j }
+          if j.good then good[p[1]], good[p[2]] = true, true end
+        end
+      end
+    end
+  end
+  local out = {}
+  for _, x in ipairs(judged) do
+    for _, e in ipairs { { x[1], x[2] }, { x[2], x[1] } } do
+      local r, o = e[1], e[2]
+      if x[3].slow and good[o] and not good[r] and rh[o + 1] ~= rh[r + 1] then
+        local s = out[r] or { partners = {}, hosts = 0, seen = {} }
+        out[r] = s
+        s.partners[#s.partners + 1] = { rank = o, ratio = x[3].ratio }
+        if not s.seen[rh[o + 1]] then s.seen[rh[o + 1]], s.hosts = true, s.hosts + 1 end
+      end
+    end
+  end
+  for r, s in pairs(out) do
+    if s.hosts < 2 then out[r] = nil else s.seen = nil end
+  end
+  return out
+end
+
 -- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence). A
--- rank slow alone is named only beside a good rank of its host (in its own re-test, or, far
--- less slow than it, in its host's, which pointed to it), or alone on its host, or slow with
--- partners of its own host (then its host is no explanation).
-local function group_ranks(c, loc)
+-- rank its own re-test named counts with the ranks of its host that other re-tests measured
+-- slow (slow_elsewhere: the link re-tests' ends; verdict.slow_elsewhere lists them). A rank slow
+-- alone is named only beside a good rank of its host (in its own re-test, or, far less slow
+-- than it, in its host's, which pointed to it), or alone on its host, or slow with partners of
+-- its own host (then its host is no explanation). all_tests: the lists of re-tests run.
+local function group_ranks(c, loc, all_tests)
   local out, rh = c.out, c.rank_hosts
-  local by_host, kept = {}, {}
+  local by_host, kept, named = {}, {}, {}
   for _, r in ipairs(out.ranks) do
     local h = rh[r.rank + 1]
     by_host[h] = by_host[h] or {}
     table.insert(by_host[h], r)
+    named[r.rank] = true
   end
+  local also = {}  -- host -> the ranks other re-tests measured slow, not named by their own
+  for r, s in pairs(slow_elsewhere(c, all_tests or {})) do
+    local h = rh[r + 1]
+    if by_host[h] and not named[r] then
+      also[h] = also[h] or {}
+      table.insert(also[h], { rank = r, partners = s.partners })
+    end
+  end
+  for _, x in pairs(also) do table.sort(x, function(a, b) return a.rank < b.rank end) end
   for _, r in ipairs(out.ranks) do
     local h = rh[r.rank + 1]
     local group = by_host[h]
-    local alone = #group < 2
+    local alone = #group + #(also[h] or {}) < 2
     if alone and not (r.verdict.mate or r.verdict.host_mate or r.verdict.same_host) and count_ranks(rh, h) > 1 then
       -- no rank of its host shown good beside it: the rank or its host, the re-tests cannot say
       undecided(c, { rank = r.rank, either = h, why = "no good rank of its host beside it: the rank or its host" })
@@ -519,6 +571,10 @@ local function group_ranks(c, loc)
       for _, x in ipairs(group) do
         e.verdict.confidence = math.min(e.verdict.confidence, x.verdict.confidence)
         table.insert(e.retest.partners, x.partner)
+      end
+      e.verdict.slow_elsewhere = also[h]
+      for _, x in ipairs(also[h] or {}) do
+        for _, p in ipairs(x.partners) do table.insert(e.retest.partners, p.rank) end
       end
       partner_hosts(c, e.retest)
       out.hosts[#out.hosts + 1] = e
@@ -579,6 +635,7 @@ end
 M.host_tests, M.judge_hosts, M.clear_hosts, M.rank_link_tests = host_tests, judge_hosts, clear_hosts, rank_link_tests
 M.judge_rank, M.judge_link, M.slow_partners, M.pointed_links = judge_rank, judge_link, slow_partners, pointed_links
 M.cleared_rank_links, M.group_ranks, M.readmit_link_ends = cleared_rank_links, group_ranks, readmit_link_ends
+M.slow_elsewhere = slow_elsewhere
 M.links_at_one_rank = links_at_one_rank
 
 return M
