@@ -84,15 +84,21 @@ function TestWatch:test_a_flapping_host_is_warned_with_its_numbers()
   lu.assertEquals(f[1].rule, "not_confirmed")
   lu.assertEquals(f[1].severity, "warn")
   -- the numbers recomputed: h2's samples, those over 3x the median of the samples without it
-  local own, without = {}, {}
-  for _, s in ipairs(samples) do table.insert(on_host(hosts, "h2", s) and own or without, s.us) end
+  local own, without, into = {}, {}, 0
+  for _, s in ipairs(samples) do
+    table.insert(on_host(hosts, "h2", s) and own or without, s.us)
+    if hosts[s.to + 1] == "h2" then into = into + 1 end
+  end
   local cut, slow = 3 * cs.stats.median(without), 0
   for _, x in ipairs(own) do if x >= cut then slow = slow + 1 end end
   lu.assertTrue(slow >= 3)
   lu.assertEquals(f[1].evidence.slow, slow)
   lu.assertEquals(f[1].evidence.samples, #own)
   lu.assertEquals(f[1].evidence.others, 0)
-  lu.assertStrContains(f[1].message, ("host h2: intermittent; %d of its %d samples alone in the watch"):format(slow, #own))
+  -- all its slow samples were into it: the share is of its receives
+  lu.assertEquals(f[1].evidence.direction, "receiving")
+  lu.assertEquals(f[1].evidence.direction_samples, into)
+  lu.assertStrContains(f[1].message, ("host h2: intermittent; %d of its %d samples receiving alone in the watch"):format(slow, into))
   lu.assertStrContains(f[1].message, "a link that flaps")
   -- named slow, or already warned: the verdict says it
   lu.assertEquals(W.judge(samples, hosts, { hosts = { { host = "h2" } } }), {})
@@ -105,6 +111,41 @@ function TestWatch:test_a_flapping_host_is_warned_with_its_numbers()
   -- a host slow in every one of its samples is warned too (slow, and the verdict missed it)
   f = W.judge(watch_run(hosts, 8, function(s) return on_host(hosts, "h2", s) and 10 or 1 end, 3), hosts, {})
   lu.assertEquals(f[1].subject, { host = "h2" })
+end
+
+-- A one-way flap whose on phases hold few samples (truth harness seed 1899, 4 x 1, h1 sending at
+-- 86 Mbit, on 1.7 s of every 5.3 s): its sends in the on phase run 11x as long, so 3 cycles
+-- cover it, and 3 slow samples of its 58 were under the share (0.1) of all of them while they
+-- were 3 of its 29 sends. The share is of the direction all its slow samples went.
+function TestWatch:test_a_one_way_flap_is_judged_by_its_share_of_that_way()
+  local hosts = layout(4, 1)
+  local function on(s) return s.cycle >= 11 and s.cycle <= 13 end
+  local samples = watch_run(hosts, 13, function(s) return (on(s) and hosts[s.from + 1] == "h1") and 11.5 or 1 end, 11)
+  local sends, own = 0, 0
+  for _, s in ipairs(samples) do
+    if hosts[s.from + 1] == "h1" then sends = sends + 1 end
+    if on_host(hosts, "h1", s) then own = own + 1 end
+  end
+  lu.assertTrue(3 < 0.1 * own and 3 >= 0.1 * sends, ("3 slow of %d samples, %d sends"):format(own, sends))
+  local f = W.judge(samples, hosts, {})
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].subject, { host = "h1" })
+  lu.assertEquals(f[1].evidence.slow, 3)
+  lu.assertEquals(f[1].evidence.direction, "sending")
+  lu.assertEquals(f[1].evidence.direction_samples, sends)
+  lu.assertStrContains(f[1].message, ("host h1: intermittent; 3 of its %d samples sending alone"):format(sends))
+  -- the same 3 slow samples split between its sends and receives: no one way, the share is of all
+  -- its samples, and 3 are under it
+  local function mixed(s)
+    if not on(s) then return 1 end
+    local way = s.cycle == 12 and s.to or s.from
+    return hosts[way + 1] == "h1" and 11.5 or 1
+  end
+  local m = watch_run(hosts, 13, mixed, 11)
+  local k = 0
+  for _, s in ipairs(m) do if s.us > 50000 then k = k + 1 end end
+  lu.assertEquals(k, 3)
+  lu.assertEquals(W.judge(m, hosts, {}), {})
 end
 
 -- rank 5 (h2) stopped by turns: its samples slow, its mate's (rank 4) not
