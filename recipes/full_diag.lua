@@ -266,6 +266,7 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   if ev then
     cs.evidence.annotate(loc, ev, ctx.hosts)
     loc.unconfirmed = cs.evidence.unconfirmed(ev, loc, ctx.hosts, tier.pair_bytes)
+    loc.pattern_spikes = ev.spikes  -- the watch's second source (cs.evidence.watch, min_beside)
   end
   return matrix, loc
 end

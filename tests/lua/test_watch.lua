@@ -148,6 +148,32 @@ function TestWatch:test_a_one_way_flap_is_judged_by_its_share_of_that_way()
   lu.assertEquals(W.judge(m, hosts, {}), {})
 end
 
+-- Two sources on one host (truth harness seed 2046, 8 x 2, h7 sending at 88 Mbit on 1.9 s of
+-- every 5.5): the watch's 7 cycles held 2 of h7's sends slow, under `min` (3); the pattern put
+-- h7 first with 10 slow directions, the next host 3. Beside the pattern's top host 2 do.
+function TestWatch:test_two_slow_samples_warn_the_host_the_pattern_put_first()
+  local hosts = layout(8, 2)
+  local function slow(s) return hosts[s.from + 1] == "h7" and (s.cycle == 0 or s.cycle == 5) and 10.6 or 1 end
+  local samples = watch_run(hosts, 8, slow, 13)
+  local k = 0
+  for _, s in ipairs(samples) do if s.us > 50000 then k = k + 1 end end
+  lu.assertEquals(k, 2)
+  lu.assertEquals(W.judge(samples, hosts, {}), {}, "the watch alone: under min")
+  local spikes = { { host = "h7", slow = 10, of = 112, partners = 5 }, { host = "h1", slow = 3, of = 112, partners = 2 } }
+  local f = W.judge(samples, hosts, { pattern_spikes = spikes })
+  lu.assertEquals(#f, 1)
+  lu.assertEquals(f[1].subject, { host = "h7" })
+  lu.assertEquals(f[1].evidence.need, 2)
+  lu.assertEquals(f[1].evidence.direction, "sending")
+  lu.assertStrContains(f[1].message, "2 of its 8 samples sending alone")
+  lu.assertStrContains(f[1].message, "the pattern too: 10 of its 112 pair directions")
+  -- the pattern's count not the top's by over_next (2.5 x), too few, one partner, or another host first: no
+  lu.assertEquals(W.judge(samples, hosts, { pattern_spikes = { spikes[1], { host = "h1", slow = 5, partners = 2 } } }), {})
+  lu.assertEquals(W.judge(samples, hosts, { pattern_spikes = { { host = "h7", slow = 3, partners = 3 } } }), {})
+  lu.assertEquals(W.judge(samples, hosts, { pattern_spikes = { { host = "h7", slow = 10, partners = 1 } } }), {})
+  lu.assertEquals(W.judge(samples, hosts, { pattern_spikes = { { host = "h3", slow = 10, partners = 5 } } }), {})
+end
+
 -- rank 5 (h2) stopped by turns: its samples slow, its mate's (rank 4) not
 function TestWatch:test_a_rank_stopped_by_turns_is_warned_as_that_rank()
   local hosts = layout(4, 2)

@@ -27,8 +27,28 @@ local M = {}
 -- rank of it when all its slow samples were that rank's, in `cycles` cycles or more, and its
 -- other ranks' samples in the same span (at least `mates` of them) were all fast: a rank
 -- stopped by turns; a host's link slows all its ranks.
-M.WATCH = { seconds = 8, factor = 3, min = 3, share = 0.1, partners = 2, others = 0.25, cycles = 2,
+-- Beside the pattern's own evidence, `min_beside` slow samples do: the host the pattern's spike
+-- count puts first (cs.evidence.spikes: at least SPIKE.min slow directions, over_next x the
+-- next host's, partners on 2+ hosts; loc.pattern_spikes), though under its rule's shares. Two
+-- sources agreeing on one host is no noise (truth harness seed 2046, 8 x 2, h7 sending at 88
+-- Mbit on 1.9 s of every 5.5: the watch's 7 cycles held 2 of h7's 7 sends at 10.6x and no
+-- other sample slow; the pattern 10 of h7's 112 directions slow, the next host 3, its time
+-- and wall shares 0.29 and 0.28 against 0.45 and 0.3; nothing was said).
+M.WATCH = { seconds = 8, factor = 3, min = 3, min_beside = 2, share = 0.1, partners = 2, others = 0.25, cycles = 2,
             mates = 2, max_ranks = 64 }
+local SPIKE = require("cs.evidence.spikes").SPIKE
+
+-- the fewest slow samples that warn host h: min_beside when the pattern's spike count puts h
+-- first (WATCH above), else min
+local function need_for(h, loc)
+  local s = loc.pattern_spikes or {}
+  local top, second = s[1], s[2]
+  if top and top.host == h and (top.slow or 0) >= SPIKE.min and (top.partners or 0) >= SPIKE.partners
+      and (not second or top.slow >= SPIKE.over_next * (second.slow or 0)) then
+    return M.WATCH.min_beside, true
+  end
+  return M.WATCH.min, false
+end
 
 local function hosts_of(rank_hosts)
   local order, ranks = {}, {}
@@ -188,11 +208,19 @@ function M.judge(samples, rank_hosts, loc)
       if not top or #c.slow > #top.slow then top = c end
     end
   end
-  if not top or warned[top.host] or #top.slow < M.WATCH.min or share_of(top) < M.WATCH.share
+  if not top then return {} end
+  local need, beside = need_for(top.host, loc)
+  if warned[top.host] or #top.slow < need or share_of(top) < M.WATCH.share
       or top.partners < M.WATCH.partners or top.others > M.WATCH.others * #top.slow then
     return {}
   end
-  return { finding(top, one_rank(top, rank_hosts), span) }
+  local f = finding(top, one_rank(top, rank_hosts), span)
+  if beside then
+    f.evidence.need, f.evidence.pattern_spikes = need, loc.pattern_spikes[1]
+    f.message = f.message .. ("; the pattern too: %d of its %d pair directions under a third of the fleet's rate, with partners on %d hosts"):format(
+      loc.pattern_spikes[1].slow, loc.pattern_spikes[1].of or 0, loc.pattern_spikes[1].partners)
+  end
+  return { f }
 end
 
 return M
