@@ -1157,6 +1157,36 @@ function TestLocalise:test_a_host_pair_slow_in_every_pair_is_a_link_suspect()
   end
 end
 
+-- A rank the pattern hid, measured slow only as the end of two link suspects (truth harness seed
+-- 2061, 8 x 2, rank 10 stopped 47 of every 68 ms): 3.2x and 2.1x with ranks 6 and 12 and
+-- about 2x with the good rank 15 set against it, while 6-15 and 12-15 were 1x. No link is
+-- named (an end slow), no rank verdict (no rank of its host beside it), and silence was the
+-- outcome; a warning on the rank is.
+function TestLocalise:test_a_rank_slow_only_at_link_suspects_ends_is_warned()
+  for seed = 1, 5 do
+    local hosts, values, model = job(8, 2, {}, 0.1, seed)
+    for _, p in ipairs(values) do
+      if (p[1] == 6 and p[2] == 10) or (p[1] == 10 and p[2] == 12) then p[3] = p[3] * 3 end
+    end
+    local loc = localise_with(values, hosts, function(a, b) return model(a, b) * ((a == 10 or b == 10) and 2.5 or 1) end)
+    local what = "seed " .. seed .. ": " .. cs.json.encode({ loc.suspects, loc.tested })
+    lu.assertEquals(#loc.hosts + #loc.ranks + #loc.links, 0, what)
+    lu.assertEquals(#(loc.rank_links or {}), 1, what)
+    local x = loc.rank_links[1]
+    lu.assertEquals({ x.rank, x.host, x.alone }, { 10, "h5", true })
+    lu.assertTrue(x.hosts >= 2, what)
+    for _, l in ipairs(x.links) do
+      lu.assertTrue(l.a == 10 or l.b == 10, what)
+      lu.assertTrue(l.ratio > 2, what)
+    end
+    local w
+    for _, f in ipairs(cs.diagnose.findings(loc)) do if f.rule == "not_confirmed" then w = f end end
+    lu.assertEquals(w.severity, "warn")
+    lu.assertEquals(w.subject, { rank = 10, host = "h5" })
+    lu.assertStrContains(w.message, "rank 10 (host h5): measured slow alone with ranks on")
+  end
+end
+
 -- A slow rank whose mate is an end of link suspects (no mate in its own re-test) beside a mate
 -- its host's re-test showed clearly good (about 1x, below `open`): the rank is named, at 2.8x
 -- (namespace hosts, 4 x 2 ranks: a rank at 2.65-2.95x beside its mate at 1.03x was left "the

@@ -102,6 +102,7 @@ function M.localise(values, rank_hosts, args, measure)
   for _, t in ipairs(pointed) do judge_link(c, t, not_good) end
   group_ranks(c, loc, { htests, tests, pointed })
   V.links_at_one_rank(c)
+  V.slow_alone(c)
   -- References noisier than max_cv: a suspect is still named when its effect clears the
   -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)
   -- and when nobody is named the finding says that the run was too noisy, not that it is healthy.
