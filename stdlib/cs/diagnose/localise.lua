@@ -8,13 +8,14 @@ local J = require "cs.diagnose.judge"
 local S = require "cs.diagnose.screen"
 local R = require "cs.diagnose.rounds"
 local V = require "cs.diagnose.verdicts"
+local G = require "cs.diagnose.grouping"
 local M = {}
 
 local opt, above_all = J.opt, J.above_all
 local run_phase, rescreen = R.run_phase, R.rescreen
 local host_tests, judge_hosts, clear_hosts, rank_link_tests = V.host_tests, V.judge_hosts, V.clear_hosts, V.rank_link_tests
 local judge_rank, judge_link, slow_partners, pointed_links = V.judge_rank, V.judge_link, V.slow_partners, V.pointed_links
-local cleared_rank_links, group_ranks = V.cleared_rank_links, V.group_ranks
+local cleared_rank_links, group_ranks = V.cleared_rank_links, G.group_ranks
 
 -- localise(values, rank_hosts, args, measure) -> { hosts, ranks, links, suspects, retests,
 --   references, under_measured, noisy, undecided }: the one localisation (cs.p2p.localise runs
@@ -101,8 +102,8 @@ function M.localise(values, rank_hosts, args, measure)
   run_phase(c, pointed, true)
   for _, t in ipairs(pointed) do judge_link(c, t, not_good) end
   group_ranks(c, loc, { htests, tests, pointed })
-  V.links_at_one_rank(c)
-  V.slow_alone(c)
+  G.links_at_one_rank(c)
+  G.slow_alone(c)
   -- References noisier than max_cv: a suspect is still named when its effect clears the
   -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)
   -- and when nobody is named the finding says that the run was too noisy, not that it is healthy.
