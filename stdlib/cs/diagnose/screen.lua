@@ -132,11 +132,17 @@ end
 -- re-test clears such a pair.
 M.HOST_PAIR, M.HOST_PAIR_MAX = 1.5, 2
 local function host_pair_links(n, values, rank_hosts, loc, bad_host)
+  local index, nh = {}, 0  -- host -> its number: a host pair's key is a number (16 384 ranks: 2 M pairs)
+  for _, h in ipairs(rank_hosts) do if not index[h] then nh = nh + 1; index[h] = nh end end
+  local function key(ha, hb)
+    local x, y = index[ha], index[hb]
+    return math.min(x, y) * (nh + 1) + math.max(x, y)
+  end
   local by, keys = {}, {}
   for _, p in ipairs(values) do
     local ha, hb = rank_hosts[p[1] + 1], rank_hosts[p[2] + 1]
     if ha ~= hb then
-      local k = tostring(ha) < tostring(hb) and (tostring(ha) .. "\0" .. tostring(hb)) or (tostring(hb) .. "\0" .. tostring(ha))
+      local k = key(ha, hb)
       if not by[k] then by[k] = { ha = ha, hb = hb, values = {}, worst = p, best = p[3] }; keys[#keys + 1] = k end
       local g = by[k]
       g.values[#g.values + 1] = p[3]
@@ -152,7 +158,7 @@ local function host_pair_links(n, values, rank_hosts, loc, bad_host)
   local listed = {}
   for _, l in ipairs(loc.pairs) do
     local ha, hb = rank_hosts[l.a + 1], rank_hosts[l.b + 1]
-    listed[tostring(ha) < tostring(hb) and (tostring(ha) .. "\0" .. tostring(hb)) or (tostring(hb) .. "\0" .. tostring(ha))] = true
+    if ha ~= hb then listed[key(ha, hb)] = true end
   end
   local cands = {}
   for _, k in ipairs(keys) do
