@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.7.2",
+  version = "1.7.3",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -87,27 +87,8 @@ local STRAGGLER_MAX_BYTES = 65536
 local SHARE = { pattern = 0.7, pattern_max = 0.55, sweep_min = 0.2, sweep_max = { quick = 0.5, standard = 0.6, long = 0.7 } }
 local PROBE_FACTOR = 1.25
 -- When the rest of the sweep would not fit its share, a collective's sweep stops early once its
--- last BOUND_RUN sizes are bandwidth-bound (each doubling of the size takes at least
--- BOUND_RATIO times as long) and consistent (busbw within BOUND_SPREAD of each other): larger
--- sizes would only repeat that bandwidth, and the time is the pattern's and localisation's.
-local BOUND_RUN, BOUND_RATIO, BOUND_SPREAD = 3, 1.6, 0.15
-
--- bandwidth_bound(results) -> true when the last BOUND_RUN results (ascending sizes) say that
--- larger sizes would only repeat the bandwidth already measured.
-local function bandwidth_bound(rs)
-  if #rs < BOUND_RUN then return false end
-  local lo, hi = math.huge, 0
-  for i = #rs - BOUND_RUN + 1, #rs do
-    local r = rs[i]
-    if not (r.busbw and r.busbw > 0) then return false end
-    lo, hi = math.min(lo, r.busbw), math.max(hi, r.busbw)
-    if i > #rs - BOUND_RUN + 1 then
-      local p = rs[i - 1]
-      if not (r.time_us >= BOUND_RATIO * p.time_us * (r.bytes / p.bytes) / 2) then return false end
-    end
-  end
-  return hi <= lo * (1 + BOUND_SPREAD)
-end
+-- last sizes are bandwidth-bound (cs.sweep.bandwidth_bound): larger sizes would only repeat that
+-- bandwidth, and the time is the pattern's and localisation's.
 
 -- The bandwidth sweep: every op at every size until the sweep's share of the budget is spent
 -- (rank 0's clock decides, so every rank skips the same sizes; a size whose bench would not end
@@ -133,7 +114,7 @@ local function bandwidth_sweep(ctx, tier, elapsed, found, st)
         local k = #sizes - i + 1
         local rest = last_s * (2 ^ (k + 1) - 2) + (op_s + last_s * (2 ^ (k + 1) - 2)) * (#tier.ops - oi)
         d = { cut = elapsed() + 2 * last_s > deadline,
-              bound = elapsed() + rest > deadline and bandwidth_bound(m.sweep[op]) }
+              bound = elapsed() + rest > deadline and cs.sweep.bandwidth_bound(m.sweep[op]) }
       end
       d = ctx.comm:broadcast_value(d, 0)
       if d.cut then

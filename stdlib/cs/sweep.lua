@@ -57,4 +57,29 @@ function M.check_memory(ctx, bytes, what)
   return names
 end
 
+-- bandwidth_bound(results) -> true when the last BOUND.run results of a sweep (ascending sizes,
+-- each with bytes, time_us, busbw) say that larger sizes would only repeat the bandwidth already
+-- measured: each doubling of the size took at least BOUND.ratio times as long, their busbw is
+-- within BOUND.spread of each other, and the smallest of them is at least BOUND.min_bytes. Below
+-- that floor a collective is latency-bound on any fabric, and a noisy machine can make three
+-- small sizes look like a bandwidth ramp (a healthy 2-core CI run stopped all-reduce at 128 B).
+M.BOUND = { run = 3, ratio = 1.6, spread = 0.15, min_bytes = 65536 }
+function M.bandwidth_bound(rs)
+  local B = M.BOUND
+  if #rs < B.run then return false end
+  local first = #rs - B.run + 1
+  if not (rs[first].bytes >= B.min_bytes) then return false end
+  local lo, hi = math.huge, 0
+  for i = first, #rs do
+    local r = rs[i]
+    if not (r.busbw and r.busbw > 0) then return false end
+    lo, hi = math.min(lo, r.busbw), math.max(hi, r.busbw)
+    if i > first then
+      local p = rs[i - 1]
+      if not (r.time_us >= B.ratio * p.time_us * (r.bytes / p.bytes) / 2) then return false end
+    end
+  end
+  return hi <= lo * (1 + B.spread)
+end
+
 return M

@@ -98,6 +98,45 @@ function TestSweepErrors:test_error_points_at_the_caller()
   lu.assertStrContains(msg, "test_sweep.lua:" .. line .. ":")
 end
 
+-- bandwidth_bound: the early stop of full_diag's sweep.
+TestSweepBound = {}
+
+-- results at `sizes` whose time doubles with the size from t0 us: busbw is the same at each
+local function ramp(sizes, t0)
+  local rs = {}
+  for i, b in ipairs(sizes) do
+    local t = t0 * 2 ^ (i - 1)
+    rs[i] = { bytes = b, time_us = t, busbw = b / t / 1e3 }
+  end
+  return rs
+end
+
+function TestSweepBound:test_large_sizes_doubling_are_bound()
+  lu.assertTrue(cs.sweep.bandwidth_bound(ramp({ 65536, 131072, 262144 }, 50)))
+end
+
+-- A healthy 2-core CI run: all-reduce at 32, 64, 128 B took 40, 80, 160 us in a noisy phase;
+-- the sweep stopped there as bandwidth-bound and never measured 256 B-256 KiB.
+function TestSweepBound:test_small_sizes_are_never_bound()
+  lu.assertFalse(cs.sweep.bandwidth_bound(ramp({ 32, 64, 128 }, 40)))
+  lu.assertFalse(cs.sweep.bandwidth_bound(ramp({ 16384, 32768, 65536 }, 40)))
+end
+
+function TestSweepBound:test_flat_time_is_not_bound()
+  local rs = ramp({ 65536, 131072, 262144 }, 50)
+  rs[3].time_us = rs[2].time_us * 1.5          -- under 1.6x for a doubling
+  rs[3].busbw = rs[3].bytes / rs[3].time_us / 1e3
+  lu.assertFalse(cs.sweep.bandwidth_bound(rs))
+end
+
+function TestSweepBound:test_spread_busbw_is_not_bound()
+  local rs = ramp({ 65536, 131072, 262144 }, 50)
+  rs[3].time_us = rs[2].time_us * 1.7
+  rs[3].busbw = rs[3].bytes / rs[3].time_us / 1e3  -- 2/1.7: 18 % above the others
+  lu.assertFalse(cs.sweep.bandwidth_bound(rs))
+  lu.assertFalse(cs.sweep.bandwidth_bound({ rs[1], rs[2] }))  -- too few
+end
+
 function recipe.run(ctx)
   local runner = lu.LuaUnit.new()
   runner:setOutputType("text")
@@ -105,6 +144,7 @@ function recipe.run(ctx)
     { "TestSweepFactor", TestSweepFactor },
     { "TestSweepStep", TestSweepStep },
     { "TestSweepErrors", TestSweepErrors },
+    { "TestSweepBound", TestSweepBound },
   }
   if fails ~= 0 then error(("%s: %d test(s) failed"):format(recipe.name, fails), 0) end
 end
