@@ -92,6 +92,25 @@ function M.retest_from(bw, ways, a, b)
   return slower_from(bw, a, b)
 end
 
+-- batch_from(bw, ways, batch) -> per pair of a re-test batch the rank it streams from (false:
+-- both ways): retest_from's, except a link's end pair (p.like = {end, a, b}: cs.diagnose's link
+-- re-test) streams the way its link {a, b} does: out of the end that sends on the link, into the
+-- end that receives; both ways when the link does.
+function M.batch_from(bw, ways, batch)
+  local from = {}
+  for i, p in ipairs(batch) do
+    local like = p.like
+    if like then
+      local e, link_from = like[1], M.retest_from(bw, ways, like[2], like[3])
+      local other = p[1] == e and p[2] or p[1]
+      from[i] = (link_from == e and e) or (link_from ~= nil and other) or false
+    else
+      from[i] = M.retest_from(bw, ways, p[1], p[2]) or false
+    end
+  end
+  return from
+end
+
 local function pair_value(comm, peer, args, from)
   if args.stream and from then return stream_from(comm, comm:rank(), peer, from, args) end
   if args.stream then return stream_value(comm, comm:rank(), peer, args) end
@@ -225,11 +244,12 @@ function M.localise(ctx, values, rank_hosts, args)
       end
       local from
       if args.stream and (args.bw or args.ways) then  -- each pair streams the way its ends were slow
-        from = {}
-        for i, p in ipairs(batch) do from[i] = M.retest_from(args.bw, args.ways, p[1], p[2]) or false end
+        from = M.batch_from(args.bw, args.ways, batch)
       end
-      ctx.comm:broadcast_value({ batch = batch, together = together or nil, from = from }, 0)
-      return exec(batch, together, from)
+      local plain = {}  -- {a, b} only: a pair's `like` would make it a JSON object
+      for i, p in ipairs(batch) do plain[i] = { p[1], p[2] } end
+      ctx.comm:broadcast_value({ batch = plain, together = together or nil, from = from }, 0)
+      return exec(plain, together, from)
     end)
     ctx.comm:broadcast_value({ done = true }, 0)
   else

@@ -745,6 +745,40 @@ function TestLocalise:test_a_link_is_found_when_an_end_is_a_screening_suspect()
   lu.assertEquals({ #loc.hosts, #loc.ranks }, { 0, 0 })
 end
 
+-- A link's ends stream the way the link does (cs.p2p.batch_from). Truth harness seed 2228 (8 x 2,
+-- h3 = ranks 6, 7 receiving at 53 Mbit, on and off): link 2-6 streamed into 6 at 18x; its end
+-- 6-15 streamed the matrix's slower way, out of 6, at 1.0x, so 6 looked good and the innocent
+-- link was named. Streamed into 6, as the link was, the end is slow: no link is named.
+function TestLocalise:test_a_links_ends_stream_the_way_the_link_does()
+  local hosts, values = job(8, 2, {}, 0.05)
+  for _, p in ipairs(values) do if p[1] == 2 and p[2] == 6 then p[3] = p[3] * 18 end end
+  local bw = {}
+  for a = 1, 16 do bw[a] = {} for b = 1, 16 do if a ~= b then bw[a][b] = 0.04 end end end
+  bw[3][7] = 0.002                                      -- 2 -> 6 slow
+  for b = 1, 16 do if b ~= 7 then bw[7][b] = 0.039 end end  -- out of 6 a hair slower than into it (the flap was off)
+  local u = rng(7)
+  local function into_h3(to) return to == 6 or to == 7 end
+  local function measure(batch)
+    local from, out = cs.p2p.batch_from(bw, nil, batch), {}
+    for i, p in ipairs(batch) do
+      local f = hosts[p[1] + 1] == hosts[p[2] + 1] and 20 or 100
+      local slow
+      if from[i] then slow = into_h3(from[i] == p[1] and p[2] or p[1])
+      else slow = into_h3(p[1]) or into_h3(p[2]) end
+      out[i] = f * (slow and 18 or 1) * u(0.975, 1.025)
+    end
+    return out
+  end
+  local loc = localise(values, hosts, {}, measure)
+  lu.assertEquals(loc.suspects.links, 1)
+ lu.assertEquals(links_of(loc), {}, cs.json.encode(loc.tested))
+  -- the ends' directions: 2 sends on the link, so 2 sends to its partner; 6 receives from its
+  local from = cs.p2p.batch_from(bw, nil, { { 2, 6 }, { 2, 15, like = { 2, 2, 6 } }, { 6, 15, like = { 6, 2, 6 } } })
+  lu.assertEquals(from, { 2, 2, 15 })
+  lu.assertEquals(cs.p2p.batch_from({}, nil, { { 6, 15, like = { 6, 2, 6 } } }), { false }, "the link both ways: so its ends")
+  lu.assertEquals(cs.p2p.batch_from(bw, { [6] = "sending" }, { { 6, 15, like = { 6, 2, 6 } } }), { 6 }, "the evidence: 6 sends")
+end
+
 -- A link is named only when both ends are good with others: here one end is slow with
 -- everyone in the re-tests (the screening saw only the link), so no link is named.
 function TestLocalise:test_a_link_with_a_bad_end_is_not_named()

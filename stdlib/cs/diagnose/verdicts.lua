@@ -250,16 +250,22 @@ end
 
 -- A link's re-test: the link, and each end against a good rank placed as the other end was
 -- (same host or not), away from the other end's host. nil: no good partner for an end.
+-- Each end pair carries like = {end, a, b}: it streams the way the link does (cs.p2p.batch_from:
+-- the end that sends on the link sends to its partner, the one that receives receives from it).
+-- Measured the way the matrix found slower instead, an end could be cleared on the wrong way
+-- (namespace hosts, 8 x 2, h3 receiving at 53 Mbit on and off: link 2-6 streamed into 6 at 18x,
+-- its end 6-15 streamed out of 6 at 1.0x, and the innocent link was named).
 local function link_test(c, l)
   local a, b, rh = l.a, l.b, c.rank_hosts
   local same = rh[a + 1] == rh[b + 1]
   local ga = partners(c.order, rh, a, same, 1, not same and { [rh[b + 1]] = true } or nil)[1]
   local gb = partners(c.order, rh, b, same, 1, not same and { [rh[a + 1]] = true } or nil)[1]
   if not (ga and gb) then return nil end
+  local lo, hi = math.min(a, b), math.max(a, b)
   return { entry = l, what = "link",
-           pairs = { { math.min(a, b), math.max(a, b), f = c.link_factor },
-                     { math.min(a, ga), math.max(a, ga), is_end = true },
-                     { math.min(b, gb), math.max(b, gb), is_end = true } } }
+           pairs = { { lo, hi, f = c.link_factor },
+                     { math.min(a, ga), math.max(a, ga), is_end = true, like = { a, lo, hi } },
+                     { math.min(b, gb), math.max(b, gb), is_end = true, like = { b, lo, hi } } } }
 end
 
 -- 2. ranks and links outside the named hosts, the worst first, at most max_suspects each.
