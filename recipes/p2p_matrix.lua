@@ -6,7 +6,7 @@ local cs = require "commscript"
 
 local recipe = cs.recipe {
   name = "p2p_matrix",
-  version = "1.2.9",
+  version = "1.2.10",
   requires = ">=0.1, <1.0",
   summary = "latency and bandwidth of every rank pair, as an N x N matrix, with localisation",
   options = {
