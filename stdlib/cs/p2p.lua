@@ -92,21 +92,61 @@ function M.retest_from(bw, ways, a, b)
   return slower_from(bw, a, b)
 end
 
--- batch_from(bw, ways, batch) -> per pair of a re-test batch the rank it streams from (false:
--- both ways): retest_from's, except a link's end pair (p.like = {end, a, b}: cs.diagnose's link
--- re-test) streams the way its link {a, b} does: out of the end that sends on the link, into the
--- end that receives; both ways when the link does.
-function M.batch_from(bw, ways, batch)
+-- matrix_way(bw, r) -> "receiving" when rank r's median receive in the matrix bw (GB/s, row =
+-- sender) is below its median send, "sending" when above, nil when bw has neither or they tie
+function M.matrix_way(bw, r)
+  local row, sends, recvs = bw and bw[r + 1], {}, {}
+  if not bw then return nil end
+  for i, x in pairs(bw) do
+    if i ~= r + 1 then
+      local v = x[r + 1]
+      if type(v) == "number" then recvs[#recvs + 1] = v end
+      local u = row and row[i]
+      if type(u) == "number" then sends[#sends + 1] = u end
+    end
+  end
+  if #sends == 0 or #recvs == 0 then return nil end
+  local s, v = stats.median(sends), stats.median(recvs)
+  if v < s then return "receiving" elseif s < v then return "sending" end
+  return nil
+end
+
+-- batch_from(bw, ways, batch [, memo]) -> per pair of a re-test batch the rank it streams from
+-- (false: both ways):
+--   * a link's end pair (p.like = {end, a, b}: cs.diagnose's link re-test) streams the way its
+--     link {a, b} does: out of the end that sends on the link, into the end that receives; both
+--     ways when the link does;
+--   * a pair of a host's or a rank's re-test (p.way_of = the suspect rank, p.at = the rank of the
+--     pair in its place: itself, or its mate) streams the way that suspect is slow: ways (the
+--     evidence), else the matrix's slower way of all the suspect's pairs (matrix_way). Each pair
+--     the way of its own matrix entries instead, one sample each, went the wrong way where a
+--     shaper's bucket had let that entry through (truth harness seed 2315, h0 receiving at
+--     113 Mbit behind a 4 MB bucket: its host re-test streamed 0-2 into 0 at 7.3x and 0-7 out
+--     of 0 at 1.0x, and h0 was left unconfirmed);
+--   * any other pair: retest_from's way.
+-- memo: a table the caller keeps between batches (the matrix ways of the suspects).
+function M.batch_from(bw, ways, batch, memo)
   local from = {}
+  memo = memo or {}
   for i, p in ipairs(batch) do
-    local like = p.like
+    local like, subject = p.like, p.way_of
+    local f
     if like then
       local e, link_from = like[1], M.retest_from(bw, ways, like[2], like[3])
       local other = p[1] == e and p[2] or p[1]
-      from[i] = (link_from == e and e) or (link_from ~= nil and other) or false
-    else
-      from[i] = M.retest_from(bw, ways, p[1], p[2]) or false
+      f = (link_from == e and e) or (link_from ~= nil and other) or false
+    elseif subject then
+      local w = ways and ways[subject]
+      if w == nil then
+        if memo[subject] == nil then memo[subject] = M.matrix_way(bw, subject) or false end
+        w = memo[subject] or nil
+      end
+      local at = p.at or subject
+      local other = p[1] == at and p[2] or p[1]
+      f = (w == "sending" and at) or (w == "receiving" and other) or nil
     end
+    if f == nil then f = M.retest_from(bw, ways, p[1], p[2]) or false end
+    from[i] = f
   end
   return from
 end
@@ -204,6 +244,7 @@ function M.localise(ctx, values, rank_hosts, args)
     margs = { bytes = args.bytes, stream = true, window = args.window, iters = args.iters, warmup = args.warmup }
   end
   local clock = {}  -- rank 0: each re-test's { a, b, start (cs.now()), seconds, us }, in order
+  local way_memo = {}  -- rank 0: the suspects' matrix ways (batch_from)
   local function exec(batch, together, from)  -- collective: every rank, the same batch
     local mine, times = {}, {}
     local t = native.now()
@@ -244,7 +285,7 @@ function M.localise(ctx, values, rank_hosts, args)
       end
       local from
       if args.stream and (args.bw or args.ways) then  -- each pair streams the way its ends were slow
-        from = M.batch_from(args.bw, args.ways, batch)
+        from = M.batch_from(args.bw, args.ways, batch, way_memo)
       end
       local plain = {}  -- {a, b} only: a pair's `like` would make it a JSON object
       for i, p in ipairs(batch) do plain[i] = { p[1], p[2] } end

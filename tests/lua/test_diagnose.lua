@@ -779,6 +779,43 @@ function TestLocalise:test_a_links_ends_stream_the_way_the_link_does()
   lu.assertEquals(cs.p2p.batch_from(bw, { [6] = "sending" }, { { 6, 15, like = { 6, 2, 6 } } }), { 6 }, "the evidence: 6 sends")
 end
 
+-- A host's and a rank's re-test pairs stream the way the suspect is slow (cs.p2p.batch_from: the
+-- evidence, else the matrix's slower way over all its pairs), not each pair its own matrix
+-- entries' way. Truth harness seed 2315 (8 x 1, h0 receiving at 113 Mbit behind a 4 MB bucket):
+-- the bucket let some pairs into 0 through in the matrix, so those pairs looked slower out of 0;
+-- h0's re-test streamed 0-2 into 0 at 7.3x and 0-7 out of 0 at 1.0x, and h0 was not named.
+function TestLocalise:test_a_suspects_pairs_stream_the_way_it_is_slow()
+  local hosts, values = job(8, 1, {}, 0.05)
+  for _, p in ipairs(values) do if p[1] == 0 then p[3] = p[3] * 2 end end
+  local lucky = { [4] = true, [5] = true, [6] = true }  -- into 0 unshaped in the matrix
+  local bw = {}
+  for a = 1, 8 do bw[a] = {} for b = 1, 8 do if a ~= b then bw[a][b] = 0.04 end end end
+  for g = 1, 7 do
+    if lucky[g] then bw[1][g + 1] = 0.039 else bw[g + 1][1] = 0.005 end
+  end
+  lu.assertEquals(cs.p2p.matrix_way(bw, 0), "receiving")
+  lu.assertNil(cs.p2p.matrix_way(bw, 3), "3: one slow send of 7, medians equal: no way of its own")
+  lu.assertNil(cs.p2p.matrix_way({}, 3))
+  local u = rng(9)
+  local memo = {}
+  local function measure(batch)
+    local from, out = cs.p2p.batch_from(bw, nil, batch, memo), {}
+    for i, p in ipairs(batch) do
+      local into0
+      if from[i] then into0 = (from[i] == p[1] and p[2] or p[1]) == 0 else into0 = p[1] == 0 or p[2] == 0 end
+      out[i] = 100 * (into0 and 8 or 1) * u(0.975, 1.025)
+    end
+    return out
+  end
+  local loc = localise(values, hosts, {}, measure)
+  lu.assertEquals(hosts_of(loc), { "h0" }, cs.json.encode(loc.tested))
+  lu.assertEquals({ #loc.ranks, #loc.links }, { 0, 0 })
+  -- the ways: into the receiving suspect (at = itself or its mate), the evidence first
+  local b = { { 0, 5, way_of = 0 }, { 1, 5, way_of = 0, at = 1 }, { 0, 5 } }
+  lu.assertEquals(cs.p2p.batch_from(bw, nil, b), { 5, 5, 0 }, "the pair alone: its own slower way, out of 0")
+  lu.assertEquals(cs.p2p.batch_from(bw, { [0] = "sending" }, b), { 0, 1, 0 })
+end
+
 -- A link is named only when both ends are good with others: here one end is slow with
 -- everyone in the re-tests (the screening saw only the link), so no link is named.
 function TestLocalise:test_a_link_with_a_bad_end_is_not_named()

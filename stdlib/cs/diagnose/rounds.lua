@@ -51,7 +51,8 @@ local function round(c, ph, list, forced)
   local batch, idx = {}, {}
   for i = 1, #list do
     local j = (i - 1 + ph.rounds * 3) % #list + 1
-    batch[i], idx[i] = { list[j][1], list[j][2], like = list[j].like }, j
+    local q = list[j]
+    batch[i], idx[i] = { q[1], q[2], like = q.like, way_of = q.way_of, at = q.at }, j
   end
   local v = c.measure(batch, forced)
   if not v then c.retests.cut = true; return false end

@@ -43,7 +43,7 @@ local function host_tests(c, host_sus)
     local others = partners(c.order, c.rank_hosts, h.ranks[1], false, 2, c.bad_host)
     for i, g in ipairs(others) do
       local r = h.ranks[(i - 1) % #h.ranks + 1]
-      ps[#ps + 1] = { math.min(r, g), math.max(r, g), f = c.factor }
+      ps[#ps + 1] = { math.min(r, g), math.max(r, g), f = c.factor, way_of = r }  -- streamed r's way (cs.p2p.batch_from)
     end
     if #ps > 0 then tests[#tests + 1] = { entry = h, pairs = ps } else undecided(c, { host = h.host, why = "no good partner" }) end
   end
@@ -230,7 +230,8 @@ end
 local function rank_test(c, s)
   local r, rh = s.rank, c.rank_hosts
   local ps, mate = {}, nil
-  local function pair(x, y, f) return { math.min(x, y), math.max(x, y), f = f } end
+  -- every pair streams the way r is slow, its mate's in r's place (cs.p2p.batch_from)
+  local function pair(x, y, f) return { math.min(x, y), math.max(x, y), f = f, way_of = r, at = x } end
   local others = partners(c.order, rh, r, false, 3, nil)
   for _, g in ipairs(c.order) do
     if g ~= r and rh[g + 1] == rh[r + 1] then mate = g; break end
