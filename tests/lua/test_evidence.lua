@@ -612,6 +612,32 @@ function TestEvidence:test_a_rank_off_only_with_partners_off_the_other_way_is_ex
   lu.assertEquals(cs.evidence.force(ev3, {}).ranks, { 0, 3 })
 end
 
+-- A rank off in the pattern at an end of named slow links (whose verdicts showed it good with
+-- others) is explained by them: info, naming the links. Truth harness seed 2339 (4 x 2, a 56 Mbit
+-- link h1-h3): rank 3 received 4.0x off, 1.00x re-tested, and was warned about beside the four
+-- named links of h1-h3. A rank at no named link keeps its warning.
+function TestEvidence:test_an_off_rank_at_named_links_is_explained_by_them()
+  local hosts, bw = job(4, 1, function() return 1 end)
+  for a = 1, 3 do bw[a][4] = bw[a][4] / 30 end  -- rank 3 receives 30x slower
+  local ev = cs.evidence.off(bw, hosts)
+  lu.assertEquals(#ev.ranks, 1)
+  lu.assertEquals({ ev.ranks[1].rank, ev.ranks[1].direction }, { 3, "receiving" })
+  local function loc_with(links)
+    return { hosts = {}, ranks = {}, links = links, undecided = {},  -- rank 3 re-tested alone: 1.0x
+             tested = { { rank = 3, pairs = { { a = 0, b = 3, ratio = 1.0, rounds = 5, above = 0, median_us = 2200 } } } } }
+  end
+  local f = cs.evidence.unconfirmed(ev, loc_with { { a = 1, b = 3 }, { a = 2, b = 3 } }, hosts, 262144)
+  lu.assertEquals(#f, 1)
+  lu.assertEquals({ f[1].rule, f[1].severity, f[1].subject.rank }, { "explained_by_links", "info", 3 })
+  lu.assertStrContains(f[1].message, ("receives at %.3g GB/s"):format(ev.ranks[1].recv_gbs))
+  lu.assertStrContains(f[1].message, "re-tested alone: 1.00x the reference pairs, 0.119 GB/s: at the named slow links 1-3, 2-3, which explain it")
+  lu.assertNotStrContains(f[1].message, "not confirmed")
+  lu.assertEquals(f[1].evidence.links, { "1-3", "2-3" })
+  f = cs.evidence.unconfirmed(ev, loc_with { { a = 0, b = 2 } }, hosts, 262144)
+  lu.assertEquals({ f[1].rule, f[1].severity }, { "not_confirmed", "warn" })
+  lu.assertStrContains(f[1].message, "not confirmed, maybe intermittent")
+end
+
 -- An 11x link between ranks 0 and 1 (8 hosts x 1 rank: scripts/truth_harness.py seed 36), rank 1
 -- re-tested too and slow with one partner at 1.6x: that pair must not block an 11x link (it was
 -- named nowhere, and a spike elsewhere was the run's only warning).
