@@ -1258,6 +1258,52 @@ function TestLocalise:test_a_rank_slow_only_at_link_suspects_ends_is_warned()
   end
 end
 
+-- A rank stopped by turns that the link re-tests set against others as their good partner: slow
+-- 8x in every round with ranks on 3+ hosts (each good elsewhere), fine with others, every
+-- re-test cut at 2 rounds by the budget: warned (truth harness seed 2341, 8 x 2, quick, rank 2
+-- stopped 60 of every 109 ms: 7.5-7.8x with ranks 1, 13, 15, 1.0x with 4, 7, 9, 12; nothing said).
+-- Slow with ranks on 2 hosts only, it is not.
+function TestLocalise:test_a_rank_slow_by_turns_with_ranks_on_three_hosts_is_warned()
+  local function run(seed, stops)
+    local hosts, values = {}, {}
+    for r = 0, 15 do hosts[r + 1] = "h" .. math.floor(r / 2) end
+    local u = rng(seed)
+    local function base(a, b) return (hosts[a + 1] == hosts[b + 1] and 20 or 100) * u(0.95, 1.05) end
+    local function m(a, b)
+      local v = base(a, b)
+      if (a == 2 and stops[b]) or (b == 2 and stops[a]) then v = v * 8 end
+      return v
+    end
+    -- four link suspects in the pattern; rank 2 looked the fastest, so it is every end's partner
+    local sus = { ["9-15"] = 3, ["1-12"] = 3, ["7-8"] = 3, ["1-13"] = 3 }
+    for a = 0, 15 do for b = a + 1, 15 do
+      values[#values + 1] = { a, b, base(a, b) * (sus[a .. "-" .. b] or ((a == 2 or b == 2) and 0.8 or 1)) }
+    end end
+    local used = 0
+    return localise(values, hosts, {}, function(batch, must)
+      if not must then used = used + 1; if used > 2 then return nil end end
+      local out = {}
+      for i, p in ipairs(batch) do out[i] = m(p[1], p[2]) end
+      return out
+    end)
+  end
+  for seed = 1, 3 do
+    local loc = run(seed, { [1] = true, [13] = true, [15] = true, [8] = true })
+    local what = "seed " .. seed .. ": " .. cs.json.encode(loc.tested)
+    lu.assertEquals(#loc.hosts + #loc.ranks + #loc.links, 0, what)
+    lu.assertEquals(#(loc.rank_links or {}), 1, what)
+    local x = loc.rank_links[1]
+    lu.assertEquals({ x.rank, x.host, x.turns, x.hosts }, { 2, "h1", true, 4 }, what)
+    for _, l in ipairs(x.links) do lu.assertTrue(l.ratio > 4, what) end
+    local w
+    for _, f in ipairs(cs.diagnose.findings(loc)) do if f.rule == "not_confirmed" then w = f end end
+    lu.assertEquals({ w.severity, w.subject }, { "warn", { rank = 2, host = "h1" } })
+    lu.assertStrContains(w.message, "rank 2 (host h1): measured slow alone in every round with ranks on 4 hosts")
+    loc = run(seed, { [1] = true, [15] = true })
+    lu.assertNil(loc.rank_links, "ranks on 2 hosts: " .. cs.json.encode(loc.tested))
+  end
+end
+
 -- A slow rank whose mate is an end of link suspects (no mate in its own re-test) beside a mate
 -- its host's re-test showed clearly good (about 1x, below `open`): the rank is named, at 2.8x
 -- (namespace hosts, 4 x 2 ranks: a rank at 2.65-2.95x beside its mate at 1.03x was left "the

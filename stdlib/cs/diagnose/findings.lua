@@ -20,6 +20,12 @@ local function rank_link_findings(loc, out)
       table.insert(hw.evidence.rank_links, { rank = x.rank, links = x.links })
       hw.message = ("%s; its rank %d measured slow alone with ranks on %d hosts (%s)"):format(hw.message, x.rank, #x.links,
         table.concat(list, ", "))
+    elseif x.turns then
+      out[#out + 1] = { rule = "not_confirmed", severity = "warn", subject = { rank = x.rank, host = x.host },
+        message = ("rank %d (host %s): measured slow alone in every round with ranks on %d hosts (%s), each of them good with others, and fine with others: the rank, stopped by turns (OS jitter, a noisy neighbour, a CPU quota)"):format(
+          x.rank, tostring(x.host), x.hosts or #x.links, table.concat(list, ", ")),
+        evidence = { links = x.links, rank = x.rank, alone = true, turns = true },
+        remedy = "look at that rank's CPU (quotas, noisy neighbours, OS jitter) and its host's link counters, then measure again" }
     elseif x.alone then
       out[#out + 1] = { rule = "not_confirmed", severity = "warn", subject = { rank = x.rank, host = x.host },
         message = ("rank %d (host %s): measured slow alone with ranks on %d hosts (%s), each of them good with others, and good with nobody; no other rank of its host was measured beside it: the rank, stopped by turns (OS jitter, a noisy neighbour, a CPU quota), or its host"):format(

@@ -68,7 +68,7 @@ local function group_ranks(c, loc, all_tests)
     named[r.rank] = true
   end
   local also = {}  -- host -> the ranks other re-tests measured slow, not named by their own
-  c.slow_elsewhere = slow_elsewhere(c, all_tests or {})
+  c.slow_elsewhere, c.all_tests = slow_elsewhere(c, all_tests or {}), all_tests or {}
   for r, s in pairs(c.slow_elsewhere) do
     local h = rh[r + 1]
     if by_host[h] and not named[r] then
@@ -144,6 +144,72 @@ local function slow_alone(c)
   end
 end
 
+-- A rank stopped by turns: the re-tests measured it `overwhelm` x (4) its references or more in
+-- every round they had (2 or more, budget-cut ones too) with partners on BY_TURNS.hosts (3) other
+-- hosts, each of them good elsewhere (under `factor` in every round of a pair without it), while
+-- it was fine with others (its timed stream fell into its stops or never). No verdict names it,
+-- nor its host, it is at no named link and is the only such rank of its host: a not_confirmed
+-- warning on it (out.rank_links, `turns`). Truth harness seed 2341 (8 x 2, quick, rank 2 stopped
+-- 60 of every 109 ms): the link re-tests' ends measured it 7.5-7.8x with ranks 1, 13 and 15 and
+-- 4.0x with 8 in 2 of 2 rounds, 1.0x with 4, 7, 9 and 12; the budget cut every re-test at 2 rounds
+-- and nothing was said. Over the 780 kept namespace reports this takes that rank only.
+M.BY_TURNS = { hosts = 3 }
+local function slow_by_turns(c)
+  local out, rh, K = c.out, c.rank_hosts, c.overwhelm
+  local function all(p, f) -- every round's ratio passes f (2 rounds or more)
+    local q = p.ratios or {}
+    if #q < 2 then return false end
+    for _, x in ipairs(q) do if not f(x) then return false end end
+    return true
+  end
+  local list = {}
+  for _, tests in ipairs(c.all_tests or {}) do
+    for _, t in ipairs(tests) do for _, p in ipairs(t.pairs) do list[#list + 1] = p end end
+  end
+  local skip, named_host = {}, {}
+  for _, r in ipairs(out.ranks) do skip[r.rank] = true end
+  for _, x in ipairs(out.rank_links or {}) do skip[x.rank] = true end
+  for _, l in ipairs(out.links) do skip[l.a], skip[l.b] = true, true end
+  for _, h in ipairs(out.hosts) do named_host[h.host] = true end
+  local function good_without(o, r)
+    for _, p in ipairs(list) do
+      if (p[1] == o or p[2] == o) and p[1] ~= r and p[2] ~= r and all(p, function(x) return x < c.factor end) then return true end
+    end
+    return false
+  end
+  local found, per_host = {}, {}
+  for _, p in ipairs(list) do
+    if all(p, function(x) return x >= K end) then
+      for _, e in ipairs { { p[1], p[2] }, { p[2], p[1] } } do
+        local r, o = e[1], e[2]
+        if rh[r + 1] ~= rh[o + 1] and not skip[r] and not named_host[rh[r + 1]] and good_without(o, r) then
+          local f = found[r] or { rank = r, host = rh[r + 1], links = {}, seen = {}, hosts = 0, turns = true, alone = true }
+          found[r] = f
+          local ratio = J.effect_of(p)
+          if not f.seen[o] then
+            f.seen[o] = true
+            f.links[#f.links + 1] = { a = math.min(r, o), b = math.max(r, o), ratio = ratio }
+            if not f.seen[rh[o + 1]] then f.seen[rh[o + 1]], f.hosts = true, f.hosts + 1 end
+          end
+        end
+      end
+    end
+  end
+  local add = {}
+  for r, f in pairs(found) do
+    if f.hosts >= M.BY_TURNS.hosts then per_host[f.host] = (per_host[f.host] or 0) + 1; add[#add + 1] = f end
+  end
+  table.sort(add, function(x, y) return x.rank < y.rank end)
+  for _, f in ipairs(add) do
+    if per_host[f.host] == 1 then
+      f.seen = nil
+      table.sort(f.links, function(x, y) return x.ratio > y.ratio end)
+      out.rank_links = out.rank_links or {}
+      out.rank_links[#out.rank_links + 1] = f
+    end
+  end
+end
+
 -- A link joins two hosts: named links at one rank as slow as each other (within LINKS_AT_RANK x
 -- of its slowest) whose other ends are on 2 hosts or more are that rank's, not links' (truth
 -- harness seed 1200, 8 x 2, rank 6 stopped 58 of every 114 ms: its re-tests start when it runs,
@@ -194,5 +260,6 @@ local function links_at_one_rank(c)
 end
 
 M.group_ranks, M.slow_elsewhere, M.slow_alone, M.links_at_one_rank = group_ranks, slow_elsewhere, slow_alone, links_at_one_rank
+M.slow_by_turns = slow_by_turns
 
 return M

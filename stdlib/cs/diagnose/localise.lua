@@ -104,6 +104,7 @@ function M.localise(values, rank_hosts, args, measure)
   group_ranks(c, loc, { htests, tests, pointed })
   G.links_at_one_rank(c)
   G.slow_alone(c)
+  G.slow_by_turns(c)
   -- References noisier than max_cv: a suspect is still named when its effect clears the
   -- threshold their spread sets (1 + margin x cv), but nothing is shown good (no link is named)
   -- and when nobody is named the finding says that the run was too noisy, not that it is healthy.
