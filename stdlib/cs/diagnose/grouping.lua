@@ -1,7 +1,8 @@
 -- cs.diagnose.grouping: a part of cs.diagnose (docs/stdlib.md): the judged re-tests' ranks and
 -- links grouped into what they are (group_ranks: two slow ranks of one host are the host;
 -- links_at_one_rank: slow links at one rank to several hosts are the rank's; slow_alone: a rank
--- slow with good partners on several hosts that no verdict names is warned). Runs after
+-- slow with good partners on several hosts that no verdict names is warned; slow_by_turns: one
+-- slow in every round with partners on 3+ hosts, fine with others, is warned). Runs after
 -- cs.diagnose.verdicts has judged every re-test (cs.diagnose.localise). Pure: no communication.
 local J, V = require "cs.diagnose.judge", require "cs.diagnose.verdicts"
 local M = {}
@@ -21,35 +22,52 @@ end
 -- A link re-test's end is such a rank when it is slow with the link's far end and with the good
 -- rank it was set against (truth harness seed 1881, 8 x 2, two hosts sending at 113 Mbit: rank 6
 -- of h3 at 8.4x with rank 9 of h4 and rank 12 of h6, both good elsewhere at 1.0x, in 4 of 4 rounds).
-local function slow_elsewhere(c, all_tests)
-  local rh, judged, good = c.rank_hosts, {}, {}
+-- slow_with(c, all_tests, class, min_hosts, bad_if_good) -> rank -> { partners = {{rank, ratio}...},
+-- hosts = n }: the ranks some pair measured slow (class(p) -> "slow" | "good" | nil, its ratio)
+-- with partners on min_hosts other hosts or more, each partner good in a pair without that rank;
+-- bad_if_good: not a rank that some pair showed good. slow_elsewhere and slow_by_turns.
+local function slow_with(c, all_tests, class, min_hosts, bad_if_good)
+  local rh, slow, good_with = c.rank_hosts, {}, {}
   for _, tests in ipairs(all_tests) do
     for _, t in ipairs(tests) do
       for _, p in ipairs(t.pairs) do
-        if p.decidable then
-          local j = judge(c, p, threshold(c, p, c.rank_factor))
-          judged[#judged + 1] = { p[1], p[2], j }
-          if j.good then good[p[1]], good[p[2]] = true, true end
+        local k, ratio = class(p)
+        if k == "slow" then slow[#slow + 1] = { p[1], p[2], ratio }
+        elseif k == "good" then
+          good_with[p[1]] = good_with[p[1]] or {}; good_with[p[1]][p[2]] = true
+          good_with[p[2]] = good_with[p[2]] or {}; good_with[p[2]][p[1]] = true
         end
       end
     end
   end
+  local function good_without(o, r)
+    for x in pairs(good_with[o] or {}) do if x ~= r then return true end end
+    return false
+  end
   local out = {}
-  for _, x in ipairs(judged) do
+  for _, x in ipairs(slow) do
     for _, e in ipairs { { x[1], x[2] }, { x[2], x[1] } } do
       local r, o = e[1], e[2]
-      if x[3].slow and good[o] and not good[r] and rh[o + 1] ~= rh[r + 1] then
+      if rh[o + 1] ~= rh[r + 1] and good_without(o, r) and not (bad_if_good and good_with[r]) then
         local s = out[r] or { partners = {}, hosts = 0, seen = {} }
         out[r] = s
-        s.partners[#s.partners + 1] = { rank = o, ratio = x[3].ratio }
+        s.partners[#s.partners + 1] = { rank = o, ratio = x[3] }
         if not s.seen[rh[o + 1]] then s.seen[rh[o + 1]], s.hosts = true, s.hosts + 1 end
       end
     end
   end
   for r, s in pairs(out) do
-    if s.hosts < 2 then out[r] = nil else s.seen = nil end
+    if s.hosts < min_hosts then out[r] = nil else s.seen = nil end
   end
   return out
+end
+
+local function slow_elsewhere(c, all_tests)
+  return slow_with(c, all_tests, function(p)
+    if not p.decidable then return nil end
+    local j = judge(c, p, threshold(c, p, c.rank_factor))
+    return j.slow and "slow" or j.good and "good" or nil, j.ratio
+  end, 2, true)
 end
 
 -- Two or more ranks of one host slow each: the host is (one finding, the ranks its evidence). A
@@ -118,11 +136,12 @@ end
 -- ranks 6 and 12 and 1.9-2.1x with the good rank 15 set against it, 5 of 5 rounds each, while
 -- 6-15 and 12-15 were 1.0x; no link was named, its end being slow, and nothing was said). Over
 -- the ~600 kept namespace reports every rank this takes was the planted rank.
-local function slow_alone(c)
-  local out, rh, se = c.out, c.rank_hosts, c.slow_elsewhere or {}
+local function warn_alone(c, se, mark)
+  local out, rh = c.out, c.rank_hosts
   local skip, named_host, per_host = {}, {}, {}
   for _, r in ipairs(out.ranks) do skip[r.rank] = true end
   for _, x in ipairs(out.rank_links or {}) do skip[x.rank] = true end
+  for _, l in ipairs(out.links) do skip[l.a], skip[l.b] = true, true end
   for _, h in ipairs(out.hosts) do named_host[h.host] = true end
   for r in pairs(se) do per_host[rh[r + 1]] = (per_host[rh[r + 1]] or 0) + 1 end
   local add = {}
@@ -134,7 +153,7 @@ local function slow_alone(c)
       local links = {}
       for o, ratio in pairs(best) do links[#links + 1] = { a = math.min(r, o), b = math.max(r, o), ratio = ratio } end
       table.sort(links, function(x, y) return x.ratio > y.ratio end)
-      add[#add + 1] = { rank = r, host = h, links = links, alone = true, hosts = s.hosts }
+      add[#add + 1] = { rank = r, host = h, links = links, alone = true, hosts = s.hosts, turns = mark }
     end
   end
   table.sort(add, function(x, y) return x.rank < y.rank end)
@@ -143,6 +162,7 @@ local function slow_alone(c)
     out.rank_links[#out.rank_links + 1] = x
   end
 end
+local function slow_alone(c) warn_alone(c, c.slow_elsewhere or {}, nil) end
 
 -- A rank stopped by turns: the re-tests measured it `overwhelm` x (4) its references or more in
 -- every round they had (2 or more, budget-cut ones too) with partners on BY_TURNS.hosts (3) other
@@ -155,59 +175,19 @@ end
 -- and nothing was said. Over the 780 kept namespace reports this takes that rank only.
 M.BY_TURNS = { hosts = 3 }
 local function slow_by_turns(c)
-  local out, rh, K = c.out, c.rank_hosts, c.overwhelm
-  local function all(p, f) -- every round's ratio passes f (2 rounds or more)
+  local function every(p, f)  -- each of 2+ rounds' ratios passes f
     local q = p.ratios or {}
     if #q < 2 then return false end
     for _, x in ipairs(q) do if not f(x) then return false end end
     return true
   end
-  local list = {}
-  for _, tests in ipairs(c.all_tests or {}) do
-    for _, t in ipairs(tests) do for _, p in ipairs(t.pairs) do list[#list + 1] = p end end
-  end
-  local skip, named_host = {}, {}
-  for _, r in ipairs(out.ranks) do skip[r.rank] = true end
-  for _, x in ipairs(out.rank_links or {}) do skip[x.rank] = true end
-  for _, l in ipairs(out.links) do skip[l.a], skip[l.b] = true, true end
-  for _, h in ipairs(out.hosts) do named_host[h.host] = true end
-  local function good_without(o, r)
-    for _, p in ipairs(list) do
-      if (p[1] == o or p[2] == o) and p[1] ~= r and p[2] ~= r and all(p, function(x) return x < c.factor end) then return true end
-    end
-    return false
-  end
-  local found, per_host = {}, {}
-  for _, p in ipairs(list) do
-    if all(p, function(x) return x >= K end) then
-      for _, e in ipairs { { p[1], p[2] }, { p[2], p[1] } } do
-        local r, o = e[1], e[2]
-        if rh[r + 1] ~= rh[o + 1] and not skip[r] and not named_host[rh[r + 1]] and good_without(o, r) then
-          local f = found[r] or { rank = r, host = rh[r + 1], links = {}, seen = {}, hosts = 0, turns = true, alone = true }
-          found[r] = f
-          local ratio = J.effect_of(p)
-          if not f.seen[o] then
-            f.seen[o] = true
-            f.links[#f.links + 1] = { a = math.min(r, o), b = math.max(r, o), ratio = ratio }
-            if not f.seen[rh[o + 1]] then f.seen[rh[o + 1]], f.hosts = true, f.hosts + 1 end
-          end
-        end
-      end
-    end
-  end
-  local add = {}
-  for r, f in pairs(found) do
-    if f.hosts >= M.BY_TURNS.hosts then per_host[f.host] = (per_host[f.host] or 0) + 1; add[#add + 1] = f end
-  end
-  table.sort(add, function(x, y) return x.rank < y.rank end)
-  for _, f in ipairs(add) do
-    if per_host[f.host] == 1 then
-      f.seen = nil
-      table.sort(f.links, function(x, y) return x.ratio > y.ratio end)
-      out.rank_links = out.rank_links or {}
-      out.rank_links[#out.rank_links + 1] = f
-    end
-  end
+  local function high(x) return x >= c.overwhelm end
+  local function low(x) return x < c.factor end
+  local se = slow_with(c, c.all_tests or {}, function(p)
+    if every(p, high) then return "slow", J.effect_of(p) end
+    if every(p, low) then return "good" end
+  end, M.BY_TURNS.hosts, false)
+  warn_alone(c, se, true)
 end
 
 -- A link joins two hosts: named links at one rank as slow as each other (within LINKS_AT_RANK x
