@@ -298,7 +298,8 @@ local function rate_text(e)
     fleet, e.fleet_send or 0, e.fleet_recv or 0)
 end
 
-local function unconfirmed_finding(e, what, subject, rt, loc)
+-- links: the named slow links at the subject ("a-b"), which explain it (info explained_by_links)
+local function unconfirmed_finding(e, what, subject, rt, loc, links)
   local after, severity = nil, "warn"
   if rt then
     after = ("re-tested alone: %.2fx the reference pairs%s"):format(rt.ratio, rt.gbs and (", %.3g GB/s"):format(rt.gbs) or "")
@@ -312,12 +313,18 @@ local function unconfirmed_finding(e, what, subject, rt, loc)
   -- off by its best pair only: a bound from a few pairs (a sampled plan gave a healthy rank of
   -- 8 x 2 hosts 3.0x, cleared 1.01x re-tested), re-tested but not warned about
   if e.basis == "best" then severity = "info" end
-  return { rule = "not_confirmed", severity = severity, subject = subject,
+  local f = { rule = "not_confirmed", severity = severity, subject = subject,
            message = ("%s %s in the pattern, %.1fx off; %s: not confirmed, maybe intermittent"):format(what, rate_text(e), e.ratio, after),
            evidence = { pattern = { send_gbs = e.send_gbs, recv_gbs = e.recv_gbs, fleet_send_gbs = e.fleet_send,
                                     fleet_recv_gbs = e.fleet_recv, ratio = e.ratio, direction = e.direction },
                         retest = rt or false },
            remedy = "measure again (a longer --tier); watch that host's link counters for flaps or bursts of drops" }
+  if links and #links > 0 then
+    f.rule, f.severity, f.remedy, f.evidence.links = "explained_by_links", "info", nil, links
+    f.message = ("%s %s in the pattern, %.1fx off; %s: at the named slow link%s %s, which explain%s it"):format(what, rate_text(e),
+      e.ratio, after, #links > 1 and "s" or "", table.concat(links, ", "), #links > 1 and "" or "s")
+  end
+  return f
 end
 
 -- A host or rank the re-tests measured slow in some rounds and not in others (every one of its
@@ -484,22 +491,16 @@ local function fold_ranks(out)
   return keep
 end
 
--- A rank off in the pattern at an end of named slow links (their verdicts showed it good with
--- others): those links are why, and the finding says so, as info (truth harness seed 2339, 4 x 2,
--- a 56 Mbit link h1-h3: rank 3 received 4.0x off the fleet through its two pairs over the link,
--- 1.00x re-tested, and was warned about beside the four named links).
-local function at_named_links(f, loc, rank)
+-- the named slow links at a rank ("a-b"): a rank off in the pattern at an end of named links
+-- (their verdicts showed it good with others) is explained by them, as info (truth harness seed
+-- 2339, 4 x 2, a 56 Mbit link h1-h3: rank 3 received 4.0x off the fleet through its two pairs
+-- over the link, 1.00x re-tested, and was warned about beside the four named links)
+local function links_at(loc, rank)
   local at = {}
   for _, l in ipairs(loc.links or {}) do
     if l.a == rank or l.b == rank then at[#at + 1] = ("%d-%d"):format(l.a, l.b) end
   end
-  if #at == 0 then return f end
-  f.rule, f.severity = "explained_by_links", "info"
-  f.message = f.message:gsub(": not confirmed, maybe intermittent$", "") ..
-    (": at the named slow link%s %s, which explain%s it"):format(#at > 1 and "s" or "", table.concat(at, ", "), #at > 1 and "" or "s")
-  f.evidence.links = at
-  f.remedy = nil
-  return f
+  return at
 end
 
 function M.unconfirmed(ev, loc, rank_hosts, bytes)
@@ -519,9 +520,8 @@ function M.unconfirmed(ev, loc, rank_hosts, bytes)
   for _, e in ipairs(ev.ranks) do
     if not named(loc, rank_hosts[e.rank + 1], e.rank) then
       seen[e.rank] = true
-      local f = unconfirmed_finding(e, ("rank %d (host %s)"):format(e.rank, e.host), { rank = e.rank, host = e.host },
-        retested(loc, nil, e.rank, bytes), loc)
-      out[#out + 1] = at_named_links(f, loc, e.rank)
+      out[#out + 1] = unconfirmed_finding(e, ("rank %d (host %s)"):format(e.rank, e.host), { rank = e.rank, host = e.host },
+        retested(loc, nil, e.rank, bytes), loc, links_at(loc, e.rank))
     end
   end
   -- a rank off one way only because its partners are off the other way: said, never silent
