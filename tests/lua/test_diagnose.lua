@@ -1304,6 +1304,21 @@ function TestLocalise:test_a_rank_slow_by_turns_with_ranks_on_three_hosts_is_war
   end
 end
 
+-- One warning for one place: a rank slow alone that cs.evidence already warns of (its flap
+-- rule's "intermittent" on the rank) gets a line of that warning, not a second one (truth harness
+-- seed 2075, run again on the final build: rank 14 warned twice).
+function TestLocalise:test_a_rank_slow_alone_with_a_warning_of_its_own_is_one_warning()
+  local own = { rule = "not_confirmed", severity = "warn", subject = { rank = 14, host = "h7" }, message = "rank 14 (host h7): intermittent" }
+  local loc = { hosts = {}, ranks = {}, links = {}, undecided = {}, unconfirmed = { own },
+                rank_links = { { rank = 14, host = "h7", alone = true, hosts = 2,
+                                 links = { { a = 6, b = 14, ratio = 1.9 }, { a = 0, b = 14, ratio = 1.8 } } } } }
+  for _, f in ipairs(cs.diagnose.findings(loc)) do
+    lu.assertNotEquals(f.rule, "not_confirmed", "a second warning: " .. f.message)
+  end
+  lu.assertEquals(own.message, "rank 14 (host h7): intermittent; rank 14 measured slow alone with ranks on 2 hosts (6-14 (1.9x), 0-14 (1.8x))")
+  lu.assertEquals(own.evidence.rank_links[1].rank, 14)
+end
+
 -- A slow rank whose mate is an end of link suspects (no mate in its own re-test) beside a mate
 -- its host's re-test showed clearly good (about 1x, below `open`): the rank is named, at 2.8x
 -- (namespace hosts, 4 x 2 ranks: a rank at 2.65-2.95x beside its mate at 1.03x was left "the

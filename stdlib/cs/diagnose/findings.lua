@@ -9,16 +9,21 @@ local M = {}
 -- warning: one warning for one place (the 4096-rank model: a flapping host warned intermittent
 -- and three of its ranks warned apart, each slow alone with ranks on 2 hosts).
 local function rank_link_findings(loc, out)
-  local host_warning = evidence.host_warnings(loc.unconfirmed)
+  local host_warning, rank_warning = evidence.host_warnings(loc.unconfirmed), {}
+  for _, f in ipairs(loc.unconfirmed or {}) do  -- a warning on the rank itself takes the line too
+    local sj = f.subject or {}
+    if f.rule == "not_confirmed" and f.severity == "warn" and sj.rank ~= nil and not rank_warning[sj.rank] then rank_warning[sj.rank] = f end
+  end
   for _, x in ipairs(loc.rank_links or {}) do
     local list = {}
     for _, l in ipairs(x.links) do list[#list + 1] = ("%d-%d (%.1fx)"):format(l.a, l.b, l.ratio or 0) end
-    local hw = host_warning[x.host]
+    local hw = host_warning[x.host] or rank_warning[x.rank]
     if hw then
       hw.evidence = hw.evidence or {}
       hw.evidence.rank_links = hw.evidence.rank_links or {}
       table.insert(hw.evidence.rank_links, { rank = x.rank, links = x.links })
-      hw.message = ("%s; its rank %d measured slow alone with ranks on %d hosts (%s)"):format(hw.message, x.rank, #x.links,
+      hw.message = ("%s; %s %d measured slow alone with ranks on %d hosts (%s)"):format(hw.message,
+        hw == rank_warning[x.rank] and "rank" or "its rank", x.rank, #x.links,
         table.concat(list, ", "))
     elseif x.turns then
       out[#out + 1] = { rule = "not_confirmed", severity = "warn", subject = { rank = x.rank, host = x.host },
