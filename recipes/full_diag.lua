@@ -30,7 +30,7 @@ local gpu = require "cs.gpu"
 
 local recipe = cs.recipe {
   name = "full_diag",
-  version = "1.7.3",
+  version = "1.7.4",
   requires = ">=0.1, <1.0",
   summary = "topology, environment, bandwidth, rank x rank pattern, localisation and a scorecard",
   options = {
@@ -247,7 +247,7 @@ local function pattern_and_localisation(ctx, tier, elapsed, t0, st, stragglers)
   if ev then
     cs.evidence.annotate(loc, ev, ctx.hosts)
     loc.unconfirmed = cs.evidence.unconfirmed(ev, loc, ctx.hosts, tier.pair_bytes)
-    loc.pattern_spikes = ev.spikes  -- the watch's second source (cs.evidence.watch, min_beside)
+    loc.pattern_spikes = ev.spikes  -- the watch's second source (cs.evidence.watch: its warning says when they agree)
   end
   return matrix, loc
 end

@@ -148,33 +148,56 @@ function TestWatch:test_a_one_way_flap_is_judged_by_its_share_of_that_way()
   lu.assertEquals(W.judge(m, hosts, {}), {})
 end
 
--- Two sources on one host (truth harness seed 2046, 8 x 2, h7 sending at 88 Mbit on 1.9 s of
--- every 5.5): the watch's 7 cycles held 2 of h7's sends slow, under `min` (3); the pattern put
--- h7 first with 10 slow directions, the next host 3. Beside the pattern's top host 2 do.
-function TestWatch:test_two_slow_samples_warn_the_host_the_pattern_put_first()
+-- Two slow samples warn (`min` 2): a flap's slow sample lasts a second or more and ends the on
+-- phase it is in, so an 8 s watch holds one or two (truth harness seed 2046, 8 x 2, h7 sending at
+-- 88 Mbit on 1.9 s of every 5.5: 2 of h7's sends at 10.6x; seed 2361, 8 x 1, h7 at 55 Mbit on 1.5
+-- s of every 5.2: 2 samples, the pattern's spike count 3 against the next host's 2, and nothing
+-- was said while `min` was 3). The pattern's spike count, when it puts the host first, is quoted.
+function TestWatch:test_two_slow_samples_warn_and_quote_the_pattern_when_it_agrees()
   local hosts = layout(8, 2)
   local function slow(s) return hosts[s.from + 1] == "h7" and (s.cycle == 0 or s.cycle == 5) and 10.6 or 1 end
   local samples = watch_run(hosts, 8, slow, 13)
   local k = 0
   for _, s in ipairs(samples) do if s.us > 50000 then k = k + 1 end end
   lu.assertEquals(k, 2)
-  lu.assertEquals(W.judge(samples, hosts, {}), {}, "the watch alone: under min")
-  local spikes = { { host = "h7", slow = 10, of = 112, partners = 5 }, { host = "h1", slow = 3, of = 112, partners = 2 } }
-  local f = W.judge(samples, hosts, { pattern_spikes = spikes })
+  -- seed 2361's pattern: h7 first, 3 slow directions against 2, under the spike rule's 2.5x
+  local f = W.judge(samples, hosts, { pattern_spikes = { { host = "h7", slow = 3, partners = 3 }, { host = "h1", slow = 2, partners = 2 } } })
   lu.assertEquals(#f, 1)
   lu.assertEquals(f[1].subject, { host = "h7" })
+  lu.assertEquals(f[1].evidence.slow, 2)
   lu.assertEquals(f[1].evidence.need, 2)
   lu.assertEquals(f[1].evidence.direction, "sending")
+  lu.assertNil(f[1].evidence.pattern_spikes)
   lu.assertStrContains(f[1].message, "2 of its 8 samples sending alone")
+  lu.assertNotStrContains(f[1].message, "the pattern too")
+  lu.assertEquals(#W.judge(samples, hosts, {}), 1, "the watch alone")
+  -- the pattern's spike count puts h7 first by over_next (2.5 x) on 2+ hosts: quoted
+  local spikes = { { host = "h7", slow = 10, of = 112, partners = 5 }, { host = "h1", slow = 3, of = 112, partners = 2 } }
+  f = W.judge(samples, hosts, { pattern_spikes = spikes })
+  lu.assertEquals(f[1].evidence.pattern_spikes, spikes[1])
   lu.assertStrContains(f[1].message, "the pattern too: 10 of its 112 pair directions")
-  -- the pattern's count not the top's by over_next (2.5 x), too few, one partner, or another host first: no
-  lu.assertEquals(W.judge(samples, hosts, { pattern_spikes = { spikes[1], { host = "h1", slow = 5, partners = 2 } } }), {})
-  lu.assertEquals(W.judge(samples, hosts, { pattern_spikes = { { host = "h7", slow = 3, partners = 3 } } }), {})
-  lu.assertEquals(W.judge(samples, hosts, { pattern_spikes = { { host = "h7", slow = 10, partners = 1 } } }), {})
-  lu.assertEquals(W.judge(samples, hosts, { pattern_spikes = { { host = "h3", slow = 10, partners = 5 } } }), {})
+  -- one slow sample is noise; two with one slow sample elsewhere too (others over a quarter of 2)
+  local function once(s) return hosts[s.from + 1] == "h7" and s.cycle == 0 and 10.6 or 1 end
+  lu.assertEquals(W.judge(watch_run(hosts, 8, once, 13), hosts, { pattern_spikes = spikes }), {})
+  local function also(s)
+    if hosts[s.from + 1] == "h7" and (s.cycle == 0 or s.cycle == 5) then return 10.6 end
+    return (hosts[s.from + 1] == "h2" and s.cycle == 3) and 10.6 or 1
+  end
+  lu.assertEquals(W.judge(watch_run(hosts, 8, also, 13), hosts, { pattern_spikes = spikes }), {})
 end
 
--- rank 5 (h2) stopped by turns: its samples slow, its mate's (rank 4) not
+-- Noise as the namespace hosts' healthy watches have it: 1 sample at 3x or more in 9936 (97
+-- healthy harness runs). At 1 in 200 here (50x that), on hosts drawn at random, nobody is
+-- warned in 40 runs (at 1 in 50, 2 slow samples on one host and none elsewhere happen).
+function TestWatch:test_rare_slow_samples_on_random_hosts_warn_nobody()
+  for seed = 1, 40 do
+    local hosts = layout(seed % 2 == 0 and 8 or 4, seed % 3 == 0 and 2 or 1)
+    local u = rng(seed + 100)
+    local samples = watch_run(hosts, 8, function() return u(0, 1) < 0.005 and 4 or 1 end, seed)
+    lu.assertEquals(W.judge(samples, hosts, {}), {}, "seed " .. seed)
+  end
+end
+
 function TestWatch:test_a_rank_stopped_by_turns_is_warned_as_that_rank()
   local hosts = layout(4, 2)
   local samples = watch_run(hosts, 8, function(s, t) return (s.from == 5 or s.to == 5) and t % 2 < 1.5 and 6 or 1 end, 5)

@@ -27,27 +27,25 @@ local M = {}
 -- rank of it when all its slow samples were that rank's, in `cycles` cycles or more, and its
 -- other ranks' samples in the same span (at least `mates` of them) were all fast: a rank
 -- stopped by turns; a host's link slows all its ranks.
--- Beside the pattern's own evidence, `min_beside` slow samples do: the host the pattern's spike
--- count puts first (cs.evidence.spikes: at least SPIKE.min slow directions, over_next x the
--- next host's, partners on 2+ hosts; loc.pattern_spikes), though under its rule's shares. Two
--- sources agreeing on one host is no noise (truth harness seed 2046, 8 x 2, h7 sending at 88
--- Mbit on 1.9 s of every 5.5: the watch's 7 cycles held 2 of h7's 7 sends at 10.6x and no
--- other sample slow; the pattern 10 of h7's 112 directions slow, the next host 3, its time
--- and wall shares 0.29 and 0.28 against 0.45 and 0.3; nothing was said).
-M.WATCH = { seconds = 8, factor = 3, min = 3, min_beside = 2, share = 0.1, partners = 2, others = 0.25, cycles = 2,
+-- `min` is 2 (3 until the twenty-ninth stop, with 2 beside the host the pattern's spike count
+-- puts first). Two slow samples with partners on 2 hosts and none slow without the host (`others`
+-- a quarter of 2) are what a flap's on phases leave in 8 s: a slow sample takes a second or more
+-- and ends the phase it is in (truth harness seed 2361, 8 x 1, h7 at 55 Mbit on 1.5 s of every
+-- 5.2: 2 samples at 17x and 10x, no other slow, the pattern's spike count 3 against the next
+-- host's 2; seed 2228 alike). Replayed over the 658 kept harness reports with watch samples (97
+-- healthy runs, 97 flaps, 464 other faults): `min` 2 warns those two hosts and nobody else.
+-- When the pattern's spike count puts the same host first (cs.evidence.spikes: SPIKE.min slow directions or more,
+-- over_next x the next host's, partners on 2+ hosts; loc.pattern_spikes), the warning says so.
+M.WATCH = { seconds = 8, factor = 3, min = 2, share = 0.1, partners = 2, others = 0.25, cycles = 2,
             mates = 2, max_ranks = 64 }
 local SPIKE = require("cs.evidence.spikes").SPIKE
 
--- the fewest slow samples that warn host h: min_beside when the pattern's spike count puts h
--- first (WATCH above), else min
-local function need_for(h, loc)
+-- whether the pattern's spike count puts host h first (WATCH above)
+local function pattern_first(h, loc)
   local s = loc.pattern_spikes or {}
   local top, second = s[1], s[2]
-  if top and top.host == h and (top.slow or 0) >= SPIKE.min and (top.partners or 0) >= SPIKE.partners
-      and (not second or top.slow >= SPIKE.over_next * (second.slow or 0)) then
-    return M.WATCH.min_beside, true
-  end
-  return M.WATCH.min, false
+  return top ~= nil and top.host == h and (top.slow or 0) >= SPIKE.min and (top.partners or 0) >= SPIKE.partners
+    and (not second or top.slow >= SPIKE.over_next * (second.slow or 0))
 end
 
 local function hosts_of(rank_hosts)
@@ -209,14 +207,13 @@ function M.judge(samples, rank_hosts, loc)
     end
   end
   if not top then return {} end
-  local need, beside = need_for(top.host, loc)
-  if warned[top.host] or #top.slow < need or share_of(top) < M.WATCH.share
+  if warned[top.host] or #top.slow < M.WATCH.min or share_of(top) < M.WATCH.share
       or top.partners < M.WATCH.partners or top.others > M.WATCH.others * #top.slow then
     return {}
   end
   local f = finding(top, one_rank(top, rank_hosts), span)
-  if beside then
-    f.evidence.need, f.evidence.pattern_spikes = need, loc.pattern_spikes[1]
+  if pattern_first(top.host, loc) then
+    f.evidence.pattern_spikes = loc.pattern_spikes[1]
     f.message = f.message .. ("; the pattern too: %d of its %d pair directions under a third of the fleet's rate, with partners on %d hosts"):format(
       loc.pattern_spikes[1].slow, loc.pattern_spikes[1].of or 0, loc.pattern_spikes[1].partners)
   end
