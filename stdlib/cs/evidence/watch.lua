@@ -34,8 +34,9 @@ local M = {}
 -- 5.2: 2 samples at 17x and 10x, no other slow, the pattern's spike count 3 against the next
 -- host's 2; seed 2228 alike). Replayed over the 658 kept harness reports with watch samples (97
 -- healthy runs, 97 flaps, 464 other faults): `min` 2 warns those two hosts and nobody else.
--- When the pattern's spike count puts the same host first (cs.evidence.spikes: SPIKE.min slow directions or more,
--- over_next x the next host's, partners on 2+ hosts; loc.pattern_spikes), the warning says so.
+-- When the pattern's spike count puts the same host first (cs.evidence.spikes: SPIKE.min slow
+-- directions or more, over_next x the next host's, partners on 2+ hosts; loc.pattern_spikes),
+-- the warning says so.
 M.WATCH = { seconds = 8, factor = 3, min = 2, share = 0.1, partners = 2, others = 0.25, cycles = 2,
             mates = 2, max_ranks = 64 }
 local SPIKE = require("cs.evidence.spikes").SPIKE
