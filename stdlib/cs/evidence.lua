@@ -23,8 +23,9 @@
 -- annotate(loc, ev): the direction and rates of each named host and rank (entry.direction,
 --   entry.send_gbs, entry.recv_gbs, entry.fleet_gbs).
 -- shared_cpus(findings, oversubscribed) -> findings: those on a host with more ranks than CPUs as info.
--- host_warnings(findings) -> { [host] = its first not_confirmed warning on the host alone }: where
---   a rank's warning joins its host's (here and cs.diagnose.findings).
+-- host_warnings(findings) -> { [host] = its first not_confirmed warning on the host alone },
+--   { [rank] = its first on the rank }: where a rank's warning joins its host's, or its own (here
+--   and cs.diagnose.findings).
 -- unconfirmed(ev, loc, rank_hosts, bytes) -> findings for what the evidence showed and the verdict
 --   did not name: never silence (rule "not_confirmed", warn: maybe intermittent); and for a host
 --   or rank the re-tests found slow in some rounds only (intermittent). A named link at a spiky
@@ -464,14 +465,15 @@ end
 -- by the harness's score though on the right host. Over 435 kept namespace reports a rank's
 -- warning stood beside its host's in that run and in one of 8 x 1 (seed 1234, a flap too).
 function M.host_warnings(findings)
-  local by = {}
+  local by, by_rank = {}, {}
   for _, f in ipairs(findings or {}) do
     local sj = f.subject or {}
-    if f.rule == "not_confirmed" and f.severity == "warn" and sj.rank == nil and sj.host ~= nil then
-      by[sj.host] = by[sj.host] or f
+    if f.rule == "not_confirmed" and f.severity == "warn" then
+      if sj.rank ~= nil then by_rank[sj.rank] = by_rank[sj.rank] or f
+      elseif sj.host ~= nil then by[sj.host] = by[sj.host] or f end
     end
   end
-  return by
+  return by, by_rank
 end
 
 local function fold_ranks(out)

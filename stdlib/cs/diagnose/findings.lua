@@ -9,11 +9,8 @@ local M = {}
 -- warning: one warning for one place (the 4096-rank model: a flapping host warned intermittent
 -- and three of its ranks warned apart, each slow alone with ranks on 2 hosts).
 local function rank_link_findings(loc, out)
-  local host_warning, rank_warning = evidence.host_warnings(loc.unconfirmed), {}
-  for _, f in ipairs(loc.unconfirmed or {}) do  -- a warning on the rank itself takes the line too
-    local sj = f.subject or {}
-    if f.rule == "not_confirmed" and f.severity == "warn" and sj.rank ~= nil and not rank_warning[sj.rank] then rank_warning[sj.rank] = f end
-  end
+  -- a warning on the host, else on the rank itself, takes the line
+  local host_warning, rank_warning = evidence.host_warnings(loc.unconfirmed)
   for _, x in ipairs(loc.rank_links or {}) do
     local list = {}
     for _, l in ipairs(x.links) do list[#list + 1] = ("%d-%d (%.1fx)"):format(l.a, l.b, l.ratio or 0) end
