@@ -7,7 +7,7 @@
 #
 #   scripts/compare_anchors.sh [--rounds 5] [--sizes 8,64,...] [--ops allreduce,sendrecv,latency]
 #                              [--netns N] [--before BINARY] [--osu DIR] [--imb DIR] [--no-states]
-#                              [--control] [--work DIR]
+#                              [--control] [--tcp-cc ALGO] [--work DIR]
 #   scripts/compare_anchors.sh --tables DIR      (the tables again, from the run that used --work DIR)
 #
 # --sizes   bytes per rank (default 8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864:
@@ -24,6 +24,11 @@
 #           btl; scripts/netns_hosts.sh, set up and removed here, names prefixed
 #           CS_NETNS_PREFIX, default "tim"), one rank per host. Without it: NP ranks (default 2)
 #           on this host, Open MPI's shared memory.
+# --tcp-cc  with --netns, the hosts' TCP congestion control (default: cubic where the kernel
+#           allows it, else reno; "host": this machine's own, often bbr). BBR paces each
+#           connection by its estimate of the path, and on these veths with 4 ranks sharing 2
+#           cores its launches fall into clusters a third apart (docs/timing.md); a loss-based
+#           algorithm sends as fast as the receiver reads, as on most clusters' TCP.
 # --before  a second commscript binary measured in the same rounds (e.g. the tree before a
 #           change): its own column and ratio.
 # --osu/--imb  an OMB source tree (7.x) / a clone of intel/mpi-benchmarks, built in place when
@@ -55,7 +60,7 @@ REPO=$(pwd)
 BUILD_DIR=${BUILD_DIR:-build}
 NP=${NP:-2}
 MPIRUN=${MPIRUN:-mpirun}
-OSU="" IMB="" BEFORE="" ROUNDS=5 WORK="" TABLES_ONLY="" NETNS=0 STATES=1 CONTROL=0
+OSU="" IMB="" BEFORE="" ROUNDS=5 WORK="" TABLES_ONLY="" NETNS=0 STATES=1 CONTROL=0 TCP_CC=""
 SIZES_ARG=8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864
 OPS_ARG=allreduce
 while [[ $# -gt 0 ]]; do
@@ -69,9 +74,10 @@ while [[ $# -gt 0 ]]; do
     --netns) NETNS=$2; shift 2 ;;
     --no-states) STATES=0; shift ;;
     --control) CONTROL=1; shift ;;
+    --tcp-cc) TCP_CC=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --tables) TABLES_ONLY=1; WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,56p' "$0"; exit 0 ;;
     *) echo "compare_anchors: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -208,7 +214,20 @@ if (( NETNS > 0 )); then
   scripts/netns_hosts.sh down >/dev/null 2>&1 || true
   scripts/netns_hosts.sh up "$NETNS" >/dev/null
   trap 'scripts/netns_hosts.sh down >/dev/null 2>&1 || true' EXIT
-  echo "# $NETNS namespace hosts ($CS_NETNS_PREFIX-h0..), one rank each, tcp btl, links unlimited (veth)"
+  tag=${CS_NETNS_TAG:+.$CS_NETNS_TAG}  # netns_hosts.sh's names: PREFIX-hI[.TAG], PREFIX-launch[.TAG]
+  allowed=$(ip netns exec "$CS_NETNS_PREFIX-h0$tag" sysctl -n net.ipv4.tcp_allowed_congestion_control)
+  if [[ -z "$TCP_CC" ]]; then
+    TCP_CC=reno
+    [[ " $allowed " == *" cubic "* ]] && TCP_CC=cubic
+  fi
+  if [[ "$TCP_CC" != host ]]; then
+    [[ " $allowed " == *" $TCP_CC "* ]] || die "--tcp-cc $TCP_CC: the kernel allows only: $allowed"
+    for ns in "$CS_NETNS_PREFIX-launch$tag" $(for ((i = 0; i < NETNS; i++)); do echo "$CS_NETNS_PREFIX-h$i$tag"; done); do
+      ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$TCP_CC"
+    done
+  fi
+  echo "# $NETNS namespace hosts ($CS_NETNS_PREFIX-h0..), one rank each, tcp btl, links unlimited (veth)," \
+    "TCP congestion control $(ip netns exec "$CS_NETNS_PREFIX-h0$tag" sysctl -n net.ipv4.tcp_congestion_control)"
 fi
 
 run_mpi() {
