@@ -254,16 +254,18 @@ double load1() {
 }
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: mpirun -np 2 commscript_overhead_bench [--rounds N] [--scale F] [--verbose] [--side S]\n"
-               "  --rounds N  rounds per case, each a (baseline, commscript) pair, order alternating (default 10)\n"
-               "  --scale F   multiply every iteration count by F (default 1)\n"
-               "  --verbose   print every round\n"
-               "  --side S    what the commscript column runs: lua (default: comm:bench from Lua, the user's\n"
-               "              path), direct (cs::bench() called from C++, no Lua), control (the baseline\n"
-               "              loop again: an A/A run that shows the method's own noise and bias)\n"
-               "  --method M  headline (default): whole-loop time per iteration, mean over ranks (time_us,\n"
-               "              as nccl-tests/OSU); sampled: per-iteration samples, max over ranks (p50_us)\n");
+  std::fprintf(
+      stderr,
+      "usage: mpirun -np 2 commscript_overhead_bench [--rounds N] [--scale F] [--verbose] [--side S] [--bytes N]\n"
+      "  --rounds N  rounds per case, each a (baseline, commscript) pair, order alternating (default 10)\n"
+      "  --scale F   multiply every iteration count by F (default 1)\n"
+      "  --verbose   print every round\n"
+      "  --side S    what the commscript column runs: lua (default: comm:bench from Lua, the user's\n"
+      "              path), direct (cs::bench() called from C++, no Lua), control (the baseline\n"
+      "              loop again: an A/A run that shows the method's own noise and bias)\n"
+      "  --bytes N   one case, an all-reduce of N bytes, instead of the four (target 3 %%)\n"
+      "  --method M  headline (default): whole-loop time per iteration, mean over ranks (time_us,\n"
+      "              as nccl-tests/OSU); sampled: per-iteration samples, max over ranks (p50_us)\n");
 }
 
 }  // namespace
@@ -273,6 +275,7 @@ int main(int argc, char** argv) {
   double scale = 1.0;
   bool verbose = false;
   std::string side = "lua";
+  size_t only_bytes = 0;  // --bytes: one all-reduce case of this size instead of the four
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc)
@@ -285,6 +288,8 @@ int main(int argc, char** argv) {
              (std::string(argv[i + 1]) == "lua" || std::string(argv[i + 1]) == "direct" ||
               std::string(argv[i + 1]) == "control"))
       side = argv[++i];
+    else if (a == "--bytes" && i + 1 < argc && std::atoll(argv[i + 1]) >= 4)
+      only_bytes = static_cast<size_t>(std::atoll(argv[++i])) / 4 * 4;
     else if (a == "--method" && i + 1 < argc &&
              (std::string(argv[i + 1]) == "headline" || std::string(argv[i + 1]) == "sampled"))
       g_headline = std::string(argv[++i]) == "headline";
@@ -324,12 +329,18 @@ int main(int argc, char** argv) {
     MPI_Comm_dup(MPI_COMM_WORLD, &plain);
 
     auto sc = [&](int n) { return std::max(1, static_cast<int>(n * scale)); };
-    const std::vector<Case> cases = {
+    std::vector<Case> cases = {
         {"allreduce 8B", Kind::allreduce, "allreduce", 8, sc(20000), sc(2000), 0.05},
         {"allreduce 4MiB", Kind::allreduce, "allreduce", 4u << 20, sc(200), sc(20), 0.02},
         {"sendrecv 8B", Kind::sendrecv, "sendrecv", 8, sc(20000), sc(2000), 0.05},
         {"sendrecv 4MiB", Kind::sendrecv, "sendrecv", 4u << 20, sc(200), sc(20), 0.02},
     };
+    // --bytes N: compare_anchors.sh's iterations for that size (200 MiB per loop, 10..20000 calls).
+    static const std::string only_label = "allreduce " + std::to_string(only_bytes) + "B";
+    if (only_bytes) {
+      const int it = static_cast<int>(std::clamp<size_t>((200u << 20) / only_bytes, 10, 20000));
+      cases = {{only_label.c_str(), Kind::allreduce, "allreduce", only_bytes, sc(it), sc(std::max(1, it / 10)), 0.03}};
+    }
 
     if (rank == 0) {
       std::printf("commscript overhead benchmark: %d ranks, %s, %u cores on %s\n", session.size(),
