@@ -335,10 +335,10 @@ int main(int argc, char** argv) {
         {"sendrecv 8B", Kind::sendrecv, "sendrecv", 8, sc(20000), sc(2000), 0.05},
         {"sendrecv 4MiB", Kind::sendrecv, "sendrecv", 4u << 20, sc(200), sc(20), 0.02},
     };
-    // --bytes N: compare_anchors.sh's iterations for that size (200 MiB per loop, 10..20000 calls).
+    // --bytes N: compare_anchors.sh's iterations for that size (200 MiB per loop, 10..5000 calls).
     static const std::string only_label = "allreduce " + std::to_string(only_bytes) + "B";
     if (only_bytes) {
-      const int it = static_cast<int>(std::clamp<size_t>((200u << 20) / only_bytes, 10, 20000));
+      const int it = static_cast<int>(std::clamp<size_t>((200u << 20) / only_bytes, 10, 5000));
       cases = {{only_label.c_str(), Kind::allreduce, "allreduce", only_bytes, sc(it), sc(std::max(1, it / 10)), 0.03}};
     }
 
