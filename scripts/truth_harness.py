@@ -443,6 +443,8 @@ def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
     where = placement(cfg["sizes"])
     named = named_of(rep, where, ns)
     correct, innocent = score(cfg, named, where)
+    if cfg["fault"]["kind"] == "none":
+        correct = None  # nothing to find: a healthy run is judged by precision alone (innocent == [])
     refs = (rep.get("localisation") or {}).get("references") or {}
     row = dict(cfg, recipe=recipe, rc=rc, wall_s=round(elapsed, 1), named=named, correct=correct, innocent=innocent,
                visible=visible(cfg, rep, where), alone=truth,
