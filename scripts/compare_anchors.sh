@@ -7,13 +7,18 @@
 #
 #   scripts/compare_anchors.sh [--rounds 5] [--sizes 8,64,...] [--ops allreduce,sendrecv,latency]
 #                              [--netns N] [--before BINARY] [--osu DIR] [--imb DIR] [--no-states]
-#                              [--control] [--tcp-cc ALGO] [--work DIR]
+#                              [--control] [--tcp-cc ALGO] [--warmup-per-10 K] [--work DIR]
 #   scripts/compare_anchors.sh --tables DIR      (the tables again, from the run that used --work DIR)
 #
 # --sizes   bytes per rank (default 8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864:
 #           8 B to 64 MiB). Iterations per size, the same for every tool: min(5000, max(10,
 #           200 MiB / size)) (5000 up to 32 KiB, 200 at 1 MiB, 50 at 4 MiB, 10 at 64 MiB);
 #           warm-up a tenth (at least 5).
+# --warmup-per-10 K  warm-up K tenths of the iterations instead of one (at least 5), the same
+#           for every tool. With --netns (4 ranks on 2 cores) a launch's first ~0.3 s of
+#           spinning runs slower, more so in a process whose ranks slept just before (as
+#           commscript's do in their set-up waits); K=10 warms up for as long as the loop
+#           lasts, past that (docs/timing.md, "The thirty-first stop").
 # --ops     allreduce (default), sendrecv (a ring), latency (osu_latency's ping-pong; 2 ranks;
 #           latency.lua's and OSU's counts: 10000 round trips up to 8 KiB, 1000 above).
 # --rounds  rounds (default 5). Each round runs every size once with every tool, one launch per
@@ -60,7 +65,7 @@ REPO=$(pwd)
 BUILD_DIR=${BUILD_DIR:-build}
 NP=${NP:-2}
 MPIRUN=${MPIRUN:-mpirun}
-OSU="" IMB="" BEFORE="" ROUNDS=5 WORK="" TABLES_ONLY="" NETNS=0 STATES=1 CONTROL=0 TCP_CC=""
+OSU="" IMB="" BEFORE="" ROUNDS=5 WARMUP10=1 WORK="" TABLES_ONLY="" NETNS=0 STATES=1 CONTROL=0 TCP_CC=""
 SIZES_ARG=8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864
 OPS_ARG=allreduce
 while [[ $# -gt 0 ]]; do
@@ -69,6 +74,7 @@ while [[ $# -gt 0 ]]; do
     --imb) IMB=$(cd "$2" && pwd); shift 2 ;;
     --before) BEFORE=$(realpath "$2"); shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    --warmup-per-10) WARMUP10=$2; shift 2 ;;
     --sizes) SIZES_ARG=$2; shift 2 ;;
     --ops) OPS_ARG=$2; shift 2 ;;
     --netns) NETNS=$2; shift 2 ;;
@@ -77,13 +83,14 @@ while [[ $# -gt 0 ]]; do
     --tcp-cc) TCP_CC=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --tables) TABLES_ONLY=1; WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,56p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,61p' "$0"; exit 0 ;;
     *) echo "compare_anchors: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
 die() { echo "compare_anchors: $*" >&2; exit 1; }
 [[ "$ROUNDS" =~ ^[0-9]+$ && "$ROUNDS" -ge 1 ]] || die "--rounds must be a positive integer"
 [[ "$NETNS" =~ ^[0-9]+$ ]] || die "--netns takes a number of hosts"
+[[ "$WARMUP10" =~ ^[0-9]+$ && "$WARMUP10" -le 100 ]] || die "--warmup-per-10 takes 0..100"
 IFS=, read -r -a SIZES <<<"$SIZES_ARG"
 for s in "${SIZES[@]}"; do [[ "$s" =~ ^[1-9][0-9]*$ && $((s % 4)) -eq 0 ]] || die "--sizes: '$s' is not a positive multiple of 4 bytes"; done
 IFS=, read -r -a OPS <<<"$OPS_ARG"
@@ -95,7 +102,7 @@ OUT="$WORK/measurements.txt"
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 iters_of() { local n=$(( 209715200 / $1 )); (( n > 5000 )) && n=5000; (( n < 10 )) && n=10; echo "$n"; }
-warmup_of() { local w=$(( $1 / 10 )); (( w < 5 )) && w=5; echo "$w"; }
+warmup_of() { local w=$(( $1 * WARMUP10 / 10 )); (( w < 5 )) && w=5; echo "$w"; }
 lat_iters_of() { if (( $1 > 8192 )); then echo 1000; else echo 10000; fi; }
 lat_warmup_of() { if (( $1 > 8192 )); then echo 10; else echo 100; fi; }
 states_at() { [[ "$STATES" == 1 && "$1" -le 4096 && "$2" != latency ]]; }
@@ -308,7 +315,7 @@ tool_imb() {  # OP SIZE
 }
 
 TOOLS=(plain cs csb osu imb plainb)
-echo "# compare_anchors: $NP ranks, $ROUNDS rounds, ops ${OPS[*]}, sizes ${SIZES[*]} B; work dir $WORK"
+echo "# compare_anchors: $NP ranks, $ROUNDS rounds, ops ${OPS[*]}, sizes ${SIZES[*]} B, warm-up $WARMUP10/10 of the iterations (at least 5); work dir $WORK"
 echo "# commscript: $CS${BEFORE:+; before: $BEFORE}; $(nproc) CPUs; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 LOADS=()
 k=0
