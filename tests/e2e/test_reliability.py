@@ -129,29 +129,6 @@ class Output(cs_e2e.TestCase):
             json.loads(l)  # every line whole
 
 
-def rank_pid(rank):
-    """The pid of this machine's commscript process of MPI rank `rank` (its environment says
-    OMPI_COMM_WORLD_RANK), not its guardian (a child of it with the same environment), or None."""
-    want = ("OMPI_COMM_WORLD_RANK=%d" % rank).encode()
-    exe = os.path.realpath(cs_e2e.BIN)
-    found = {}  # pid -> parent pid
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            if os.path.realpath("/proc/%s/exe" % pid) != exe:
-                continue
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                if want not in f.read().split(b"\0"):
-                    continue
-            with open("/proc/%s/stat" % pid) as f:
-                found[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    ranks = [pid for pid, parent in found.items() if parent not in found]
-    return ranks[0] if len(ranks) == 1 else None
-
-
 class Signals(cs_e2e.TestCase):
 
     def start_measuring(self, path):
@@ -241,7 +218,7 @@ class Signals(cs_e2e.TestCase):
 
     def kill_rank_1(self, path):
         p, out, results = self.start_measuring(path)
-        victim = rank_pid(1)
+        victim = cs_e2e.rank_pid(out, 1)  # this run's rank 1, not another job's (ctest -j)
         if victim is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.communicate()
