@@ -433,7 +433,7 @@ int main(int argc, char** argv) {
 
     // ---- the wrapper's own cost, per rank, on 1-rank communicators ----
     // Its percentages are of the four default cases' baselines (rows 0-3): not with --bytes.
-    if (rows.size() == 4) {
+    if (!only_bytes) {
       std::unique_ptr<cs::Communicator> solo = session.world->split(rank, 0);  // an MpiCommunicator
       MPI_Comm self;  // made the same way as `solo`, so MPI picks the same collective component
       MPI_Comm_split(MPI_COMM_WORLD, rank, 0, &self);
