@@ -190,8 +190,8 @@ def named_of(rep, where, ns):
 
 
 def score(cfg, named, where):
-    """(correct, innocent): the planted fault named; someone else named (hosts, ranks, links,
-    stragglers and other findings with a rank/host subject all count)."""
+    """(correct, innocent): the planted fault named (None for a healthy run); someone else named
+    (hosts, ranks, links, stragglers and other findings with a rank/host subject all count)."""
     f = cfg["fault"]
     sizes = cfg["sizes"]
     ok_hosts, ok_ranks, ok_links = set(), set(), set()
@@ -239,6 +239,8 @@ def score(cfg, named, where):
         else:
             innocent.append("link %s-%s" % (a, b))
     innocent += ["finding %s" % o for o in named["other"]]
+    if f["kind"] == "none":
+        correct = None  # nothing to find: a healthy run is judged by precision alone (innocent == [])
     return correct, innocent
 
 
@@ -443,8 +445,6 @@ def netns_seed(cfg, ns, binary, mpirun, recipe, timeout, keep):
     where = placement(cfg["sizes"])
     named = named_of(rep, where, ns)
     correct, innocent = score(cfg, named, where)
-    if cfg["fault"]["kind"] == "none":
-        correct = None  # nothing to find: a healthy run is judged by precision alone (innocent == [])
     refs = (rep.get("localisation") or {}).get("references") or {}
     row = dict(cfg, recipe=recipe, rc=rc, wall_s=round(elapsed, 1), named=named, correct=correct, innocent=innocent,
                visible=visible(cfg, rep, where), alone=truth,
