@@ -5,7 +5,7 @@
 -- names Open MPI's predefined handles); not a recipe of its own: it needs --trusted (ffi).
 --   mpirun -np 4 build/commscript --trusted scripts/anchors/first_loops.lua --bytes 8 --order sfbf
 -- --order: one letter per step, in turn:
---   f  the plain loop: warm-up (a tenth, at least 1), MPI_Barrier, ITERS calls between two clock
+--   f  the plain loop: warm-up (a tenth, at least 5, as compare_anchors.sh), MPI_Barrier, ITERS calls between two clock
 --      reads; the mean over ranks of each rank's time per call
 --   b  comm:bench{op = "allreduce", check = false}, its headline time_us (the same counts)
 --   s  every rank spins for 0.5 s (no MPI call)      z  every rank sleeps for 0.5 s
@@ -43,7 +43,7 @@ function recipe.run(ctx)
   if bytes < 4 or bytes % 4 ~= 0 then cs.raise(cs.exit.bad_input, "--bytes: a positive multiple of 4") end
   local it = tonumber(ctx.opt.iters) or 0
   if it <= 0 then it = math.min(5000, math.max(10, math.floor(200 * 1048576 / bytes))) end
-  local warmup = math.max(1, math.floor(it / 10))
+  local warmup = math.max(5, math.floor(it / 10))
   local n = bytes / 4
   local send = ffi.cast("float*", C.aligned_alloc(64, bytes))
   local recv = ffi.cast("float*", C.aligned_alloc(64, bytes))
