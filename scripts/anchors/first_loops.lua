@@ -5,8 +5,8 @@
 -- names Open MPI's predefined handles); not a recipe of its own: it needs --trusted (ffi).
 --   mpirun -np 4 build/commscript --trusted scripts/anchors/first_loops.lua --bytes 8 --order sfbf
 -- --order: one letter per step, in turn:
---   f  the plain loop: warm-up (a tenth, at least 5, as compare_anchors.sh), MPI_Barrier, ITERS calls between two clock
---      reads; the mean over ranks of each rank's time per call
+--   f  the plain loop: warm-up (a tenth, at least 5, as compare_anchors.sh), MPI_Barrier, ITERS
+--      calls between two clock reads; the mean over ranks of each rank's time per call
 --   b  comm:bench{op = "allreduce", check = false}, its headline time_us (the same counts)
 --   s  every rank spins for 0.5 s (no MPI call)      z  every rank sleeps for 0.5 s
 -- --iters: calls per loop (default: compare_anchors.sh's count for the size, 10-5000).
